@@ -1,0 +1,31 @@
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def grammar():
+    from tokenwatt.corpus import load_grammar
+
+    return load_grammar(ROOT / "resources" / "story_grammar.json")
+
+
+@pytest.fixture(scope="session")
+def small_tokenizer(grammar):
+    """A BPE trained on a few hundred synthetic stories; shared because training takes ~1 s."""
+    from tokenwatt.corpus import synthetic_corpus
+    from tokenwatt.tokenizer import train_bpe
+
+    return train_bpe(synthetic_corpus(grammar, 300, seed=1)["text"].to_list(), vocab_size=400)

@@ -1,0 +1,81 @@
+import copy
+
+import pytest
+import yaml
+
+from tokenwatt.config import ConfigError, load_schema, schema_reference, validate_config
+
+
+@pytest.fixture(scope="module")
+def schema(root):
+    return load_schema(root / "workflow/schemas/config.schema.yaml")
+
+
+@pytest.fixture
+def default(root):
+    return yaml.safe_load((root / "config/config.yaml").read_text())
+
+
+def test_shipped_configs_validate(root, schema):
+    for name in ("config.yaml", "paper.yaml"):
+        validate_config(yaml.safe_load((root / "config" / name).read_text()), schema)
+
+
+def test_defaults_are_filled_in(schema, default):
+    del default["train"]
+    cfg = validate_config(default, schema)
+    assert cfg["train"]["precision"] == "fp32" and cfg["corpus"]["hf"]["split"] == "train"
+
+
+def _error(schema, cfg) -> str:
+    with pytest.raises(ConfigError) as exc:
+        validate_config(cfg, schema)
+    return str(exc.value)
+
+
+def test_negative_budget_names_the_key(schema, default):
+    default["study"]["budgets"] = [20000, -5]
+    assert "study.budgets[1]: -5 is less than the minimum of 1" in _error(schema, default)
+
+
+def test_zero_trials_names_the_key(schema, default):
+    default["study"]["trials"] = 0
+    assert "study.trials: 0 is less than the minimum of 1" in _error(schema, default)
+
+
+def test_chunk_length_below_two_names_the_key(schema, default):
+    default["chunk"]["length"] = 1
+    assert "chunk.length: 1 is less than the minimum of 2" in _error(schema, default)
+
+
+def test_unknown_key_is_rejected(schema, default):
+    default["train"]["learning_rate"] = 0.1
+    assert "train: Additional properties are not allowed ('learning_rate' was unexpected)" in _error(schema, default)
+
+
+def test_wrong_type_names_the_key(schema, default):
+    default["train"]["epochs"] = "three"
+    assert "train.epochs: 'three' is not of type 'integer'" in _error(schema, default)
+
+
+def test_all_problems_are_reported_at_once(schema, default):
+    default["study"]["trials"] = 0
+    default["chunk"]["length"] = 1
+    msg = _error(schema, default)
+    assert "study.trials" in msg and "chunk.length" in msg
+
+
+def test_pretrained_model_needs_a_name(schema, default):
+    cfg = copy.deepcopy(default)
+    cfg["model"] = {"source": "pretrained"}
+    assert "model.name: model.source is pretrained" in _error(schema, cfg)
+
+
+def test_local_corpus_needs_files(schema, default):
+    default["corpus"] = {"source": "local"}
+    assert "corpus.local.files" in _error(schema, default)
+
+
+def test_config_readme_documents_every_schema_key(root, schema):
+    """config/README.md carries the reference generated from the schema, so no key goes undocumented."""
+    assert schema_reference(schema) in (root / "config/README.md").read_text()

@@ -1,0 +1,71 @@
+import json
+
+import polars as pl
+import pytest
+
+from tokenwatt.corpus import CorpusError, hf_corpus, local_corpus, synthetic_corpus
+
+TEXTS = ["Once there was a cat.", "The dog ran home."]
+
+
+def test_synthetic_corpus_is_byte_identical_for_a_seed(grammar):
+    a, b = synthetic_corpus(grammar, 50, seed=3), synthetic_corpus(grammar, 50, seed=3)
+    assert a.equals(b)
+    assert not a.equals(synthetic_corpus(grammar, 50, seed=4))
+
+
+def test_synthetic_corpus_has_real_variety(grammar):
+    docs = synthetic_corpus(grammar, 500, seed=0)["text"].to_list()
+    sentences = [s for d in docs for s in d.split(". ")]
+    assert len(set(docs)) == len(docs)
+    assert len(set(sentences)) > 0.8 * len(sentences)
+    assert len({w for d in docs for w in d.split()}) > 1500  # open vocabulary from made-up names
+
+
+def _write(tmp_path, suffix):
+    path = tmp_path / f"docs{suffix}"
+    df = pl.DataFrame({"story": TEXTS})
+    if suffix == ".txt":
+        path.write_text("\n".join(TEXTS) + "\n")
+    elif suffix == ".jsonl":
+        path.write_text("".join(json.dumps({"story": t}) + "\n" for t in TEXTS))
+    elif suffix == ".parquet":
+        df.write_parquet(path)
+    else:
+        df.write_csv(path)
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".jsonl", ".parquet", ".csv"])
+def test_local_files_of_each_type_load(tmp_path, suffix):
+    docs = local_corpus([str(_write(tmp_path, suffix))], text_column="story")
+    assert docs["text"].to_list() == TEXTS
+    assert docs["doc_id"].to_list() == [0, 1]
+
+
+def test_local_text_column_mismatch_names_the_key(tmp_path):
+    with pytest.raises(CorpusError, match="corpus.local.text_column is 'text'.*'story'"):
+        local_corpus([str(_write(tmp_path, ".jsonl"))], text_column="text")
+
+
+def test_undecodable_local_file_names_the_file(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"good line\nbad \xff\xfe line\n")
+    with pytest.raises(CorpusError, match=r"bad\.txt is not valid UTF-8.*encoding_errors: replace"):
+        local_corpus([str(bad)])
+
+
+def test_undecodable_bytes_are_replaced_when_configured(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"good line\nbad \xff line\n")
+    assert local_corpus([str(bad)], encoding_errors="replace")["text"].to_list()[1] == "bad \ufffd line"
+
+
+def test_missing_local_file_names_it(tmp_path):
+    with pytest.raises(CorpusError, match="nothere.txt does not exist"):
+        local_corpus([str(tmp_path / "nothere.txt")])
+
+
+def test_unreachable_hub_explains_the_local_way_out():
+    with pytest.raises(CorpusError, match="corpus.source: local"):
+        hf_corpus("tokenwatt-no-such-org/no-such-dataset", split="train")

@@ -1,0 +1,102 @@
+import numpy as np
+import polars as pl
+import pytest
+from transformers import AutoTokenizer
+
+from tokenwatt.chunking import ChunkError, chunk_documents, chunk_ids, with_special_tokens
+from tokenwatt.split import SplitError, split_documents
+from tokenwatt.subsets import SubsetError, draw_subset, trial_seed
+from tokenwatt.tokenizer import save_tokenizer, tokenizer_info
+
+
+def test_chunks_are_cut_at_length_and_the_last_is_padded():
+    out = chunk_ids([7], [list(range(10, 20))], length=4, pad_id=0)
+    assert out["input_ids"].to_list() == [[10, 11, 12, 13], [14, 15, 16, 17], [18, 19, 0, 0]]
+    assert out["attention_mask"].to_list()[-1] == [1, 1, 0, 0]
+    assert out["n_real"].to_list() == [4, 4, 2]
+    assert out["doc_id"].to_list() == [7, 7, 7]
+
+
+def test_a_document_of_exactly_one_chunk_gets_no_padding_chunk():
+    assert chunk_ids([0], [[1, 2, 3, 4]], length=4, pad_id=0)["n_real"].to_list() == [4]
+
+
+def test_chunks_never_span_documents():
+    out = chunk_ids([0, 1], [[1, 2, 3], [4, 5]], length=4, pad_id=0)
+    assert out["doc_id"].to_list() == [0, 1] and out["n_real"].to_list() == [3, 2]
+
+
+def test_chunk_length_below_two_is_refused():
+    with pytest.raises(ChunkError, match="chunk.length is 1"):
+        chunk_ids([0], [[1, 2]], length=1, pad_id=0)
+
+
+def test_bos_and_eos_frame_each_document():
+    assert with_special_tokens([5, 6], 1, 2) == [1, 5, 6, 2]
+    assert with_special_tokens([5, 6], None, 2) == [5, 6, 2]
+
+
+def test_n_real_counts_tokens_even_when_pad_id_occurs_in_text(small_tokenizer):
+    docs = pl.DataFrame({"doc_id": [0], "text": ["The cat sat on the mat. " * 5]})
+    out = chunk_documents(docs, small_tokenizer, length=16, add_bos=True, add_eos=True)
+    n_tokens = len(small_tokenizer(docs["text"][0], add_special_tokens=False)["input_ids"]) + 2
+    assert out["n_real"].sum() == n_tokens
+    assert out["input_ids"].to_list()[0][0] == small_tokenizer.bos_token_id
+
+
+def test_tokenizer_round_trips_through_auto_tokenizer(tmp_path, small_tokenizer):
+    save_tokenizer(small_tokenizer, tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    text = "Once upon a time, Bolika the fox found a shiny zibblo."
+    assert loaded(text)["input_ids"] == small_tokenizer(text)["input_ids"]
+    assert loaded.decode(loaded(text)["input_ids"]) == text
+    info = tokenizer_info(loaded, "train")
+    assert info["vocab_size"] == 400 and info["pad_token_id"] == 0
+
+
+def test_eval_split_is_by_document_and_disjoint():
+    docs = pl.DataFrame({"doc_id": np.arange(100), "text": [f"doc {i}" for i in range(100)]})
+    train, evaluation = split_documents(docs, eval_documents=10, seed=1)
+    assert evaluation.height == 10 and train.height == 90
+    assert not set(train["doc_id"]) & set(evaluation["doc_id"])
+    assert split_documents(docs, 10, seed=1)[1].equals(evaluation)
+
+
+def test_eval_split_larger_than_corpus_names_the_key():
+    docs = pl.DataFrame({"doc_id": [0, 1], "text": ["a", "b"]})
+    with pytest.raises(SplitError, match="split.eval_documents is 5"):
+        split_documents(docs, 5, seed=0)
+
+
+@pytest.fixture
+def chunks():
+    rng = np.random.default_rng(0)
+    return np.arange(500), rng.integers(1, 65, size=500)
+
+
+def test_subsets_are_nested_across_budgets(chunks):
+    ids, n_real = chunks
+    seed = trial_seed(5, 1)
+    small, large = draw_subset(ids, n_real, 2000, seed), draw_subset(ids, n_real, 8000, seed)
+    assert large["chunk_ids"][: small["n_chunks"]] == small["chunk_ids"]
+
+
+def test_subset_reaches_the_budget_with_the_fewest_chunks_and_records_the_exact_count(chunks):
+    ids, n_real = chunks
+    sub = draw_subset(ids, n_real, 3000, seed=9)
+    counts = n_real[sub["chunk_ids"]]
+    assert sub["real_tokens"] == counts.sum() >= 3000
+    assert counts[:-1].sum() < 3000
+
+
+def test_trials_draw_different_subsets_and_a_seed_repeats(chunks):
+    ids, n_real = chunks
+    a, b = (draw_subset(ids, n_real, 3000, trial_seed(5, t)) for t in (1, 2))
+    assert a["chunk_ids"] != b["chunk_ids"]
+    assert draw_subset(ids, n_real, 3000, trial_seed(5, 1)) == a
+
+
+def test_budget_beyond_the_corpus_says_how_much_is_missing(chunks):
+    ids, n_real = chunks
+    with pytest.raises(SubsetError, match=rf"budget 99999 needs 99999 tokens, the corpus has {n_real.sum()}; lower the budget or add data"):
+        draw_subset(ids, n_real, 99999, seed=0)

@@ -1,0 +1,64 @@
+import json
+
+import polars as pl
+import pytest
+
+from workflow_helpers import clone, planned_jobs, snakemake
+
+pytestmark = pytest.mark.workflow
+TINY = ["--configfile", "tests/data/tiny.yaml"]
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory):
+    """The tiny study's data stages, run for real once."""
+    work = clone(tmp_path_factory.mktemp("data"))
+    snakemake(work, *TINY, "--cores", "2", "data")
+    return work
+
+
+def test_dry_run_of_the_default_config_plans_one_subset_per_budget_and_trial(tmp_path):
+    jobs = planned_jobs(clone(tmp_path), "data")
+    assert jobs == {"corpus": 1, "normalize": 1, "split": 1, "tokenizer": 1, "chunk": 2, "subset": 15}
+
+
+def _override(work, text):
+    (work / "override.yaml").write_text(text)
+    return ["--configfile", "tests/data/tiny.yaml", "override.yaml"]
+
+
+def test_a_bad_config_fails_before_any_job_with_the_key(tmp_path):
+    work = clone(tmp_path)
+    proc = snakemake(work, "-n", *_override(work, "study: {name: x, seed: 1, budgets: [-5], trials: 2}"), check=False)
+    assert proc.returncode != 0
+    assert "study.budgets[0]: -5 is less than the minimum of 1" in proc.stdout + proc.stderr
+
+
+def test_data_stages_write_nested_subsets_with_exact_counts(tiny_data):
+    chunks = pl.read_parquet(tiny_data / "results/data/chunks_train.parquet")
+    n_real = dict(zip(chunks["chunk_id"], chunks["n_real"]))
+    for trial in (1, 2, 3):
+        small = json.loads((tiny_data / f"results/subsets/b1000/t{trial}.json").read_text())
+        large = json.loads((tiny_data / f"results/subsets/b2000/t{trial}.json").read_text())
+        assert large["chunk_ids"][: small["n_chunks"]] == small["chunk_ids"]
+        assert large["real_tokens"] == sum(n_real[c] for c in large["chunk_ids"]) >= 2000
+
+
+def test_eval_chunks_come_from_documents_no_trial_trains_on(tiny_data):
+    train = pl.read_parquet(tiny_data / "results/data/chunks_train.parquet")
+    evaluation = pl.read_parquet(tiny_data / "results/data/chunks_eval.parquet")
+    assert not set(train["doc_id"]) & set(evaluation["doc_id"])
+
+
+def test_every_rule_wrote_its_log(tiny_data):
+    for rule in ("corpus", "normalize", "split", "tokenizer", "chunk", "subset"):
+        assert list((tiny_data / "results/logs").glob(f"{rule}*")), rule
+
+
+def test_a_budget_larger_than_the_corpus_fails_before_training(tmp_path):
+    work = clone(tmp_path)
+    override = _override(work, "study: {name: x, seed: 1, budgets: [1000, 90000000], trials: 1}")
+    proc = snakemake(work, *override, "--cores", "1", check=False)
+    assert proc.returncode != 0
+    assert "budget 90000000 needs 90000000 tokens, the corpus has" in (work / "results/logs/subset/b90000000/t1.log").read_text()
+    assert not (work / "results/trials").exists()

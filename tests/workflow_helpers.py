@@ -1,0 +1,49 @@
+"""Run Snakemake on a copy of the repository, as a user of a fresh clone would."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+COPIED = ("Snakefile", "workflow", "config", "profiles", "resources", "tests/data")
+
+
+def clone(dest: Path) -> Path:
+    for name in COPIED:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1", **(env or {})}
+    proc = subprocess.run([SNAKEMAKE, *args], cwd=workdir, capture_output=True, text=True, env=full_env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def planned_jobs(workdir: Path, *args: str) -> Counter:
+    """Jobs a dry run would execute, by rule (the 'Job stats' table), without the target rules."""
+    out = snakemake(workdir, "-n", *args).stdout
+    jobs = Counter()
+    if "Job stats:" in out:
+        table = out.split("Job stats:")[1]
+        for line in table.splitlines()[3:]:
+            m = re.match(r"^(\w+)\s+(\d+)$", line.strip())
+            if not m:
+                break
+            if m.group(1) not in ("all", "data", "total"):
+                jobs[m.group(1)] = int(m.group(2))
+    return jobs

@@ -1,0 +1,68 @@
+# Shared helpers: validated config, every output path, code digests and run order.
+import hashlib
+import sys
+from pathlib import Path
+
+SCRIPTS = Path(workflow.basedir) / "workflow" / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+from tokenwatt.config import ConfigError, load_schema, validate_config  # noqa: E402
+from tokenwatt.runorder import trial_priority  # noqa: E402
+
+try:
+    config.update(validate_config(config, load_schema(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")))
+except ConfigError as err:
+    raise WorkflowError(str(err)) from None
+
+STUDY = config["study"]
+BUDGETS = sorted(STUDY["budgets"])
+TRIALS = list(range(1, STUDY["trials"] + 1))
+RESULTS = config["results"]
+
+
+wildcard_constraints:
+    budget=r"\d+",
+    trial=r"\d+",
+    split=r"train|eval",
+
+
+def res(*parts):
+    """Every output lives under the configured results folder."""
+    return str(Path(RESULTS, *parts))
+
+
+def logfile(rule_name, *wildcard_parts):
+    return res("logs", rule_name, *wildcard_parts) + ".log"
+
+
+def code_digest(*files):
+    """Digest of the script and library modules a rule runs.
+
+    Snakemake cannot see modules a script imports; passing this as a param makes an
+    edit to them a rerun trigger (and part of the between-workflow cache key).
+    """
+    h = hashlib.sha256()
+    for name in ("tokenwatt/__init__.py", "tokenwatt/files.py", *files):
+        h.update(name.encode())
+        h.update((SCRIPTS / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def trial_files(budget, trial):
+    prefix = res("trials", f"b{budget}", f"t{trial}") + "/"
+    return [prefix + name for name in ("metrics.json", "power.parquet", "steps.parquet")]
+
+
+DATA_TARGETS = [res("data", "chunks_eval.parquet")] + [
+    res("subsets", f"b{b}", f"t{t}.json") for b in BUDGETS for t in TRIALS
+]
+TRIAL_TARGETS = [f for b in BUDGETS for t in TRIALS for f in trial_files(b, t)]
+ALL_TARGETS = DATA_TARGETS
+
+# Subsets outrank every trial so that a budget the corpus cannot fill fails before any
+# training starts (the scheduler runs ready jobs by priority).
+SUBSET_PRIORITY = len(BUDGETS) * len(TRIALS) + 1
+
+
+def train_priority(wildcards):
+    return trial_priority(int(wildcards.budget), int(wildcards.trial), BUDGETS, TRIALS, STUDY["seed"], STUDY["run_order"])

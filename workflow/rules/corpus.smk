@@ -1,0 +1,70 @@
+# Corpus stage: load documents, normalize them, hold out the evaluation documents.
+
+
+def corpus_inputs(wildcards):
+    source = config["corpus"]["source"]
+    if source == "synthetic":
+        return [config["corpus"]["synthetic"]["grammar"]]
+    if source == "local":
+        return config["corpus"]["local"]["files"]
+    return []
+
+
+rule corpus:
+    input:
+        corpus_inputs,
+    output:
+        res("data", "corpus.parquet"),
+    params:
+        source=config["corpus"]["source"],
+        options=lambda wildcards: config["corpus"][config["corpus"]["source"]],
+        code=code_digest("corpus.py", "tokenwatt/corpus.py"),
+    log:
+        logfile("corpus"),
+    benchmark:
+        res("benchmarks", "corpus.tsv")
+    threads: 1
+    resources:
+        mem_mb=4000,
+    script:
+        "../scripts/corpus.py"
+
+
+rule normalize:
+    input:
+        res("data", "corpus.parquet"),
+    output:
+        docs=res("data", "normalized.parquet"),
+        summary=res("data", "normalize_summary.json"),
+    params:
+        form=config["normalize"]["form"],
+        dedupe=config["normalize"]["dedupe"],
+        code=code_digest("normalize.py", "tokenwatt/normalize.py"),
+    log:
+        logfile("normalize"),
+    benchmark:
+        res("benchmarks", "normalize.tsv")
+    threads: 1
+    resources:
+        mem_mb=4000,
+    script:
+        "../scripts/normalize.py"
+
+
+rule split:
+    input:
+        res("data", "normalized.parquet"),
+    output:
+        train=res("data", "docs_train.parquet"),
+        eval=res("data", "docs_eval.parquet"),
+    params:
+        eval_documents=config["split"]["eval_documents"],
+        seed=STUDY["seed"],
+        code=code_digest("split.py", "tokenwatt/split.py"),
+    log:
+        logfile("split"),
+    threads: 1
+    resources:
+        mem_mb=2000,
+    script:
+        "../scripts/split.py"

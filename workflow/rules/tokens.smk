@@ -1,0 +1,54 @@
+# Token stage: tokenizer, fixed-length chunks per split, nested budget subsets per trial.
+
+
+rule tokenizer:
+    input:
+        res("data", "docs_train.parquet"),
+    output:
+        directory(res("data", "tokenizer")),
+    params:
+        options=config["tokenizer"],
+        code=code_digest("tokenizer.py", "tokenwatt/tokenizer.py"),
+    log:
+        logfile("tokenizer"),
+    threads: 1
+    resources:
+        mem_mb=4000,
+    script:
+        "../scripts/tokenizer.py"
+
+
+rule chunk:
+    input:
+        docs=res("data", "docs_{split}.parquet"),
+        tokenizer=res("data", "tokenizer"),
+    output:
+        res("data", "chunks_{split}.parquet"),
+    params:
+        options=config["chunk"],
+        code=code_digest("chunk.py", "tokenwatt/chunking.py"),
+    log:
+        logfile("chunk", "{split}"),
+    threads: 1
+    resources:
+        mem_mb=4000,
+    script:
+        "../scripts/chunk.py"
+
+
+rule subset:
+    input:
+        res("data", "chunks_train.parquet"),
+    output:
+        res("subsets", "b{budget}", "t{trial}.json"),
+    params:
+        study_seed=STUDY["seed"],
+        code=code_digest("subset.py", "tokenwatt/subsets.py"),
+    log:
+        logfile("subset", "b{budget}", "t{trial}"),
+    priority: SUBSET_PRIORITY
+    threads: 1
+    resources:
+        mem_mb=2000,
+    script:
+        "../scripts/subset.py"

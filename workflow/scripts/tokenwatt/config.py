@@ -1,0 +1,90 @@
+"""Config validation against the JSON schema (draft 2020-12), with defaults filled in.
+
+Errors name the key's path (``study.budgets[0]``) and what is allowed, all at once, so a
+user fixes the file in one pass before any job runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jsonschema import Draft202012Validator
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def load_schema(path: str | Path) -> dict[str, Any]:
+    return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+
+
+def _key_path(parts) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> None:
+    for key, sub in schema.get("properties", {}).items():
+        if key not in config and "default" in sub:
+            config[key] = copy.deepcopy(sub["default"])
+        if isinstance(config.get(key), dict) and sub.get("type") == "object":
+            _fill_defaults(config[key], sub)
+
+
+def _requirements(cfg: dict[str, Any]) -> list[str]:
+    """Cross-key rules that a schema would state only with unreadable if/then blocks."""
+    problems = []
+    if cfg["corpus"]["source"] == "local" and not cfg["corpus"]["local"]["files"]:
+        problems.append("corpus.local.files: corpus.source is local, so list at least one file")
+    for section in ("tokenizer", "model"):
+        if cfg[section]["source"] == "pretrained" and not cfg[section]["name"]:
+            problems.append(f"{section}.name: {section}.source is pretrained, so give a Hub id or a local path")
+    return problems
+
+
+def validate_config(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """Return a validated copy of ``config`` with every default filled in."""
+    cfg = copy.deepcopy(config)
+    errors = sorted(Draft202012Validator(schema).iter_errors(cfg), key=lambda e: [str(p) for p in e.absolute_path])
+    problems = [f"{_key_path(e.absolute_path)}: {e.message}" for e in errors]
+    if not problems:
+        _fill_defaults(cfg, schema)
+        problems = _requirements(cfg)
+    if problems:
+        raise ConfigError("invalid tokenwatt config:\n  " + "\n  ".join(problems))
+    return cfg
+
+
+def config_hash(cfg: dict[str, Any]) -> str:
+    """Short digest of the validated config, shown in the report's provenance."""
+    return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def schema_reference(schema: dict[str, Any]) -> str:
+    """The key reference table of config/README.md, generated so it cannot drift from the schema."""
+    rows = ["| key | type / allowed | default | meaning |", "| --- | --- | --- | --- |"]
+
+    def walk(node: dict[str, Any], prefix: str) -> None:
+        for name, sub in node.get("properties", {}).items():
+            key = prefix + name
+            if "properties" in sub:
+                rows.append(f"| `{key}` | section | | {sub.get('description', '')} |")
+                walk(sub, key + ".")
+                continue
+            allowed = " \\| ".join(map(str, sub["enum"])) if "enum" in sub else sub.get("type", "")
+            if isinstance(allowed, list):
+                allowed = " or ".join(allowed)
+            bounds = [f"{op} {sub[k]}" for k, op in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤")) if k in sub]
+            default = f"`{json.dumps(sub['default'])}`" if "default" in sub else "required"
+            rows.append(f"| `{key}` | {' '.join([str(allowed), *bounds])} | {default} | {sub.get('description', '')} |")
+
+    walk(schema, "")
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,133 @@
+"""Corpus sources: the seeded synthetic story generator, local files and the Hub.
+
+Every source returns a polars DataFrame with columns ``doc_id`` (int, 0..n-1 in source
+order) and ``text`` (str).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+LOCAL_FORMATS = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
+
+
+class CorpusError(ValueError):
+    """A corpus could not be loaded; the message says which key or file and what to do."""
+
+
+def _frame(texts: list[str]) -> pl.DataFrame:
+    return pl.DataFrame({"doc_id": np.arange(len(texts), dtype=np.int64), "text": texts})
+
+
+# ---------------------------------------------------------------- synthetic
+def _made_up(rng: np.random.Generator, syllables: list[str], lo: int, hi: int) -> str:
+    return "".join(rng.choice(syllables, size=int(rng.integers(lo, hi + 1))))
+
+
+def _story(rng: np.random.Generator, g: dict[str, Any]) -> str:
+    pick = lambda key: str(rng.choice(g[key]))  # noqa: E731
+    name, name2 = (_made_up(rng, g["name_syllables"], 2, 3).capitalize() for _ in range(2))
+    adj, adj2 = rng.choice(g["adjectives"], size=2, replace=False)
+    animal, animal2 = rng.choice(g["animals"], size=2, replace=False)
+    obj, obj2 = rng.choice(g["objects"], size=2, replace=False)
+    pronoun, pronoun_obj = (("she", "her"), ("he", "him"), ("they", "them"))[int(rng.integers(3))]
+    slots = {
+        "name": name, "name2": name2, "adj": adj, "adj2": adj2, "animal": animal,
+        "animal2": animal2, "object": obj, "object2": obj2, "person": pick("people"),
+        "place": pick("places"), "verb": pick("verbs_past"), "move": pick("moves_past"),
+        "feeling": pick("feelings"), "time": pick("times"), "weather": pick("weather"),
+        "word": _made_up(rng, g["word_syllables"], 2, 4), "pronoun": pronoun,
+        "pronoun_obj": pronoun_obj,
+    }
+    span = g["story_length"]
+    n_middle = int(rng.integers(span["min_middle"], span["max_middle"] + 1))
+    templates = [pick("openings"), *rng.choice(g["middles"], size=n_middle, replace=False), pick("endings")]
+    return " ".join(str(t).format(**slots) for t in templates)
+
+
+def synthetic_corpus(grammar: dict[str, Any], documents: int, seed: int) -> pl.DataFrame:
+    """Seeded children's stories from ``grammar``; same seed and grammar → identical texts."""
+    rng = np.random.default_rng(seed)
+    return _frame([_story(rng, grammar) for _ in range(documents)])
+
+
+def load_grammar(path: str | Path) -> dict[str, Any]:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+# ---------------------------------------------------------------- local files
+def _check_decodable(path: Path, encoding_errors: str) -> None:
+    if encoding_errors != "strict" or path.suffix == ".parquet":
+        return
+    try:
+        path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise CorpusError(
+            f"corpus file {path} is not valid UTF-8 (byte {err.start}: {err.reason}); re-encode it "
+            "as UTF-8, or set corpus.local.encoding_errors: replace to substitute U+FFFD"
+        ) from None
+
+
+def local_corpus(files: list[str], text_column: str = "text", encoding_errors: str = "strict") -> pl.DataFrame:
+    """Load txt/jsonl/parquet/csv files through ``datasets.load_dataset(data_files=...)``.
+
+    A .txt file yields one document per line (the ``text`` builder's behaviour); blank
+    lines are kept here and dropped by normalization, which counts them.
+    """
+    import datasets
+
+    paths = [Path(f) for f in files]
+    if not paths:
+        raise CorpusError("corpus.local.files is empty; list at least one .txt/.jsonl/.parquet/.csv file")
+    for p in paths:
+        if not p.is_file():
+            raise CorpusError(f"corpus.local.files: {p} does not exist")
+        if p.suffix not in LOCAL_FORMATS:
+            raise CorpusError(f"corpus.local.files: {p} has suffix {p.suffix!r}; use one of {sorted(LOCAL_FORMATS)}")
+    builders = {LOCAL_FORMATS[p.suffix] for p in paths}
+    if len(builders) > 1:
+        raise CorpusError(f"corpus.local.files mixes formats {sorted(builders)}; use files of one format")
+    for p in paths:
+        _check_decodable(p, encoding_errors)
+    builder = builders.pop()
+    kwargs: dict[str, Any] = {}
+    if builder in ("text", "csv"):
+        kwargs["encoding_errors"] = encoding_errors
+    if builder == "text":
+        kwargs["keep_linebreaks"] = False
+    ds = datasets.load_dataset(builder, data_files=[str(p) for p in paths], split="train", **kwargs)
+    column = "text" if builder == "text" else text_column
+    if column not in ds.column_names:
+        raise CorpusError(
+            f"corpus.local.text_column is {column!r} but {paths[0]} has columns {ds.column_names}; "
+            "set corpus.local.text_column to the column that holds the text"
+        )
+    return _frame(["" if t is None else str(t) for t in ds[column]])
+
+
+# ---------------------------------------------------------------- hub
+def hf_corpus(
+    name: str, split: str, text_column: str = "text", config: str | None = None,
+    revision: str | None = None, max_documents: int | None = None,
+) -> pl.DataFrame:
+    """A Hub data set through ``datasets.load_dataset``; offline gives a message with the way out."""
+    import datasets
+
+    if max_documents:
+        split = f"{split}[:{max_documents}]"
+    try:
+        ds = datasets.load_dataset(name, config, split=split, revision=revision)
+    except (ConnectionError, OSError, datasets.exceptions.DatasetNotFoundError) as err:
+        raise CorpusError(
+            f"corpus.hf: could not load {name!r} (split {split!r}) from the Hugging Face Hub: {err}. "
+            "If this machine is offline, download the data set elsewhere, copy its files here and "
+            "use corpus.source: local with corpus.local.files pointing at them."
+        ) from err
+    if text_column not in ds.column_names:
+        raise CorpusError(f"corpus.hf.text_column is {text_column!r}; {name} has columns {ds.column_names}")
+    return _frame([str(t) for t in ds[text_column]])

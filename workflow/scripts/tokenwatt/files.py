@@ -1,0 +1,50 @@
+"""File I/O helpers used by the thin scripts: atomic writes and log redirection."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import polars as pl
+
+
+def _atomic(path: str | Path, write) -> None:
+    """Write to a sibling temp file, then rename: a crash never leaves a half file behind."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    _atomic(path, lambda p: p.write_text(json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8"))
+
+
+def read_json(path: str | Path) -> Any:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def write_parquet(path: str | Path, df: pl.DataFrame) -> None:
+    _atomic(path, lambda p: df.write_parquet(p, compression="zstd", statistics=False))
+
+
+@contextlib.contextmanager
+def logged(log_path: str | Path) -> Iterator[None]:
+    """Send stdout/stderr (prints, warnings, tracebacks) to the rule's log file."""
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w", buffering=1, encoding="utf-8") as fh, contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
+        try:
+            yield
+        except BaseException:
+            import traceback
+
+            traceback.print_exc(file=fh)
+            raise
