@@ -11,7 +11,7 @@ configfile: "config/config.yaml"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/corpus.smk"
 include: "workflow/rules/tokens.smk"
-#include: "workflow/rules/train.smk"
+include: "workflow/rules/train.smk"
 
 
 rule all:

@@ -53,11 +53,24 @@ def trial_files(budget, trial):
     return [prefix + name for name in ("metrics.json", "power.parquet", "steps.parquet")]
 
 
+def trial_metrics(budget, trial):
+    return trial_files(budget, trial)[0]
+
+
+def corpus_inputs(wildcards):
+    source = config["corpus"]["source"]
+    if source == "synthetic":
+        return [config["corpus"]["synthetic"]["grammar"]]
+    if source == "local":
+        return config["corpus"]["local"]["files"]
+    return []
+
+
 DATA_TARGETS = [res("data", "chunks_eval.parquet")] + [
     res("subsets", f"b{b}", f"t{t}.json") for b in BUDGETS for t in TRIALS
 ]
 TRIAL_TARGETS = [f for b in BUDGETS for t in TRIALS for f in trial_files(b, t)]
-ALL_TARGETS = DATA_TARGETS
+ALL_TARGETS = DATA_TARGETS + TRIAL_TARGETS
 
 # Subsets outrank every trial so that a budget the corpus cannot fill fails before any
 # training starts (the scheduler runs ready jobs by priority).

@@ -1,15 +1,6 @@
 # Corpus stage: load documents, normalize them, hold out the evaluation documents.
 
 
-def corpus_inputs(wildcards):
-    source = config["corpus"]["source"]
-    if source == "synthetic":
-        return [config["corpus"]["synthetic"]["grammar"]]
-    if source == "local":
-        return config["corpus"]["local"]["files"]
-    return []
-
-
 rule corpus:
     input:
         corpus_inputs,
@@ -26,6 +17,8 @@ rule corpus:
     threads: 1
     resources:
         mem_mb=4000,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/corpus.py"
 
@@ -47,6 +40,8 @@ rule normalize:
     threads: 1
     resources:
         mem_mb=4000,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/normalize.py"
 
@@ -66,5 +61,7 @@ rule split:
     threads: 1
     resources:
         mem_mb=2000,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/split.py"

@@ -14,6 +14,8 @@ rule tokenizer:
     threads: 1
     resources:
         mem_mb=4000,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/tokenizer.py"
 
@@ -32,6 +34,8 @@ rule chunk:
     threads: 1
     resources:
         mem_mb=4000,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/chunk.py"
 
@@ -50,5 +54,7 @@ rule subset:
     threads: 1
     resources:
         mem_mb=2000,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/subset.py"

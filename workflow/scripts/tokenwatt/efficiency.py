@@ -1,0 +1,72 @@
+"""The study's PE metric, its three layers, FLOP estimates and the device throughput benchmark."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable
+
+import torch
+
+
+def training_flops(params: int, embedding_params: int, n_layers: int, hidden: int, context: int, tokens: int) -> float:
+    """6·N·T for the dense weights plus 6·L·C·d·T for attention scores (Kaplan et al. 2020).
+
+    N excludes the input embedding table: a lookup does no multiply-adds (the output
+    projection, a real matmul, stays in). An estimate, labelled as one in the outputs.
+    """
+    dense = 6.0 * (params - embedding_params) * tokens
+    attention = 6.0 * n_layers * context * hidden * tokens
+    return dense + attention
+
+
+def matmul_tflops(device: torch.device, dtype: torch.dtype, size: int, seconds: float, sync: Callable[[], None]) -> float:
+    """Sustained dense matmul throughput (TFLOP/s) on ``device`` in ``dtype``: the study's CS_TFLOPS."""
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    a = torch.randn(size, size, generator=gen).to(device=device, dtype=dtype)
+    b = torch.randn(size, size, generator=gen).to(device=device, dtype=dtype)
+    for _ in range(2):  # warm-up: kernel selection, caches
+        a @ b
+    sync()
+    n, start = 0, time.perf_counter()
+    while True:
+        for _ in range(4):
+            a @ b
+        n += 4
+        sync()
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return 2.0 * size**3 * n / elapsed / 1e12
+
+
+def parameter_efficiency(K: float, inv_ppl: float, cs_tflops: float, tt_scale: float, params: int, tt_tokens: int, rms_w: float | None) -> float | None:
+    """PE = K · invPPL · CS_TFLOPS · TT_scale / (MS_params · TT_tokens · RMS(W)); None without a power figure."""
+    if rms_w is None or rms_w <= 0:
+        return None
+    return K * inv_ppl * cs_tflops * tt_scale / (params * tt_tokens * rms_w)
+
+
+def efficiency_record(
+    *, eval_loss: float, params: int, flops: float, tokens: int, train_s: float, energy_j: float | None,
+    rms_w: float | None, cs_tflops: float, K: float, tt_scale: float,
+) -> dict[str, Any]:
+    """PE and the three layers the literature mixes up, each with its unit in the name.
+
+    quality per parameter: invPPL per million parameters; per compute: invPPL per PFLOP;
+    per energy: invPPL per kJ.
+    """
+    inv_ppl = math.exp(-eval_loss)
+    per = lambda x, scale: None if x is None or x <= 0 else inv_ppl / (x / scale)  # noqa: E731
+    return {
+        "perplexity": math.exp(eval_loss),
+        "inv_ppl": inv_ppl,
+        "pe": parameter_efficiency(K, inv_ppl, cs_tflops, tt_scale, params, tokens, rms_w),
+        "quality_per_mparam": per(params, 1e6),
+        "quality_per_pflop": per(flops, 1e15),
+        "quality_per_kj": per(energy_j, 1e3),
+        "tokens_per_s": tokens / train_s,
+        "joules_per_token": None if energy_j is None else energy_j / tokens,
+        "tokens_per_joule": None if not energy_j else tokens / energy_j,
+        "achieved_tflops": flops / train_s / 1e12,
+        "mfu": flops / train_s / (cs_tflops * 1e12),
+    }

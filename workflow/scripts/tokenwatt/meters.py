@@ -1,0 +1,335 @@
+"""Energy and power meters that run beside training.
+
+Each meter polls power on a background thread (for RMS, mean, max and the trace) and,
+where the hardware has one, reads a cumulative energy counter at both ends of the window,
+which sees the whole run rather than the polled instants.
+
+kinds recorded in the outputs:
+  nvml-energy  NVML total-energy counter (Volta+), power polled alongside
+  nvml-power   NVML power polled and integrated (GPUs without the counter, or it failed)
+  rapl         Linux powercap energy_uj counters (CPU package), wrap-around handled
+  estimate     CPU TDP × this process's CPU utilisation: an ESTIMATE, not a measurement
+  none         nothing measured: energy and power are null, never 0
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import polars as pl
+
+TRACE_COLUMNS = ("t_s", "power_w", "temperature_c", "sm_clock_mhz", "utilization_pct")
+
+
+class MeterError(RuntimeError):
+    pass
+
+
+def _nothing() -> None:
+    return None
+
+
+class Meter:
+    """Base meter: a polling thread and a measurement window with synchronised ends.
+
+    Subclasses implement ``_sample()`` (a dict with ``power_w`` and optional extras) and,
+    if they have a counter, ``_counter_j()`` (cumulative joules).
+    """
+
+    kind = "none"
+    is_estimate = False
+
+    def __init__(self, interval_s: float, sync: Callable[[], None] = _nothing) -> None:
+        self.interval_s = interval_s
+        self.sync = sync
+        self.note = ""
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # -- hooks
+    def _sample(self) -> dict[str, Any]:
+        return {}
+
+    def _counter_j(self) -> float | None:
+        return None
+
+    def static_info(self) -> dict[str, Any]:
+        return {}
+
+    # -- polling
+    def _poll(self) -> None:
+        next_t = time.monotonic()
+        while not self._stop.is_set():
+            self._record()
+            next_t += self.interval_s
+            # Fixed-rate schedule; if a sample ran long, skip ahead instead of bursting.
+            delay = next_t - time.monotonic()
+            if delay < 0:
+                next_t = time.monotonic()
+                delay = 0
+            self._stop.wait(delay)
+
+    def _record(self) -> None:
+        t = time.monotonic() - self._t0
+        try:
+            sample = self._sample()
+        except Exception as err:  # a failed read is counted and kept, never dropped silently
+            self._errors.append(f"t={t:.2f}s: {type(err).__name__}: {err}")
+            sample = {}
+        self._rows.append({"t_s": t, **{k: sample.get(k) for k in TRACE_COLUMNS[1:]}})
+
+    def start(self) -> None:
+        self.sync()
+        self._rows: list[dict[str, Any]] = []
+        self._errors: list[str] = []
+        self._t0 = time.monotonic()
+        self._counter0 = self._read_counter()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._poll, name=f"meter-{self.kind}", daemon=True)
+        self._thread.start()
+
+    def _read_counter(self) -> float | None:
+        try:
+            return self._counter_j()
+        except Exception as err:
+            self._errors.append(f"energy counter: {type(err).__name__}: {err}")
+            return None
+
+    def latest_power(self) -> float | None:
+        """The most recent polled power (W), for progress lines; never blocks."""
+        rows = getattr(self, "_rows", None)
+        return rows[-1]["power_w"] if rows else None
+
+    def stop(self) -> dict[str, Any]:
+        self.sync()
+        counter1 = self._read_counter()
+        duration = time.monotonic() - self._t0
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._record()  # the closing sample, so short windows are never empty
+        trace = pl.DataFrame(self._rows, schema={c: pl.Float64 for c in TRACE_COLUMNS}, orient="row")
+        return self._summarise(trace, duration, self._counter0, counter1)
+
+    def measure(self, seconds: float) -> dict[str, Any]:
+        """A window of ``seconds`` with nothing else running: the idle baseline."""
+        self.start()
+        time.sleep(seconds)
+        return self.stop()
+
+    # -- results
+    def _summarise(self, trace: pl.DataFrame, duration: float, c0: float | None, c1: float | None) -> dict[str, Any]:
+        power = trace["power_w"].drop_nulls()
+        times = trace["t_s"].to_numpy()
+        kind, note = self.kind, self.note
+        energy = None
+        if c0 is not None and c1 is not None:
+            energy = self._counter_delta(c0, c1)
+        elif len(power) >= 2:
+            # Trapezoid over the polled power: all we have without a counter.
+            valid = trace.drop_nulls("power_w")
+            t, p = valid["t_s"].to_numpy(), valid["power_w"].to_numpy()
+            energy = float(((p[1:] + p[:-1]) / 2 * (t[1:] - t[:-1])).sum())
+            if self.kind == "nvml-energy":
+                kind, note = "nvml-power", "energy counter unavailable in this window; integrated polled power"
+        elif len(power) == 1:
+            energy = float(power[0]) * duration
+        has_power = len(power) > 0
+        return {
+            "meter": kind,
+            "meter_is_estimate": self.is_estimate,
+            "meter_note": note,
+            "energy_j": energy,
+            "duration_s": duration,
+            "power_rms_w": float(math.sqrt((power**2).mean())) if has_power else None,
+            "power_mean_w": float(power.mean()) if has_power else None,
+            "power_max_w": float(power.max()) if has_power else None,
+            "samples": trace.height,
+            "samples_with_power": len(power),
+            "sample_errors": len(self._errors),
+            "sample_error_messages": self._errors[:20],
+            "interval_requested_s": self.interval_s,
+            "interval_achieved_s": float((times[1:] - times[:-1]).mean()) if len(times) > 1 else None,
+            "temperature_max_c": trace["temperature_c"].max(),
+            "sm_clock_mean_mhz": trace["sm_clock_mhz"].mean(),
+            **self.static_info(),
+            "trace": trace,
+        }
+
+    def _counter_delta(self, c0: float, c1: float) -> float:
+        return c1 - c0
+
+
+class NullMeter(Meter):
+    """``none``: nothing measured; every energy and power figure stays null."""
+
+    kind = "none"
+
+    def _summarise(self, trace, duration, c0, c1):
+        out = super()._summarise(trace, duration, None, None)
+        return {**out, "energy_j": None}
+
+
+class NvmlMeter(Meter):
+    """NVML on the GPU this process was given, found by UUID (not by index)."""
+
+    kind = "nvml-energy"
+
+    def __init__(self, nvml, uuid: str, interval_s: float, sync: Callable[[], None] = _nothing) -> None:
+        super().__init__(interval_s, sync)
+        self.nvml = nvml
+        nvml.nvmlInit()
+        self.uuid = uuid
+        self.handle = nvml.nvmlDeviceGetHandleByUUID(uuid)
+        try:
+            nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)
+        except nvml.NVMLError as err:
+            self.kind = "nvml-power"
+            self.note = f"no energy counter on this GPU ({err}); energy integrates polled power"
+        self._power_limit_w = self._optional(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(self.handle) / 1000.0)
+        self._name = self._optional(lambda: nvml.nvmlDeviceGetName(self.handle))
+
+    def _optional(self, read):
+        try:
+            return read()
+        except self.nvml.NVMLError:
+            return None
+
+    def _counter_j(self) -> float | None:
+        if self.kind != "nvml-energy":
+            return None
+        return self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle) / 1000.0
+
+    def _sample(self) -> dict[str, Any]:
+        n, h = self.nvml, self.handle
+        return {
+            "power_w": n.nvmlDeviceGetPowerUsage(h) / 1000.0,
+            "temperature_c": self._optional(lambda: float(n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU))),
+            "sm_clock_mhz": self._optional(lambda: float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))),
+            "utilization_pct": self._optional(lambda: float(n.nvmlDeviceGetUtilizationRates(h).gpu)),
+        }
+
+    def temperature(self) -> float:
+        return float(self.nvml.nvmlDeviceGetTemperature(self.handle, self.nvml.NVML_TEMPERATURE_GPU))
+
+    def static_info(self) -> dict[str, Any]:
+        return {"power_limit_w": self._power_limit_w, "meter_device_uuid": self.uuid, "meter_device_name": self._name}
+
+
+def rapl_domains(root: str | Path) -> list[Path]:
+    """Top-level package domains (``intel-rapl:N``); subzones would double-count."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.glob("intel-rapl:*") if p.name.count(":") == 1 and (p / "energy_uj").is_file())
+
+
+class RaplMeter(Meter):
+    """Linux powercap counters, summed over CPU packages.
+
+    The counters wrap at ``max_energy_range_uj``; the poller accumulates each interval's
+    delta (intervals are far shorter than a wrap period), so any number of wraps is handled.
+    """
+
+    kind = "rapl"
+
+    def __init__(self, root: str | Path, interval_s: float, sync: Callable[[], None] = _nothing) -> None:
+        super().__init__(interval_s, sync)
+        self.domains = rapl_domains(root)
+        if not self.domains:
+            raise MeterError(f"no readable RAPL domains under {root} (meter.rapl_root)")
+        self.ranges = [int((d / "max_energy_range_uj").read_text()) for d in self.domains]
+        self._lock = threading.Lock()
+
+    def _raw(self) -> list[int]:
+        return [int((d / "energy_uj").read_text()) for d in self.domains]
+
+    def _advance(self) -> tuple[float, float]:
+        """Add the energy since the last read; returns (joules this step, seconds this step)."""
+        with self._lock:
+            now, raw = time.monotonic(), self._raw()
+            step = sum(((r - last) % rng) / 1e6 for r, last, rng in zip(raw, self._last, self.ranges))
+            dt = now - self._last_t
+            self._last, self._last_t = raw, now
+            self._total += step
+            return step, dt
+
+    def start(self) -> None:
+        self._last, self._last_t, self._total = self._raw(), time.monotonic(), 0.0
+        super().start()
+
+    def _counter_j(self) -> float:
+        self._advance()
+        return self._total
+
+    def _sample(self) -> dict[str, Any]:
+        step, dt = self._advance()
+        return {"power_w": step / dt if dt > 0 else None}
+
+
+class EstimateMeter(Meter):
+    """CPU TDP × this process's CPU utilisation. An ESTIMATE, labelled so everywhere."""
+
+    kind = "estimate"
+    is_estimate = True
+
+    def __init__(self, tdp_w: float, interval_s: float, sync: Callable[[], None] = _nothing) -> None:
+        super().__init__(interval_s, sync)
+        self.tdp_w = tdp_w
+        self.cores = len(os.sched_getaffinity(0))
+        self.note = f"ESTIMATE: {tdp_w:g} W TDP × process CPU utilisation over {self.cores} cores; no power sensor was read"
+        self._last: tuple[float, float] | None = None
+
+    def _sample(self) -> dict[str, Any]:
+        now, cpu = time.monotonic(), time.process_time()
+        last, self._last = self._last, (now, cpu)
+        if last is None or now <= last[0]:
+            return {"power_w": None}
+        utilisation = min(1.0, (cpu - last[1]) / ((now - last[0]) * self.cores))
+        return {"power_w": self.tdp_w * utilisation, "utilization_pct": 100.0 * utilisation}
+
+    def start(self) -> None:
+        self._last = (time.monotonic(), time.process_time())
+        super().start()
+
+
+def make_meter(
+    kind: str, device_type: str, *, interval_s: float, cpu_tdp_w: float, rapl_root: str,
+    gpu_uuid: str | None = None, nvml=None, sync: Callable[[], None] = _nothing,
+) -> tuple[Meter, str]:
+    """The configured meter and a log line saying why it was chosen.
+
+    ``auto`` on a CUDA device takes NVML; on a CPU it takes RAPL if readable, else the
+    estimate (NVML would measure a GPU that is not doing the work).
+    """
+    def nvml_meter():
+        if gpu_uuid is None:
+            raise MeterError("meter.kind nvml needs a CUDA device (train.device: cuda)")
+        module = nvml
+        if module is None:
+            import pynvml as module
+        return NvmlMeter(module, gpu_uuid, interval_s, sync)
+
+    makers = {
+        "nvml": nvml_meter,
+        "rapl": lambda: RaplMeter(rapl_root, interval_s, sync),
+        "estimate": lambda: EstimateMeter(cpu_tdp_w, interval_s, sync),
+        "none": lambda: NullMeter(interval_s, sync),
+    }
+    if kind != "auto":
+        try:
+            return makers[kind](), f"meter.kind {kind}"
+        except Exception as err:
+            raise MeterError(f"meter.kind is {kind!r} but it cannot be used here: {err}") from err
+    tried = []
+    for candidate in (["nvml"] if device_type == "cuda" else []) + ["rapl"]:
+        try:
+            return makers[candidate](), f"meter.kind auto chose {candidate}" + (f" (after: {'; '.join(tried)})" if tried else "")
+        except Exception as err:
+            tried.append(f"{candidate} unavailable: {err}")
+    return makers["estimate"](), "meter.kind auto chose estimate, an ESTIMATE, because no real meter works here: " + "; ".join(tried)

@@ -1,0 +1,95 @@
+"""Models: a Llama built from a named preset (no download), or pretrained weights."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+# Sizes of LlamaConfig; vocab_size and special ids always come from the tokenizer.
+PRESETS: dict[str, dict[str, Any]] = {
+    # ~0.1 M parameters with a 1 K vocabulary: the embedded default on a laptop CPU.
+    "llama-tiny": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2),
+    # ~1.3 M parameters with a 1 K vocabulary: a larger CPU or small GPU study.
+    "llama-small": dict(hidden_size=128, intermediate_size=344, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2),
+    # The reference architecture (TinyLlama 1.1B), initialised from scratch.
+    "tinyllama-1.1b": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
+                           num_key_value_heads=4, rms_norm_eps=1e-5, rope_theta=10000.0),
+}
+
+
+class ModelError(ValueError):
+    pass
+
+
+def preset_config(preset: str, overrides: dict[str, Any], tokenizer: dict[str, Any], max_positions: int):
+    from transformers import LlamaConfig
+
+    if preset not in PRESETS:
+        raise ModelError(f"model.preset is {preset!r}; choose one of {sorted(PRESETS)}")
+    sizes = {**PRESETS[preset], **overrides}
+    try:
+        return LlamaConfig(
+            **sizes,
+            vocab_size=tokenizer["vocab_size"],
+            pad_token_id=tokenizer["pad_token_id"],
+            bos_token_id=tokenizer["bos_token_id"],
+            eos_token_id=tokenizer["eos_token_id"],
+            max_position_embeddings=max(max_positions, sizes.get("max_position_embeddings", 0)),
+            tie_word_embeddings=False,
+        )
+    except (TypeError, ValueError) as err:
+        raise ModelError(f"model.overrides: {err}") from err
+
+
+def build_model(config, seed: int) -> torch.nn.Module:
+    """A freshly initialised Llama; the trial's seed fixes the initial weights."""
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(config)
+
+
+def load_pretrained(name: str, revision: str | None = None, trust_remote_code: bool = False) -> torch.nn.Module:
+    """``from_pretrained`` with safetensors only: every trial starts from the same weights."""
+    from transformers import AutoModelForCausalLM
+
+    try:
+        return AutoModelForCausalLM.from_pretrained(
+            name, revision=revision, use_safetensors=True, trust_remote_code=trust_remote_code, dtype=torch.float32
+        )
+    except OSError as err:
+        raise ModelError(
+            f"model.name {name!r} could not be loaded with safetensors weights ({err}); on an offline machine "
+            "point model.name at a local directory saved with save_pretrained(safe_serialization=True)"
+        ) from err
+
+
+def check_tokenizer_matches(model: torch.nn.Module, tokenizer: dict[str, Any]) -> None:
+    """Every token id must index the embedding, and the pad ids must agree."""
+    n_embed = model.get_input_embeddings().num_embeddings
+    if tokenizer["vocab_size"] > n_embed:
+        raise ModelError(
+            f"the tokenizer has {tokenizer['vocab_size']} tokens but the model's embedding has {n_embed} rows; "
+            "use the model's own tokenizer (tokenizer.name = model.name)"
+        )
+    model_pad = getattr(model.config, "pad_token_id", None)
+    if model_pad is not None and model_pad != tokenizer["pad_token_id"]:
+        raise ModelError(f"the tokenizer pads with id {tokenizer['pad_token_id']} but the model's pad_token_id is {model_pad}")
+
+
+def parameter_count(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def describe(model: torch.nn.Module) -> dict[str, Any]:
+    """Architecture facts the FLOP estimate needs."""
+    cfg = model.config
+    return {
+        "params": parameter_count(model),
+        "embedding_params": model.get_input_embeddings().weight.numel(),
+        "n_layers": cfg.num_hidden_layers,
+        "hidden_size": cfg.hidden_size,
+        "vocab_size": model.get_input_embeddings().num_embeddings,
+        "architecture": type(model).__name__,
+    }

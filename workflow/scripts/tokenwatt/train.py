@@ -1,0 +1,184 @@
+"""The training loop: AdamW at a fixed learning rate, loss on real tokens only.
+
+Kept small enough to read in one sitting (in the spirit of nanoGPT's train.py). The hot
+path never synchronises with the device except every ``log_every`` steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+PRECISIONS = {"fp32": None, "fp16-mixed": torch.float16, "bf16-mixed": torch.bfloat16}
+IGNORE = -100
+
+
+class TrainingError(RuntimeError):
+    pass
+
+
+@dataclass
+class TrainSettings:
+    epochs: int
+    batch_size: int
+    lr: float
+    weight_decay: float
+    precision: str
+    seed: int
+    log_every: int
+    eval_every_epoch: bool = False
+    eval_batch_size: int = 32
+
+
+@dataclass
+class TrainResult:
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    n_steps: int = 0
+    real_tokens: int = 0
+    padded_tokens: int = 0
+    train_s: float = 0.0
+    final_train_loss: float | None = None
+    optimizer: str = ""
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise TrainingError("train.device is cuda but no CUDA device is visible; use train.device: cpu or auto")
+    return torch.device(name)
+
+
+def autocast(device: torch.device, precision: str):
+    """Autocast context for the precision; fp32 runs without one."""
+    dtype = PRECISIONS[precision]
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def check_precision(device: torch.device, precision: str) -> None:
+    """Fail before training if this device cannot run the precision, with what to use instead."""
+    dtype = PRECISIONS[precision]
+    if dtype is None:
+        return
+    try:
+        with torch.autocast(device_type=device.type, dtype=dtype):
+            torch.ones(2, 2, device=device) @ torch.ones(2, 2, device=device)
+    except (RuntimeError, ValueError) as err:
+        raise TrainingError(f"train.precision {precision} is not supported on {device.type} here ({err}); use fp32") from err
+    if device.type == "cuda" and dtype is torch.bfloat16 and not torch.cuda.is_bf16_supported():
+        raise TrainingError("train.precision bf16-mixed needs a GPU with bf16 (Ampere or newer); use fp16-mixed")
+
+
+def labels_for(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Targets equal the inputs with padding set to the ignore index, so padding adds no loss."""
+    return input_ids.masked_fill(attention_mask == 0, IGNORE)
+
+
+def token_loss_sum(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Summed next-token cross-entropy over real targets, and how many there were."""
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+    targets = labels_for(input_ids, attention_mask)[:, 1:]
+    loss = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=IGNORE, reduction="sum")
+    return loss, (targets != IGNORE).sum()
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, device: torch.device, precision: str, batch_size: int) -> float:
+    """Token-weighted mean loss over the whole eval set (every real target counts once)."""
+    was_training = model.training
+    model.eval()
+    total = torch.zeros((), device=device)
+    count = torch.zeros((), device=device, dtype=torch.long)
+    for start in range(0, len(ids), batch_size):
+        with autocast(device, precision):
+            loss, n = token_loss_sum(model, ids[start : start + batch_size].to(device), mask[start : start + batch_size].to(device))
+        total += loss
+        count += n
+    model.train(was_training)
+    return (total / count).item()
+
+
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, device: torch.device) -> tuple[torch.optim.Optimizer, str]:
+    """Fused AdamW where the device supports it (fewer kernel launches), else foreach."""
+    try:
+        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, fused=True), "adamw-fused"
+    except (RuntimeError, ValueError):
+        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, foreach=True), "adamw-foreach"
+
+
+def train(
+    model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, device: torch.device, cfg: TrainSettings,
+    *, eval_data: tuple[torch.Tensor, torch.Tensor] | None = None, on_log: Callable[[dict[str, Any]], None] = lambda r: None,
+    sync: Callable[[], None] = lambda: None,
+) -> TrainResult:
+    """Train in place; the data order of each epoch is a permutation drawn from ``cfg.seed``."""
+    model.to(device).train()
+    optimizer, optimizer_name = make_optimizer(model, cfg.lr, cfg.weight_decay, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16-mixed")
+    ids, mask = ids.to(device), mask.to(device)
+    n_real_per_chunk = mask.sum(dim=1)
+    result = TrainResult(optimizer=optimizer_name)
+    order_gen = torch.Generator().manual_seed(cfg.seed)
+    window_loss = torch.zeros((), device=device)
+    window_steps = 0
+    first_bad = torch.full((), -1, device=device, dtype=torch.long)  # first step with a non-finite loss, found without a sync
+    step = 0
+    sync()
+    t0 = time.perf_counter()
+    for epoch in range(cfg.epochs):
+        order = torch.randperm(len(ids), generator=order_gen).to(device)
+        for start in range(0, len(order), cfg.batch_size):
+            batch = order[start : start + cfg.batch_size]
+            with autocast(device, cfg.precision):
+                loss_sum, n_targets = token_loss_sum(model, ids[batch], mask[batch])
+            loss = loss_sum / n_targets.clamp(min=1)
+            optimizer.zero_grad(set_to_none=True)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            step += 1
+            detached = loss.detach()
+            window_loss += detached
+            window_steps += 1
+            first_bad = torch.where((first_bad < 0) & ~torch.isfinite(detached), step, first_bad)
+            if step % cfg.log_every == 0:
+                _log_window(result, step, epoch, window_loss, window_steps, first_bad, t0, n_real_per_chunk, order, start + len(batch), cfg, sync, on_log)
+                window_loss.zero_()
+                window_steps = 0
+        if window_steps:
+            _log_window(result, step, epoch, window_loss, window_steps, first_bad, t0, n_real_per_chunk, order, len(order), cfg, sync, on_log)
+            window_loss.zero_()
+            window_steps = 0
+        if cfg.eval_every_epoch and eval_data is not None:
+            eval_loss = evaluate(model, *eval_data, device, cfg.precision, cfg.eval_batch_size)
+            result.steps.append({**result.steps[-1], "eval_loss": eval_loss})
+    sync()
+    result.train_s = time.perf_counter() - t0
+    result.n_steps = step
+    result.real_tokens = int(n_real_per_chunk.sum().item()) * cfg.epochs
+    result.padded_tokens = ids.numel() * cfg.epochs
+    result.final_train_loss = result.steps[-1]["loss"] if result.steps else None
+    return result
+
+
+def _log_window(result, step, epoch, window_loss, window_steps, first_bad, t0, n_real, order, done_in_epoch, cfg, sync, on_log) -> None:
+    """Every ``log_every`` steps: one host sync, one loss-curve record, the non-finite check."""
+    bad = int(first_bad.item())
+    if bad >= 0:
+        raise TrainingError(f"non-finite loss at step {bad} (epoch {epoch + 1})")
+    sync()
+    tokens = int(n_real.sum().item()) * epoch + int(n_real[order[:done_in_epoch]].sum().item())
+    elapsed = time.perf_counter() - t0
+    record = {
+        "step": step, "epoch": epoch + 1, "tokens": tokens, "loss": (window_loss / window_steps).item(),
+        "elapsed_s": elapsed, "tokens_per_s": tokens / elapsed if elapsed > 0 else None, "eval_loss": None,
+    }
+    result.steps.append(record)
+    on_log(record)

@@ -1,0 +1,157 @@
+"""One trial, end to end: model, device benchmark, idle baseline, metered training, eval, metrics.
+
+``run_trial`` takes data and settings and returns (metrics, power trace, loss curve);
+the Snakemake script around it only reads and writes files.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import time
+from typing import Any, Callable
+
+import numpy as np
+import polars as pl
+import torch
+
+from . import __version__
+from .efficiency import efficiency_record, matmul_tflops, training_flops
+from .meters import Meter, NvmlMeter, make_meter
+from .model import build_model, check_tokenizer_matches, describe, load_pretrained, preset_config
+from .train import PRECISIONS, TrainSettings, TrainingError, check_precision, evaluate, resolve_device, train
+
+
+def chunk_tensors(chunks: pl.DataFrame, chunk_ids: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Input ids and attention masks as tensors, in the order of ``chunk_ids`` (all if None)."""
+    if chunk_ids is not None:
+        position = {cid: i for i, cid in enumerate(chunks["chunk_id"].to_list())}
+        chunks = chunks[[position[c] for c in chunk_ids]]
+    ids = torch.from_numpy(np.ascontiguousarray(chunks["input_ids"].to_numpy()))
+    mask = torch.from_numpy(np.ascontiguousarray(chunks["attention_mask"].to_numpy())).to(torch.long)
+    return ids, mask
+
+
+def device_sync(device: torch.device) -> Callable[[], None]:
+    return torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+
+def gpu_uuid(device: torch.device) -> str | None:
+    """NVML-style UUID of the CUDA device this process uses.
+
+    CUDA renumbers devices under CUDA_VISIBLE_DEVICES (and SLURM sets it), so index 0 here
+    may be any physical GPU; the UUID names the physical one.
+    """
+    if device.type != "cuda":
+        return None
+    uuid = str(torch.cuda.get_device_properties(device).uuid)
+    return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+
+
+def cooldown(meter: Meter, seconds: float, below_c: float | None, timeout_s: float, log: Callable[[str], None]) -> dict[str, Any]:
+    """Wait before the trial: a fixed pause, then (NVML only) until the GPU is cool enough."""
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    reached = None
+    if below_c is not None and isinstance(meter, NvmlMeter):
+        while (temp := meter.temperature()) >= below_c and time.monotonic() - t0 < seconds + timeout_s:
+            time.sleep(1.0)
+        reached = temp
+        log(f"cooldown: GPU at {temp:.0f} °C (target < {below_c:g} °C)")
+    return {"cooldown_s": time.monotonic() - t0, "cooldown_end_temperature_c": reached}
+
+
+def load_model(model_cfg: dict[str, Any], tokenizer: dict[str, Any], context: int, seed: int) -> torch.nn.Module:
+    if model_cfg["source"] == "config":
+        model = build_model(preset_config(model_cfg["preset"], model_cfg["overrides"], tokenizer, context), seed)
+    else:
+        model = load_pretrained(model_cfg["name"], model_cfg["revision"], model_cfg["trust_remote_code"])
+    check_tokenizer_matches(model, tokenizer)
+    return model
+
+
+def versions() -> dict[str, str]:
+    import transformers
+
+    return {"tokenwatt": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
+            "python": platform.python_version(), "cuda": torch.version.cuda or "none"}
+
+
+def run_trial(
+    *, budget: int, trial: int, seed: int, subset: dict[str, Any], train_chunks: pl.DataFrame, eval_chunks: pl.DataFrame,
+    tokenizer: dict[str, Any], model_cfg: dict[str, Any], train_cfg: dict[str, Any], meter_cfg: dict[str, Any],
+    metric_cfg: dict[str, Any], log: Callable[[str], None] = print, nvml=None,
+) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame]:
+    torch.set_num_threads(train_cfg["threads"])
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    device = resolve_device(train_cfg["device"])
+    check_precision(device, train_cfg["precision"])
+    sync = device_sync(device)
+    ids, mask = chunk_tensors(train_chunks, subset["chunk_ids"])
+    eval_ids, eval_mask = chunk_tensors(eval_chunks)
+    context = ids.shape[1]
+
+    model = load_model(model_cfg, tokenizer, context, seed)
+    arch = describe(model)
+    model.to(device)
+    meter, why = make_meter(meter_cfg["kind"], device.type, interval_s=meter_cfg["interval_s"], cpu_tdp_w=meter_cfg["cpu_tdp_w"],
+                            rapl_root=meter_cfg["rapl_root"], gpu_uuid=gpu_uuid(device), nvml=nvml, sync=sync)
+    log(why)
+    cooled = cooldown(meter, meter_cfg["cooldown_s"], meter_cfg["cooldown_below_c"], meter_cfg["cooldown_timeout_s"], log)
+    dtype = PRECISIONS[train_cfg["precision"]] or torch.float32
+    cs_tflops = matmul_tflops(device, dtype, metric_cfg["matmul_size"], metric_cfg["matmul_seconds"], sync)
+    log(f"device {device}: CS_TFLOPS {cs_tflops:.4f} ({dtype})")
+    idle = meter.measure(meter_cfg["idle_seconds"]) if meter_cfg["idle_seconds"] > 0 else None
+    idle_w = None if idle is None or idle["energy_j"] is None else idle["energy_j"] / idle["duration_s"]
+
+    settings = TrainSettings(
+        epochs=train_cfg["epochs"], batch_size=train_cfg["batch_size"], lr=train_cfg["lr"], weight_decay=train_cfg["weight_decay"],
+        precision=train_cfg["precision"], seed=seed, log_every=train_cfg["log_every"],
+        eval_every_epoch=train_cfg["eval_every_epoch"], eval_batch_size=train_cfg["eval_batch_size"],
+    )
+
+    def progress(r: dict[str, Any]) -> None:
+        watts = meter.latest_power()
+        log(f"step {r['step']:>7} epoch {r['epoch']} tokens {r['tokens']:>10,} loss {r['loss']:.4f} "
+            f"{r['tokens_per_s'] or 0:,.0f} tok/s " + (f"{watts:.1f} W" if watts is not None else "- W"))
+
+    meter.start()
+    try:
+        result = train(model, ids, mask, device, settings, eval_data=(eval_ids, eval_mask), on_log=progress, sync=sync)
+    except TrainingError as err:
+        raise TrainingError(f"budget {budget}, trial {trial}: {err}") from None
+    finally:
+        energy = meter.stop()
+    t_eval = time.perf_counter()
+    eval_loss = evaluate(model, eval_ids, eval_mask, device, train_cfg["precision"], train_cfg["eval_batch_size"])
+    eval_s = time.perf_counter() - t_eval
+    if not math.isfinite(eval_loss):
+        raise TrainingError(f"budget {budget}, trial {trial}: non-finite eval loss {eval_loss}")
+
+    tokens = result.real_tokens
+    flops = training_flops(arch["params"], arch["embedding_params"], arch["n_layers"], arch["hidden_size"], context, tokens)
+    energy_j = energy["energy_j"]
+    idle_j = None if idle_w is None else idle_w * energy["duration_s"]
+    metrics = {
+        "budget": budget, "trial": trial, "seed": seed, "status": "ok",
+        "subset_chunks": subset["n_chunks"], "subset_real_tokens": subset["real_tokens"],
+        "real_tokens": tokens, "padded_tokens": result.padded_tokens, "steps": result.n_steps,
+        "epochs": settings.epochs, "batch_size": settings.batch_size, "lr": settings.lr, "precision": settings.precision,
+        "optimizer": result.optimizer, "eval_loss": eval_loss, "final_train_loss": result.final_train_loss,
+        "eval_tokens": int(eval_mask.sum()), "train_s": result.train_s, "eval_s": eval_s, **cooled,
+        "energy_j": energy_j, "idle_power_w": idle_w, "idle_energy_j": idle_j,
+        "dynamic_energy_j": None if energy_j is None or idle_j is None else energy_j - idle_j,
+        **{k: v for k, v in energy.items() if k not in ("trace", "energy_j")},
+        "device": device.type, "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine(),
+        "device_uuid": gpu_uuid(device), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "threads": train_cfg["threads"], **{k: v for k, v in arch.items()},
+        "flops": flops, "flops_is_estimate": True, "cs_tflops": cs_tflops,
+        "K": metric_cfg["K"], "tt_scale": metric_cfg["tt_scale"],
+        **efficiency_record(eval_loss=eval_loss, params=arch["params"], flops=flops, tokens=tokens, train_s=result.train_s,
+                            energy_j=energy_j, rms_w=energy["power_rms_w"], cs_tflops=cs_tflops, K=metric_cfg["K"], tt_scale=metric_cfg["tt_scale"]),
+        "versions": versions(),
+    }
+    steps = pl.DataFrame(result.steps, schema={"step": pl.Int64, "epoch": pl.Int64, "tokens": pl.Int64, "loss": pl.Float64,
+                                               "elapsed_s": pl.Float64, "tokens_per_s": pl.Float64, "eval_loss": pl.Float64}, orient="row")
+    return metrics, energy["trace"], steps
