@@ -73,6 +73,7 @@ class Meter:
                 next_t = time.monotonic()
                 delay = 0
             self._stop.wait(delay)
+        self._thread_cpu_s = time.thread_time()  # the poller's own CPU cost, reported beside the samples
 
     def _record(self) -> None:
         t = time.monotonic() - self._t0
@@ -90,6 +91,7 @@ class Meter:
         self._t0 = time.monotonic()
         self._counter0 = self._read_counter()
         self._stop.clear()
+        self._thread_cpu_s = None
         self._thread = threading.Thread(target=self._poll, name=f"meter-{self.kind}", daemon=True)
         self._thread.start()
 
@@ -155,6 +157,7 @@ class Meter:
             "sample_error_messages": self._errors[:20],
             "interval_requested_s": self.interval_s,
             "interval_achieved_s": float((times[1:] - times[:-1]).mean()) if len(times) > 1 else None,
+            "meter_thread_cpu_s": self._thread_cpu_s,
             "temperature_max_c": trace["temperature_c"].max(),
             "sm_clock_mean_mhz": trace["sm_clock_mhz"].mean(),
             **self.static_info(),

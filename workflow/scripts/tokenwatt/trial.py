@@ -28,8 +28,8 @@ def chunk_tensors(chunks: pl.DataFrame, chunk_ids: list[int] | None = None) -> t
     if chunk_ids is not None:
         position = {cid: i for i, cid in enumerate(chunks["chunk_id"].to_list())}
         chunks = chunks[[position[c] for c in chunk_ids]]
-    ids = torch.from_numpy(np.ascontiguousarray(chunks["input_ids"].to_numpy()))
-    mask = torch.from_numpy(np.ascontiguousarray(chunks["attention_mask"].to_numpy())).to(torch.long)
+    ids = torch.tensor(chunks["input_ids"].to_numpy(), dtype=torch.long)
+    mask = torch.tensor(chunks["attention_mask"].to_numpy(), dtype=torch.long)
     return ids, mask
 
 

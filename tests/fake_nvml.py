@@ -1,0 +1,68 @@
+"""A stand-in for the ``pynvml`` module: the lowest layer the NVML meter talks to.
+
+Each fake GPU draws a constant power; its energy counter integrates that power over
+wall time, as the real counter does. Failures can be switched on per call name.
+"""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+
+class NVMLError(Exception):
+    pass
+
+
+class FakeNvml:
+    NVMLError = NVMLError
+    NVML_TEMPERATURE_GPU = 0
+    NVML_CLOCK_SM = 1
+
+    def __init__(self, gpus: dict[str, float], has_counter: bool = True):
+        """``gpus`` maps UUID → constant power in watts."""
+        self.gpus = gpus
+        self.has_counter = has_counter
+        self.fail: dict[str, int] = {}  # call name → how many more calls succeed before failing forever
+        self.t0 = time.monotonic()
+        self.calls: list[str] = []
+
+    def _maybe_fail(self, name: str) -> None:
+        self.calls.append(name)
+        if name in self.fail:
+            if self.fail[name] <= 0:
+                raise NVMLError(f"{name}: GPU is lost")
+            self.fail[name] -= 1
+
+    def nvmlInit(self):
+        self._maybe_fail("nvmlInit")
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        if uuid not in self.gpus:
+            raise NVMLError(f"no GPU with UUID {uuid}")
+        return SimpleNamespace(uuid=uuid)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        self._maybe_fail("nvmlDeviceGetTotalEnergyConsumption")
+        if not self.has_counter:
+            raise NVMLError("Not Supported")
+        return int(self.gpus[h.uuid] * 1000 * (time.monotonic() - self.t0))  # mJ
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        self._maybe_fail("nvmlDeviceGetPowerUsage")
+        return int(self.gpus[h.uuid] * 1000)  # mW
+
+    def nvmlDeviceGetTemperature(self, h, sensor):
+        return 40
+
+    def nvmlDeviceGetClockInfo(self, h, clock):
+        return 1500
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        return SimpleNamespace(gpu=97, memory=40)
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h):
+        return 300000
+
+    def nvmlDeviceGetName(self, h):
+        return "Fake GPU " + h.uuid[-4:]

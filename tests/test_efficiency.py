@@ -1,0 +1,30 @@
+import math
+
+import pytest
+
+from tokenwatt.efficiency import efficiency_record, parameter_efficiency, training_flops
+
+
+def test_pe_from_a_metrics_record_matches_the_formula_by_hand():
+    rec = efficiency_record(eval_loss=2.0, params=1_000_000, flops=6e15, tokens=3_000_000, train_s=100.0,
+                            energy_j=50_000.0, rms_w=150.0, cs_tflops=30.0, K=2.0, tt_scale=1e6)
+    by_hand = 2.0 * math.exp(-2.0) * 30.0 * 1e6 / (1_000_000 * 3_000_000 * 150.0)
+    assert rec["pe"] == pytest.approx(by_hand, rel=1e-12)
+    assert rec["perplexity"] == pytest.approx(math.exp(2.0))
+    assert rec["quality_per_mparam"] == pytest.approx(math.exp(-2.0) / 1.0)
+    assert rec["quality_per_pflop"] == pytest.approx(math.exp(-2.0) / 6.0)
+    assert rec["quality_per_kj"] == pytest.approx(math.exp(-2.0) / 50.0)
+    assert rec["joules_per_token"] == pytest.approx(50_000 / 3_000_000)
+    assert rec["mfu"] == pytest.approx(6e15 / 100 / 30e12)
+
+
+def test_pe_is_missing_without_a_power_figure():
+    assert parameter_efficiency(1, 0.5, 10, 1e6, 100, 1000, None) is None
+    rec = efficiency_record(eval_loss=1.0, params=10, flops=1e9, tokens=100, train_s=1.0, energy_j=None,
+                            rms_w=None, cs_tflops=1.0, K=1.0, tt_scale=1.0)
+    assert rec["pe"] is None and rec["quality_per_kj"] is None and rec["joules_per_token"] is None
+
+
+def test_flops_are_six_n_t_plus_attention_without_the_embedding_lookup():
+    assert training_flops(params=1100, embedding_params=100, n_layers=2, hidden=8, context=64, tokens=10) == \
+        6 * 1000 * 10 + 6 * 2 * 64 * 8 * 10

@@ -1,0 +1,131 @@
+import time
+
+import pytest
+
+from fake_nvml import FakeNvml
+from tokenwatt.meters import EstimateMeter, MeterError, NullMeter, NvmlMeter, RaplMeter, make_meter
+
+GPU_A, GPU_B = "GPU-aaaaaaaa-0000-0000-0000-000000000001", "GPU-bbbbbbbb-0000-0000-0000-000000000002"
+
+
+def _window(meter, seconds=0.3):
+    meter.start()
+    time.sleep(seconds)
+    return meter.stop()
+
+
+def test_nvml_energy_comes_from_the_counter():
+    out = _window(NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.05))
+    assert out["meter"] == "nvml-energy"
+    assert out["energy_j"] == pytest.approx(100.0 * out["duration_s"], rel=0.05)
+    assert out["power_rms_w"] == pytest.approx(100.0) and out["power_max_w"] == 100.0
+    assert out["temperature_max_c"] == 40 and out["power_limit_w"] == 300.0
+
+
+def test_nvml_maps_the_device_by_uuid_not_by_index():
+    fake = FakeNvml({GPU_A: 100.0, GPU_B: 250.0})
+    out = _window(NvmlMeter(fake, GPU_B, interval_s=0.05))
+    assert out["power_mean_w"] == 250.0 and out["meter_device_uuid"] == GPU_B
+
+
+def test_nvml_unknown_uuid_is_an_error():
+    with pytest.raises(Exception, match="no GPU with UUID"):
+        NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_B, interval_s=0.05)
+
+
+def test_gpu_without_counter_integrates_polled_power_and_says_so():
+    out = _window(NvmlMeter(FakeNvml({GPU_A: 80.0}, has_counter=False), GPU_A, interval_s=0.02))
+    assert out["meter"] == "nvml-power" and "no energy counter" in out["meter_note"]
+    assert out["energy_j"] == pytest.approx(80.0 * out["duration_s"], rel=0.15)
+
+
+def test_nvml_error_mid_run_is_counted_not_dropped():
+    fake = FakeNvml({GPU_A: 100.0})
+    meter = NvmlMeter(fake, GPU_A, interval_s=0.02)
+    fake.fail["nvmlDeviceGetPowerUsage"] = 3
+    out = _window(meter)
+    assert out["samples_with_power"] == 3
+    assert out["sample_errors"] == out["samples"] - 3 > 0
+    assert "GPU is lost" in out["sample_error_messages"][0]
+
+
+def test_counter_failing_at_the_end_falls_back_to_integration_and_relabels():
+    fake = FakeNvml({GPU_A: 100.0})
+    meter = NvmlMeter(fake, GPU_A, interval_s=0.02)
+    fake.fail["nvmlDeviceGetTotalEnergyConsumption"] = 1  # the start read works, the end read fails
+    out = _window(meter)
+    assert out["meter"] == "nvml-power" and "integrated" in out["meter_note"]
+    assert out["energy_j"] == pytest.approx(100.0 * out["duration_s"], rel=0.15)
+
+
+def test_sample_count_and_achieved_interval_are_recorded():
+    out = _window(NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.05), seconds=0.5)
+    assert 8 <= out["samples"] <= 13
+    assert out["interval_achieved_s"] == pytest.approx(0.05, rel=0.3)
+    assert out["trace"].height == out["samples"]
+
+
+def _powercap(tmp_path, energy_uj, max_uj):
+    zone = tmp_path / "intel-rapl:0"
+    zone.mkdir(exist_ok=True)
+    (zone / "energy_uj").write_text(str(energy_uj))
+    (zone / "max_energy_range_uj").write_text(str(max_uj))
+    sub = tmp_path / "intel-rapl:0:0"  # a subzone: must not be double-counted
+    sub.mkdir(exist_ok=True)
+    (sub / "energy_uj").write_text("0")
+    return zone / "energy_uj"
+
+
+def test_rapl_counts_across_a_wrap_around(tmp_path):
+    counter = _powercap(tmp_path, 900_000, max_uj=1_000_000)
+    meter = RaplMeter(tmp_path, interval_s=10)  # no polls in between: the window ends must handle the wrap
+    meter.start()
+    counter.write_text("300_000".replace("_", ""))  # +100 000 to the wrap, +300 000 after it
+    out = meter.stop()
+    assert out["meter"] == "rapl"
+    assert out["energy_j"] == pytest.approx(0.4)
+
+
+def test_rapl_without_domains_is_an_error(tmp_path):
+    with pytest.raises(MeterError, match="no readable RAPL domains"):
+        RaplMeter(tmp_path, interval_s=1)
+
+
+def test_none_meter_reports_nulls_never_zero():
+    out = _window(NullMeter(interval_s=0.05))
+    assert out["meter"] == "none"
+    assert out["energy_j"] is None and out["power_rms_w"] is None and out["power_mean_w"] is None
+
+
+def test_estimate_is_labelled_an_estimate():
+    out = _window(EstimateMeter(tdp_w=65.0, interval_s=0.05))
+    assert out["meter"] == "estimate" and out["meter_is_estimate"] is True
+    assert "ESTIMATE" in out["meter_note"]
+    assert 0 <= out["power_max_w"] <= 65.0
+
+
+def test_auto_on_a_cpu_without_rapl_picks_the_estimate_and_says_why(tmp_path):
+    meter, why = make_meter("auto", "cpu", interval_s=0.1, cpu_tdp_w=65, rapl_root=str(tmp_path))
+    assert isinstance(meter, EstimateMeter)
+    assert "ESTIMATE" in why and "rapl unavailable" in why
+
+
+def test_auto_on_cuda_prefers_nvml():
+    meter, why = make_meter("auto", "cuda", interval_s=0.1, cpu_tdp_w=65, rapl_root="/nonexistent",
+                            gpu_uuid=GPU_A, nvml=FakeNvml({GPU_A: 50.0}))
+    assert isinstance(meter, NvmlMeter) and "nvml" in why
+
+
+def test_explicit_meter_that_cannot_work_fails_clearly():
+    with pytest.raises(MeterError, match="meter.kind is 'nvml'.*needs a CUDA device"):
+        make_meter("nvml", "cpu", interval_s=0.1, cpu_tdp_w=65, rapl_root="/nonexistent")
+
+
+def test_the_poller_does_not_slow_the_caller():
+    """Starting, reading and stopping a meter never waits on a sample in progress."""
+    meter = NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.5)
+    t0 = time.perf_counter()
+    meter.start()
+    meter.latest_power()
+    meter.stop()
+    assert time.perf_counter() - t0 < 0.2

@@ -1,0 +1,171 @@
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+
+from tokenwatt.model import ModelError, build_model, check_tokenizer_matches, load_pretrained, preset_config
+from tokenwatt.train import TrainSettings, TrainingError, check_precision, evaluate, labels_for, train
+from tokenwatt.trial import run_trial
+
+TOK = {"vocab_size": 64, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
+SIZES = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)
+
+
+def _model(seed=0):
+    return build_model(preset_config("llama-tiny", SIZES, TOK, 16), seed)
+
+
+def _data(n=48, length=16, seed=0):
+    """Repetitive sequences a tiny model can learn, with padded tails."""
+    rng = np.random.default_rng(seed)
+    ids = np.zeros((n, length), dtype=np.int64)
+    mask = np.zeros((n, length), dtype=np.int64)
+    for i in range(n):
+        k = rng.integers(length // 2, length + 1)
+        start = rng.integers(3, 10)
+        ids[i, :k] = 3 + (start + np.arange(k)) % 12
+        mask[i, :k] = 1
+    return torch.from_numpy(ids), torch.from_numpy(mask)
+
+
+def _settings(**kw):
+    base = dict(epochs=2, batch_size=4, lr=3e-3, weight_decay=0.0, precision="fp32", seed=7, log_every=4)
+    return TrainSettings(**{**base, **kw})
+
+
+def test_loss_decreases_on_a_tiny_model():
+    torch.set_num_threads(1)
+    model = _model()
+    ids, mask = _data()
+    before = evaluate(model, ids, mask, torch.device("cpu"), "fp32", 16)
+    result = train(model, ids, mask, torch.device("cpu"), _settings(epochs=6))
+    after = evaluate(model, ids, mask, torch.device("cpu"), "fp32", 16)
+    assert after < before - 0.5
+    assert result.steps[-1]["loss"] < result.steps[0]["loss"]
+
+
+def test_same_seed_gives_the_same_loss_curve_bit_for_bit():
+    torch.set_num_threads(1)
+    ids, mask = _data()
+    curves = [[s["loss"] for s in train(_model(), ids, mask, torch.device("cpu"), _settings()).steps] for _ in range(2)]
+    assert curves[0] == curves[1]
+    other = [s["loss"] for s in train(_model(), ids, mask, torch.device("cpu"), _settings(seed=8)).steps]
+    assert other != curves[0]
+
+
+def test_padding_is_masked_out_of_labels():
+    ids = torch.tensor([[5, 6, 7, 0, 0]])
+    mask = torch.tensor([[1, 1, 1, 0, 0]])
+    assert labels_for(ids, mask).tolist() == [[5, 6, 7, -100, -100]]
+
+
+def test_what_sits_in_padding_does_not_change_the_loss():
+    model = _model()
+    ids, mask = _data(n=8)
+    garbage = ids.masked_fill(mask == 0, 63)
+    cpu = torch.device("cpu")
+    assert evaluate(model, ids, mask, cpu, "fp32", 8) == evaluate(model, garbage, mask, cpu, "fp32", 8)
+
+
+def test_real_tokens_count_only_unpadded_positions():
+    ids, mask = _data(n=8)
+    result = train(_model(), ids, mask, torch.device("cpu"), _settings(epochs=3))
+    assert result.real_tokens == int(mask.sum()) * 3
+    assert result.padded_tokens == ids.numel() * 3
+
+
+@pytest.mark.parametrize("precision", ["bf16-mixed", "fp16-mixed"])
+def test_mixed_precisions_run_on_cpu_or_fail_clearly(precision):
+    cpu = torch.device("cpu")
+    try:
+        check_precision(cpu, precision)
+    except TrainingError as err:
+        assert "not supported on cpu" in str(err) and "use fp32" in str(err)
+        return
+    ids, mask = _data(n=8)
+    result = train(_model(), ids, mask, cpu, _settings(precision=precision))
+    assert all(math.isfinite(s["loss"]) for s in result.steps)
+
+
+def test_non_finite_loss_stops_with_the_step():
+    model = _model()
+    with torch.no_grad():
+        model.model.norm.weight.fill_(float("nan"))
+    ids, mask = _data(n=8)
+    with pytest.raises(TrainingError, match=r"non-finite loss at step 1 \(epoch 1\)"):
+        train(model, ids, mask, torch.device("cpu"), _settings(log_every=3))
+
+
+def test_vocab_mismatch_fails_with_both_numbers():
+    with pytest.raises(ModelError, match="tokenizer has 100 tokens but the model's embedding has 64 rows"):
+        check_tokenizer_matches(_model(), {**TOK, "vocab_size": 100})
+
+
+def test_unknown_preset_lists_the_choices():
+    with pytest.raises(ModelError, match="model.preset is 'gpt-9'; choose one of"):
+        preset_config("gpt-9", {}, TOK, 16)
+
+
+def test_tinyllama_preset_has_the_reference_architecture():
+    cfg = preset_config("tinyllama-1.1b", {}, {**TOK, "vocab_size": 32000}, 64)
+    assert (cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size, cfg.num_attention_heads, cfg.num_key_value_heads) == (22, 2048, 5632, 32, 4)
+
+
+def test_pretrained_model_loads_offline_from_safetensors_with_identical_weights(tmp_path):
+    original = _model(seed=3)
+    original.save_pretrained(tmp_path, safe_serialization=True)
+    assert (tmp_path / "model.safetensors").exists()
+    a, b = load_pretrained(str(tmp_path)), load_pretrained(str(tmp_path))
+    ids, mask = _data(n=4)
+    with torch.no_grad():
+        assert torch.equal(a(input_ids=ids).logits, original(input_ids=ids).logits)
+        assert torch.equal(a(input_ids=ids).logits, b(input_ids=ids).logits)
+
+
+def test_pretrained_model_with_only_pickled_weights_is_refused(tmp_path):
+    model = _model()
+    model.config.save_pretrained(tmp_path)
+    torch.save(model.state_dict(), tmp_path / "pytorch_model.bin")
+    with pytest.raises(ModelError, match="safetensors"):
+        load_pretrained(str(tmp_path))
+
+
+def _chunks(ids, mask):
+    return pl.DataFrame({"chunk_id": np.arange(len(ids)), "doc_id": np.arange(len(ids)), "input_ids": ids.numpy(),
+                         "attention_mask": mask.numpy().astype(np.int8), "n_real": mask.sum(1).numpy()})
+
+
+def _run(meter_kind, **train_overrides):
+    ids, mask = _data(n=24)
+    chunks = _chunks(ids, mask)
+    train_cfg = {**dict(epochs=1, batch_size=2, lr=3e-3, weight_decay=0.0, precision="fp32", device="cpu", threads=1,
+                        log_every=4, eval_every_epoch=False, eval_batch_size=8), **train_overrides}
+    meter_cfg = dict(kind=meter_kind, interval_s=0.05, idle_seconds=0.1, cpu_tdp_w=65.0, rapl_root="/nonexistent",
+                     cooldown_s=0, cooldown_below_c=None, cooldown_timeout_s=0)
+    return run_trial(
+        budget=100, trial=1, seed=5, subset={"chunk_ids": list(range(16)), "n_chunks": 16, "real_tokens": int(mask[:16].sum())},
+        train_chunks=chunks, eval_chunks=chunks[16:], tokenizer=TOK,
+        model_cfg={"source": "config", "preset": "llama-tiny", "overrides": SIZES}, train_cfg=train_cfg, meter_cfg=meter_cfg,
+        metric_cfg={"K": 1.0, "tt_scale": 1e6, "matmul_size": 64, "matmul_seconds": 0.05}, log=lambda s: None,
+    )
+
+
+def test_a_trial_with_the_estimate_meter_records_pe_and_labels_the_estimate():
+    metrics, power, steps = _run("estimate")
+    assert metrics["meter"] == "estimate" and metrics["meter_is_estimate"]
+    assert metrics["pe"] > 0 and metrics["energy_j"] > 0
+    assert metrics["real_tokens"] == metrics["subset_real_tokens"]
+    assert power.height == metrics["samples"] and steps.height >= 2
+
+
+def test_a_trial_without_a_meter_has_null_energy_and_pe():
+    metrics, _, _ = _run("none")
+    assert metrics["energy_j"] is None and metrics["pe"] is None and metrics["quality_per_kj"] is None
+    assert metrics["quality_per_pflop"] > 0
+
+
+def test_per_epoch_evaluation_is_recorded_in_the_loss_curve():
+    _, _, steps = _run("none", eval_every_epoch=True)
+    assert steps["eval_loss"].drop_nulls().len() == 1
