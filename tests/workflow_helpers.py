@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
-COPIED = ("Snakefile", "workflow", "config", "profiles", "resources", "tests/data")
+COPIED = ("Snakefile", "environment.yml", "workflow", "config", "profiles", "resources", "tests/data")
 
 
 def clone(dest: Path) -> Path:
