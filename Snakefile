@@ -12,6 +12,8 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/corpus.smk"
 include: "workflow/rules/tokens.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/analysis.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:

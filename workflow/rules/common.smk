@@ -6,7 +6,8 @@ from pathlib import Path
 SCRIPTS = Path(workflow.basedir) / "workflow" / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
-from tokenwatt.config import ConfigError, load_schema, validate_config  # noqa: E402
+from tokenwatt.config import ConfigError, config_hash, load_schema, validate_config  # noqa: E402
+from tokenwatt.figures import FIGURES  # noqa: E402
 from tokenwatt.runorder import trial_priority  # noqa: E402
 
 try:
@@ -18,6 +19,7 @@ STUDY = config["study"]
 BUDGETS = sorted(STUDY["budgets"])
 TRIALS = list(range(1, STUDY["trials"] + 1))
 RESULTS = config["results"]
+CONFIG_HASH = config_hash(config)
 
 
 wildcard_constraints:
@@ -70,7 +72,7 @@ DATA_TARGETS = [res("data", "chunks_eval.parquet")] + [
     res("subsets", f"b{b}", f"t{t}.json") for b in BUDGETS for t in TRIALS
 ]
 TRIAL_TARGETS = [f for b in BUDGETS for t in TRIALS for f in trial_files(b, t)]
-ALL_TARGETS = DATA_TARGETS + TRIAL_TARGETS
+ALL_TARGETS = [res("report.html")]
 
 # Subsets outrank every trial so that a budget the corpus cannot fill fails before any
 # training starts (the scheduler runs ready jobs by priority).

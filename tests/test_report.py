@@ -1,0 +1,135 @@
+import html
+import io
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import polars as pl
+import pytest
+
+from tokenwatt import figures as F
+from tokenwatt.aggregate import changes_table, conditions_table, trials_table
+from tokenwatt.measures import TESTED
+from tokenwatt.report import render_report
+from tokenwatt.stats import analyse
+
+BUDGETS = [10_000, 20_000, 40_000]
+
+
+def _records(meter="estimate", n=5):
+    rng = np.random.default_rng(0)
+    out = []
+    for t in range(1, n + 1):
+        for i, b in enumerate(BUDGETS):
+            loss = 2.8 - 0.4 * i + rng.normal(0, 0.03)
+            out.append({"budget": b, "trial": t, "status": "ok", "pe": 5e-8 / (1 + i) + rng.normal(0, 1e-9),
+                        "quality_per_mparam": np.exp(-loss), "quality_per_pflop": 1e3 / (1 + i) + rng.normal(0, 5), "quality_per_kj": 0.3 / (1 + i) + rng.normal(0, 0.01),
+                        "power_rms_w": 32 + rng.normal(0, 0.3), "power_mean_w": 32.0, "energy_j": 100.0 * 2**i + rng.normal(0, 2),
+                        "dynamic_energy_j": 80.0 * 2**i, "joules_per_token": 0.007, "train_s": 5.0 * 2**i + rng.normal(0, 0.2),
+                        "tokens_per_s": 4500.0, "eval_loss": loss, "perplexity": float(np.exp(loss)), "real_tokens": 3 * b,
+                        "meter": meter, "device": "cpu", "device_name": "x86_64", "precision": "fp32", "params": 84128,
+                        "optimizer": "adamw-fused", "interval_requested_s": 0.5, "versions": {"torch": "2.13.0"}})
+    return out
+
+
+@pytest.fixture(scope="module")
+def analysed():
+    trials, missing = trials_table(_records(), [(b, t) for t in range(1, 6) for b in BUDGETS])
+    conditions = conditions_table(trials)
+    changes = changes_table(conditions)
+    return trials, conditions, changes, analyse(trials, TESTED), missing
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=60)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def figures(analysed):
+    trials, conditions, changes, _, _ = analysed
+    trace = pl.DataFrame({"t_s": [0.0, 0.5, 1.0], "power_w": [30.0, 32.0, 31.0]})
+    made = {
+        "pe_by_budget": F.pe_by_budget(trials, conditions, True),
+        "power_energy_by_budget": F.power_energy_by_budget(trials, conditions, True),
+        "time_by_budget": F.time_by_budget(trials, conditions, True),
+        "perplexity_vs_tokens": F.perplexity_vs_tokens(trials, conditions, True),
+        "tradeoff": F.tradeoff(changes, True),
+        "power_traces": F.power_traces({b: trace for b in BUDGETS}, 1, True),
+    }
+    assert list(made) == F.FIGURES
+    return made
+
+
+def _report(analysed, figures, name="tiny <script>alert('x')</script> study", missing=None):
+    trials, conditions, changes, stats, _ = analysed
+    reference = json.loads(open("resources/reference_study.json").read())
+    study = {"name": name, "budgets": BUDGETS, "trials": 5}
+    return render_report(
+        study=study, config={"study": study}, config_hash="abc123", trials=trials, conditions=conditions, changes=changes,
+        stats=stats, missing=missing or [], figures={k: (_png(f), f"caption of {k}") for k, f in figures.items()},
+        reference=reference, data_summary={"documents_in": 10, "documents_out": 9},
+    )
+
+
+def test_every_figure_labels_its_axes_with_units(figures):
+    for name, fig in figures.items():
+        for ax in fig.axes:
+            assert ax.get_xlabel() and ax.get_ylabel(), name
+    assert "(W)" in figures["power_energy_by_budget"].axes[0].get_ylabel()
+    assert "ESTIMATED" in figures["pe_by_budget"].axes[0].get_title()
+
+
+def test_report_embeds_every_figure(analysed, figures):
+    page = _report(analysed, figures)
+    assert page.count('src="data:image/png;base64,') == len(F.FIGURES)
+    assert "http://" not in page and "https://" not in page  # self-contained
+
+
+def test_report_carries_the_numbers_of_the_stats(analysed, figures):
+    stats = analysed[3]
+    page = _report(analysed, figures)
+    for dv in TESTED:
+        assert html.escape(stats["anova"][dv]["apa"]) in page
+
+
+def test_strings_from_config_are_escaped(analysed, figures):
+    page = _report(analysed, figures)
+    assert "<script>" not in page
+    assert "tiny &lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; study" in page
+
+
+def test_estimated_energy_carries_a_visible_warning(analysed, figures):
+    assert "Energy and power are ESTIMATED" in _report(analysed, figures)
+
+
+def test_missing_trials_are_named_in_the_report(analysed, figures):
+    page = _report(analysed, figures, missing=["budget 40000 trial 3: no metrics"])
+    assert "Missing or failed trials" in page and "budget 40000 trial 3: no metrics" in page
+
+
+def test_report_shows_the_reference_figures_side_by_side(analysed, figures):
+    page = _report(analysed, figures)
+    assert "Against the reference study" in page and "0.85 (0.02)" in page and "24268.23" in page
+
+
+def test_report_opens_in_headless_chromium_and_a_screenshot_is_taken(analysed, figures, tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "Debian's chromium is needed for this test: `make test` installs it (apt-get install chromium)"
+    page = tmp_path / "report.html"
+    page.write_text(_report(analysed, figures))
+    shot = tmp_path / "shot.png"
+    proc = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,3000", f"--screenshot={shot}", page.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert shot.exists(), proc.stderr[-2000:]
+    from PIL import Image
+
+    img = Image.open(shot)
+    assert img.size == (1200, 3000)
+    assert len(np.unique(np.asarray(img.convert("L")))) > 20  # rendered content, not a blank page

@@ -1,0 +1,135 @@
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import polars as pl
+import pytest
+from statsmodels.stats.anova import AnovaRM
+
+from tokenwatt.stats import analyse, friedman, posthoc, rm_anova, sums_of_squares
+
+BUDGETS = [500_000, 1_000_000, 2_000_000]
+
+
+def _trials(y: np.ndarray, budgets=BUDGETS, dv="pe") -> pl.DataFrame:
+    n, k = y.shape
+    return pl.DataFrame({"trial": np.repeat(np.arange(1, n + 1), k), "budget": np.tile(budgets[:k], n), dv: y.ravel()})
+
+
+def _study_like(n=20, seed=0) -> np.ndarray:
+    """Trials × budgets with a subject effect, a budget effect and noise, like a real run."""
+    rng = np.random.default_rng(seed)
+    return 0.8 - np.array([0.0, 0.2, 0.4]) + rng.normal(0, 0.03, size=(n, 1)) + rng.normal(0, 0.02, size=(n, 3))
+
+
+def _statsmodels_F(trials: pl.DataFrame, dv="pe") -> tuple[float, float]:
+    res = AnovaRM(trials.to_pandas(), depvar=dv, subject="trial", within=["budget"]).fit().anova_table
+    return float(res["F Value"].iloc[0]), float(res["Pr > F"].iloc[0])
+
+
+def test_rm_anova_matches_statsmodels_on_study_like_data():
+    trials = _trials(_study_like())
+    ours = rm_anova(trials, "pe")
+    F, p = _statsmodels_F(trials)
+    assert ours["F"] == pytest.approx(F, rel=1e-8, abs=1e-8)
+    assert ours["p"] == pytest.approx(p, rel=1e-8, abs=1e-12)
+    assert (ours["df1"], ours["df2"]) == (2, 38)
+
+
+def test_rm_anova_matches_an_exact_hand_computation():
+    """Known answer: sums of squares in exact rational arithmetic from their definitions."""
+    y = [[7, 5, 4], [9, 9, 6], [6, 4, 4], [8, 7, 3], [10, 8, 6]]
+    n, k = len(y), len(y[0])
+    grand = Fraction(sum(map(sum, y)), n * k)
+    col = [Fraction(sum(r[j] for r in y), n) for j in range(k)]
+    row = [Fraction(sum(r), k) for r in y]
+    ss_effect = n * sum((c - grand) ** 2 for c in col)
+    ss_error = sum((y[i][j] - row[i] - col[j] + grand) ** 2 for i in range(n) for j in range(k))
+    F = (ss_effect / (k - 1)) / (ss_error / ((k - 1) * (n - 1)))
+    ours = rm_anova(_trials(np.array(y, dtype=float)), "pe")
+    assert ours["F"] == pytest.approx(float(F), rel=1e-12)
+    assert ours["ss"]["effect"] == pytest.approx(float(ss_effect), rel=1e-12)
+    assert ours["F"] == pytest.approx(_statsmodels_F(_trials(np.array(y, dtype=float)))[0], rel=1e-8)
+
+
+def test_generalized_eta_squared_follows_the_hand_formula():
+    """η²G = SS_effect / (SS_effect + (n-1)·Σ sd²) for a one-way within design (STUDY.md)."""
+    y = _study_like(n=12, seed=3)
+    ours = rm_anova(_trials(y), "pe")
+    ss_effect = sums_of_squares(y)["effect"]
+    hand = ss_effect / (ss_effect + (y.shape[0] - 1) * (y.std(axis=0, ddof=1) ** 2).sum())
+    assert ours["eta2_g"] == pytest.approx(hand, rel=1e-12)
+
+
+def test_the_reference_studys_published_sds_cap_eta2_g_at_0_983():
+    """With the published means and SDs (n = 50), η²G is 0.983 whatever the correlation; 0.997 is η²p."""
+    rng = np.random.default_rng(1)
+    common = rng.normal(size=(50, 1))
+    raw = 0.87**0.5 * common + (1 - 0.87) ** 0.5 * rng.normal(size=(50, 3))
+    z = (raw - raw.mean(axis=0)) / raw.std(axis=0, ddof=1)
+    y = np.array([0.85, 0.62, 0.41]) + z * np.array([0.02, 0.03, 0.02])
+    ours = rm_anova(_trials(y), "pe")
+    assert ours["eta2_g"] == pytest.approx(0.983, abs=5e-4)
+    assert ours["eta2_p"] > 0.99
+
+
+def test_sphericity_and_greenhouse_geisser_are_reported_with_three_budgets():
+    ours = rm_anova(_trials(_study_like()), "pe")
+    assert 0.5 <= ours["eps_gg"] <= 1.0
+    assert ours["df1_gg"] == pytest.approx(2 * ours["eps_gg"])
+    assert ours["df2_gg"] == pytest.approx(38 * ours["eps_gg"])
+    assert 0 <= ours["mauchly_p"] <= 1
+    assert "GG ε =" in ours["apa"] and ours["apa"].startswith("F(2, 38) = ")
+
+
+def test_incomplete_trials_are_dropped_and_listed():
+    trials = _trials(_study_like(n=6)).filter(~((pl.col("trial") == 4) & (pl.col("budget") == 1_000_000)))
+    trials = trials.with_columns(pl.when((pl.col("trial") == 2) & (pl.col("budget") == 500_000)).then(None).otherwise(pl.col("pe")).alias("pe"))
+    ours = rm_anova(trials, "pe")
+    assert ours["dropped_trials"] == [2, 4] and ours["n_trials"] == 4 and ours["status"] == "ok"
+
+
+def test_two_budgets_give_f_equal_to_the_paired_t_squared_and_no_sphericity():
+    y = _study_like()[:, :2]
+    ours = rm_anova(_trials(y), "pe")
+    t = posthoc(_trials(y), "pe")[0]["t"]
+    assert ours["F"] == pytest.approx(t**2, rel=1e-10)
+    assert "eps_gg" not in ours and "GG" not in ours["apa"]
+
+
+def test_two_trials_give_a_message_not_a_number():
+    ours = rm_anova(_trials(_study_like(n=2)), "pe")
+    assert ours["status"] == "not tested" and "only 2 complete trials" in ours["message"] and "F" not in ours
+
+
+def test_a_single_budget_gives_a_message():
+    ours = rm_anova(_trials(_study_like()[:, :1]), "pe")
+    assert "only 1 budget" in ours["message"]
+
+
+def test_zero_error_variance_gives_a_message_not_a_huge_f():
+    y = np.array([[1.0, 2.0, 3.0], [2.0, 3.0, 4.0], [5.0, 6.0, 7.0]])  # every trial changes identically
+    ours = rm_anova(_trials(y), "pe")
+    assert ours["status"] == "not tested" and "no error variance" in ours["message"]
+    constant = rm_anova(_trials(np.ones((4, 3))), "pe")
+    assert constant["status"] == "not tested"
+
+
+def test_budgets_are_ordered_numerically_not_as_strings():
+    """'1000000' < '500000' as strings; pairs and signs must follow the numbers."""
+    y = _study_like()
+    pairs = posthoc(_trials(y), "pe")
+    assert [(p["budget_a"], p["budget_b"]) for p in pairs] == [(500_000, 1_000_000), (500_000, 2_000_000), (1_000_000, 2_000_000)]
+    assert all(p["t"] > 0 for p in pairs)  # PE falls with the budget: A − B > 0
+    assert all(p["p_holm"] >= p["p_unc"] for p in pairs)
+
+
+def test_friedman_and_kendalls_w_for_a_perfectly_consistent_ranking():
+    res = friedman(_trials(_study_like(n=10)), "pe")
+    assert res["kendall_w"] == pytest.approx(1.0) and res["Q"] == pytest.approx(20.0)
+
+
+def test_analyse_reports_unmeasured_measures_instead_of_testing_nulls():
+    trials = _trials(_study_like()).with_columns(pl.lit(None, dtype=pl.Float64).alias("energy_j"))
+    out = analyse(trials, ["pe", "energy_j"])
+    assert set(out["anova"]) == {"pe"} and "energy_j" in out["not_measured"]

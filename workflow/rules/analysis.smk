@@ -1,0 +1,76 @@
+# Analysis stage: per-trial table and condition summaries, statistics, figures.
+
+
+rule aggregate:
+    input:
+        metrics=[trial_metrics(b, t) for b in BUDGETS for t in TRIALS],
+    output:
+        trials=report(res("analysis", "trials.parquet"), caption="../report/trials.rst", category="Tables"),
+        conditions=report(res("analysis", "conditions.csv"), caption="../report/conditions.rst", category="Tables"),
+        changes=report(res("analysis", "changes.csv"), caption="../report/changes.rst", category="Tables"),
+        missing=res("analysis", "missing.json"),
+    params:
+        expected=[(b, t) for b in BUDGETS for t in TRIALS],
+        code=code_digest("aggregate.py", "tokenwatt/aggregate.py", "tokenwatt/measures.py"),
+    log:
+        logfile("aggregate"),
+    threads: 1
+    resources:
+        mem_mb=2000,
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/aggregate.py"
+
+
+rule stats:
+    input:
+        res("analysis", "trials.parquet"),
+    output:
+        json=res("analysis", "stats.json"),
+        anova=report(res("analysis", "anova.csv"), caption="../report/anova.rst", category="Tests"),
+        posthoc=report(res("analysis", "posthoc.csv"), caption="../report/posthoc.rst", category="Tests"),
+    params:
+        code=code_digest("stats.py", "tokenwatt/stats.py", "tokenwatt/measures.py"),
+    log:
+        logfile("stats"),
+    threads: 1
+    resources:
+        mem_mb=2000,
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/stats.py"
+
+
+rule figures:
+    input:
+        trials=res("analysis", "trials.parquet"),
+        conditions=res("analysis", "conditions.csv"),
+        changes=res("analysis", "changes.csv"),
+        traces=[trial_files(b, TRIALS[0])[1] for b in BUDGETS],
+    output:
+        **{
+            f"{name}_{ext}": report(
+                res("figures", f"{name}.{ext}"),
+                caption=f"../report/{name}.rst",
+                category="Figures",
+                subcategory=ext.upper(),
+            )
+            for name in FIGURES
+            for ext in ("png", "svg")
+        },
+    params:
+        budgets=BUDGETS,
+        trace_trial=TRIALS[0],
+        style=config["figures"],
+        code=code_digest("figures.py", "tokenwatt/figures.py", "tokenwatt/measures.py"),
+    log:
+        logfile("figures"),
+    threads: 1
+    resources:
+        mem_mb=2000,
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/figures.py"

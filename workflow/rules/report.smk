@@ -1,0 +1,30 @@
+# Report stage: one self-contained HTML file with the answer, its evidence and provenance.
+
+
+rule report:
+    input:
+        trials=res("analysis", "trials.parquet"),
+        conditions=res("analysis", "conditions.csv"),
+        changes=res("analysis", "changes.csv"),
+        missing=res("analysis", "missing.json"),
+        stats=res("analysis", "stats.json"),
+        figures=[res("figures", f"{name}.png") for name in FIGURES],
+        reference="resources/reference_study.json",
+        normalize=res("data", "normalize_summary.json"),
+    output:
+        res("report.html"),
+    params:
+        study=STUDY,
+        config=config,
+        config_hash=CONFIG_HASH,
+        figure_names=FIGURES,
+        code=code_digest("report.py", "tokenwatt/report.py", "tokenwatt/measures.py"),
+    log:
+        logfile("report"),
+    threads: 1
+    resources:
+        mem_mb=2000,
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/report.py"

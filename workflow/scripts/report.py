@@ -1,0 +1,23 @@
+"""Rule report: results/report.html, self-contained (figures embedded)."""
+from pathlib import Path
+
+import polars as pl
+from tokenwatt.files import logged, read_json
+from tokenwatt.report import render_report
+
+CAPTIONS = Path(snakemake.scriptdir).parent / "report"
+
+with logged(snakemake.log[0]):
+    figures = {
+        name: (Path(png).read_bytes(), (CAPTIONS / f"{name}.rst").read_text(encoding="utf-8").strip())
+        for name, png in zip(snakemake.params.figure_names, snakemake.input.figures)
+    }
+    page = render_report(
+        study=snakemake.params.study, config=snakemake.params.config, config_hash=snakemake.params.config_hash,
+        trials=pl.read_parquet(snakemake.input.trials), conditions=pl.read_csv(snakemake.input.conditions),
+        changes=pl.read_csv(snakemake.input.changes), stats=read_json(snakemake.input.stats),
+        missing=read_json(snakemake.input.missing), figures=figures, reference=read_json(snakemake.input.reference),
+        data_summary=read_json(snakemake.input.normalize),
+    )
+    Path(snakemake.output[0]).write_text(page, encoding="utf-8")
+    print(f"wrote {snakemake.output[0]} ({len(page) / 1e6:.1f} MB)")

@@ -1,0 +1,14 @@
+"""Rule stats: RM-ANOVA (sphericity, GG, η²G, η²p), post-hoc tests, Friedman, for every tested measure."""
+import polars as pl
+from tokenwatt.files import logged, write_json
+from tokenwatt.measures import TESTED
+from tokenwatt.stats import analyse
+
+with logged(snakemake.log[0]):
+    result = analyse(pl.read_parquet(snakemake.input[0]), TESTED)
+    for dv, a in result["anova"].items():
+        print(f"{dv}: {a.get('apa', a.get('message'))}")
+    write_json(snakemake.output.json, result)
+    flat = [{k: v for k, v in a.items() if not isinstance(v, (dict, list))} for a in result["anova"].values()]
+    pl.DataFrame(flat, infer_schema_length=None).write_csv(snakemake.output.anova)
+    pl.DataFrame(result["posthoc"], schema=["dv", "budget_a", "budget_b", "t", "df", "p_unc", "p_holm", "hedges_g"], orient="row").write_csv(snakemake.output.posthoc)

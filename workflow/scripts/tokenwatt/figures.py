@@ -1,0 +1,112 @@
+"""Figures (matplotlib, headless): each function takes tables and returns a Figure."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+
+from .measures import budget_label, label  # noqa: E402
+
+FIGURES = ["pe_by_budget", "power_energy_by_budget", "time_by_budget", "perplexity_vs_tokens", "tradeoff", "power_traces"]
+
+
+def _estimate_note(estimated: bool) -> str:
+    return "\n(power and energy ESTIMATED from CPU utilisation × TDP, not measured)" if estimated else ""
+
+
+def _paired(ax, trials: pl.DataFrame, conditions: pl.DataFrame, measure: str, scale: float = 1.0, unit_label: str | None = None) -> None:
+    """Every trial as a point, its budgets joined by a line, and the mean ± 95 % CI."""
+    budgets = sorted(trials["budget"].unique().to_list())
+    x = {b: i for i, b in enumerate(budgets)}
+    for _, grp in trials.sort("budget").group_by("trial", maintain_order=True):
+        vals = grp[measure].cast(pl.Float64)
+        if vals.null_count() == len(vals):
+            continue
+        ax.plot([x[b] for b in grp["budget"]], vals.to_numpy() * scale, color="0.6", lw=0.8, alpha=0.6, marker="o", ms=3)
+    summary = conditions.filter(pl.col("measure") == measure).sort("budget").drop_nulls("mean")
+    if summary.height:
+        mean = summary["mean"].to_numpy() * scale
+        err = np.vstack([mean - summary["ci95_low"].fill_null(summary["mean"]).to_numpy() * scale,
+                         summary["ci95_high"].fill_null(summary["mean"]).to_numpy() * scale - mean])
+        ax.errorbar([x[b] for b in summary["budget"]], mean, yerr=err, color="C3", lw=2, capsize=5, marker="s", ms=7, label="mean ± 95 % CI")
+        ax.legend(loc="best", fontsize=8)
+    ax.set_xticks(range(len(budgets)), [budget_label(b) for b in budgets])
+    ax.set_xlabel("Training-token budget (real tokens per epoch)")
+    ax.set_ylabel(unit_label or label(measure))
+    ax.grid(alpha=0.3)
+
+
+def pe_by_budget(trials, conditions, estimated: bool):
+    fig, ax = plt.subplots(figsize=(6.5, 4.5), layout="constrained")
+    _paired(ax, trials, conditions, "pe")
+    ax.set_title("PE by token budget (lines join one trial across budgets)" + _estimate_note(estimated), fontsize=10)
+    return fig
+
+
+def power_energy_by_budget(trials, conditions, estimated: bool):
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.5), layout="constrained")
+    _paired(a, trials, conditions, "power_rms_w")
+    _paired(b, trials, conditions, "energy_j", scale=1e-3, unit_label="Energy (kJ)")
+    a.set_title("RMS power")
+    b.set_title("Energy of the training window")
+    fig.suptitle("Power and energy by budget" + _estimate_note(estimated), fontsize=10)
+    return fig
+
+
+def time_by_budget(trials, conditions, estimated: bool):
+    fig, ax = plt.subplots(figsize=(6.5, 4.5), layout="constrained")
+    _paired(ax, trials, conditions, "train_s")
+    ax.set_title("Training time by budget", fontsize=10)
+    return fig
+
+
+def perplexity_vs_tokens(trials, conditions, estimated: bool):
+    fig, ax = plt.subplots(figsize=(6.5, 4.5), layout="constrained")
+    ax.scatter(trials["real_tokens"], trials["perplexity"], s=14, alpha=0.6, label="trial")
+    means = trials.group_by("budget").agg(pl.col("real_tokens").mean(), pl.col("perplexity").mean()).sort("budget")
+    ax.plot(means["real_tokens"], means["perplexity"], color="C3", marker="s", lw=2, label="budget mean")
+    ax.set_xscale("log")
+    ax.set_xlabel("Real tokens processed (budget × epochs, log scale)")
+    ax.set_ylabel("Eval perplexity")
+    ax.set_title("Perplexity against tokens processed", fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def tradeoff(changes: pl.DataFrame, estimated: bool):
+    """Per doubling step: how much perplexity fell against how much PE fell."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.5), layout="constrained")
+    ok = changes.drop_nulls(["perplexity_reduction_pct", "pe_drop_pct"])
+    ax.plot(ok["perplexity_reduction_pct"], ok["pe_drop_pct"], marker="o", color="C0")
+    for row in ok.iter_rows(named=True):
+        ax.annotate(f"{budget_label(row['from_budget'])}→{budget_label(row['to_budget'])}",
+                    (row["perplexity_reduction_pct"], row["pe_drop_pct"]), textcoords="offset points", xytext=(6, 6), fontsize=9)
+    lim = max([1.0, *ok["perplexity_reduction_pct"].abs().to_list(), *ok["pe_drop_pct"].abs().to_list()]) * 1.15
+    ax.plot([0, lim], [0, lim], ls="--", color="0.5", lw=1, label="equal change")
+    ax.set_xlabel("Perplexity reduction from the previous budget (%)")
+    ax.set_ylabel("PE drop from the previous budget (%)")
+    ax.set_title("Trade-off: quality gained vs efficiency lost" + _estimate_note(estimated), fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def power_traces(traces: dict[int, pl.DataFrame], trial: int, estimated: bool):
+    """The polled power of one trial per budget over its training window."""
+    fig, ax = plt.subplots(figsize=(8, 4.5), layout="constrained")
+    for budget, trace in sorted(traces.items()):
+        valid = trace.drop_nulls("power_w")
+        ax.plot(valid["t_s"], valid["power_w"], lw=1.2, label=f"{budget_label(budget)} (trial {trial})")
+    ax.set_xlabel("Time since training started (s)")
+    ax.set_ylabel("Power (W)" + (" — estimated" if estimated else ""))
+    ax.set_title("Power during training, one trial per budget" + _estimate_note(estimated), fontsize=10)
+    ax.grid(alpha=0.3)
+    if traces:
+        ax.legend(fontsize=8)
+    return fig

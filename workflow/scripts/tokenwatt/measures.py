@@ -1,0 +1,37 @@
+"""The measures the analysis reports: one place for their labels and units."""
+
+from __future__ import annotations
+
+# name -> (label, unit); the order is the order of tables and figures.
+MEASURES: dict[str, tuple[str, str]] = {
+    "pe": ("PE (energy-aware parameter efficiency)", "a.u."),
+    "quality_per_mparam": ("Quality per parameter", "invPPL / M params"),
+    "quality_per_pflop": ("Quality per compute", "invPPL / PFLOP"),
+    "quality_per_kj": ("Quality per energy", "invPPL / kJ"),
+    "power_rms_w": ("RMS power", "W"),
+    "power_mean_w": ("Mean power", "W"),
+    "energy_j": ("Energy", "J"),
+    "dynamic_energy_j": ("Energy above idle", "J"),
+    "joules_per_token": ("Energy per token", "J/token"),
+    "train_s": ("Training time", "s"),
+    "tokens_per_s": ("Throughput", "tokens/s"),
+    "eval_loss": ("Eval loss", "nats/token"),
+    "perplexity": ("Perplexity", ""),
+}
+
+# Measures tested with the repeated-measures ANOVA (the issue's list: PE, its layers, power, energy, time).
+TESTED = ["pe", "quality_per_mparam", "quality_per_pflop", "quality_per_kj", "power_rms_w", "energy_j", "train_s"]
+
+
+def label(name: str) -> str:
+    text, unit = MEASURES[name]
+    return f"{text} ({unit})" if unit else text
+
+
+def budget_label(tokens: int) -> str:
+    """500000 -> '500K', 2000000 -> '2M' (as the study names its conditions)."""
+    for div, suffix in ((1_000_000, "M"), (1_000, "K")):
+        if tokens >= div and tokens % (div // 10 or 1) == 0:
+            value = tokens / div
+            return f"{value:g}{suffix}"
+    return str(tokens)

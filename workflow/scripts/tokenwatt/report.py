@@ -1,0 +1,171 @@
+"""The self-contained HTML report. Every string from config or data passes through ``esc``."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from typing import Any
+
+import polars as pl
+
+from .measures import MEASURES, TESTED, budget_label, label
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
+h1{font-size:1.6em} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.8em}
+table{border-collapse:collapse;margin:.8em 0;font-size:.9em} th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right}
+th{background:#f3f3f3} td.l,th.l{text-align:left}
+.warn{background:#fff3cd;border:1px solid #e0b100;padding:.7em 1em;border-radius:4px;margin:1em 0}
+.bad{background:#f8d7da;border:1px solid #c0392b;padding:.7em 1em;border-radius:4px;margin:1em 0}
+figure{margin:1.2em 0} figure img{max-width:100%;border:1px solid #eee} figcaption{font-size:.9em;color:#555}
+code,pre{background:#f6f6f6;padding:.1em .3em;border-radius:3px} pre{padding:.8em;overflow-x:auto;font-size:.85em}
+.apa{font-family:Georgia,serif}
+"""
+
+
+def esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def num(x: Any, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and x != x):
+        return "—"
+    return f"{x:.{digits}g}" if isinstance(x, float) else esc(x)
+
+
+def table(header: list[str], rows: list[list[Any]], left: int = 1) -> str:
+    th = "".join(f'<th class="{"l" if i < left else ""}">{esc(h)}</th>' for i, h in enumerate(header))
+    body = "".join(
+        "<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{c if isinstance(c, _Raw) else num(c)}</td>' for i, c in enumerate(r)) + "</tr>"
+        for r in rows
+    )
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+class _Raw(str):
+    """Already-escaped HTML for a table cell."""
+
+
+def _conditions_html(conditions: pl.DataFrame) -> str:
+    rows = [
+        [_Raw(esc(label(measure))), _Raw(esc(budget_label(r["budget"]))), r["n"], r["mean"], r["sd"], r["sem"],
+         _Raw(f"{num(r['ci95_low'])} – {num(r['ci95_high'])}"), r["pct_change_from_previous"]]
+        for measure in MEASURES
+        for r in conditions.filter(pl.col("measure") == measure).sort("budget").iter_rows(named=True)
+    ]
+    return table(["measure", "budget", "n", "mean", "sd", "sem", "95 % CI", "% change from previous budget"], rows, left=2)
+
+
+def _stats_html(stats: dict[str, Any]) -> str:
+    parts = []
+    for dv in TESTED:
+        a = stats["anova"].get(dv)
+        if a is None:
+            if dv in stats.get("not_measured", {}):
+                parts.append(f"<p><b>{esc(label(dv))}</b>: {esc(stats['not_measured'][dv])}</p>")
+            continue
+        head = f"<p><b>{esc(label(dv))}</b> — RM-ANOVA (n = {esc(a['n_trials'])} trials"
+        if a["dropped_trials"]:
+            head += f"; dropped as incomplete: trials {esc(', '.join(map(str, a['dropped_trials'])))}"
+        head += "): "
+        if a["status"] != "ok":
+            parts.append(head + f'<span class="bad">{esc(a["message"])}</span></p>')
+            continue
+        fr = stats["friedman"].get(dv, {})
+        parts.append(head + f'<span class="apa">{esc(a["apa"])}</span>. Friedman: <span class="apa">{esc(fr.get("apa", "not tested"))}</span>. '
+                     f"Residual normality (Shapiro–Wilk): W = {a['residual_shapiro_w']:.3f}, p = {a['residual_shapiro_p']:.3g}.</p>")
+    post = [[_Raw(esc(label(r["dv"]))), _Raw(f"{esc(budget_label(r['budget_a']))} vs {esc(budget_label(r['budget_b']))}"),
+             r["t"], r["df"], r["p_unc"], r["p_holm"], r["hedges_g"]] for r in stats["posthoc"]]
+    if post:
+        parts.append("<h3>Post-hoc paired t-tests (Holm-corrected)</h3>" + table(["measure", "pair", "t", "df", "p (uncorrected)", "p (Holm)", "Hedges' g"], post, left=2))
+    return "\n".join(parts)
+
+
+def _reference_html(reference: dict[str, Any], conditions: pl.DataFrame, changes: pl.DataFrame, stats: dict[str, Any]) -> str:
+    """Published figures beside ours, matched by budget rank (1st, 2nd, 3rd budget)."""
+    ours = {m: conditions.filter(pl.col("measure") == m).sort("budget") for m in ("pe", "power_rms_w", "train_s")}
+    budgets = ours["pe"]["budget"].to_list()
+    rows = []
+    for i, ref in enumerate(reference["conditions"]):
+        got = lambda m, col="mean": ours[m][col][i] if i < len(budgets) and ours[m].height > i else None  # noqa: E731
+        ob = budget_label(budgets[i]) if i < len(budgets) else "—"
+        rows.append([_Raw(f"{esc(budget_label(ref['budget']))} / {esc(ob)}"), _Raw(f"{ref['pe_mean']} ({ref['pe_sd']})"),
+                     _Raw(f"{num(got('pe'))} ({num(got('pe', 'sd'))})"), ref["power_rms_w"], got("power_rms_w"),
+                     ref["train_min"], None if got("train_s") is None else got("train_s") / 60])
+    cond = table(["budget (reference / ours)", "PE mean (sd), reference", "PE mean (sd), ours", "RMS power W, reference", "RMS power W, ours",
+                  "time min, reference", "time min, ours"], rows)
+    ch_rows = []
+    ours_ch = changes.sort("from_budget").to_dicts()
+    for i, ref in enumerate(reference["changes"]):
+        o = ours_ch[i] if i < len(ours_ch) else {}
+        ch_rows.append([_Raw(f"{esc(budget_label(ref['from_budget']))}→{esc(budget_label(ref['to_budget']))}"
+                             + (f" / {esc(budget_label(o['from_budget']))}→{esc(budget_label(o['to_budget']))}" if o else "")),
+                        ref["perplexity_reduction_pct"], o.get("perplexity_reduction_pct"), ref["pe_drop_pct"], o.get("pe_drop_pct"),
+                        ref["power_change_pct"], o.get("power_change_pct")])
+    ch = table(["step (reference / ours)", "perplexity reduction %, ref.", "ours", "PE drop %, ref.", "ours", "power change %, ref.", "ours"], ch_rows)
+    a, ra = stats["anova"].get("pe", {}), reference["anova"]
+    ours_aov = esc(a.get("apa", a.get("message", "not tested")))
+    return (f"<p>Reference hardware: {esc(reference['hardware'])}; power: {esc(reference['power_sampling'])}. "
+            "Our budgets are matched to the reference's by rank; they are equal only when running <code>config/paper.yaml</code>. "
+            "PE depends on K and TT_scale (unstated in the reference), so compare its changes between budgets, not its level.</p>"
+            + cond + ch
+            + f"<p>RM-ANOVA on PE — reference: F({ra['df1']}, {ra['df2']}) = {ra['F']}, p {esc(ra['p'])}, η²G reported {ra['eta2_g_reported']} "
+            f"({esc(ra['note'])}). Ours: <span class=\"apa\">{ours_aov}</span>.</p>")
+
+
+def render_report(
+    *, study: dict[str, Any], config: dict[str, Any], config_hash: str, trials: pl.DataFrame, conditions: pl.DataFrame,
+    changes: pl.DataFrame, stats: dict[str, Any], missing: list[str], figures: dict[str, tuple[bytes, str]],
+    reference: dict[str, Any], data_summary: dict[str, Any],
+) -> str:
+    """The whole report as one HTML string; ``figures`` maps name → (PNG bytes, caption)."""
+    meters = sorted(set(trials["meter"].to_list())) if "meter" in trials.columns else []
+    warnings = []
+    if "estimate" in meters:
+        warnings.append('<div class="warn"><b>Energy and power are ESTIMATED</b>, not measured: no power sensor was available, so power is '
+                        "CPU TDP × this process's CPU utilisation. PE, energy and quality-per-joule below inherit that estimate.</div>")
+    if "none" in meters:
+        warnings.append('<div class="warn"><b>Energy was not measured</b> (meter none): energy, power and PE are missing, not zero.</div>')
+    if missing:
+        warnings.append('<div class="bad"><b>Missing or failed trials</b> (not averaged over): '
+                        + "; ".join(esc(m) for m in missing) + "</div>")
+    first = trials.row(0, named=True) if trials.height else {}
+    provenance = [
+        ["config hash", config_hash], ["meter(s)", ", ".join(meters)], ["device", first.get("device_name")],
+        ["device kind", first.get("device")], ["GPU UUID", first.get("device_uuid")],
+        ["precision", first.get("precision")], ["parameters", first.get("params")], ["optimizer", first.get("optimizer")],
+        ["power polling interval (s)", first.get("interval_requested_s")],
+        ["trials finished", trials.height], ["documents in / out of normalization", f"{data_summary.get('documents_in')} / {data_summary.get('documents_out')}"],
+    ]
+    versions = {k[len("versions_"):]: v for k, v in first.items() if k.startswith("versions_")}
+    figs = "".join(
+        f'<figure id="fig-{esc(name)}"><img alt="{esc(caption)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+        f"<figcaption>{esc(caption)}</figcaption></figure>"
+        for name, (png, caption) in figures.items()
+    )
+    budgets = ", ".join(budget_label(b) for b in sorted(study["budgets"]))
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>tokenwatt report — {esc(study['name'])}</title>
+<style>{CSS}</style></head><body>
+<h1>tokenwatt report: {esc(study['name'])}</h1>
+<p><b>Question.</b> On fixed hardware, how does the number of training tokens change the energy-aware parameter efficiency
+(PE = K · invPPL · CS_TFLOPS · TT_scale / (params · TT_tokens · RMS(W))) of training a language model?
+Budgets {esc(budgets)} real tokens per epoch, {esc(study['trials'])} trials each; trial <i>i</i> runs under every budget
+(the subject of the repeated-measures analysis).</p>
+{''.join(warnings)}
+<h2>Conditions</h2>
+{_conditions_html(conditions)}
+<h2>Statistics</h2>
+{_stats_html(stats)}
+<h2>Figures</h2>
+{figs}
+<h2>Against the reference study</h2>
+{_reference_html(reference, conditions, changes, stats)}
+<h2>Provenance</h2>
+{table(["item", "value"], [[_Raw(esc(k)), _Raw(esc(v))] for k, v in provenance])}
+<p>Versions: {esc(json.dumps(versions, sort_keys=True))}</p>
+<h3>Configuration</h3>
+<pre>{esc(json.dumps(config, indent=2, sort_keys=True, default=str))}</pre>
+</body></html>
+"""
