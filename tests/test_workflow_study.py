@@ -1,6 +1,9 @@
 """The tiny study end to end through Snakemake, then what Snakemake would do after each change."""
 
+import contextlib
 import json
+import os
+import time
 
 import polars as pl
 import pytest
@@ -13,9 +16,15 @@ TINY = ["--configfile", "tests/data/tiny.yaml"]
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory):
+def cache(tmp_path_factory):
+    return {"SNAKEMAKE_OUTPUT_CACHE": str(tmp_path_factory.mktemp("output-cache"))}
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory, cache):
+    """The tiny study, run once with the between-workflow cache on (targets before --cache)."""
     work = clone(tmp_path_factory.mktemp("study"))
-    snakemake(work, *TINY, "--cores", "2", "--resources", "gpu=1")
+    snakemake(work, *TINY, "--cores", "2", "--resources", "gpu=1", "--cache", env=cache)
     return work
 
 
@@ -77,3 +86,72 @@ def test_a_diverging_trial_leaves_no_outputs_behind(tmp_path):
     log = (work / "results/logs/train_trial/b1000/t1.log").read_text()
     assert "budget 1000, trial 1: non-finite loss at step" in log
     assert not list((work / "results/trials").rglob("*.*"))
+
+
+# --- what reruns after a change (asked of Snakemake with a dry run; exact jobs by rule and count)
+ANALYSIS = {"aggregate": 1, "stats": 1, "figures": 1, "report": 1}
+
+
+def _with(study, text):
+    (study / "change.yaml").write_text(text)
+    return [*TINY, "change.yaml"]
+
+
+@contextlib.contextmanager
+def _edited(path):
+    original = path.read_text()
+    path.write_text(original + "\n# an edit\n")
+    try:
+        yield
+    finally:
+        path.write_text(original)
+
+
+def test_a_figure_style_change_reruns_only_figures_and_report(study):
+    assert planned_jobs(study, *_with(study, "figures: {dpi: 99}")) == {"figures": 1, "report": 1}
+
+
+def test_one_more_budget_runs_only_its_subsets_and_trials_then_the_analysis(study):
+    change = _with(study, "study: {name: tiny test study, seed: 11, budgets: [1000, 2000, 3000], trials: 3}")
+    assert planned_jobs(study, *change) == {"subset": 3, "train_trial": 3, **ANALYSIS}
+
+
+def test_more_trials_run_only_the_new_trials_then_the_analysis(study):
+    change = _with(study, "study: {name: tiny test study, seed: 11, budgets: [1000, 2000], trials: 4}")
+    assert planned_jobs(study, *change) == {"subset": 2, "train_trial": 2, **ANALYSIS}
+
+
+def test_a_normalization_change_reruns_everything_from_normalization_down(study):
+    assert planned_jobs(study, *_with(study, "normalize: {dedupe: false}")) == {
+        "normalize": 1, "split": 1, "tokenizer": 1, "chunk": 2, "subset": 6, "train_trial": 6, **ANALYSIS}
+
+
+def test_editing_the_training_library_reruns_every_trial_and_what_follows(study):
+    with _edited(study / "workflow/scripts/tokenwatt/train.py"):
+        assert planned_jobs(study, *TINY) == {"train_trial": 6, **ANALYSIS}
+
+
+def test_editing_the_analysis_library_reruns_only_the_analysis(study):
+    with _edited(study / "workflow/scripts/tokenwatt/aggregate.py"):
+        assert planned_jobs(study, *TINY) == ANALYSIS
+    with _edited(study / "workflow/scripts/tokenwatt/figures.py"):
+        assert planned_jobs(study, *TINY) == {"figures": 1, "report": 1}
+
+
+def test_touching_the_corpus_input_without_changing_it_reruns_nothing(study):
+    grammar = study / "resources/story_grammar.json"
+    later = time.time() + 60
+    os.utime(grammar, (later, later))
+    assert planned_jobs(study, *TINY) == {}
+
+
+def test_a_second_clone_fetches_its_trials_from_the_cache(study, cache, tmp_path):
+    second = clone(tmp_path)
+    snakemake(second, *TINY, "--cores", "2", "--resources", "gpu=1", "--cache", env=cache)
+    trained = [log for log in (second / "results/logs").rglob("train_trial/**/*.log") if log.read_text().strip()]
+    assert not trained  # no training job wrote a line: every trial came from the cache
+    for metrics in (study / "results/trials").rglob("metrics.json"):
+        twin = second / metrics.relative_to(study)
+        assert twin.read_bytes() == metrics.read_bytes()
+    for figure in (study / "results/figures").glob("*.png"):
+        assert (second / figure.relative_to(study)).read_bytes() == figure.read_bytes(), figure.name

@@ -81,3 +81,21 @@ SUBSET_PRIORITY = len(BUDGETS) * len(TRIALS) + 1
 
 def train_priority(wildcards):
     return trial_priority(int(wildcards.budget), int(wildcards.trial), BUDGETS, TRIALS, STUDY["seed"], STUDY["run_order"])
+
+
+def _finished_trials():
+    from tokenwatt.files import read_json
+
+    found = {}
+    for b in BUDGETS:
+        for t in TRIALS:
+            path = Path(trial_metrics(b, t))
+            if path.exists():
+                found[(b, t)] = read_json(path)
+    return found
+
+
+if workflow.is_main_process:
+    from tokenwatt.preview import cost_preview
+
+    logger.info(cost_preview(BUDGETS, TRIALS, config["train"]["epochs"], _finished_trials()))

@@ -6,6 +6,7 @@ rule tokenizer:
         res("data", "docs_train.parquet"),
     output:
         directory(res("data", "tokenizer")),
+    cache: True
     params:
         options=config["tokenizer"],
         code=code_digest("tokenizer.py", "tokenwatt/tokenizer.py"),
@@ -26,7 +27,10 @@ rule chunk:
         tokenizer=res("data", "tokenizer"),
     output:
         res("data", "chunks_{split}.parquet"),
+    cache: True
     params:
+        # Wildcards are not part of the cache key; params are.
+        split=lambda wildcards: wildcards.split,
         options=config["chunk"],
         code=code_digest("chunk.py", "tokenwatt/chunking.py"),
     log:
@@ -45,7 +49,10 @@ rule subset:
         res("data", "chunks_train.parquet"),
     output:
         res("subsets", "b{budget}", "t{trial}.json"),
+    cache: True
     params:
+        budget=lambda wildcards: int(wildcards.budget),
+        trial=lambda wildcards: int(wildcards.trial),
         study_seed=STUDY["seed"],
         code=code_digest("subset.py", "tokenwatt/subsets.py"),
     log:

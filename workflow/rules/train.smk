@@ -14,7 +14,10 @@ rule train_trial:
             power="power.parquet",
             steps="steps.parquet",
         ),
+    cache: True
     params:
+        budget=lambda wildcards: int(wildcards.budget),
+        trial=lambda wildcards: int(wildcards.trial),
         study_seed=STUDY["seed"],
         model=config["model"],
         train=config["train"],

@@ -10,7 +10,7 @@ from tokenwatt.trial import run_trial  # noqa: E402
 
 with logged(snakemake.log[0]):
     p, out = snakemake.params, snakemake.output
-    budget, trial = int(snakemake.wildcards.budget), int(snakemake.wildcards.trial)
+    budget, trial = p.budget, p.trial
     try:
         metrics, power, steps = run_trial(
             budget=budget, trial=trial, seed=trial_seed(p.study_seed, trial), subset=read_json(snakemake.input.subset),

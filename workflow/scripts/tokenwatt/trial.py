@@ -83,6 +83,7 @@ def run_trial(
     tokenizer: dict[str, Any], model_cfg: dict[str, Any], train_cfg: dict[str, Any], meter_cfg: dict[str, Any],
     metric_cfg: dict[str, Any], log: Callable[[str], None] = print, nvml=None,
 ) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame]:
+    t_start = time.perf_counter()
     torch.set_num_threads(train_cfg["threads"])
     torch.use_deterministic_algorithms(True, warn_only=True)
     device = resolve_device(train_cfg["device"])
@@ -151,6 +152,7 @@ def run_trial(
         **efficiency_record(eval_loss=eval_loss, params=arch["params"], flops=flops, tokens=tokens, train_s=result.train_s,
                             energy_j=energy_j, rms_w=energy["power_rms_w"], cs_tflops=cs_tflops, K=metric_cfg["K"], tt_scale=metric_cfg["tt_scale"]),
         "versions": versions(),
+        "run_s": time.perf_counter() - t_start,
     }
     steps = pl.DataFrame(result.steps, schema={"step": pl.Int64, "epoch": pl.Int64, "tokens": pl.Int64, "loss": pl.Float64,
                                                "elapsed_s": pl.Float64, "tokens_per_s": pl.Float64, "eval_loss": pl.Float64}, orient="row")

@@ -1,0 +1,33 @@
+"""What a run will cost, printed before it starts: trials, tokens and (once measured) time."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+
+def cost_preview(budgets: list[int], trials: list[int], epochs: int, finished: dict[tuple[int, int], dict[str, Any]]) -> str:
+    """A few lines for the log. Time comes from trials already finished on this machine:
+    seconds per real token of training, plus the median fixed cost of a trial (model build,
+    device benchmark, idle baseline, eval). Process start-up is not included."""
+    todo = [(b, t) for b in budgets for t in trials if (b, t) not in finished]
+    tokens_all = sum(b * epochs for b in budgets) * len(trials)
+    tokens_todo = sum(b * epochs for b, _ in todo)
+    lines = [
+        f"tokenwatt plan: {len(budgets)} budgets × {len(trials)} trials = {len(budgets) * len(trials)} trials, "
+        f"{len(todo)} without results yet; ~{tokens_todo:,} of ~{tokens_all:,} training tokens (budget × epochs) to go."
+    ]
+    timed = [m for m in finished.values() if m.get("run_s") and m.get("real_tokens")]
+    if not todo:
+        return lines[0]
+    if not timed:
+        lines.append("Time: unknown until the first trial finishes on this machine (its throughput calibrates this estimate).")
+        return "\n".join(lines)
+    s_per_token = statistics.median(m["train_s"] / m["real_tokens"] for m in timed)
+    fixed = statistics.median(m["run_s"] - m["train_s"] for m in timed)
+    seconds = tokens_todo * s_per_token + len(todo) * fixed
+    lines.append(
+        f"Time: ~{seconds / 60:.1f} min for the remaining trials (ESTIMATE from {len(timed)} finished trial(s): "
+        f"{1 / s_per_token:,.0f} tokens/s, {fixed:.1f} s fixed per trial; process start-up not included)."
+    )
+    return "\n".join(lines)
