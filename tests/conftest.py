@@ -29,3 +29,18 @@ def small_tokenizer(grammar):
     from tokenwatt.tokenizer import train_bpe
 
     return train_bpe(synthetic_corpus(grammar, 300, seed=1)["text"].to_list(), vocab_size=400)
+
+
+@pytest.fixture(scope="session")
+def cache(tmp_path_factory):
+    return {"SNAKEMAKE_OUTPUT_CACHE": str(tmp_path_factory.mktemp("output-cache"))}
+
+
+@pytest.fixture(scope="session")
+def study(tmp_path_factory, cache):
+    """The tiny study run locally once, with the between-workflow cache on (targets before --cache)."""
+    from workflow_helpers import TINY, clone, snakemake
+
+    work = clone(tmp_path_factory.mktemp("study"))
+    snakemake(work, *TINY, "--cores", "2", "--resources", "gpu=1", "--cache", env=cache)
+    return work

@@ -42,6 +42,13 @@ class FakeNvml:
             raise NVMLError(f"no GPU with UUID {uuid}")
         return SimpleNamespace(uuid=uuid)
 
+    def nvmlDeviceGetHandleByIndex(self, index):
+        """NVML indices follow the order of ``gpus`` (physical, PCI order)."""
+        return SimpleNamespace(uuid=list(self.gpus)[index])
+
+    def nvmlDeviceGetUUID(self, h):
+        return h.uuid
+
     def nvmlDeviceGetTotalEnergyConsumption(self, h):
         self._maybe_fail("nvmlDeviceGetTotalEnergyConsumption")
         if not self.has_counter:

@@ -4,6 +4,7 @@ import pytest
 
 from fake_nvml import FakeNvml
 from tokenwatt.meters import EstimateMeter, MeterError, NullMeter, NvmlMeter, RaplMeter, make_meter
+from tokenwatt.trial import visible_gpu_uuid
 
 GPU_A, GPU_B = "GPU-aaaaaaaa-0000-0000-0000-000000000001", "GPU-bbbbbbbb-0000-0000-0000-000000000002"
 
@@ -129,3 +130,16 @@ def test_the_poller_does_not_slow_the_caller():
     meter.latest_power()
     meter.stop()
     assert time.perf_counter() - t0 < 0.2
+
+
+GPU_C = "GPU-cccccccc-0000-0000-0000-000000000003"
+
+
+@pytest.mark.parametrize("visible,cuda_index,expected", [
+    (None, 1, GPU_B),             # nothing hidden: CUDA index = NVML index
+    ("2,0", 0, GPU_C),            # SLURM gave physical GPUs 2 and 0: CUDA 0 is NVML 2
+    ("2,0", 1, GPU_A),
+    (f"{GPU_B}", 0, GPU_B),       # visible devices given by UUID
+])
+def test_cuda_visible_devices_maps_to_the_physical_gpu(visible, cuda_index, expected):
+    assert visible_gpu_uuid(FakeNvml({GPU_A: 1.0, GPU_B: 1.0, GPU_C: 1.0}), cuda_index, visible) == expected

@@ -3,10 +3,9 @@ import json
 import polars as pl
 import pytest
 
-from workflow_helpers import clone, planned_jobs, snakemake
+from workflow_helpers import TINY, clone, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
-TINY = ["--configfile", "tests/data/tiny.yaml"]
 
 
 @pytest.fixture(scope="module")

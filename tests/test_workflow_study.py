@@ -9,23 +9,9 @@ import polars as pl
 import pytest
 from statsmodels.stats.anova import AnovaRM
 
-from workflow_helpers import clone, planned_jobs, snakemake
+from workflow_helpers import TINY, clone, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
-TINY = ["--configfile", "tests/data/tiny.yaml"]
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    return {"SNAKEMAKE_OUTPUT_CACHE": str(tmp_path_factory.mktemp("output-cache"))}
-
-
-@pytest.fixture(scope="module")
-def study(tmp_path_factory, cache):
-    """The tiny study, run once with the between-workflow cache on (targets before --cache)."""
-    work = clone(tmp_path_factory.mktemp("study"))
-    snakemake(work, *TINY, "--cores", "2", "--resources", "gpu=1", "--cache", env=cache)
-    return work
 
 
 def test_the_study_ends_in_a_report_with_every_figure(study):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+TINY = ["--configfile", "tests/data/tiny.yaml"]
 COPIED = ("Snakefile", "environment.yml", "workflow", "config", "profiles", "resources", "tests/data")
 
 

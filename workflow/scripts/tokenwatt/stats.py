@@ -28,6 +28,11 @@ def complete_block(trials: pl.DataFrame, dv: str) -> tuple[np.ndarray, list[int]
     return complete.select(cols).cast(pl.Float64).to_numpy(), budgets, complete["trial"].to_list(), dropped
 
 
+def _long(y: np.ndarray, budgets: list[int], trials: list[int], dv: str) -> pd.DataFrame:
+    """The complete block in long form for pingouin, budgets as integers (never strings)."""
+    return pd.DataFrame({"trial": np.repeat(trials, len(budgets)), "budget": np.tile(budgets, len(trials)), dv: y.ravel()})
+
+
 def sums_of_squares(y: np.ndarray) -> dict[str, float]:
     """One-way within design: SS for effect, subjects and error (effect × subject)."""
     n, k = y.shape
@@ -68,7 +73,7 @@ def rm_anova(trials: pl.DataFrame, dv: str) -> dict[str, Any]:
     ss = sums_of_squares(y)
     if ss["error"] <= 1e-12 * max(ss["total"], 1e-300) or ss["total"] == 0:
         return {**out, "status": "not tested", "message": f"{dv}: no error variance across trials (every trial changes identically or all values are equal), so F is undefined"}
-    long = pd.DataFrame({"trial": np.repeat(kept, len(budgets)), "budget": np.tile(budgets, len(kept)), dv: y.ravel()})
+    long = _long(y, budgets, kept, dv)
     aov = pg.rm_anova(data=long, dv=dv, within="budget", subject="trial", detailed=True, correction=True).iloc[0]
     df1, df2 = len(budgets) - 1, (len(budgets) - 1) * (len(kept) - 1)
     res = {
@@ -95,7 +100,7 @@ def posthoc(trials: pl.DataFrame, dv: str) -> list[dict[str, Any]]:
     y, budgets, kept, _ = complete_block(trials, dv)
     if len(budgets) < 2 or len(kept) < 3:
         return []
-    long = pd.DataFrame({"trial": np.repeat(kept, len(budgets)), "budget": np.tile(budgets, len(kept)), dv: y.ravel()})
+    long = _long(y, budgets, kept, dv)
     table = pg.pairwise_tests(data=long, dv=dv, within="budget", subject="trial", padjust="holm", effsize="hedges")
     return [{"dv": dv, "budget_a": int(r["A"]), "budget_b": int(r["B"]), "t": float(r["T"]), "df": float(r["dof"]),
              "p_unc": float(r["p_unc"]), "p_holm": float(r.get("p_corr", r["p_unc"])), "hedges_g": float(r["hedges"])} for _, r in table.iterrows()]
@@ -108,7 +113,7 @@ def friedman(trials: pl.DataFrame, dv: str) -> dict[str, Any]:
     y, budgets, kept, _ = complete_block(trials, dv)
     if len(budgets) < 2 or len(kept) < 3:
         return {"dv": dv, "status": "not tested"}
-    long = pd.DataFrame({"trial": np.repeat(kept, len(budgets)), "budget": np.tile(budgets, len(kept)), dv: y.ravel()})
+    long = _long(y, budgets, kept, dv)
     r = pg.friedman(data=long, dv=dv, within="budget", subject="trial").iloc[0]
     q, df, p, w = float(r["Q"]), int(r["ddof1"]), float(r["p_unc"]), float(r["W"])
     return {"dv": dv, "status": "ok", "Q": q, "df": df, "p": p, "kendall_w": w,

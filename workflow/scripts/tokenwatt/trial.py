@@ -37,16 +37,34 @@ def device_sync(device: torch.device) -> Callable[[], None]:
     return torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
 
-def gpu_uuid(device: torch.device) -> str | None:
-    """NVML-style UUID of the CUDA device this process uses.
+def visible_gpu_uuid(nvml, cuda_index: int, visible: str | None) -> str:
+    """NVML UUID of the GPU that CUDA calls ``cuda_index`` in this process.
 
-    CUDA renumbers devices under CUDA_VISIBLE_DEVICES (and SLURM sets it), so index 0 here
-    may be any physical GPU; the UUID names the physical one.
+    CUDA_VISIBLE_DEVICES (set by SLURM and by users) renumbers GPUs: its i-th entry, an NVML
+    index or a UUID, is CUDA device i. Used when torch cannot report the device's UUID.
+    """
+    entries = [e.strip() for e in visible.split(",") if e.strip()] if visible else []
+    entry = entries[cuda_index] if entries else str(cuda_index)
+    if entry.startswith(("GPU-", "MIG-")):
+        return entry
+    uuid = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(int(entry)))
+    return uuid.decode() if isinstance(uuid, bytes) else uuid
+
+
+def gpu_uuid(device: torch.device, nvml=None) -> str | None:
+    """NVML-style UUID of the CUDA device this process uses (None on a CPU).
+
+    torch reports the physical device's UUID directly; CUDA_VISIBLE_DEVICES is the fallback.
     """
     if device.type != "cuda":
         return None
-    uuid = str(torch.cuda.get_device_properties(device).uuid)
-    return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+    uuid = str(getattr(torch.cuda.get_device_properties(device), "uuid", "") or "")
+    if uuid:
+        return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+    if nvml is None:
+        import pynvml as nvml
+    nvml.nvmlInit()
+    return visible_gpu_uuid(nvml, device.index or 0, os.environ.get("CUDA_VISIBLE_DEVICES"))
 
 
 def cooldown(meter: Meter, seconds: float, below_c: float | None, timeout_s: float, log: Callable[[str], None]) -> dict[str, Any]:
@@ -97,7 +115,7 @@ def run_trial(
     arch = describe(model)
     model.to(device)
     meter, why = make_meter(meter_cfg["kind"], device.type, interval_s=meter_cfg["interval_s"], cpu_tdp_w=meter_cfg["cpu_tdp_w"],
-                            rapl_root=meter_cfg["rapl_root"], gpu_uuid=gpu_uuid(device), nvml=nvml, sync=sync)
+                            rapl_root=meter_cfg["rapl_root"], gpu_uuid=gpu_uuid(device, nvml), nvml=nvml, sync=sync)
     log(why)
     cooled = cooldown(meter, meter_cfg["cooldown_s"], meter_cfg["cooldown_below_c"], meter_cfg["cooldown_timeout_s"], log)
     dtype = PRECISIONS[train_cfg["precision"]] or torch.float32
@@ -145,7 +163,7 @@ def run_trial(
         "dynamic_energy_j": None if energy_j is None or idle_j is None else energy_j - idle_j,
         **{k: v for k, v in energy.items() if k not in ("trace", "energy_j")},
         "device": device.type, "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine(),
-        "device_uuid": gpu_uuid(device), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "device_uuid": meter.static_info().get("meter_device_uuid") or gpu_uuid(device, nvml), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "threads": train_cfg["threads"], **{k: v for k, v in arch.items()},
         "flops": flops, "flops_is_estimate": True, "cs_tflops": cs_tflops,
         "K": metric_cfg["K"], "tt_scale": metric_cfg["tt_scale"],

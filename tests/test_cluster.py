@@ -1,0 +1,88 @@
+"""The study on a real single-node SLURM (cluster/slurm-up.sh), every job through sbatch."""
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+import polars as pl
+import pytest
+
+from workflow_helpers import ROOT, SNAKEMAKE, TINY, clone, planned_jobs, snakemake
+
+pytestmark = pytest.mark.cluster
+PROFILE = ["--profile", "profiles/slurm", "--slurm-init-seconds-before-status-checks", "5"]
+# Columns that must equal the local run's; timing, energy and power may differ.
+SAME_AS_LOCAL = ["budget", "trial", "seed", "subset_chunks", "real_tokens", "padded_tokens", "steps", "eval_loss",
+                 "final_train_loss", "perplexity", "params", "flops", "quality_per_mparam", "quality_per_pflop"]
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    """Bring SLURM up (installing Debian's packages if needed); a machine that cannot is a failure, not a skip."""
+    up = subprocess.run([str(ROOT / "cluster/slurm-up.sh")], capture_output=True, text=True)
+    assert up.returncode == 0, f"SLURM could not start on this machine:\n{up.stderr[-3000:]}"
+    yield
+    subprocess.run([str(ROOT / "cluster/slurm-down.sh")], capture_output=True, text=True)
+
+
+def _squeue() -> list[tuple[str, str, str]]:
+    out = subprocess.run(["squeue", "-h", "-o", "%i|%k|%T"], capture_output=True, text=True).stdout
+    return [tuple(line.split("|")) for line in out.splitlines() if line.strip()]
+
+
+def test_a_gpu_job_sees_the_gpu_slurm_assigned_and_the_meter_maps_it(slurm, tmp_path):
+    """SLURM's fake GPU sets CUDA_VISIBLE_DEVICES; our NVML mapping resolves it (fake NVML with two GPUs)."""
+    code = ("import os; from fake_nvml import FakeNvml; from tokenwatt.trial import visible_gpu_uuid; "
+            "nvml = FakeNvml({'GPU-first': 1.0, 'GPU-second': 1.0}); "
+            "print('CVD', os.environ.get('CUDA_VISIBLE_DEVICES'), visible_gpu_uuid(nvml, 0, os.environ.get('CUDA_VISIBLE_DEVICES')))")
+    out = tmp_path / "job.out"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}:{ROOT / 'workflow/scripts'}"}
+    subprocess.run(["sbatch", "--wait", "--gpus=1", "-o", str(out), "--wrap", f'{sys.executable} -c "{code}"'],
+                   check=True, env=env, capture_output=True, text=True, timeout=300)
+    assert out.read_text().split() == ["CVD", "0", "GPU-first"]
+
+
+@pytest.fixture(scope="module")
+def cancelled_run(slurm, tmp_path_factory):
+    """The tiny study through SLURM with no retries; one training job is scancel'ed while running."""
+    work = clone(tmp_path_factory.mktemp("slurm"))
+    env = {**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    proc = subprocess.Popen([SNAKEMAKE, *TINY, *PROFILE, "--retries", "0", "--keep-going"], cwd=work, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    cancelled = None
+    deadline = time.time() + 900
+    while cancelled is None and time.time() < deadline and proc.poll() is None:
+        for jobid, comment, state in _squeue():
+            if comment.startswith("rule_train_trial") and state == "RUNNING":
+                subprocess.run(["scancel", jobid], check=True)
+                cancelled = (jobid, re.sub(r"^rule_train_trial_wildcards_", "", comment))
+                break
+        time.sleep(0.5)
+    output, _ = proc.communicate(timeout=1800)
+    assert cancelled, f"no training job was seen running:\n{output[-3000:]}"
+    return work, proc.returncode, output, cancelled
+
+
+def test_a_cancelled_training_job_is_reported_clearly(cancelled_run):
+    work, returncode, output, (jobid, wildcards) = cancelled_run
+    assert returncode != 0
+    assert re.search(rf"SLURM-job '{jobid}' failed, SLURM status is: 'CANCELLED'", output), output[-3000:]
+    assert not (work / "results/report.html").exists()
+
+
+def test_a_rerun_completes_the_study_without_redoing_finished_trials(cancelled_run, study):
+    work, _, _, _ = cancelled_run
+    finished = {p: p.stat().st_mtime_ns for p in (work / "results/trials").rglob("metrics.json")}
+    assert len(finished) == 5
+    assert planned_jobs(work, *TINY, *PROFILE) == {"train_trial": 1, "aggregate": 1, "stats": 1, "figures": 1, "report": 1}
+    rerun = snakemake(work, *TINY, *PROFILE)
+    assert (rerun.stdout + rerun.stderr).count("submitted with SLURM") == 5
+    assert {p: p.stat().st_mtime_ns for p in finished} == finished
+    assert (work / "results/report.html").exists()
+    # Same results table as the local run, except timing and energy.
+    ours = pl.read_parquet(work / "results/analysis/trials.parquet").select(SAME_AS_LOCAL)
+    local = pl.read_parquet(study / "results/analysis/trials.parquet").select(SAME_AS_LOCAL)
+    assert ours.equals(local)
+    assert set(pl.read_parquet(work / "results/analysis/trials.parquet")["cuda_visible_devices"]) == {"0"}
