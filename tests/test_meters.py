@@ -143,3 +143,15 @@ GPU_C = "GPU-cccccccc-0000-0000-0000-000000000003"
 ])
 def test_cuda_visible_devices_maps_to_the_physical_gpu(visible, cuda_index, expected):
     assert visible_gpu_uuid(FakeNvml({GPU_A: 1.0, GPU_B: 1.0, GPU_C: 1.0}), cuda_index, visible) == expected
+
+
+def test_cooldown_waits_until_the_gpu_is_below_the_temperature(monkeypatch):
+    import tokenwatt.trial as trial
+
+    fake = FakeNvml({GPU_A: 100.0})
+    temps = iter([70, 60, 44])
+    fake.nvmlDeviceGetTemperature = lambda h, sensor: next(temps)
+    monkeypatch.setattr(trial.time, "sleep", lambda s: None)
+    lines = []
+    out = trial.cooldown(NvmlMeter(fake, GPU_A, interval_s=0.1), seconds=0, below_c=45, timeout_s=60, log=lines.append)
+    assert out["cooldown_end_temperature_c"] == 44 and "44 °C" in lines[0]

@@ -61,3 +61,15 @@ def test_a_budget_larger_than_the_corpus_fails_before_training(tmp_path):
     assert proc.returncode != 0
     assert "budget 90000000 needs 90000000 tokens, the corpus has" in (work / "results/logs/subset/b90000000/t1.log").read_text()
     assert not (work / "results/trials").exists()
+
+
+def test_the_rule_graph_renders_with_graphviz(tmp_path):
+    import shutil
+    import subprocess
+
+    dot = shutil.which("dot")
+    assert dot, "Graphviz is needed: `make test` installs it (apt-get install graphviz)"
+    graph = snakemake(clone(tmp_path), "--rulegraph").stdout
+    svg = subprocess.run([dot, "-Tsvg"], input=graph, capture_output=True, text=True, check=True).stdout
+    for rule in ("corpus", "train_trial", "stats", "report"):
+        assert rule in svg

@@ -141,3 +141,10 @@ def test_a_second_clone_fetches_its_trials_from_the_cache(study, cache, tmp_path
         assert twin.read_bytes() == metrics.read_bytes()
     for figure in (study / "results/figures").glob("*.png"):
         assert (second / figure.relative_to(study)).read_bytes() == figure.read_bytes(), figure.name
+
+
+def test_snakemakes_own_report_builds_with_our_captions_and_categories(study):
+    snakemake(study, *TINY, "--report", "smk-report.html")
+    page = (study / "smk-report.html").read_text()
+    for text in ("Figures", "Tables", "Tests", "each grey line joins one trial across budgets"):
+        assert text in page, text

@@ -158,7 +158,7 @@ def train(
             window_steps = 0
         if cfg.eval_every_epoch and eval_data is not None:
             eval_loss = evaluate(model, *eval_data, device, cfg.precision, cfg.eval_batch_size)
-            result.steps.append({**result.steps[-1], "eval_loss": eval_loss})
+            result.steps[-1]["eval_loss"] = eval_loss  # the epoch's last record carries its eval
     sync()
     result.train_s = time.perf_counter() - t0
     result.n_steps = step

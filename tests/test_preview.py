@@ -1,0 +1,28 @@
+from tokenwatt.preview import cost_preview
+from tokenwatt.runorder import run_order, trial_priority
+
+
+def test_preview_before_any_trial_counts_trials_and_tokens_and_says_time_is_unknown():
+    text = cost_preview([1000, 2000], [1, 2, 3], epochs=3, finished={})
+    assert "6 trials, 6 without results yet" in text and "~27,000 of ~27,000 training tokens" in text
+    assert "Time: unknown until the first trial finishes" in text
+
+
+def test_preview_estimates_the_remaining_time_from_finished_trials():
+    finished = {(1000, 1): {"run_s": 12.0, "train_s": 10.0, "real_tokens": 3000}}
+    text = cost_preview([1000, 2000], [1], epochs=3, finished=finished)
+    # 6000 tokens left at 300 tokens/s = 20 s, plus 2 s fixed for the one trial left
+    assert "~0.4 min" in text and "ESTIMATE" in text and "300 tokens/s" in text
+
+
+def test_interleaved_order_mixes_budgets_and_is_seeded():
+    order = run_order([1, 2, 3], list(range(1, 6)), seed=7, mode="interleaved")
+    assert order == run_order([1, 2, 3], list(range(1, 6)), seed=7, mode="interleaved")
+    assert sorted(order) == [(b, t) for b in (1, 2, 3) for t in range(1, 6)]
+    assert [b for b, _ in order[:5]] != [1] * 5
+
+
+def test_sequential_order_runs_budget_by_budget_and_priorities_follow_it():
+    order = run_order([2, 1], [1, 2], seed=0, mode="sequential")
+    assert order == [(1, 1), (1, 2), (2, 1), (2, 2)]
+    assert [trial_priority(b, t, [2, 1], [1, 2], 0, "sequential") for b, t in order] == [4, 3, 2, 1]
