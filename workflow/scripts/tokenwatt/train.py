@@ -105,7 +105,7 @@ def evaluate(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, devi
     return (total / count).item()
 
 
-def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, device: torch.device) -> tuple[torch.optim.Optimizer, str]:
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float) -> tuple[torch.optim.Optimizer, str]:
     """Fused AdamW where the device supports it (fewer kernel launches), else foreach."""
     try:
         return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, fused=True), "adamw-fused"
@@ -120,7 +120,7 @@ def train(
 ) -> TrainResult:
     """Train in place; the data order of each epoch is a permutation drawn from ``cfg.seed``."""
     model.to(device).train()
-    optimizer, optimizer_name = make_optimizer(model, cfg.lr, cfg.weight_decay, device)
+    optimizer, optimizer_name = make_optimizer(model, cfg.lr, cfg.weight_decay)
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16-mixed")
     ids, mask = ids.to(device), mask.to(device)
     n_real_per_chunk = mask.sum(dim=1)
@@ -134,6 +134,13 @@ def train(
     t0 = time.perf_counter()
     for epoch in range(cfg.epochs):
         order = torch.randperm(len(ids), generator=order_gen).to(device)
+
+        def flush(done_in_epoch: int) -> None:
+            nonlocal window_steps
+            _log_window(result, step, epoch, window_loss, window_steps, first_bad, t0, n_real_per_chunk, order, done_in_epoch, sync, on_log)
+            window_loss.zero_()
+            window_steps = 0
+
         for start in range(0, len(order), cfg.batch_size):
             batch = order[start : start + cfg.batch_size]
             with autocast(device, cfg.precision):
@@ -149,13 +156,9 @@ def train(
             window_steps += 1
             first_bad = torch.where((first_bad < 0) & ~torch.isfinite(detached), step, first_bad)
             if step % cfg.log_every == 0:
-                _log_window(result, step, epoch, window_loss, window_steps, first_bad, t0, n_real_per_chunk, order, start + len(batch), cfg, sync, on_log)
-                window_loss.zero_()
-                window_steps = 0
+                flush(start + len(batch))
         if window_steps:
-            _log_window(result, step, epoch, window_loss, window_steps, first_bad, t0, n_real_per_chunk, order, len(order), cfg, sync, on_log)
-            window_loss.zero_()
-            window_steps = 0
+            flush(len(order))
         if cfg.eval_every_epoch and eval_data is not None:
             eval_loss = evaluate(model, *eval_data, device, cfg.precision, cfg.eval_batch_size)
             result.steps[-1]["eval_loss"] = eval_loss  # the epoch's last record carries its eval
@@ -168,7 +171,7 @@ def train(
     return result
 
 
-def _log_window(result, step, epoch, window_loss, window_steps, first_bad, t0, n_real, order, done_in_epoch, cfg, sync, on_log) -> None:
+def _log_window(result, step, epoch, window_loss, window_steps, first_bad, t0, n_real, order, done_in_epoch, sync, on_log) -> None:
     """Every ``log_every`` steps: one host sync, one loss-curve record, the non-finite check."""
     bad = int(first_bad.item())
     if bad >= 0:
