@@ -9,6 +9,7 @@ rule report:
         missing=res("analysis", "missing.json"),
         stats=res("analysis", "stats.json"),
         figures=[res("figures", f"{name}.png") for name in FIGURES],
+        captions=[f"workflow/report/{name}.rst" for name in FIGURES],
         reference="resources/reference_study.json",
         normalize=res("data", "normalize_summary.json"),
     output:

@@ -5,12 +5,10 @@ import polars as pl
 from tokenwatt.files import logged, read_json
 from tokenwatt.report import render_report
 
-CAPTIONS = Path(snakemake.scriptdir).parent / "report"
-
 with logged(snakemake.log[0]):
     figures = {
-        name: (Path(png).read_bytes(), (CAPTIONS / f"{name}.rst").read_text(encoding="utf-8").strip())
-        for name, png in zip(snakemake.params.figure_names, snakemake.input.figures)
+        name: (Path(png).read_bytes(), Path(caption).read_text(encoding="utf-8").strip())
+        for name, png, caption in zip(snakemake.params.figure_names, snakemake.input.figures, snakemake.input.captions)
     }
     page = render_report(
         study=snakemake.params.study, config=snakemake.params.config, config_hash=snakemake.params.config_hash,
