@@ -68,7 +68,7 @@ def _report(analysed, figures, name="tiny <script>alert('x')</script> study", mi
     reference = json.loads(open("resources/reference_study.json").read())
     study = {"name": name, "budgets": BUDGETS, "trials": 5}
     return render_report(
-        study=study, config={"study": study}, config_hash="abc123", trials=trials, conditions=conditions, changes=changes,
+        config={"study": study}, config_hash="abc123", trials=trials, conditions=conditions, changes=changes,
         stats=stats, missing=missing or [], figures={k: (_png(f), f"caption of {k}") for k, f in figures.items()},
         reference=reference, data_summary={"documents_in": 10, "documents_out": 9},
     )

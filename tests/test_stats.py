@@ -1,7 +1,6 @@
 from fractions import Fraction
 
 import numpy as np
-import pandas as pd
 import polars as pl
 import pytest
 from statsmodels.stats.anova import AnovaRM

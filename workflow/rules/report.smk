@@ -15,7 +15,6 @@ rule report:
     output:
         res("report.html"),
     params:
-        study=STUDY,
         config=config,
         config_hash=CONFIG_HASH,
         figure_names=FIGURES,

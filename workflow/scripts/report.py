@@ -11,7 +11,7 @@ with logged(snakemake.log[0]):
         for name, png, caption in zip(snakemake.params.figure_names, snakemake.input.figures, snakemake.input.captions)
     }
     page = render_report(
-        study=snakemake.params.study, config=snakemake.params.config, config_hash=snakemake.params.config_hash,
+        config=snakemake.params.config, config_hash=snakemake.params.config_hash,
         trials=pl.read_parquet(snakemake.input.trials), conditions=pl.read_csv(snakemake.input.conditions),
         changes=pl.read_csv(snakemake.input.changes), stats=read_json(snakemake.input.stats),
         missing=read_json(snakemake.input.missing), figures=figures, reference=read_json(snakemake.input.reference),

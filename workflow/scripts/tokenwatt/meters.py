@@ -131,7 +131,7 @@ class Meter:
         kind, note = self.kind, self.note
         energy = None
         if c0 is not None and c1 is not None:
-            energy = self._counter_delta(c0, c1)
+            energy = c1 - c0
         elif len(power) >= 2:
             # Trapezoid over the polled power: all we have without a counter.
             valid = trace.drop_nulls("power_w")
@@ -164,18 +164,11 @@ class Meter:
             "trace": trace,
         }
 
-    def _counter_delta(self, c0: float, c1: float) -> float:
-        return c1 - c0
-
 
 class NullMeter(Meter):
-    """``none``: nothing measured; every energy and power figure stays null."""
+    """``none``: no counter and no samples, so every energy and power figure stays null."""
 
     kind = "none"
-
-    def _summarise(self, trace, duration, c0, c1):
-        out = super()._summarise(trace, duration, None, None)
-        return {**out, "energy_j": None}
 
 
 class NvmlMeter(Meter):

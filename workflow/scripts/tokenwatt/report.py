@@ -115,11 +115,12 @@ def _reference_html(reference: dict[str, Any], conditions: pl.DataFrame, changes
 
 
 def render_report(
-    *, study: dict[str, Any], config: dict[str, Any], config_hash: str, trials: pl.DataFrame, conditions: pl.DataFrame,
+    *, config: dict[str, Any], config_hash: str, trials: pl.DataFrame, conditions: pl.DataFrame,
     changes: pl.DataFrame, stats: dict[str, Any], missing: list[str], figures: dict[str, tuple[bytes, str]],
     reference: dict[str, Any], data_summary: dict[str, Any],
 ) -> str:
     """The whole report as one HTML string; ``figures`` maps name → (PNG bytes, caption)."""
+    study = config["study"]
     meters = sorted(set(trials["meter"].to_list())) if "meter" in trials.columns else []
     warnings = []
     if "estimate" in meters:

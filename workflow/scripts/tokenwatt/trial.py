@@ -12,7 +12,6 @@ import platform
 import time
 from typing import Any, Callable
 
-import numpy as np
 import polars as pl
 import torch
 
@@ -164,7 +163,7 @@ def run_trial(
         **{k: v for k, v in energy.items() if k not in ("trace", "energy_j")},
         "device": device.type, "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine(),
         "device_uuid": meter.static_info().get("meter_device_uuid") or gpu_uuid(device, nvml), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "threads": train_cfg["threads"], **{k: v for k, v in arch.items()},
+        "threads": train_cfg["threads"], **arch,
         "flops": flops, "flops_is_estimate": True, "cs_tflops": cs_tflops,
         "K": metric_cfg["K"], "tt_scale": metric_cfg["tt_scale"],
         **efficiency_record(eval_loss=eval_loss, params=arch["params"], flops=flops, tokens=tokens, train_s=result.train_s,
