@@ -1,43 +1,77 @@
+import math
+
 import polars as pl
 import pytest
 
-from tokenwatt.aggregate import changes_table, conditions_table, trials_table
+from tokenwatt.aggregate import changes_table, conditions_table, cs_tflops_of
 from tokenwatt.measures import budget_label
+from trial_records import aggregate, raw_record
 
 
-def _rec(budget, trial, pe, ppl, power, status="ok"):
-    return {"budget": budget, "trial": trial, "status": status, "pe": pe, "perplexity": ppl, "power_rms_w": power,
-            "energy_j": None, "versions": {"torch": "2.13"}, "sample_error_messages": []}
-
-
-def test_missing_and_failed_trials_are_named_not_averaged():
-    expected = [(1000, 1), (1000, 2), (2000, 1), (2000, 2)]
-    recs = [_rec(1000, 1, 1.0, 10, 100), None, _rec(2000, 1, 0.5, 8, 100), _rec(2000, 2, 0.4, 8, 100, status="failed")]
-    trials, missing = trials_table(recs, expected)
+def test_missing_failed_and_unreadable_trials_are_named_not_averaged():
+    expected = [(1000, 1), (1000, 2), (2000, 1), (2000, 2), (2000, 3)]
+    recs = [raw_record(1000, 1), None, raw_record(2000, 1), raw_record(2000, 2, status="failed"),
+            "results/trials/b2000/t3/metrics.json is not readable JSON"]
+    trials, missing = aggregate(recs, expected)
     assert trials.height == 2
-    assert missing == ["budget 1000 trial 2: no metrics", "budget 2000 trial 2: status failed"]
+    assert missing == ["budget 1000 trial 2: no metrics", "budget 2000 trial 2: status failed",
+                       "budget 2000 trial 3: results/trials/b2000/t3/metrics.json is not readable JSON"]
     assert trials["versions_torch"].to_list() == ["2.13", "2.13"]
 
 
+def test_pe_is_derived_in_the_analysis_from_recorded_values_by_the_formula():
+    rec = raw_record(1000, 1, eval_loss=2.0, power_rms_w=40.0)
+    trials, _ = aggregate([rec], [(1000, 1)], cs_tflops=0.2, metric={"K": 3.0, "tt_scale": 1e6, "cs_tflops": "measure"})
+    row = trials.row(0, named=True)
+    assert row["pe"] == pytest.approx(3.0 * math.exp(-2.0) * 0.2 * 1e6 / (rec["params"] * rec["real_tokens"] * 40.0), rel=1e-12)
+    assert row["cs_tflops"] == 0.2 and row["flops_is_estimate"]
+    assert row["idle_energy_j"] == pytest.approx(rec["idle_power_w"] * rec["duration_s"])
+
+
+def test_changing_a_metric_constant_changes_pe_in_proportion():
+    expected = [(1000, 1)]
+    low = aggregate([raw_record(1000, 1)], expected, metric={"K": 1.0, "tt_scale": 1e6, "cs_tflops": "measure"})[0]
+    high = aggregate([raw_record(1000, 1)], expected, metric={"K": 2.5, "tt_scale": 1e6, "cs_tflops": "measure"})[0]
+    assert high["pe"][0] == pytest.approx(2.5 * low["pe"][0])
+
+
+def test_cs_tflops_comes_from_the_profile_or_the_config_and_says_which():
+    profile = {"cs_tflops": 0.14, "windows": 30, "iqr_tflops": 0.002, "dtype": "float32", "device_name": "Test CPU"}
+    value, source = cs_tflops_of({"cs_tflops": "measure"}, profile)
+    assert value == 0.14 and "device profile, median of 30 windows" in source
+    assert cs_tflops_of({"cs_tflops": 125.0}, None) == (125.0, "configured (metric.cs_tflops)")
+
+
+def test_every_trial_carries_a_quality_verdict_and_its_place_in_the_run_order():
+    expected = [(1000, 1), (1000, 2), (1000, 3)]
+    recs = [raw_record(1000, 1, started_at_unix_s=30.0), raw_record(1000, 2, started_at_unix_s=10.0),
+            raw_record(1000, 3, started_at_unix_s=20.0, train_s=0.6)]
+    trials, _ = aggregate(recs, expected)
+    assert trials["run_position"].to_list() == [3, 1, 2]
+    assert trials["quality"].to_list() == ["ok", "ok", "flagged"]
+    assert "throughput" in trials["quality_reasons"][2]
+
+
 def test_conditions_have_mean_sd_sem_and_a_t_interval():
-    recs = [_rec(1000, t, pe, 10, 100) for t, pe in enumerate([1.0, 2.0, 3.0], 1)]
-    cond = conditions_table(trials_table(recs, [(1000, t) for t in (1, 2, 3)])[0])
-    row = cond.filter(pl.col("measure") == "pe").row(0, named=True)
+    recs = [raw_record(1000, t, power_rms_w=p) for t, p in enumerate([1.0, 2.0, 3.0], 1)]
+    cond = conditions_table(aggregate(recs, [(1000, t) for t in (1, 2, 3)])[0])
+    row = cond.filter(pl.col("measure") == "power_rms_w").row(0, named=True)
     assert (row["n"], row["mean"], row["sd"]) == (3, 2.0, 1.0)
     assert row["sem"] == pytest.approx(1 / 3**0.5)
     assert row["ci95_high"] - row["mean"] == pytest.approx(4.302653 / 3**0.5, rel=1e-6)
 
 
 def test_null_energy_is_left_out_not_counted_as_zero():
-    recs = [_rec(1000, 1, 1.0, 10, 100)]
-    cond = conditions_table(trials_table(recs, [(1000, 1)])[0])
+    recs = [raw_record(1000, 1, energy_j=None)]
+    cond = conditions_table(aggregate(recs, [(1000, 1)])[0])
     energy = cond.filter(pl.col("measure") == "energy_j").row(0, named=True)
     assert energy["n"] == 0 and energy["mean"] is None
 
 
 def test_changes_table_reports_the_studys_percentages():
-    recs = [_rec(500_000, 1, 0.85, 10.0, 145.2), _rec(1_000_000, 1, 0.62, 9.58, 167.8)]
-    changes = changes_table(conditions_table(trials_table(recs, [(500_000, 1), (1_000_000, 1)])[0])).row(0, named=True)
+    trials = pl.DataFrame({"budget": [500_000, 1_000_000], "trial": [1, 1], "pe": [0.85, 0.62], "perplexity": [10.0, 9.58],
+                           "power_rms_w": [145.2, 167.8]})
+    changes = changes_table(conditions_table(trials)).row(0, named=True)
     assert changes["pe_drop_pct"] == pytest.approx(27.06, abs=0.01)
     assert changes["perplexity_reduction_pct"] == pytest.approx(4.2)
     assert changes["power_change_pct"] == pytest.approx(15.56, abs=0.01)

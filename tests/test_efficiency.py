@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from tokenwatt.efficiency import efficiency_record, parameter_efficiency, training_flops
+from tokenwatt.efficiency import derived_metrics, efficiency_record, parameter_efficiency, training_flops
 
 
 def test_pe_from_a_metrics_record_matches_the_formula_by_hand():
@@ -28,3 +28,12 @@ def test_pe_is_missing_without_a_power_figure():
 def test_flops_are_six_n_t_plus_attention_without_the_embedding_lookup():
     assert training_flops(params=1100, embedding_params=100, n_layers=2, hidden=8, context=64, tokens=10) == \
         6 * 1000 * 10 + 6 * 2 * 64 * 8 * 10
+
+
+def test_derived_metrics_of_a_trial_record_use_its_architecture_and_the_given_constants():
+    rec = {"params": 1100, "embedding_params": 100, "n_layers": 2, "hidden_size": 8, "context": 64, "real_tokens": 10,
+           "energy_j": 5.0, "idle_power_w": 1.0, "duration_s": 2.0, "eval_loss": 1.0, "train_s": 1.0, "power_rms_w": 4.0}
+    got = derived_metrics(rec, cs_tflops=2.0, K=1.0, tt_scale=1.0)
+    assert got["flops"] == training_flops(1100, 100, 2, 8, 64, 10)
+    assert (got["idle_energy_j"], got["dynamic_energy_j"]) == (2.0, 3.0)
+    assert got["pe"] == pytest.approx(math.exp(-1.0) * 2.0 / (1100 * 10 * 4.0))

@@ -4,7 +4,7 @@ import pytest
 
 from fake_nvml import FakeNvml
 from tokenwatt.meters import EstimateMeter, MeterError, NullMeter, NvmlMeter, RaplMeter, make_meter
-from tokenwatt.trial import visible_gpu_uuid
+from tokenwatt.devices import visible_gpu_uuid
 
 GPU_A, GPU_B = "GPU-aaaaaaaa-0000-0000-0000-000000000001", "GPU-bbbbbbbb-0000-0000-0000-000000000002"
 

@@ -9,36 +9,42 @@ import polars as pl
 import pytest
 
 from tokenwatt import figures as F
-from tokenwatt.aggregate import changes_table, conditions_table, trials_table
-from tokenwatt.measures import TESTED
+from tokenwatt.aggregate import changes_table, conditions_table
+from tokenwatt.measures import FIGURES, TESTED
 from tokenwatt.report import render_report
-from tokenwatt.stats import analyse
+from tokenwatt.stats import analyse_study
+from trial_records import QUALITY, aggregate, raw_record
 
 BUDGETS = [10_000, 20_000, 40_000]
 
 
 def _records(meter="estimate", n=5):
+    """Raw trial records with the shape of a real study: loss falls and energy doubles with the budget."""
     rng = np.random.default_rng(0)
     out = []
     for t in range(1, n + 1):
         for i, b in enumerate(BUDGETS):
-            loss = 2.8 - 0.4 * i + rng.normal(0, 0.03)
-            out.append({"budget": b, "trial": t, "status": "ok", "pe": 5e-8 / (1 + i) + rng.normal(0, 1e-9),
-                        "quality_per_mparam": np.exp(-loss), "quality_per_pflop": 1e3 / (1 + i) + rng.normal(0, 5), "quality_per_kj": 0.3 / (1 + i) + rng.normal(0, 0.01),
-                        "power_rms_w": 32 + rng.normal(0, 0.3), "power_mean_w": 32.0, "energy_j": 100.0 * 2**i + rng.normal(0, 2),
-                        "dynamic_energy_j": 80.0 * 2**i, "joules_per_token": 0.007, "train_s": 5.0 * 2**i + rng.normal(0, 0.2),
-                        "tokens_per_s": 4500.0, "eval_loss": loss, "perplexity": float(np.exp(loss)), "real_tokens": 3 * b,
-                        "meter": meter, "device": "cpu", "device_name": "x86_64", "precision": "fp32", "params": 84128,
-                        "optimizer": "adamw-fused", "interval_requested_s": 0.5, "versions": {"torch": "2.13.0"}})
+            train_s = 5.0 * 2**i + rng.normal(0, 0.05)
+            power = 32 + rng.normal(0, 0.3)
+            out.append(raw_record(b, t, meter=meter, eval_loss=2.8 - 0.4 * i + rng.normal(0, 0.03), train_s=train_s,
+                                  duration_s=train_s, power_rms_w=power, power_mean_w=power, energy_j=power * train_s,
+                                  started_at_unix_s=float(rng.uniform(0, 1000))))
     return out
+
+
+PROFILE = {"cs_tflops": 0.15, "median_tflops": 0.15, "q25_tflops": 0.149, "q75_tflops": 0.151, "iqr_tflops": 0.002, "cv": 0.01,
+           "windows": 30, "window_s": 0.1, "warmup_s": 1.0, "matmul_size": 512, "dtype": "float32", "threads": 1,
+           "device_name": "Test CPU"}
 
 
 @pytest.fixture(scope="module")
 def analysed():
-    trials, missing = trials_table(_records(), [(b, t) for t in range(1, 6) for b in BUDGETS])
+    records = _records()
+    records[-1]["check_after_tflops"] = [0.1] * 3  # one disturbed trial: its after-check fell by a third
+    trials, missing = aggregate(records, [(b, t) for t in range(1, 6) for b in BUDGETS], quality={**QUALITY, "min_samples": 10})
     conditions = conditions_table(trials)
     changes = changes_table(conditions)
-    return trials, conditions, changes, analyse(trials, TESTED), missing
+    return trials, conditions, changes, analyse_study(trials, TESTED, exclude_flagged=False), missing
 
 
 def _png(fig) -> bytes:
@@ -58,8 +64,9 @@ def figures(analysed):
         "perplexity_vs_tokens": F.perplexity_vs_tokens(trials, conditions, True),
         "tradeoff": F.tradeoff(changes, True),
         "power_traces": F.power_traces({b: trace for b in BUDGETS}, 1, True),
+        "measurement_quality": F.measurement_quality(trials, True),
     }
-    assert list(made) == F.FIGURES
+    assert list(made) == FIGURES
     return made
 
 
@@ -70,7 +77,8 @@ def _report(analysed, figures, name="tiny <script>alert('x')</script> study", mi
     return render_report(
         config={"study": study}, config_hash="abc123", trials=trials, conditions=conditions, changes=changes,
         stats=stats, missing=missing or [], figures={k: (_png(f), f"caption of {k}") for k, f in figures.items()},
-        reference=reference, data_summary={"documents_in": 10, "documents_out": 9},
+        reference=reference, data_summary={"documents_in": 10, "documents_out": 9}, profile=PROFILE, cs_tflops=0.15,
+        cs_source="measured: device profile", rerun=["results/trials/b40000/t5/metrics.json"],
     )
 
 
@@ -84,7 +92,7 @@ def test_every_figure_labels_its_axes_with_units(figures):
 
 def test_report_embeds_every_figure(analysed, figures):
     page = _report(analysed, figures)
-    assert page.count('src="data:image/png;base64,') == len(F.FIGURES)
+    assert page.count('src="data:image/png;base64,') == len(FIGURES)
     assert "http://" not in page and "https://" not in page  # self-contained
 
 
@@ -108,6 +116,32 @@ def test_estimated_energy_carries_a_visible_warning(analysed, figures):
 def test_missing_trials_are_named_in_the_report(analysed, figures):
     page = _report(analysed, figures, missing=["budget 40000 trial 3: no metrics"])
     assert "Missing or failed trials" in page and "budget 40000 trial 3: no metrics" in page
+
+
+def test_the_quality_section_names_flagged_trials_with_their_reasons_and_the_rerun_command(analysed, figures):
+    page = _report(analysed, figures)
+    assert "1 trial(s) flagged" in page and "1 of 15 trials flagged" in page
+    assert "matmul check against the device profile: after -33 %" in page
+    assert "--forcerun results/trials/b40000/t5/metrics.json" in page
+
+
+def test_the_quality_section_repeats_the_statistics_without_flagged_trials(analysed, figures):
+    stats = analysed[3]
+    assert stats["flagged"] == [[40_000, 5]]
+    assert stats["anova"]["pe"]["n_trials"] == 5 and stats["sensitivity"]["anova"]["pe"]["n_trials"] == 4
+    page = _report(analysed, figures)
+    assert "sensitivity analysis repeats them on unflagged trials only" in page
+    assert html.escape(stats["sensitivity"]["anova"]["pe"]["apa"]) in page
+
+
+def test_the_report_shows_cs_tflops_from_the_device_profile(analysed, figures):
+    page = _report(analysed, figures)
+    assert "CS_TFLOPS</b> = 0.15 TFLOP/s — measured: device profile" in page
+    assert "Drift." in page
+
+
+def test_the_estimate_warning_says_its_power_depends_on_the_load(analysed, figures):
+    assert "depends on how much CPU the trial got" in _report(analysed, figures)
 
 
 def test_report_shows_the_reference_figures_side_by_side(analysed, figures):

@@ -148,22 +148,40 @@ def _run(meter_kind, **train_overrides):
         budget=100, trial=1, seed=5, subset={"chunk_ids": list(range(16)), "n_chunks": 16, "real_tokens": int(mask[:16].sum())},
         train_chunks=chunks, eval_chunks=chunks[16:], tokenizer=TOK,
         model_cfg={"source": "config", "preset": "llama-tiny", "overrides": SIZES}, train_cfg=train_cfg, meter_cfg=meter_cfg,
-        metric_cfg={"K": 1.0, "tt_scale": 1e6, "matmul_size": 64, "matmul_seconds": 0.05}, log=lambda s: None,
+        check_cfg={"matmul_size": 64, "window_s": 0.01, "windows": 2}, log=lambda s: None,
     )
 
 
-def test_a_trial_with_the_estimate_meter_records_pe_and_labels_the_estimate():
+def test_a_trial_with_the_estimate_meter_records_energy_and_labels_the_estimate():
     metrics, power, steps = _run("estimate")
     assert metrics["meter"] == "estimate" and metrics["meter_is_estimate"]
-    assert metrics["pe"] > 0 and metrics["energy_j"] > 0
+    assert metrics["energy_j"] > 0 and "ESTIMATE" in metrics["meter_note"]
     assert metrics["real_tokens"] == metrics["subset_real_tokens"]
     assert power.height == metrics["samples"] and steps.height >= 2
 
 
-def test_a_trial_without_a_meter_has_null_energy_and_pe():
+def test_a_trial_records_measurements_only_never_derived_metrics():
+    metrics, _, _ = _run("estimate")
+    for derived in ("pe", "cs_tflops", "flops", "mfu", "quality_per_kj", "joules_per_token", "dynamic_energy_j"):
+        assert derived not in metrics, derived
+
+
+def test_a_trial_record_satisfies_the_metrics_schema(root):
+    from tokenwatt.records import load_validator, problems
+
+    metrics, _, _ = _run("estimate")
+    assert problems(metrics, load_validator(root / "workflow/schemas/metrics.schema.yaml")) == []
+
+
+def test_a_trial_takes_throughput_checks_before_and_after_training():
     metrics, _, _ = _run("none")
-    assert metrics["energy_j"] is None and metrics["pe"] is None and metrics["quality_per_kj"] is None
-    assert metrics["quality_per_pflop"] > 0
+    assert len(metrics["check_before_tflops"]) == 2 and len(metrics["check_after_tflops"]) == 2
+    assert all(x > 0 for x in metrics["check_before_tflops"] + metrics["check_after_tflops"])
+
+
+def test_a_trial_without_a_meter_has_null_energy_and_power():
+    metrics, _, _ = _run("none")
+    assert metrics["energy_j"] is None and metrics["power_rms_w"] is None and metrics["idle_power_w"] is None
 
 
 def test_per_epoch_evaluation_is_recorded_in_the_loss_curve():

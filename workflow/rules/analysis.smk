@@ -3,15 +3,24 @@
 
 rule aggregate:
     input:
+        schema=METRICS_SCHEMA,
         metrics=[trial_metrics(b, t) for b in BUDGETS for t in TRIALS],
+        power=[trial_files(b, t)[1] for b in BUDGETS for t in TRIALS],
+        steps=[trial_files(b, t)[2] for b in BUDGETS for t in TRIALS],
+        profile=[DEVICE_PROFILE] if MEASURE_PROFILE else [],
     output:
         trials=report(res("analysis", "trials.parquet"), caption="../report/trials.rst", category="Tables"),
         conditions=report(res("analysis", "conditions.csv"), caption="../report/conditions.rst", category="Tables"),
         changes=report(res("analysis", "changes.csv"), caption="../report/changes.rst", category="Tables"),
+        quality=report(res("analysis", "quality.csv"), caption="../report/quality.rst", category="Tables"),
+        flagged=res("analysis", "flagged.txt"),
         missing=res("analysis", "missing.json"),
     params:
         expected=[(b, t) for b in BUDGETS for t in TRIALS],
-        code=code_digest("aggregate.py", "tokenwatt/aggregate.py", "tokenwatt/measures.py"),
+        metric=config["metric"],
+        # The cooldown target doubles as the start-temperature limit of the quality rules.
+        quality={**config["quality"], "start_below_c": config["meter"]["cooldown_below_c"]},
+        code=code_digest("aggregate.py"),
     log:
         logfile("aggregate"),
     threads: 1
@@ -31,7 +40,8 @@ rule stats:
         anova=report(res("analysis", "anova.csv"), caption="../report/anova.rst", category="Tests"),
         posthoc=report(res("analysis", "posthoc.csv"), caption="../report/posthoc.rst", category="Tests"),
     params:
-        code=code_digest("stats.py", "tokenwatt/stats.py", "tokenwatt/measures.py"),
+        exclude_flagged=config["quality"]["exclude_flagged"],
+        code=code_digest("stats.py"),
     log:
         logfile("stats"),
     threads: 1
@@ -64,7 +74,7 @@ rule figures:
         budgets=BUDGETS,
         trace_trial=TRIALS[0],
         style=config["figures"],
-        code=code_digest("figures.py", "tokenwatt/figures.py", "tokenwatt/measures.py"),
+        code=code_digest("figures.py"),
     log:
         logfile("figures"),
     threads: 1

@@ -6,8 +6,9 @@ from pathlib import Path
 SCRIPTS = Path(workflow.basedir) / "workflow" / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
+from tokenwatt.codeclosure import code_digest as _closure_digest  # noqa: E402
 from tokenwatt.config import ConfigError, config_hash, load_schema, validate_config  # noqa: E402
-from tokenwatt.figures import FIGURES  # noqa: E402
+from tokenwatt.measures import FIGURES  # noqa: E402
 from tokenwatt.runorder import trial_priority  # noqa: E402
 
 try:
@@ -37,17 +38,13 @@ def logfile(rule_name, *wildcard_parts):
     return res("logs", rule_name, *wildcard_parts) + ".log"
 
 
-def code_digest(*files):
-    """Digest of the script and library modules a rule runs.
+def code_digest(script):
+    """Digest of a rule's script and every library module it imports (its import closure).
 
     Snakemake cannot see modules a script imports; passing this as a param makes an
     edit to them a rerun trigger (and part of the between-workflow cache key).
     """
-    h = hashlib.sha256()
-    for name in ("tokenwatt/__init__.py", "tokenwatt/files.py", *files):
-        h.update(name.encode())
-        h.update((SCRIPTS / name).read_bytes())
-    return h.hexdigest()[:16]
+    return _closure_digest(SCRIPTS / script, SCRIPTS)
 
 
 def trial_files(budget, trial):
@@ -75,8 +72,14 @@ TRIAL_TARGETS = [f for b in BUDGETS for t in TRIALS for f in trial_files(b, t)]
 ALL_TARGETS = [res("report.html")]
 
 # Subsets outrank every trial so that a budget the corpus cannot fill fails before any
-# training starts (the scheduler runs ready jobs by priority).
+# training starts (the scheduler runs ready jobs by priority); the device profile outranks
+# everything, so CS_TFLOPS is measured before any trial heats the device.
 SUBSET_PRIORITY = len(BUDGETS) * len(TRIALS) + 1
+PROFILE_PRIORITY = SUBSET_PRIORITY + 1
+MEASURE_PROFILE = config["metric"]["cs_tflops"] == "measure"
+DEVICE_PROFILE = res("device", "profile.json")
+# The typed record every trial writes; validated when written and when read.
+METRICS_SCHEMA = "workflow/schemas/metrics.schema.yaml"
 
 
 def train_priority(wildcards):

@@ -9,7 +9,7 @@ rule corpus:
     params:
         source=config["corpus"]["source"],
         options=lambda wildcards: config["corpus"][config["corpus"]["source"]],
-        code=code_digest("corpus.py", "tokenwatt/corpus.py"),
+        code=code_digest("corpus.py"),
     log:
         logfile("corpus"),
     benchmark:
@@ -32,7 +32,7 @@ rule normalize:
     params:
         form=config["normalize"]["form"],
         dedupe=config["normalize"]["dedupe"],
-        code=code_digest("normalize.py", "tokenwatt/normalize.py"),
+        code=code_digest("normalize.py"),
     log:
         logfile("normalize"),
     benchmark:
@@ -55,7 +55,7 @@ rule split:
     params:
         eval_documents=config["split"]["eval_documents"],
         seed=STUDY["seed"],
-        code=code_digest("split.py", "tokenwatt/split.py"),
+        code=code_digest("split.py"),
     log:
         logfile("split"),
     threads: 1

@@ -7,6 +7,8 @@ rule report:
         conditions=res("analysis", "conditions.csv"),
         changes=res("analysis", "changes.csv"),
         missing=res("analysis", "missing.json"),
+        flagged=res("analysis", "flagged.txt"),
+        profile=[DEVICE_PROFILE] if MEASURE_PROFILE else [],
         stats=res("analysis", "stats.json"),
         figures=[res("figures", f"{name}.png") for name in FIGURES],
         captions=[f"workflow/report/{name}.rst" for name in FIGURES],
@@ -18,7 +20,7 @@ rule report:
         config=config,
         config_hash=CONFIG_HASH,
         figure_names=FIGURES,
-        code=code_digest("report.py", "tokenwatt/report.py", "tokenwatt/measures.py"),
+        code=code_digest("report.py"),
     log:
         logfile("report"),
     threads: 1

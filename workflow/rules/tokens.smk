@@ -9,7 +9,7 @@ rule tokenizer:
     cache: True
     params:
         options=config["tokenizer"],
-        code=code_digest("tokenizer.py", "tokenwatt/tokenizer.py"),
+        code=code_digest("tokenizer.py"),
     log:
         logfile("tokenizer"),
     threads: 1
@@ -32,7 +32,7 @@ rule chunk:
         # Wildcards are not part of the cache key; params are.
         split=lambda wildcards: wildcards.split,
         options=config["chunk"],
-        code=code_digest("chunk.py", "tokenwatt/chunking.py"),
+        code=code_digest("chunk.py"),
     log:
         logfile("chunk", "{split}"),
     threads: 1
@@ -54,7 +54,7 @@ rule subset:
         budget=lambda wildcards: int(wildcards.budget),
         trial=lambda wildcards: int(wildcards.trial),
         study_seed=STUDY["seed"],
-        code=code_digest("subset.py", "tokenwatt/subsets.py"),
+        code=code_digest("subset.py"),
     log:
         logfile("subset", "b{budget}", "t{trial}"),
     priority: SUBSET_PRIORITY

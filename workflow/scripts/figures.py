@@ -19,6 +19,7 @@ with logged(snakemake.log[0]):
         "perplexity_vs_tokens": F.perplexity_vs_tokens(trials, conditions, estimated),
         "tradeoff": F.tradeoff(changes, estimated),
         "power_traces": F.power_traces(traces, snakemake.params.trace_trial, estimated),
+        "measurement_quality": F.measurement_quality(trials, estimated),
     }
     for name, fig in made.items():
         fig.savefig(snakemake.output[f"{name}_png"], dpi=style["dpi"])

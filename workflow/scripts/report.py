@@ -2,6 +2,7 @@
 from pathlib import Path
 
 import polars as pl
+from tokenwatt.aggregate import cs_tflops_of
 from tokenwatt.files import logged, read_json
 from tokenwatt.report import render_report
 
@@ -10,12 +11,15 @@ with logged(snakemake.log[0]):
         name: (Path(png).read_bytes(), Path(caption).read_text(encoding="utf-8").strip())
         for name, png, caption in zip(snakemake.params.figure_names, snakemake.input.figures, snakemake.input.captions)
     }
+    profile = read_json(snakemake.input.profile[0]) if snakemake.input.profile else None
+    cs_tflops, cs_source = cs_tflops_of(snakemake.params.config["metric"], profile)
     page = render_report(
         config=snakemake.params.config, config_hash=snakemake.params.config_hash,
         trials=pl.read_parquet(snakemake.input.trials), conditions=pl.read_csv(snakemake.input.conditions),
         changes=pl.read_csv(snakemake.input.changes), stats=read_json(snakemake.input.stats),
         missing=read_json(snakemake.input.missing), figures=figures, reference=read_json(snakemake.input.reference),
-        data_summary=read_json(snakemake.input.normalize),
+        data_summary=read_json(snakemake.input.normalize), profile=profile, cs_tflops=cs_tflops, cs_source=cs_source,
+        rerun=Path(snakemake.input.flagged).read_text(encoding="utf-8").split(),
     )
     Path(snakemake.output[0]).write_text(page, encoding="utf-8")
     print(f"wrote {snakemake.output[0]} ({len(page) / 1e6:.1f} MB)")

@@ -2,10 +2,10 @@
 import polars as pl
 from tokenwatt.files import logged, write_json
 from tokenwatt.measures import TESTED
-from tokenwatt.stats import analyse
+from tokenwatt.stats import analyse_study
 
 with logged(snakemake.log[0]):
-    result = analyse(pl.read_parquet(snakemake.input[0]), TESTED)
+    result = analyse_study(pl.read_parquet(snakemake.input[0]), TESTED, snakemake.params.exclude_flagged)
     for dv, a in result["anova"].items():
         print(f"{dv}: {a.get('apa', a.get('message'))}")
     write_json(snakemake.output.json, result)

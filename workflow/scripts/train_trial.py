@@ -5,6 +5,7 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 import polars as pl  # noqa: E402
 from tokenwatt.files import logged, read_json, write_json, write_parquet  # noqa: E402
+from tokenwatt.records import check_record, load_validator  # noqa: E402
 from tokenwatt.subsets import trial_seed  # noqa: E402
 from tokenwatt.trial import run_trial  # noqa: E402
 
@@ -16,8 +17,9 @@ with logged(snakemake.log[0]):
             budget=budget, trial=trial, seed=trial_seed(p.study_seed, trial), subset=read_json(snakemake.input.subset),
             train_chunks=pl.read_parquet(snakemake.input.train), eval_chunks=pl.read_parquet(snakemake.input.eval),
             tokenizer=read_json(f"{snakemake.input.tokenizer}/tokenwatt.json"),
-            model_cfg=p.model, train_cfg=p.train, meter_cfg=p.meter, metric_cfg=p.metric,
+            model_cfg=p.model, train_cfg=p.train, meter_cfg=p.meter, check_cfg=p.check,
         )
+        check_record(metrics, load_validator(snakemake.input.schema), out.metrics)
         write_parquet(out.power, power)
         write_parquet(out.steps, steps)
         write_json(out.metrics, metrics)  # last: its presence marks a finished trial
@@ -26,4 +28,5 @@ with logged(snakemake.log[0]):
             if os.path.exists(path):
                 os.remove(path)
         raise
-    print(f"done: eval loss {metrics['eval_loss']:.4f}, PE {metrics['pe']}, energy {metrics['energy_j']} J ({metrics['meter']})")
+    print(f"done: eval loss {metrics['eval_loss']:.4f}, energy {metrics['energy_j']} J ({metrics['meter']}), "
+          f"{metrics['real_tokens'] / metrics['train_s']:,.0f} tokens/s")

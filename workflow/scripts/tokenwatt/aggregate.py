@@ -1,4 +1,4 @@
-"""Per-trial table and per-budget summaries (the study's tables), with missing trials named."""
+"""Per-trial table (measured, derived, quality verdict) and per-budget summaries, with missing trials named."""
 
 from __future__ import annotations
 
@@ -8,28 +8,55 @@ import numpy as np
 import polars as pl
 from scipy import stats as sps
 
+from .efficiency import derived_metrics
 from .measures import MEASURES
+from .quality import assess
 
 
-def trials_table(records: Iterable[dict[str, Any] | None], expected: list[tuple[int, int]]) -> tuple[pl.DataFrame, list[str]]:
-    """One row per finished trial (nested records flattened, lists dropped), and the names of missing or failed ones.
+def cs_tflops_of(metric: dict[str, Any], profile: dict[str, Any] | None) -> tuple[float, str]:
+    """The study's CS_TFLOPS and where it came from: the device profile's median, or the configured number."""
+    if metric["cs_tflops"] == "measure":
+        return profile["cs_tflops"], (f"measured: device profile, median of {profile['windows']} windows "
+                                      f"(IQR {profile['iqr_tflops']:.3g} TFLOP/s), {profile['dtype']} on {profile['device_name']}")
+    return float(metric["cs_tflops"]), "configured (metric.cs_tflops)"
 
-    ``records`` pairs with ``expected`` (budget, trial); None means no metrics file.
+
+def _flatten(rec: dict[str, Any]) -> dict[str, Any]:
+    """Nested records flattened (versions -> versions_torch), lists dropped."""
+    flat = {}
+    for key, value in rec.items():
+        if isinstance(value, dict):
+            flat.update({f"{key}_{k}": v for k, v in value.items()})
+        elif not isinstance(value, list):
+            flat[key] = value
+    return flat
+
+
+def trials_table(records: Iterable[dict[str, Any] | str | None], expected: list[tuple[int, int]], *,
+                 traces: Iterable[pl.DataFrame | None], steps: Iterable[pl.DataFrame | None], cs_tflops: float,
+                 metric: dict[str, Any], quality: dict[str, Any], reference_tflops: float | None) -> tuple[pl.DataFrame, list[str]]:
+    """One row per finished trial: what it recorded, what the analysis derives from it (PE, layers, FLOPs,
+    idle energy) and its measurement-quality verdict; and the names of missing or failed trials.
+
+    ``records``, ``traces`` and ``steps`` pair with ``expected`` (budget, trial); None means no file,
+    a string says why a record could not be used.
     """
-    rows, missing = [], []
-    for (budget, trial), rec in zip(expected, records):
-        if rec is None or rec.get("status") != "ok":
-            missing.append(f"budget {budget} trial {trial}: " + ("no metrics" if rec is None else f"status {rec.get('status')}"))
+    kept, missing = [], []
+    for (budget, trial), rec, trace, st in zip(expected, records, traces, steps):
+        if isinstance(rec, str) or rec is None or rec.get("status") != "ok" or trace is None or st is None:
+            why = (rec if isinstance(rec, str) else "no metrics" if rec is None
+                   else f"status {rec.get('status')}" if rec.get("status") != "ok" else "trace files missing")
+            missing.append(f"budget {budget} trial {trial}: {why}")
             continue
-        flat = {}
-        for key, value in rec.items():
-            if isinstance(value, dict):  # e.g. versions -> versions_torch
-                flat.update({f"{key}_{k}": v for k, v in value.items()})
-            elif not isinstance(value, list):
-                flat[key] = value
-        rows.append(flat)
-    if not rows:
+        kept.append((rec, trace, st))
+    if not kept:
         return pl.DataFrame(), missing
+    recs = [r for r, _, _ in kept]
+    verdicts = assess(recs, [tr for _, tr, _ in kept], [st for _, _, st in kept], reference_tflops, quality)
+    order = sorted(range(len(recs)), key=lambda i: recs[i]["started_at_unix_s"])
+    position = {i: pos + 1 for pos, i in enumerate(order)}
+    rows = [{**_flatten(rec), **derived_metrics(rec, cs_tflops=cs_tflops, K=metric["K"], tt_scale=metric["tt_scale"]),
+             **verdict, "run_position": position[i]} for i, (rec, verdict) in enumerate(zip(recs, verdicts))]
     return pl.DataFrame(rows, infer_schema_length=None).sort("budget", "trial"), missing
 
 

@@ -79,6 +79,9 @@ def schema_reference(schema: dict[str, Any]) -> str:
                 rows.append(f"| `{key}` | section | | {sub.get('description', '')} |")
                 walk(sub, key + ".")
                 continue
+            if "oneOf" in sub:  # e.g. `measure` or a number
+                sub = {**sub, "enum": [o["const"] if "const" in o else o["type"] + "".join(
+                    f" {op} {o[k]}" for k, op in (("minimum", "≥"), ("exclusiveMinimum", ">")) if k in o) for o in sub["oneOf"]]}
             allowed = " \\| ".join(map(str, sub["enum"])) if "enum" in sub else sub.get("type", "")
             if isinstance(allowed, list):
                 allowed = " or ".join(allowed)

@@ -1,12 +1,11 @@
-"""The study's PE metric, its three layers, FLOP estimates and the device throughput benchmark."""
+"""The study's PE metric, its three layers and FLOP estimates: pure functions of what a trial
+recorded, the device profile's CS_TFLOPS and the ``metric`` constants. Computed in the
+analysis, never in a trial, so changing a constant or a formula never retrains."""
 
 from __future__ import annotations
 
 import math
-import time
-from typing import Any, Callable
-
-import torch
+from typing import Any
 
 
 def training_flops(params: int, embedding_params: int, n_layers: int, hidden: int, context: int, tokens: int) -> float:
@@ -18,25 +17,6 @@ def training_flops(params: int, embedding_params: int, n_layers: int, hidden: in
     dense = 6.0 * (params - embedding_params) * tokens
     attention = 6.0 * n_layers * context * hidden * tokens
     return dense + attention
-
-
-def matmul_tflops(device: torch.device, dtype: torch.dtype, size: int, seconds: float, sync: Callable[[], None]) -> float:
-    """Sustained dense matmul throughput (TFLOP/s) on ``device`` in ``dtype``: the study's CS_TFLOPS."""
-    gen = torch.Generator(device="cpu").manual_seed(0)
-    a = torch.randn(size, size, generator=gen).to(device=device, dtype=dtype)
-    b = torch.randn(size, size, generator=gen).to(device=device, dtype=dtype)
-    for _ in range(2):  # warm-up: kernel selection, caches
-        a @ b
-    sync()
-    n, start = 0, time.perf_counter()
-    while True:
-        for _ in range(4):
-            a @ b
-        n += 4
-        sync()
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
-            return 2.0 * size**3 * n / elapsed / 1e12
 
 
 def parameter_efficiency(K: float, inv_ppl: float, cs_tflops: float, tt_scale: float, params: int, tt_tokens: int, rms_w: float | None) -> float | None:
@@ -69,4 +49,19 @@ def efficiency_record(
         "tokens_per_joule": None if not energy_j else tokens / energy_j,
         "achieved_tflops": flops / train_s / 1e12,
         "mfu": flops / train_s / (cs_tflops * 1e12),
+    }
+
+
+def derived_metrics(trial: dict[str, Any], *, cs_tflops: float, K: float, tt_scale: float) -> dict[str, Any]:
+    """Everything the analysis derives from one trial's record: FLOPs, idle and dynamic energy, PE and its layers."""
+    flops = training_flops(trial["params"], trial["embedding_params"], trial["n_layers"], trial["hidden_size"],
+                           trial["context"], trial["real_tokens"])
+    energy, idle_w = trial["energy_j"], trial["idle_power_w"]
+    idle_j = None if idle_w is None else idle_w * trial["duration_s"]
+    return {
+        "flops": flops, "flops_is_estimate": True, "cs_tflops": cs_tflops, "K": K, "tt_scale": tt_scale,
+        "idle_energy_j": idle_j, "dynamic_energy_j": None if energy is None or idle_j is None else energy - idle_j,
+        **efficiency_record(eval_loss=trial["eval_loss"], params=trial["params"], flops=flops, tokens=trial["real_tokens"],
+                            train_s=trial["train_s"], energy_j=energy, rms_w=trial["power_rms_w"], cs_tflops=cs_tflops,
+                            K=K, tt_scale=tt_scale),
     }

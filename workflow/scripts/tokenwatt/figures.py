@@ -12,7 +12,6 @@ import polars as pl  # noqa: E402
 
 from .measures import budget_label, label  # noqa: E402
 
-FIGURES = ["pe_by_budget", "power_energy_by_budget", "time_by_budget", "perplexity_vs_tokens", "tradeoff", "power_traces"]
 
 
 def _estimate_note(estimated: bool) -> str:
@@ -109,4 +108,36 @@ def power_traces(traces: dict[int, pl.DataFrame], trial: int, estimated: bool):
     ax.grid(alpha=0.3)
     if traces:
         ax.legend(fontsize=8)
+    return fig
+
+
+def measurement_quality(trials: pl.DataFrame, estimated: bool):
+    """Throughput, RMS power and the matmul checks of every trial in the order the trials ran;
+    flagged trials marked, so a disturbance shows as a point off its condition's level."""
+    order = trials.sort("run_position")
+    flagged = (order["quality"] == "flagged").to_numpy()
+    budgets = sorted(order["budget"].unique().to_list())
+    fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True, layout="constrained")
+    panels = [("tokens_per_s", "Throughput (tokens/s)"), ("power_rms_w", "RMS power (W)" + (" — estimated" if estimated else "")),
+              (None, "Matmul check ÷ device profile")]
+    x = order["run_position"].to_numpy()
+    for ax, (column, ylabel) in zip(axes, panels):
+        if column is None:
+            for name, marker in (("check_before_ratio", "^"), ("check_after_ratio", "v")):
+                y = order[name].cast(pl.Float64).to_numpy()
+                ax.scatter(x, y, marker=marker, s=22, color="0.35", label=name.split("_")[1])
+            ax.axhline(1.0, color="0.5", lw=1, ls="--", label="device profile")
+            y = order["check_before_ratio"].cast(pl.Float64).to_numpy()
+        else:
+            y = order[column].cast(pl.Float64).to_numpy()
+            for i, b in enumerate(budgets):
+                mine = (order["budget"] == b).to_numpy()
+                ax.scatter(x[mine], y[mine], s=22, color=f"C{i}", label=budget_label(b))
+        if flagged.any():
+            ax.scatter(x[flagged], y[flagged], s=110, facecolors="none", edgecolors="C3", linewidths=1.6, label="flagged")
+        ax.set_ylabel(ylabel)
+        ax.set_xlabel("Run order (position in which the trial ran)", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, ncol=6, loc="best")
+    fig.suptitle("Measurement quality in run order (red circles: flagged trials)" + _estimate_note(estimated), fontsize=10)
     return fig

@@ -27,6 +27,10 @@ def write_json(path: str | Path, obj: Any) -> None:
     _atomic(path, lambda p: p.write_text(json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8"))
 
 
+def write_text(path: str | Path, text: str) -> None:
+    _atomic(path, lambda p: p.write_text(text, encoding="utf-8"))
+
+
 def read_json(path: str | Path) -> Any:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 

@@ -23,6 +23,11 @@ MEASURES: dict[str, tuple[str, str]] = {
 TESTED = ["pe", "quality_per_mparam", "quality_per_pflop", "quality_per_kj", "power_rms_w", "energy_j", "train_s"]
 
 
+# Every figure of the report, in its order; each has a caption in workflow/report/<name>.rst.
+FIGURES = ["pe_by_budget", "power_energy_by_budget", "time_by_budget", "perplexity_vs_tokens", "tradeoff", "power_traces",
+           "measurement_quality"]
+
+
 def label(name: str) -> str:
     text, unit = MEASURES[name]
     return f"{text} ({unit})" if unit else text

@@ -210,6 +210,10 @@ class NvmlMeter(Meter):
             "utilization_pct": self._optional(lambda: float(n.nvmlDeviceGetUtilizationRates(h).gpu)),
         }
 
+    def snapshot(self) -> dict[str, Any]:
+        """One reading of power, temperature, SM clock and utilisation, outside any window."""
+        return self._sample()
+
     def temperature(self) -> float:
         return float(self.nvml.nvmlDeviceGetTemperature(self.handle, self.nvml.NVML_TEMPERATURE_GPU))
 

@@ -114,10 +114,58 @@ def _reference_html(reference: dict[str, Any], conditions: pl.DataFrame, changes
             f"({esc(ra['note'])}). Ours: <span class=\"apa\">{ours_aov}</span>.</p>")
 
 
+def _pct(x: Any) -> str:
+    return "—" if x is None else f"{100 * (x - 1):+.1f} %"
+
+
+def _quality_html(trials: pl.DataFrame, stats: dict[str, Any], profile: dict[str, Any] | None, cs_tflops: float,
+                  cs_source: str, rerun: list[str], exclude_flagged: bool) -> str:
+    """CS_TFLOPS and its drift, the flags with their reasons, the sensitivity analysis and the rerun command."""
+    parts = [f"<p><b>CS_TFLOPS</b> = {num(cs_tflops)} TFLOP/s — {esc(cs_source)}.</p>"]
+    if profile:
+        parts.append(table(["device profile", "value"], [
+            [_Raw("median / 25th / 75th percentile (TFLOP/s)"), _Raw(f"{num(profile['median_tflops'])} / {num(profile['q25_tflops'])} / {num(profile['q75_tflops'])}")],
+            [_Raw("IQR (TFLOP/s), coefficient of variation"), _Raw(f"{num(profile['iqr_tflops'])}, {num(profile['cv'])}")],
+            [_Raw("windows × length (s), warm-up (s)"), _Raw(f"{profile['windows']} × {num(profile['window_s'])}, {num(profile['warmup_s'])}")],
+            [_Raw("matmul size, dtype, threads"), _Raw(f"{profile['matmul_size']}, {esc(profile['dtype'])}, {profile['threads']}")],
+            [_Raw("device"), _Raw(esc(profile["device_name"]))],
+            *[[_Raw(esc(k)), _Raw(esc(v))] for k, v in profile.items() if k.endswith(("_before", "_after")) and v is not None],
+        ]))
+    if "check_before_ratio" in trials.columns and trials["check_before_ratio"].drop_nulls().len():
+        ratios = pl.concat([trials["check_before_ratio"], trials["check_after_ratio"]]).drop_nulls()
+        parts.append(f"<p><b>Drift.</b> Each trial timed the same matmul right before and after training: between "
+                     f"{_pct(ratios.min())} and {_pct(ratios.max())} of the device profile (median {_pct(ratios.median())}). "
+                     "These checks are diagnostics only; PE always uses the one CS_TFLOPS above.</p>")
+    flagged = trials.filter(pl.col("quality") == "flagged").sort("run_position")
+    parts.append(f"<p><b>{flagged.height} of {trials.height} trials flagged</b> by the measurement-quality rules "
+                 "(<code>quality.*</code> in the config; thresholds in config/README.md).</p>")
+    if flagged.height:
+        parts.append(table(["budget", "trial", "ran as", "why flagged"], [
+            [_Raw(esc(budget_label(r["budget"]))), r["trial"], _Raw(f"#{r['run_position']}"), _Raw(esc(r["quality_reasons"]))]
+            for r in flagged.iter_rows(named=True)], left=1))
+        primary = stats.get("primary_trials", "every trial")
+        sens = stats.get("sensitivity", {})
+        rows = []
+        for dv in TESTED:
+            a, b = stats["anova"].get(dv), sens.get("anova", {}).get(dv)
+            if a is None or b is None:
+                continue
+            rows.append([_Raw(esc(label(dv))), _Raw(esc(a.get("apa", a.get("message")))), _Raw(esc(b.get("apa", b.get("message"))))])
+        parts.append(f"<p>The primary statistics above use <b>{esc(primary)}</b> (<code>quality.exclude_flagged: "
+                     f"{str(exclude_flagged).lower()}</code>); the sensitivity analysis repeats them on {esc(sens.get('trials', ''))}. "
+                     "A flagged trial's subject leaves every condition, since the design is repeated measures.</p>")
+        if rows:
+            parts.append(table(["measure", f"primary ({primary})", f"sensitivity ({sens.get('trials', '')})"], rows))
+        parts.append("<p>To measure exactly the flagged trials again (each retrains; the analysis and report follow):</p>"
+                     f"<pre>snakemake --cores 1 --resources gpu=1 --forcerun {esc(' '.join(rerun))}</pre>")
+    return "\n".join(parts)
+
+
 def render_report(
     *, config: dict[str, Any], config_hash: str, trials: pl.DataFrame, conditions: pl.DataFrame,
     changes: pl.DataFrame, stats: dict[str, Any], missing: list[str], figures: dict[str, tuple[bytes, str]],
-    reference: dict[str, Any], data_summary: dict[str, Any],
+    reference: dict[str, Any], data_summary: dict[str, Any], profile: dict[str, Any] | None, cs_tflops: float,
+    cs_source: str, rerun: list[str],
 ) -> str:
     """The whole report as one HTML string; ``figures`` maps name → (PNG bytes, caption)."""
     study = config["study"]
@@ -125,9 +173,15 @@ def render_report(
     warnings = []
     if "estimate" in meters:
         warnings.append('<div class="warn"><b>Energy and power are ESTIMATED</b>, not measured: no power sensor was available, so power is '
-                        "CPU TDP × this process's CPU utilisation. PE, energy and quality-per-joule below inherit that estimate.</div>")
+                        "CPU TDP × this process's CPU utilisation. That energy is work-based (CPU time × a share of the TDP) and that "
+                        "power depends on how much CPU the trial got: another load on the machine lowers it. PE, energy and "
+                        "quality-per-joule below inherit that estimate; the measurement-quality rules flag trials whose load changed.</div>")
     if "none" in meters:
         warnings.append('<div class="warn"><b>Energy was not measured</b> (meter none): energy, power and PE are missing, not zero.</div>')
+    n_flagged = trials.filter(pl.col("quality") == "flagged").height if "quality" in trials.columns else 0
+    if n_flagged:
+        warnings.append(f'<div class="warn"><b>{n_flagged} trial(s) flagged as possibly disturbed measurements</b>: '
+                        'see <a href="#quality">Measurement quality</a> for the reasons, the sensitivity analysis and how to rerun them.</div>')
     if missing:
         warnings.append('<div class="bad"><b>Missing or failed trials</b> (not averaged over): '
                         + "; ".join(esc(m) for m in missing) + "</div>")
@@ -136,7 +190,7 @@ def render_report(
         ["config hash", config_hash], ["meter(s)", ", ".join(meters)], ["device", first.get("device_name")],
         ["device kind", first.get("device")], ["GPU UUID", first.get("device_uuid")],
         ["precision", first.get("precision")], ["parameters", first.get("params")], ["optimizer", first.get("optimizer")],
-        ["power polling interval (s)", first.get("interval_requested_s")],
+        ["power polling interval (s)", first.get("interval_requested_s")], ["CS_TFLOPS", f"{num(cs_tflops)} ({cs_source})"],
         ["trials finished", trials.height], ["documents in / out of normalization", f"{data_summary.get('documents_in')} / {data_summary.get('documents_out')}"],
     ]
     versions = {k[len("versions_"):]: v for k, v in first.items() if k.startswith("versions_")}
@@ -161,6 +215,8 @@ Budgets {esc(budgets)} real tokens per epoch, {esc(study['trials'])} trials each
 {_stats_html(stats)}
 <h2>Figures</h2>
 {figs}
+<h2 id="quality">Measurement quality</h2>
+{_quality_html(trials, stats, profile, cs_tflops, cs_source, rerun, config.get("quality", {}).get("exclude_flagged", False))}
 <h2>Against the reference study</h2>
 {_reference_html(reference, conditions, changes, stats)}
 <h2>Provenance</h2>

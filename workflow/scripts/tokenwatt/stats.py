@@ -17,6 +17,8 @@ from scipy import stats as sps
 
 def complete_block(trials: pl.DataFrame, dv: str) -> tuple[np.ndarray, list[int], list[int], list[int]]:
     """Matrix trials × budgets of ``dv`` (budgets in numeric order) and the trials dropped as incomplete."""
+    if trials.height == 0 or dv not in trials.columns:
+        return np.empty((0, 0)), [], [], []
     budgets = sorted(int(b) for b in trials["budget"].unique())
     wide = trials.select("trial", "budget", dv).pivot(on="budget", index="trial", values=dv).sort("trial")
     cols = [str(b) for b in budgets]
@@ -66,6 +68,8 @@ def rm_anova(trials: pl.DataFrame, dv: str) -> dict[str, Any]:
 
     y, budgets, kept, dropped = complete_block(trials, dv)
     out: dict[str, Any] = {"dv": dv, "budgets": budgets, "n_trials": len(kept), "dropped_trials": dropped}
+    if not budgets:
+        return {**out, "status": "not tested", "message": f"{dv}: no trials to test"}
     if len(budgets) < 2:
         return {**out, "status": "not tested", "message": f"{dv}: only {len(budgets)} budget; an ANOVA needs at least 2"}
     if len(kept) < 3:
@@ -130,3 +134,24 @@ def analyse(trials: pl.DataFrame, measures: list[str]) -> dict[str, Any]:
         "friedman": {m: friedman(trials, m) for m in present},
         "not_measured": {m: f"{m}: no values (e.g. meter none records no energy)" for m in absent},
     }
+
+
+def without_flagged(trials: pl.DataFrame) -> pl.DataFrame:
+    """The trials whose measurement was not flagged (a flagged subject then drops out of every condition)."""
+    return trials.filter(pl.col("quality") == "ok") if "quality" in trials.columns else trials
+
+
+def analyse_study(trials: pl.DataFrame, measures: list[str], exclude_flagged: bool) -> dict[str, Any]:
+    """The primary analysis and, beside it, the same tests on the other trial set: every trial, or only
+    unflagged ones, whichever the primary did not use (the sensitivity analysis)."""
+    clean = without_flagged(trials)
+    primary, other = (clean, trials) if exclude_flagged else (trials, clean)
+    flagged = trials.filter(pl.col("quality") == "flagged").select("budget", "trial").rows() if "quality" in trials.columns else []
+    result = analyse(primary, measures)
+    result["primary_trials"] = "unflagged trials only" if exclude_flagged else "every trial"
+    result["flagged"] = [list(r) for r in flagged]
+    result["sensitivity"] = {
+        "trials": "every trial" if exclude_flagged else "unflagged trials only",
+        "anova": {m: rm_anova(other, m) for m in measures if m in result["anova"]} if flagged else {},
+    }
+    return result

@@ -14,7 +14,8 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-PRECISIONS = {"fp32": None, "fp16-mixed": torch.float16, "bf16-mixed": torch.bfloat16}
+from .devices import PRECISIONS
+
 IGNORE = -100
 
 
@@ -44,14 +45,6 @@ class TrainResult:
     train_s: float = 0.0
     final_train_loss: float | None = None
     optimizer: str = ""
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise TrainingError("train.device is cuda but no CUDA device is visible; use train.device: cpu or auto")
-    return torch.device(name)
 
 
 def autocast(device: torch.device, precision: str):

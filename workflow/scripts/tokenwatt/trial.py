@@ -1,7 +1,9 @@
-"""One trial, end to end: model, device benchmark, idle baseline, metered training, eval, metrics.
+"""One trial, end to end: model, idle baseline, metered training, eval, throughput checks.
 
-``run_trial`` takes data and settings and returns (metrics, power trace, loss curve);
-the Snakemake script around it only reads and writes files.
+``run_trial`` takes data and settings and returns (metrics, power trace, loss curve): raw
+measurements only. Everything derived from a formula or a constant (PE, its layers, FLOPs,
+J/token, MFU, quality verdicts) is computed in the analysis, so changing it never retrains.
+The Snakemake script around it only reads and writes files.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ import polars as pl
 import torch
 
 from . import __version__
-from .efficiency import efficiency_record, matmul_tflops, training_flops
+from .devices import compute_dtype, device_name, device_sync, gpu_uuid, resolve_device
 from .meters import Meter, NvmlMeter, make_meter
 from .model import build_model, check_tokenizer_matches, describe, load_pretrained, preset_config
-from .train import PRECISIONS, TrainSettings, TrainingError, check_precision, evaluate, resolve_device, train
+from .throughput import measure_throughput
+from .train import TrainSettings, TrainingError, check_precision, evaluate, train
 
 
 def chunk_tensors(chunks: pl.DataFrame, chunk_ids: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -30,40 +33,6 @@ def chunk_tensors(chunks: pl.DataFrame, chunk_ids: list[int] | None = None) -> t
     ids = torch.tensor(chunks["input_ids"].to_numpy(), dtype=torch.long)
     mask = torch.tensor(chunks["attention_mask"].to_numpy(), dtype=torch.long)
     return ids, mask
-
-
-def device_sync(device: torch.device) -> Callable[[], None]:
-    return torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-
-
-def visible_gpu_uuid(nvml, cuda_index: int, visible: str | None) -> str:
-    """NVML UUID of the GPU that CUDA calls ``cuda_index`` in this process.
-
-    CUDA_VISIBLE_DEVICES (set by SLURM and by users) renumbers GPUs: its i-th entry, an NVML
-    index or a UUID, is CUDA device i. Used when torch cannot report the device's UUID.
-    """
-    entries = [e.strip() for e in visible.split(",") if e.strip()] if visible else []
-    entry = entries[cuda_index] if entries else str(cuda_index)
-    if entry.startswith(("GPU-", "MIG-")):
-        return entry
-    uuid = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(int(entry)))
-    return uuid.decode() if isinstance(uuid, bytes) else uuid
-
-
-def gpu_uuid(device: torch.device, nvml=None) -> str | None:
-    """NVML-style UUID of the CUDA device this process uses (None on a CPU).
-
-    torch reports the physical device's UUID directly; CUDA_VISIBLE_DEVICES is the fallback.
-    """
-    if device.type != "cuda":
-        return None
-    uuid = str(getattr(torch.cuda.get_device_properties(device), "uuid", "") or "")
-    if uuid:
-        return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
-    if nvml is None:
-        import pynvml as nvml
-    nvml.nvmlInit()
-    return visible_gpu_uuid(nvml, device.index or 0, os.environ.get("CUDA_VISIBLE_DEVICES"))
 
 
 def cooldown(meter: Meter, seconds: float, below_c: float | None, timeout_s: float, log: Callable[[str], None]) -> dict[str, Any]:
@@ -98,9 +67,11 @@ def versions() -> dict[str, str]:
 def run_trial(
     *, budget: int, trial: int, seed: int, subset: dict[str, Any], train_chunks: pl.DataFrame, eval_chunks: pl.DataFrame,
     tokenizer: dict[str, Any], model_cfg: dict[str, Any], train_cfg: dict[str, Any], meter_cfg: dict[str, Any],
-    metric_cfg: dict[str, Any], log: Callable[[str], None] = print, nvml=None,
+    check_cfg: dict[str, Any], log: Callable[[str], None] = print, nvml=None,
 ) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame]:
-    t_start = time.perf_counter()
+    """Train one (budget, trial); ``check_cfg`` (matmul_size, window_s, windows) sizes the throughput
+    checks taken right before and right after training, diagnostics of drift against the device profile."""
+    t_start, started_at = time.perf_counter(), time.time()
     torch.set_num_threads(train_cfg["threads"])
     torch.use_deterministic_algorithms(True, warn_only=True)
     device = resolve_device(train_cfg["device"])
@@ -117,11 +88,14 @@ def run_trial(
                             rapl_root=meter_cfg["rapl_root"], gpu_uuid=gpu_uuid(device, nvml), nvml=nvml, sync=sync)
     log(why)
     cooled = cooldown(meter, meter_cfg["cooldown_s"], meter_cfg["cooldown_below_c"], meter_cfg["cooldown_timeout_s"], log)
-    dtype = PRECISIONS[train_cfg["precision"]] or torch.float32
-    cs_tflops = matmul_tflops(device, dtype, metric_cfg["matmul_size"], metric_cfg["matmul_seconds"], sync)
-    log(f"device {device}: CS_TFLOPS {cs_tflops:.4f} ({dtype})")
     idle = meter.measure(meter_cfg["idle_seconds"]) if meter_cfg["idle_seconds"] > 0 else None
     idle_w = None if idle is None or idle["energy_j"] is None else idle["energy_j"] / idle["duration_s"]
+
+    def check(when: str) -> list[float]:
+        got = measure_throughput(device, compute_dtype(train_cfg["precision"]), size=check_cfg["matmul_size"],
+                                 window_s=check_cfg["window_s"], windows=check_cfg["windows"], warmup_s=0.0, sync=sync)
+        log(f"throughput check {when} training: {got['median_tflops']:.4g} TFLOP/s (median of {got['windows']} windows)")
+        return got["windows_tflops"]
 
     settings = TrainSettings(
         epochs=train_cfg["epochs"], batch_size=train_cfg["batch_size"], lr=train_cfg["lr"], weight_decay=train_cfg["weight_decay"],
@@ -134,6 +108,7 @@ def run_trial(
         log(f"step {r['step']:>7} epoch {r['epoch']} tokens {r['tokens']:>10,} loss {r['loss']:.4f} "
             f"{r['tokens_per_s'] or 0:,.0f} tok/s " + (f"{watts:.1f} W" if watts is not None else "- W"))
 
+    check_before = check("before") if check_cfg["windows"] else []
     meter.start()
     try:
         result = train(model, ids, mask, device, settings, eval_data=(eval_ids, eval_mask), on_log=progress, sync=sync)
@@ -141,33 +116,26 @@ def run_trial(
         raise TrainingError(f"budget {budget}, trial {trial}: {err}") from None
     finally:
         energy = meter.stop()
+    check_after = check("after") if check_cfg["windows"] else []
     t_eval = time.perf_counter()
     eval_loss = evaluate(model, eval_ids, eval_mask, device, train_cfg["precision"], train_cfg["eval_batch_size"])
     eval_s = time.perf_counter() - t_eval
     if not math.isfinite(eval_loss):
         raise TrainingError(f"budget {budget}, trial {trial}: non-finite eval loss {eval_loss}")
 
-    tokens = result.real_tokens
-    flops = training_flops(arch["params"], arch["embedding_params"], arch["n_layers"], arch["hidden_size"], context, tokens)
-    energy_j = energy["energy_j"]
-    idle_j = None if idle_w is None else idle_w * energy["duration_s"]
     metrics = {
-        "budget": budget, "trial": trial, "seed": seed, "status": "ok",
+        "budget": budget, "trial": trial, "seed": seed, "status": "ok", "started_at_unix_s": started_at,
         "subset_chunks": subset["n_chunks"], "subset_real_tokens": subset["real_tokens"],
-        "real_tokens": tokens, "padded_tokens": result.padded_tokens, "steps": result.n_steps,
+        "real_tokens": result.real_tokens, "padded_tokens": result.padded_tokens, "steps": result.n_steps,
         "epochs": settings.epochs, "batch_size": settings.batch_size, "lr": settings.lr, "precision": settings.precision,
         "optimizer": result.optimizer, "eval_loss": eval_loss, "final_train_loss": result.final_train_loss,
         "eval_tokens": int(eval_mask.sum()), "train_s": result.train_s, "eval_s": eval_s, **cooled,
-        "energy_j": energy_j, "idle_power_w": idle_w, "idle_energy_j": idle_j,
-        "dynamic_energy_j": None if energy_j is None or idle_j is None else energy_j - idle_j,
+        "energy_j": energy["energy_j"], "idle_power_w": idle_w, "idle_seconds": None if idle is None else idle["duration_s"],
         **{k: v for k, v in energy.items() if k not in ("trace", "energy_j")},
-        "device": device.type, "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine(),
+        "device": device.type, "device_name": device_name(device),
         "device_uuid": meter.static_info().get("meter_device_uuid") or gpu_uuid(device, nvml), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "threads": train_cfg["threads"], **arch,
-        "flops": flops, "flops_is_estimate": True, "cs_tflops": cs_tflops,
-        "K": metric_cfg["K"], "tt_scale": metric_cfg["tt_scale"],
-        **efficiency_record(eval_loss=eval_loss, params=arch["params"], flops=flops, tokens=tokens, train_s=result.train_s,
-                            energy_j=energy_j, rms_w=energy["power_rms_w"], cs_tflops=cs_tflops, K=metric_cfg["K"], tt_scale=metric_cfg["tt_scale"]),
+        "threads": train_cfg["threads"], **arch, "context": context,
+        "check_before_tflops": check_before, "check_after_tflops": check_after,
         "versions": versions(),
         "run_s": time.perf_counter() - t_start,
     }

@@ -1,0 +1,134 @@
+"""Measurement-quality rules: each one trips on a synthetic trace made to break it, and stays quiet on a steady one."""
+
+import numpy as np
+import polars as pl
+import pytest
+
+from tokenwatt.quality import RULES, assess, power_step, steady_deviation, window_rates
+
+Q = dict(throughput_tolerance=0.1, steady_tolerance=0.25, check_tolerance=0.15, idle_tolerance=0.25, idle_floor_w=2.0,
+         power_step_tolerance=0.25, power_step_window=5, min_samples=60, max_interval_ratio=1.5, start_below_c=None)
+
+
+def steps(rates, window_s=1.0):
+    """A loss curve whose windows ran at ``rates`` tokens/s (the first window is warm-up)."""
+    elapsed = np.arange(len(rates) + 1) * window_s
+    tokens = np.concatenate([[0], np.cumsum(np.asarray(rates) * window_s)])
+    return pl.DataFrame({"tokens": tokens[1:].astype(np.int64), "elapsed_s": elapsed[1:]})
+
+
+def trace(power, temperature=None, interval=0.5):
+    n = len(power)
+    return pl.DataFrame({"t_s": np.arange(n) * interval, "power_w": np.asarray(power, dtype=float),
+                         "temperature_c": [temperature] * n}, schema={"t_s": pl.Float64, "power_w": pl.Float64, "temperature_c": pl.Float64})
+
+
+def record(budget=1000, trial=1, tokens_per_s=1000.0, idle_w=10.0, samples=100, checks=(1.0, 1.0), **extra):
+    return {"budget": budget, "trial": trial, "real_tokens": 10_000, "train_s": 10_000 / tokens_per_s, "idle_power_w": idle_w,
+            "meter": "estimate", "samples_with_power": samples, "interval_requested_s": 0.5, "interval_achieved_s": 0.5,
+            "sample_errors": 0, "check_before_tflops": [checks[0]] * 3, "check_after_tflops": [checks[1]] * 3, **extra}
+
+
+STEADY_STEPS = steps([800, 1000, 1010, 990, 1000, 1005])
+STEADY_TRACE = trace(30 + np.sin(np.arange(100)) * 0.5)
+
+
+def judge(recs, traces=None, curves=None, reference=1.0, **q):
+    n = len(recs)
+    return assess(recs, traces or [STEADY_TRACE] * n, curves or [STEADY_STEPS] * n, reference, {**Q, **q})
+
+
+def test_a_steady_trial_like_its_peers_is_ok():
+    verdicts = judge([record(trial=t) for t in (1, 2, 3)])
+    assert [v["quality"] for v in verdicts] == ["ok"] * 3
+    assert all(v["quality_reasons"] == "" for v in verdicts)
+
+
+def test_a_trial_slower_than_its_condition_is_flagged_with_the_size_of_the_gap():
+    verdicts = judge([record(trial=1), record(trial=2), record(trial=3, tokens_per_s=700.0)])
+    assert [v["flag_throughput"] for v in verdicts] == [False, False, True]
+    assert "throughput -30 % against its condition's median" in verdicts[2]["quality_reasons"]
+
+
+def test_throughput_is_compared_within_its_condition_only():
+    slow_budget = [record(budget=2000, trial=t, tokens_per_s=600.0) for t in (1, 2, 3)]
+    verdicts = judge([record(trial=t) for t in (1, 2, 3)] + slow_budget)
+    assert not any(v["flag_throughput"] for v in verdicts)
+
+
+def test_the_warm_up_window_is_left_out_of_the_steady_state():
+    assert window_rates(steps([100, 1000, 1000, 1000])).tolist() == [1000.0, 1000.0, 1000.0]
+    assert steady_deviation(steps([100, 1000, 1000, 1000])) == 0.0
+
+
+def test_a_load_change_mid_trial_shows_as_unsteady_throughput():
+    verdicts = judge([record()], curves=[steps([800, 1000, 1000, 1000, 500, 500])])
+    assert verdicts[0]["flag_unsteady"]
+    assert not judge([record()])[0]["flag_unsteady"]
+
+
+def test_too_few_loss_curve_windows_give_no_steadiness_verdict():
+    assert steady_deviation(steps([800, 1000, 500])) is None
+
+
+def test_matmul_checks_far_from_the_device_profile_are_flagged():
+    verdicts = judge([record(checks=(1.0, 0.7)), record(trial=2, checks=(1.05, 0.95))])
+    assert verdicts[0]["flag_matmul_check"] and "after -30 %" in verdicts[0]["quality_reasons"]
+    assert not verdicts[1]["flag_matmul_check"]
+
+
+def test_without_a_profile_the_checks_are_judged_against_the_studys_median_check():
+    recs = [record(trial=t, checks=(2.0, 2.0)) for t in (1, 2, 3)] + [record(trial=4, checks=(1.0, 2.0))]
+    verdicts = judge(recs, reference=None)
+    assert [v["flag_matmul_check"] for v in verdicts] == [False, False, False, True]
+
+
+def test_idle_power_far_from_the_studys_median_is_flagged():
+    verdicts = judge([record(trial=t, idle_w=40.0) for t in (1, 2, 3)] + [record(trial=4, idle_w=55.0)])
+    assert [v["flag_idle_power"] for v in verdicts] == [False, False, False, True]
+
+
+def test_idle_power_within_the_absolute_floor_is_not_flagged():
+    verdicts = judge([record(trial=1, idle_w=0.2), record(trial=2, idle_w=0.3), record(trial=3, idle_w=1.5)])
+    assert not any(v["flag_idle_power"] for v in verdicts)
+
+
+def test_a_step_in_the_power_trace_is_flagged_and_a_single_spike_is_not():
+    step = trace([32.0] * 50 + [12.0] * 50)
+    spike = trace([32.0] * 50 + [90.0] + [32.0] * 49)
+    assert power_step(step, 5) == pytest.approx(20 / 22, rel=0.01)
+    assert power_step(spike, 5) == 0.0
+    verdicts = judge([record(), record(trial=2)], traces=[step, spike])
+    assert [v["flag_power_step"] for v in verdicts] == [True, False]
+
+
+def test_too_few_power_samples_are_flagged_with_the_floor():
+    verdicts = judge([record(samples=12)])
+    assert verdicts[0]["flag_few_samples"] and "only 12 power samples (at least 60" in verdicts[0]["quality_reasons"]
+
+
+def test_meter_none_is_never_flagged_for_having_no_samples():
+    verdicts = judge([record(samples=0, meter="none", idle_w=None)], traces=[trace([None] * 3)])
+    assert not verdicts[0]["flag_few_samples"] and not verdicts[0]["flag_power_step"]
+
+
+def test_a_sampling_interval_far_above_the_requested_one_is_flagged():
+    assert judge([record(interval_achieved_s=1.2)])[0]["flag_sample_interval"]
+    assert not judge([record(interval_achieved_s=0.6)])[0]["flag_sample_interval"]
+
+
+def test_failed_power_reads_are_flagged():
+    verdicts = judge([record(sample_errors=3)])
+    assert verdicts[0]["flag_sample_errors"] and "3 failed power reads" in verdicts[0]["quality_reasons"]
+
+
+def test_a_gpu_still_warm_at_the_start_is_flagged_against_the_cooldown_target():
+    warm, cool = trace([200.0] * 100, temperature=52.0), trace([200.0] * 100, temperature=40.0)
+    verdicts = judge([record(), record(trial=2)], traces=[warm, cool], start_below_c=45)
+    assert [v["flag_start_temperature"] for v in verdicts] == [True, False]
+    assert not judge([record()], traces=[warm])[0]["flag_start_temperature"]  # no cooldown target, no verdict
+
+
+def test_every_rule_has_a_flag_column():
+    verdict = judge([record()])[0]
+    assert {f"flag_{name}" for name in RULES} <= set(verdict)

@@ -1,0 +1,14 @@
+"""Rule device_profile: the device's sustained matmul throughput (CS_TFLOPS) -> profile.json."""
+import os
+
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+from tokenwatt.files import logged, write_json  # noqa: E402
+from tokenwatt.throughput import profile_device  # noqa: E402
+
+with logged(snakemake.log[0]):
+    p = snakemake.params
+    write_json(snakemake.output[0], profile_device(
+        device_name=p.device, precision=p.precision, threads=p.threads, size=p.profile["matmul_size"],
+        window_s=p.profile["window_s"], windows=p.profile["windows"], warmup_s=p.profile["warmup_s"],
+    ))

@@ -1,0 +1,65 @@
+"""The library modules a rule's script runs: its import closure inside ``tokenwatt``.
+
+Snakemake reruns a job when its script changes, but cannot see the modules that script
+imports. The rules pass a digest of the whole closure as a param, derived here from the
+source itself, so no hand-kept list can drift from what the code really imports.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from pathlib import Path
+
+PACKAGE = "tokenwatt"
+
+
+def _imported(source: str, module: str) -> set[str]:
+    """Dotted names of the ``tokenwatt`` modules that one module's source imports (at any depth of the code)."""
+    package = module.rsplit(".", 1)[0] if "." in module else module
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == PACKAGE)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from .x import y / from . import x
+                base = f"{package}.{base}".rstrip(".") if node.level == 1 else base
+            if base.split(".")[0] != PACKAGE:
+                continue
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names)  # `from tokenwatt import figures` names a module
+    return found
+
+
+def closure(script: Path, scripts_dir: Path) -> list[Path]:
+    """The script and every ``tokenwatt`` module it reaches through imports, sorted, as files."""
+    def file_of(name: str) -> Path | None:
+        parts = name.split(".")
+        for candidate in (scripts_dir.joinpath(*parts).with_suffix(".py"), scripts_dir.joinpath(*parts, "__init__.py")):
+            if candidate.is_file():
+                return candidate
+        return None  # a name imported from a module (a function), not a module
+
+    seen: dict[Path, None] = {script: None}
+    todo = [(script, PACKAGE)]
+    while todo:
+        path, module = todo.pop()
+        for name in _imported(path.read_text(encoding="utf-8"), module):
+            # every module on the way to a submodule runs too (tokenwatt/__init__.py)
+            for depth in range(1, name.count(".") + 2):
+                prefix = ".".join(name.split(".")[:depth])
+                found = file_of(prefix)
+                if found is not None and found not in seen:
+                    seen[found] = None
+                    todo.append((found, prefix if found.name != "__init__.py" else prefix + ".__init__"))
+    return sorted(seen, key=lambda p: p.relative_to(scripts_dir).as_posix())
+
+
+def code_digest(script: Path, scripts_dir: Path) -> str:
+    """Short digest of a script and its import closure: names and bytes."""
+    h = hashlib.sha256()
+    for path in closure(script, scripts_dir):
+        h.update(path.relative_to(scripts_dir).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]

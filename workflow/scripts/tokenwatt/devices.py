@@ -1,0 +1,79 @@
+"""Which device a process trains on, how to wait for it, and which physical GPU it is."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+# Mixed precisions autocast to these dtypes; fp32 runs without autocast.
+PRECISIONS = {"fp32": None, "fp16-mixed": torch.float16, "bf16-mixed": torch.bfloat16}
+
+
+class DeviceError(RuntimeError):
+    pass
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise DeviceError("train.device is cuda but no CUDA device is visible; use train.device: cpu or auto")
+    return torch.device(name)
+
+
+def compute_dtype(precision: str) -> torch.dtype:
+    """The dtype the matmuls of a precision run in: the one the device profile measures."""
+    return PRECISIONS[precision] or torch.float32
+
+
+def device_sync(device: torch.device) -> Callable[[], None]:
+    return torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+
+def cpu_model_name() -> str:
+    """The CPU's marketing name from /proc/cpuinfo (Linux), else what platform knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model_name()
+
+
+def visible_gpu_uuid(nvml, cuda_index: int, visible: str | None) -> str:
+    """NVML UUID of the GPU that CUDA calls ``cuda_index`` in this process.
+
+    CUDA_VISIBLE_DEVICES (set by SLURM and by users) renumbers GPUs: its i-th entry, an NVML
+    index or a UUID, is CUDA device i. Used when torch cannot report the device's UUID.
+    """
+    entries = [e.strip() for e in visible.split(",") if e.strip()] if visible else []
+    entry = entries[cuda_index] if entries else str(cuda_index)
+    if entry.startswith(("GPU-", "MIG-")):
+        return entry
+    uuid = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(int(entry)))
+    return uuid.decode() if isinstance(uuid, bytes) else uuid
+
+
+def gpu_uuid(device: torch.device, nvml=None) -> str | None:
+    """NVML-style UUID of the CUDA device this process uses (None on a CPU).
+
+    torch reports the physical device's UUID directly; CUDA_VISIBLE_DEVICES is the fallback.
+    """
+    if device.type != "cuda":
+        return None
+    uuid = str(getattr(torch.cuda.get_device_properties(device), "uuid", "") or "")
+    if uuid:
+        return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+    if nvml is None:
+        import pynvml as nvml
+    nvml.nvmlInit()
+    return visible_gpu_uuid(nvml, device.index or 0, os.environ.get("CUDA_VISIBLE_DEVICES"))

@@ -1,0 +1,196 @@
+"""Measurement quality: which trials were disturbed, and why.
+
+A trial's energy and power are only worth comparing when the machine did the same work at the
+same pace throughout. Each rule below looks at one symptom of a disturbed measurement (another
+load on the machine, a throttled or busy device, a meter that sampled too little) and returns a
+reason in words, or None. Thresholds are the ``quality.*`` config keys, documented there.
+
+The anchors: MLPerf Power asks for a steady state, ≥ 1 Hz and ≥ 60 samples per run; Zeus reads
+energy as a counter window with synchronised ends; Experiment Runner cools down between runs.
+None of them says which runs were disturbed; this module does.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Callable
+
+import numpy as np
+import polars as pl
+
+Diagnostics = dict[str, Any]
+
+
+def window_rates(steps: pl.DataFrame) -> np.ndarray:
+    """Tokens/s of each loss-curve window (between consecutive records), the first left out:
+    it carries the warm-up (allocation, first kernels) that every trial pays."""
+    tokens, elapsed = steps["tokens"].to_numpy(), steps["elapsed_s"].to_numpy()
+    dt, dtok = np.diff(elapsed), np.diff(tokens)
+    ok = dt > 0
+    return (dtok[ok] / dt[ok]).astype(float)
+
+
+def steady_deviation(steps: pl.DataFrame, min_windows: int = 3) -> float | None:
+    """Largest relative deviation of a window's throughput from the trial's median window (None if too few windows)."""
+    rates = window_rates(steps)
+    if len(rates) < min_windows:
+        return None
+    median = float(np.median(rates))
+    return float(np.max(np.abs(rates / median - 1.0))) if median > 0 else None
+
+
+def power_step(trace: pl.DataFrame, window: int) -> float | None:
+    """Size of the largest level change in the power trace, relative to its median.
+
+    A rolling median over ``window`` samples ignores single spikes; the spread between its
+    highest and lowest level is a step such as another job starting mid-trial.
+    """
+    power = trace.drop_nulls("power_w")["power_w"].to_numpy()
+    if len(power) < 2 * window:
+        return None
+    median = float(np.median(power))
+    if median <= 0:
+        return None
+    rolling = pl.Series(power).rolling_median(window_size=window).drop_nulls().to_numpy()
+    return float((rolling.max() - rolling.min()) / median)
+
+
+def first_temperature(trace: pl.DataFrame) -> float | None:
+    temps = trace["temperature_c"].drop_nulls()
+    return float(temps[0]) if len(temps) else None
+
+
+def _median(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def diagnose(trials: list[dict[str, Any]], traces: list[pl.DataFrame], steps: list[pl.DataFrame],
+             reference_tflops: float | None, q: dict[str, Any]) -> list[Diagnostics]:
+    """The numbers the rules judge, per trial (same order as ``trials``).
+
+    ``reference_tflops`` is the device profile's median; without a profile (a configured
+    CS_TFLOPS), the study's median before-check stands in, so drift is still seen.
+    """
+    by_condition: dict[Any, list[float]] = {}
+    for t in trials:
+        by_condition.setdefault(t["budget"], []).append(t["real_tokens"] / t["train_s"])
+    condition_tps = {c: _median(v) for c, v in by_condition.items()}
+    idle_median = _median([t["idle_power_w"] for t in trials])
+    checks = lambda t, when: t[f"check_{when}_tflops"]  # noqa: E731
+    reference = reference_tflops or _median([_median(checks(t, "before")) for t in trials if checks(t, "before")])
+    out = []
+    for t, trace, st in zip(trials, traces, steps):
+        tps = t["real_tokens"] / t["train_s"]
+        ratio = lambda x: None if x is None or not reference else x / reference  # noqa: E731
+        out.append({
+            "throughput_vs_condition": tps / condition_tps[t["budget"]] - 1.0,
+            "throughput_steady_deviation": steady_deviation(st),
+            "check_before_ratio": ratio(_median(checks(t, "before"))),
+            "check_after_ratio": ratio(_median(checks(t, "after"))),
+            "idle_power_deviation_w": None if t["idle_power_w"] is None or idle_median is None else t["idle_power_w"] - idle_median,
+            "idle_power_median_w": idle_median,
+            "power_step": power_step(trace, q["power_step_window"]),
+            "temperature_start_c": first_temperature(trace),
+        })
+    return out
+
+
+Rule = Callable[[dict[str, Any], Diagnostics, dict[str, Any]], "str | None"]
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:+.0f} %"
+
+
+def _throughput(t, d, q):
+    dev = d["throughput_vs_condition"]
+    if abs(dev) > q["throughput_tolerance"]:
+        return f"throughput {_pct(dev)} against its condition's median (tolerance ±{100 * q['throughput_tolerance']:g} %)"
+    return None
+
+
+def _steady(t, d, q):
+    dev = d["throughput_steady_deviation"]
+    if dev is not None and dev > q["steady_tolerance"]:
+        return f"throughput not steady: a loss-curve window ran {100 * dev:.0f} % off the trial's median (tolerance {100 * q['steady_tolerance']:g} %)"
+    return None
+
+
+def _check(t, d, q):
+    bad = [f"{when} {_pct(d[f'check_{when}_ratio'] - 1)}" for when in ("before", "after")
+           if d[f"check_{when}_ratio"] is not None and abs(d[f"check_{when}_ratio"] - 1) > q["check_tolerance"]]
+    if bad:
+        return (f"matmul check against the device profile: {', '.join(bad)} "
+                f"(tolerance ±{100 * q['check_tolerance']:g} %)")
+    return None
+
+
+def _idle(t, d, q):
+    dev, median = d["idle_power_deviation_w"], d["idle_power_median_w"]
+    if dev is None:
+        return None
+    limit = max(q["idle_tolerance"] * median, q["idle_floor_w"])
+    if abs(dev) > limit:
+        return f"idle power {t['idle_power_w']:.1f} W against the study's median {median:.1f} W (tolerance ±{limit:.1f} W)"
+    return None
+
+
+def _step(t, d, q):
+    step = d["power_step"]
+    if step is not None and step > q["power_step_tolerance"]:
+        return f"power stepped by {100 * step:.0f} % of its median during training (tolerance {100 * q['power_step_tolerance']:g} %)"
+    return None
+
+
+def _samples(t, d, q):
+    if t["meter"] == "none":
+        return None  # nothing was sampled by design; the report says energy was not measured
+    if t["samples_with_power"] < q["min_samples"]:
+        return f"only {t['samples_with_power']} power samples (at least {q['min_samples']}, MLPerf Power's floor; lower meter.interval_s)"
+    return None
+
+
+def _interval(t, d, q):
+    got, asked = t["interval_achieved_s"], t["interval_requested_s"]
+    if got is not None and got > q["max_interval_ratio"] * asked:
+        return f"power sampled every {got:.3g} s on average, asked {asked:g} s (more than {q['max_interval_ratio']:g}×)"
+    return None
+
+
+def _errors(t, d, q):
+    if t["sample_errors"]:
+        return f"{t['sample_errors']} failed power reads"
+    return None
+
+
+def _temperature(t, d, q):
+    target, start = q.get("start_below_c"), d["temperature_start_c"]
+    if target is not None and start is not None and start >= target:
+        return f"GPU at {start:.0f} °C when training started (cooldown target below {target:g} °C)"
+    return None
+
+
+RULES: dict[str, Rule] = {
+    "throughput": _throughput, "unsteady": _steady, "matmul_check": _check, "idle_power": _idle,
+    "power_step": _step, "few_samples": _samples, "sample_interval": _interval, "sample_errors": _errors,
+    "start_temperature": _temperature,
+}
+
+
+def assess(trials: list[dict[str, Any]], traces: list[pl.DataFrame], steps: list[pl.DataFrame],
+           reference_tflops: float | None, q: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per trial: its diagnostics, one ``flag_<rule>`` per rule, ``quality`` (ok | flagged) and the reasons in words."""
+    out = []
+    for t, d in zip(trials, diagnose(trials, traces, steps, reference_tflops, q)):
+        reasons = {name: rule(t, d, q) for name, rule in RULES.items()}
+        said = [r for r in reasons.values() if r]
+        out.append({**d, **{f"flag_{name}": r is not None for name, r in reasons.items()},
+                    "quality": "flagged" if said else "ok", "quality_reasons": "; ".join(said)})
+    return out
+
+
+# The columns of quality.csv: which trial, its verdict and reasons, every flag and the numbers behind them.
+QUALITY_COLUMNS = ["budget", "trial", "run_position", "quality", "quality_reasons", *(f"flag_{name}" for name in RULES),
+                   "throughput_vs_condition", "throughput_steady_deviation", "check_before_ratio", "check_after_ratio",
+                   "idle_power_deviation_w", "power_step", "temperature_start_c"]
