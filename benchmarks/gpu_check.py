@@ -1,10 +1,12 @@
 """GPU checks that CI cannot run: CUDA training in each precision with the real NVML meter.
 
-For each precision it trains a small Llama on synthetic chunks through ``run_trial`` (the
-same code path as the workflow) with ``meter.kind: nvml`` and prints, side by side:
-tokens/s, CS_TFLOPS, the NVML energy counter against the integral of the polled power
-(their ratio should be near 1), RMS power, and whether the meter's GPU UUID equals the one
-nvidia-smi reports for CUDA device 0. Writes everything to gpu_check.json in --out.
+For each precision it measures the device profile (CS_TFLOPS, as the device_profile rule does),
+trains a small Llama on synthetic chunks through ``run_trial`` (the same code path as the
+workflow) with ``meter.kind: nvml``, derives MFU as the analysis does, and prints, side by side:
+tokens/s, CS_TFLOPS and its IQR, the trial's matmul checks against the profile, the NVML energy
+counter against the integral of the polled power (their ratio should be near 1), RMS power, and
+whether the meter's GPU UUID equals the one nvidia-smi reports for CUDA device 0. Writes
+everything to gpu_check.json in --out.
 
 Usage: python benchmarks/gpu_check.py [--out DIR] [--steps 2000]
 """
@@ -23,6 +25,8 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 import torch  # noqa: E402
 
+from tokenwatt.efficiency import derived_metrics  # noqa: E402
+from tokenwatt.throughput import profile_device  # noqa: E402
 from tokenwatt.trial import run_trial  # noqa: E402
 
 TOK = {"vocab_size": 1024, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
@@ -52,6 +56,7 @@ def main() -> None:
     data = chunks(args.steps + 64)
     results = {"device": torch.cuda.get_device_name(0), "nvidia_smi_uuid": smi_uuid(), "runs": []}
     for precision in ("fp32", "bf16-mixed", "fp16-mixed"):
+        profile = profile_device(device_name="cuda", precision=precision, threads=4, size=8192, window_s=0.5, windows=20, warmup_s=5.0)
         metrics, power, _ = run_trial(
             budget=args.steps * 64, trial=1, seed=1,
             subset={"chunk_ids": list(range(args.steps)), "n_chunks": args.steps, "real_tokens": args.steps * 64},
@@ -61,8 +66,9 @@ def main() -> None:
                            log_every=500, eval_every_epoch=False, eval_batch_size=64),
             meter_cfg=dict(kind="nvml", interval_s=0.1, idle_seconds=2.0, cpu_tdp_w=0, rapl_root="/nonexistent",
                            cooldown_s=0, cooldown_below_c=None, cooldown_timeout_s=0),
-            metric_cfg={"K": 1.0, "tt_scale": 1e6, "matmul_size": 8192, "matmul_seconds": 1.0},
+            check_cfg={"matmul_size": 8192, "window_s": 0.5, "windows": 3},
         )
+        metrics.update(derived_metrics(metrics, cs_tflops=profile["cs_tflops"], K=1.0, tt_scale=1e6))
         valid = power.drop_nulls("power_w")
         t, p = valid["t_s"].to_numpy(), valid["power_w"].to_numpy()
         integrated = float(((p[1:] + p[:-1]) / 2 * np.diff(t)).sum())
@@ -70,6 +76,8 @@ def main() -> None:
                                       "interval_achieved_s", "sample_errors", "tokens_per_s", "cs_tflops", "mfu", "eval_loss",
                                       "device_uuid", "power_limit_w", "temperature_max_c", "meter_thread_cpu_s", "train_s")}
         run["integrated_power_j"] = integrated
+        run["profile_iqr_tflops"] = profile["iqr_tflops"]
+        run["checks_over_profile"] = [x / profile["cs_tflops"] for x in metrics["check_before_tflops"] + metrics["check_after_tflops"]]
         run["counter_over_integrated"] = metrics["energy_j"] / integrated if integrated else None
         run["uuid_matches_nvidia_smi"] = metrics["device_uuid"] == results["nvidia_smi_uuid"]
         results["runs"].append(run)

@@ -1,7 +1,19 @@
 #!/usr/bin/env bash
-# Run on a machine with an NVIDIA GPU (e.g. through the device tool: one call, timeout ~400 s).
-# The H200 image has torch, transformers, nvidia-ml-py; polars travels as a wheel in .whl/
-# (see /work/.library/device/README.md for fetching it), installed here into /tmp/site.
+# GPU check: run this first on a new NVIDIA GPU machine, before a study.
+#
+# What it needs: an NVIDIA GPU with its driver (nvidia-smi), Python 3.11 with torch (CUDA
+# build), transformers, nvidia-ml-py and polars; `make study` or
+# `pip install -r requirements.txt` installs them. Where polars is missing and no index can
+# be reached, put its wheel in .whl/ and this script installs it into /tmp/site.
+#
+# How to run it:   bash benchmarks/gpu_check.sh          (about 5 minutes on a data-centre GPU)
+#   STEPS=N  training steps per precision (default 2000);  OUT=DIR  where gpu_check.json goes.
+#
+# What it prints: the GPU's name, UUID, power limit and temperature; then per precision (fp32,
+# bf16-mixed, fp16-mixed): the device profile (CS_TFLOPS and its IQR), tokens/s, MFU, the
+# trial's matmul checks against the profile, NVML's energy counter against the integral of the
+# polled power (near 1 when both are right), RMS power, samples and failed reads, and whether the
+# meter's GPU UUID is the one nvidia-smi reports. Last line: GPU CHECK PASSED or FAILED.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! python3 -c "import polars" 2>/dev/null; then

@@ -19,6 +19,13 @@ def test_missing_failed_and_unreadable_trials_are_named_not_averaged():
     assert trials["versions_torch"].to_list() == ["2.13", "2.13"]
 
 
+def test_a_diverged_trial_is_named_with_its_step_and_left_out_of_the_table():
+    recs = [raw_record(1000, 1), raw_record(1000, 2, status="diverged", diverged_at_step=17, diverged_in_epoch=1, eval_loss=None)]
+    trials, missing = aggregate(recs, [(1000, 1), (1000, 2)])
+    assert trials["trial"].to_list() == [1]
+    assert missing == ["budget 1000 trial 2: diverged at step 17 (non-finite loss); its subject is left out of the repeated-measures tests"]
+
+
 def test_pe_is_derived_in_the_analysis_from_recorded_values_by_the_formula():
     rec = raw_record(1000, 1, eval_loss=2.0, power_rms_w=40.0)
     trials, _ = aggregate([rec], [(1000, 1)], cs_tflops=0.2, metric={"K": 3.0, "tt_scale": 1e6, "cs_tflops": "measure"})

@@ -1,4 +1,5 @@
 import copy
+import json
 
 import pytest
 import yaml
@@ -79,3 +80,25 @@ def test_local_corpus_needs_files(schema, default):
 def test_config_readme_documents_every_schema_key(root, schema):
     """config/README.md carries the reference generated from the schema, so no key goes undocumented."""
     assert schema_reference(schema) in (root / "config/README.md").read_text()
+
+
+def test_key_order_does_not_change_the_validated_config(schema, default):
+    reordered = {k: default[k] for k in reversed(list(default))}
+    reordered["train"] = {k: default["train"][k] for k in reversed(list(default["train"]))}
+    assert json.dumps(validate_config(reordered, schema)) == json.dumps(validate_config(default, schema))
+
+
+def test_a_default_written_out_gives_the_same_config_as_leaving_it_out(schema, default):
+    explicit = {**default, "train": {**default["train"], "weight_decay": 0}}
+    assert json.dumps(validate_config(explicit, schema)) == json.dumps(validate_config(default, schema))
+
+
+def test_whole_numbers_written_as_floats_become_integers(schema, default):
+    cfg = validate_config({**default, "study": {**default["study"], "trials": 3.0, "budgets": [1000.0, 2000]}}, schema)
+    assert cfg["study"]["trials"] == 3 and type(cfg["study"]["trials"]) is int
+    assert [type(b) for b in cfg["study"]["budgets"]] == [int, int]
+
+
+def test_an_unknown_model_preset_is_caught_at_config_check_with_the_choices(schema, default):
+    message = _error(schema, {**default, "model": {"source": "config", "preset": "llama-huge"}})
+    assert "model.preset: 'llama-huge' is not a preset; choose one of llama-small, llama-tiny, tinyllama-1.1b" in message

@@ -6,7 +6,7 @@ import pytest
 
 from tokenwatt.quality import RULES, assess, power_step, steady_deviation, window_rates
 
-Q = dict(throughput_tolerance=0.1, steady_tolerance=0.25, check_tolerance=0.15, idle_tolerance=0.25, idle_floor_w=2.0,
+Q = dict(throughput_tolerance=0.1, steady_tolerance=0.25, steady_window=3, check_tolerance=0.15, idle_tolerance=0.25, idle_floor_w=2.0,
          power_step_tolerance=0.25, power_step_window=5, min_samples=60, max_interval_ratio=1.5, start_below_c=None)
 
 
@@ -29,7 +29,7 @@ def record(budget=1000, trial=1, tokens_per_s=1000.0, idle_w=10.0, samples=100, 
             "sample_errors": 0, "check_before_tflops": [checks[0]] * 3, "check_after_tflops": [checks[1]] * 3, **extra}
 
 
-STEADY_STEPS = steps([800, 1000, 1010, 990, 1000, 1005])
+STEADY_STEPS = steps([800, 1000, 1010, 990, 1000, 1005, 995])
 STEADY_TRACE = trace(30 + np.sin(np.arange(100)) * 0.5)
 
 
@@ -58,17 +58,21 @@ def test_throughput_is_compared_within_its_condition_only():
 
 def test_the_warm_up_window_is_left_out_of_the_steady_state():
     assert window_rates(steps([100, 1000, 1000, 1000])).tolist() == [1000.0, 1000.0, 1000.0]
-    assert steady_deviation(steps([100, 1000, 1000, 1000])) == 0.0
+    assert steady_deviation(steps([100] + [1000] * 6), 3) == 0.0
 
 
 def test_a_load_change_mid_trial_shows_as_unsteady_throughput():
-    verdicts = judge([record()], curves=[steps([800, 1000, 1000, 1000, 500, 500])])
-    assert verdicts[0]["flag_unsteady"]
-    assert not judge([record()])[0]["flag_unsteady"]
+    verdicts = judge([record()], curves=[steps([800, 1000, 1000, 1000, 500, 500, 500])])
+    assert verdicts[0]["flag_unsteady"] and "level changed by 67 %" in verdicts[0]["quality_reasons"]
+    assert not judge([record()], curves=[steps([800] + [1000, 1010, 990] * 2)])[0]["flag_unsteady"]
+
+
+def test_one_slow_loss_curve_window_is_not_a_load_change():
+    assert steady_deviation(steps([800, 1000, 1000, 400, 1000, 1000, 1000]), 3) == 0.0
 
 
 def test_too_few_loss_curve_windows_give_no_steadiness_verdict():
-    assert steady_deviation(steps([800, 1000, 500])) is None
+    assert steady_deviation(steps([800, 1000, 500, 600]), 3) is None
 
 
 def test_matmul_checks_far_from_the_device_profile_are_flagged():

@@ -167,3 +167,51 @@ def test_report_opens_in_headless_chromium_and_a_screenshot_is_taken(analysed, f
     img = Image.open(shot)
     assert img.size == (1200, 3000)
     assert len(np.unique(np.asarray(img.convert("L")))) > 20  # rendered content, not a blank page
+
+
+def _study(shape: str):
+    budgets, n = {"one budget": ([10_000], 3), "one trial": (BUDGETS, 1)}.get(shape, (BUDGETS, 3))
+    recs = [raw_record(b, t, eval_loss=2.8 - 0.1 * i - 0.01 * t) for t in range(1, n + 1) for i, b in enumerate(budgets)]
+    if shape == "meter none":
+        recs = [{**r, "meter": "none", "energy_j": None, "power_rms_w": None, "power_mean_w": None, "power_max_w": None,
+                 "idle_power_w": None, "samples_with_power": 0} for r in recs]
+    if shape == "no finished trials":
+        recs = [None] * len(recs)
+    if shape == "all diverged":
+        recs = [{**r, "status": "diverged", "diverged_at_step": 3, "diverged_in_epoch": 1, "eval_loss": None} for r in recs]
+    return recs, [(r_b, r_t) for r_t in range(1, n + 1) for r_b in budgets]
+
+
+@pytest.mark.parametrize("shape", ["meter none", "one budget", "one trial", "no finished trials", "all diverged"])
+def test_every_study_the_schema_accepts_ends_in_a_report(shape, tmp_path):
+    from tokenwatt.tables import read_changes, read_conditions
+
+    recs, expected = _study(shape)
+    power = pl.DataFrame({"t_s": [0.0, 0.05], "power_w": [None, None] if shape == "meter none" else [32.0, 32.0]},
+                         schema={"t_s": pl.Float64, "power_w": pl.Float64})
+    trials, missing = aggregate(recs, expected, quality={**QUALITY, "min_samples": 10})
+    conditions_table(trials).write_csv(tmp_path / "conditions.csv")  # the CSV round trip the rules make
+    conditions = read_conditions(tmp_path / "conditions.csv")
+    changes_table(conditions).write_csv(tmp_path / "changes.csv")
+    changes = read_changes(tmp_path / "changes.csv")
+    stats = analyse_study(trials, TESTED, exclude_flagged=False)
+    made = F.make_all(trials, conditions, changes, {b: power for b in {b for b, _ in expected}}, 1, False)
+    assert list(made) == FIGURES
+    page = render_report(
+        config={"study": {"name": shape, "budgets": sorted({b for b, _ in expected}), "trials": 3}}, config_hash="x", trials=trials,
+        conditions=conditions, changes=changes, stats=stats, missing=missing, figures={k: (_png(f), k) for k, f in made.items()},
+        reference=json.loads(open("resources/reference_study.json").read()), data_summary={}, profile=None, cs_tflops=0.15,
+        cs_source="configured", rerun=[],
+    )
+    assert page.count("data:image/png;base64,") == len(FIGURES)
+    if shape in ("no finished trials", "all diverged"):
+        assert "Missing or failed trials" in page and "No finished trials" in page
+    if shape == "all diverged":
+        assert "diverged at step 3" in page
+    if shape == "meter none":
+        assert "Energy was not measured" in page
+        assert "not measured: meter none" in made["pe_by_budget"].axes[0].texts[0].get_text()
+    if shape == "one budget":
+        assert "an ANOVA needs at least 2" in page
+    if shape == "one trial":
+        assert "the analysis needs at least 3" in page

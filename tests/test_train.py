@@ -141,7 +141,7 @@ def _run(meter_kind, **train_overrides):
     ids, mask = _data(n=24)
     chunks = _chunks(ids, mask)
     train_cfg = {**dict(epochs=1, batch_size=2, lr=3e-3, weight_decay=0.0, precision="fp32", device="cpu", threads=1,
-                        log_every=4, eval_every_epoch=False, eval_batch_size=8), **train_overrides}
+                        log_every=4, eval_every_epoch=False, eval_batch_size=8, on_divergence="record"), **train_overrides}
     meter_cfg = dict(kind=meter_kind, interval_s=0.05, idle_seconds=0.1, cpu_tdp_w=65.0, rapl_root="/nonexistent",
                      cooldown_s=0, cooldown_below_c=None, cooldown_timeout_s=0)
     return run_trial(
@@ -182,6 +182,21 @@ def test_a_trial_takes_throughput_checks_before_and_after_training():
 def test_a_trial_without_a_meter_has_null_energy_and_power():
     metrics, _, _ = _run("none")
     assert metrics["energy_j"] is None and metrics["power_rms_w"] is None and metrics["idle_power_w"] is None
+
+
+def test_a_diverged_trial_is_recorded_as_a_result_with_its_step_and_partial_loss_curve(root):
+    from tokenwatt.records import load_validator, problems
+
+    metrics, power, steps = _run("estimate", lr=1e30, log_every=1)
+    assert metrics["status"] == "diverged" and metrics["diverged_at_step"] >= 1 and metrics["eval_loss"] is None
+    assert steps.height == metrics["diverged_at_step"] - 1  # every record before the non-finite step
+    assert metrics["energy_j"] > 0 and power.height == metrics["samples"]
+    assert problems(metrics, load_validator(root / "workflow/schemas/metrics.schema.yaml")) == []
+
+
+def test_a_diverged_trial_fails_when_asked_to():
+    with pytest.raises(TrainingError, match=r"budget 100, trial 1: non-finite loss at step \d+"):
+        _run("none", lr=1e30, on_divergence="fail")
 
 
 def test_per_epoch_evaluation_is_recorded_in_the_loss_curve():

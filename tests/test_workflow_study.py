@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 from statsmodels.stats.anova import AnovaRM
 
+from tokenwatt.measures import FIGURES
 from workflow_helpers import TINY, clone, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
@@ -16,9 +17,33 @@ pytestmark = pytest.mark.workflow
 
 def test_the_study_ends_in_a_report_with_every_figure(study):
     page = (study / "results/report.html").read_text()
-    assert page.count("data:image/png;base64,") == 6
+    assert page.count("data:image/png;base64,") == len(FIGURES)
     for ext in ("png", "svg"):
-        assert len(list((study / "results/figures").glob(f"*.{ext}"))) == 6
+        assert len(list((study / "results/figures").glob(f"*.{ext}"))) == len(FIGURES)
+
+
+def test_the_device_profile_is_measured_once_before_any_trial(study):
+    profile = json.loads((study / "results/device/profile.json").read_text())
+    assert profile["windows"] == 5 and profile["cs_tflops"] == profile["median_tflops"] > 0
+    first_trial = min(p.stat().st_mtime for p in (study / "results/trials").rglob("metrics.json"))
+    assert (study / "results/device/profile.json").stat().st_mtime < first_trial
+
+
+def test_every_trial_uses_the_one_cs_tflops_of_the_device_profile(study):
+    trials = pl.read_parquet(study / "results/analysis/trials.parquet")
+    profile = json.loads((study / "results/device/profile.json").read_text())
+    assert set(trials["cs_tflops"]) == {profile["cs_tflops"]}
+
+
+def test_trial_records_hold_measurements_and_the_analysis_holds_pe(study):
+    record = json.loads((study / "results/trials/b1000/t1/metrics.json").read_text())
+    assert "pe" not in record and "cs_tflops" not in record and len(record["check_before_tflops"]) == 2
+    assert "quality" in pl.read_parquet(study / "results/analysis/trials.parquet").columns
+
+
+def test_the_report_has_a_measurement_quality_section(study):
+    page = (study / "results/report.html").read_text()
+    assert "Measurement quality" in page and "CS_TFLOPS</b> =" in page and "trials flagged" in page
 
 
 def test_the_report_carries_the_stats_sentences(study):
@@ -60,13 +85,26 @@ def test_every_job_wrote_its_log(study):
     assert "tok/s" in trial_log and "meter.kind estimate" in trial_log
 
 
+def test_a_truncated_trial_record_does_not_block_a_dry_run_and_is_named(study):
+    path = study / "results/trials/b1000/t1/metrics.json"
+    original, stat = path.read_bytes(), path.stat()
+    path.write_text('{"budget": 10')
+    try:
+        proc = snakemake(study, *TINY, "-n")
+        assert f"{path.relative_to(study)} is unreadable" in proc.stdout + proc.stderr
+    finally:
+        path.write_bytes(original)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
 def test_an_unchanged_rerun_has_nothing_to_do(study):
     assert planned_jobs(study, *TINY) == {}
 
 
-def test_a_diverging_trial_leaves_no_outputs_behind(tmp_path):
+def test_a_diverging_trial_set_to_fail_leaves_no_outputs_behind(tmp_path):
     work = clone(tmp_path)
-    (work / "diverge.yaml").write_text("study: {name: x, seed: 1, budgets: [1000], trials: 1}\ntrain: {lr: 1.0e+30, epochs: 1, log_every: 5}\n")
+    (work / "diverge.yaml").write_text("study: {name: x, seed: 1, budgets: [1000], trials: 1}\n"
+                                       "train: {lr: 1.0e+30, epochs: 1, log_every: 5, on_divergence: fail}\n")
     proc = snakemake(work, *TINY, "diverge.yaml", "--cores", "1", check=False)
     assert proc.returncode != 0
     log = (work / "results/logs/train_trial/b1000/t1.log").read_text()
@@ -115,6 +153,33 @@ def test_a_normalization_change_reruns_everything_from_normalization_down(study)
 def test_editing_the_training_library_reruns_every_trial_and_what_follows(study):
     with _edited(study / "workflow/scripts/tokenwatt/train.py"):
         assert planned_jobs(study, *TINY) == {"train_trial": 6, **ANALYSIS}
+
+
+def test_a_metric_constant_change_reruns_only_the_analysis(study):
+    assert planned_jobs(study, *_with(study, "metric: {K: 2.0, tt_scale: 1000}")) == ANALYSIS
+
+
+def test_a_configured_cs_tflops_reruns_only_the_analysis(study):
+    assert planned_jobs(study, *_with(study, "metric: {cs_tflops: 125.0}")) == ANALYSIS
+
+
+def test_a_quality_threshold_change_reruns_only_the_analysis(study):
+    assert planned_jobs(study, *_with(study, "quality: {steady_tolerance: 0.5}")) == ANALYSIS
+
+
+def test_editing_the_efficiency_formulas_reruns_only_the_analysis(study):
+    with _edited(study / "workflow/scripts/tokenwatt/efficiency.py"):
+        assert planned_jobs(study, *TINY) == ANALYSIS
+
+
+def test_editing_the_tokenizer_module_reruns_chunking_and_everything_after(study):
+    with _edited(study / "workflow/scripts/tokenwatt/tokenizer.py"):
+        assert planned_jobs(study, *TINY) == {"tokenizer": 1, "chunk": 2, "subset": 6, "train_trial": 6, **ANALYSIS}
+
+
+def test_the_documented_rerun_of_flagged_trials_retrains_exactly_those(study):
+    flagged = ["results/trials/b1000/t2/metrics.json", "results/trials/b2000/t3/metrics.json"]
+    assert planned_jobs(study, *TINY, "--forcerun", *flagged) == {"train_trial": 2, **ANALYSIS}
 
 
 def test_editing_the_analysis_library_reruns_only_the_analysis(study):

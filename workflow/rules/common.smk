@@ -12,9 +12,12 @@ from tokenwatt.measures import FIGURES  # noqa: E402
 from tokenwatt.runorder import trial_priority  # noqa: E402
 
 try:
-    config.update(validate_config(config, load_schema(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")))
+    _validated = validate_config(config, load_schema(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"))
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
+# Replaced, not updated: update() would keep the user's key order, and params compare by it.
+config.clear()
+config.update(_validated)
 
 STUDY = config["study"]
 BUDGETS = sorted(STUDY["budgets"])
@@ -69,7 +72,8 @@ DATA_TARGETS = [res("data", "chunks_eval.parquet")] + [
     res("subsets", f"b{b}", f"t{t}.json") for b in BUDGETS for t in TRIALS
 ]
 TRIAL_TARGETS = [f for b in BUDGETS for t in TRIALS for f in trial_files(b, t)]
-ALL_TARGETS = [res("report.html")]
+# Trial outputs too, so a deleted power.parquet or metrics.json is rebuilt by the default target.
+ALL_TARGETS = [res("report.html"), *TRIAL_TARGETS]
 
 # Subsets outrank every trial so that a budget the corpus cannot fill fails before any
 # training starts (the scheduler runs ready jobs by priority); the device profile outranks
@@ -87,6 +91,8 @@ def train_priority(wildcards):
 
 
 def _finished_trials():
+    """Finished trials' records for the cost preview; an unreadable one is named, never fatal here,
+    so -n, --summary and --unlock still work (aggregation reports it with the fix)."""
     from tokenwatt.files import read_json
 
     found = {}
@@ -94,7 +100,10 @@ def _finished_trials():
         for t in TRIALS:
             path = Path(trial_metrics(b, t))
             if path.exists():
-                found[(b, t)] = read_json(path)
+                try:
+                    found[(b, t)] = read_json(path)
+                except (ValueError, OSError) as err:
+                    logger.warning(f"{path} is unreadable ({err}); delete it and rerun to train that trial again")
     return found
 
 

@@ -1,6 +1,4 @@
 """Rule aggregate: trials.parquet (measured + derived + quality), conditions, changes, quality flags, missing trials."""
-import os
-
 import polars as pl
 from tokenwatt.aggregate import changes_table, conditions_table, cs_tflops_of, trials_table
 from tokenwatt.files import logged, read_json, write_json, write_parquet, write_text
@@ -30,7 +28,7 @@ with logged(snakemake.log[0]):
     write_parquet(out.trials, trials)
     conditions.write_csv(out.conditions)
     changes_table(conditions).write_csv(out.changes)
-    trials.select(QUALITY_COLUMNS).write_csv(out.quality)
+    trials.select([c for c in QUALITY_COLUMNS if c in trials.columns]).write_csv(out.quality)  # all of them once a trial finished
     flagged = trials.filter(pl.col("quality") == "flagged")
     path_of = dict(zip(expected, inp.metrics))
     write_text(out.flagged, "".join(f"{path_of[(b, t)]}\n" for b, t in flagged.select("budget", "trial").iter_rows()))

@@ -3,6 +3,7 @@ from pathlib import Path
 
 import polars as pl
 from tokenwatt.aggregate import cs_tflops_of
+from tokenwatt.tables import read_changes, read_conditions
 from tokenwatt.files import logged, read_json
 from tokenwatt.report import render_report
 
@@ -15,8 +16,8 @@ with logged(snakemake.log[0]):
     cs_tflops, cs_source = cs_tflops_of(snakemake.params.config["metric"], profile)
     page = render_report(
         config=snakemake.params.config, config_hash=snakemake.params.config_hash,
-        trials=pl.read_parquet(snakemake.input.trials), conditions=pl.read_csv(snakemake.input.conditions),
-        changes=pl.read_csv(snakemake.input.changes), stats=read_json(snakemake.input.stats),
+        trials=pl.read_parquet(snakemake.input.trials), conditions=read_conditions(snakemake.input.conditions),
+        changes=read_changes(snakemake.input.changes), stats=read_json(snakemake.input.stats),
         missing=read_json(snakemake.input.missing), figures=figures, reference=read_json(snakemake.input.reference),
         data_summary=read_json(snakemake.input.normalize), profile=profile, cs_tflops=cs_tflops, cs_source=cs_source,
         rerun=Path(snakemake.input.flagged).read_text(encoding="utf-8").split(),

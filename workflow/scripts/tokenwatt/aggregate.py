@@ -9,6 +9,7 @@ import polars as pl
 from scipy import stats as sps
 
 from .efficiency import derived_metrics
+from .tables import CHANGES_SCHEMA, CONDITIONS_SCHEMA
 from .measures import MEASURES
 from .quality import assess
 
@@ -45,12 +46,14 @@ def trials_table(records: Iterable[dict[str, Any] | str | None], expected: list[
     for (budget, trial), rec, trace, st in zip(expected, records, traces, steps):
         if isinstance(rec, str) or rec is None or rec.get("status") != "ok" or trace is None or st is None:
             why = (rec if isinstance(rec, str) else "no metrics" if rec is None
+                   else f"diverged at step {rec.get('diverged_at_step')} (non-finite loss); its subject is left out of the "
+                        "repeated-measures tests" if rec.get("status") == "diverged"
                    else f"status {rec.get('status')}" if rec.get("status") != "ok" else "trace files missing")
             missing.append(f"budget {budget} trial {trial}: {why}")
             continue
         kept.append((rec, trace, st))
-    if not kept:
-        return pl.DataFrame(), missing
+    if not kept:  # nothing finished: an empty table that still has its key columns
+        return pl.DataFrame(schema={"budget": pl.Int64, "trial": pl.Int64, "quality": pl.String}), missing
     recs = [r for r, _, _ in kept]
     verdicts = assess(recs, [tr for _, tr, _ in kept], [st for _, _, st in kept], reference_tflops, quality)
     order = sorted(range(len(recs)), key=lambda i: recs[i]["started_at_unix_s"])
@@ -76,7 +79,7 @@ def conditions_table(trials: pl.DataFrame) -> pl.DataFrame:
     Nulls (e.g. energy with meter none) are left out of n, never counted as zero.
     """
     rows = []
-    budgets = sorted(trials["budget"].unique().to_list())
+    budgets = sorted(trials["budget"].unique().to_list()) if trials.height else []
     for measure in MEASURES:
         if measure not in trials.columns:
             continue
@@ -89,14 +92,14 @@ def conditions_table(trials: pl.DataFrame) -> pl.DataFrame:
             )
             previous = row["mean"]
             rows.append(row)
-    return pl.DataFrame(rows, schema={"budget": pl.Int64, "measure": pl.String, "n": pl.Int64, "mean": pl.Float64, "sd": pl.Float64,
-                                      "sem": pl.Float64, "ci95_low": pl.Float64, "ci95_high": pl.Float64,
-                                      "pct_change_from_previous": pl.Float64}, orient="row")
+    return pl.DataFrame(rows, schema=CONDITIONS_SCHEMA, orient="row")
 
 
 def changes_table(conditions: pl.DataFrame) -> pl.DataFrame:
     """The study's own trade-off table: for each step between budgets, perplexity reduction,
     PE drop and power change in percent (positive reduction/drop = it went down)."""
+    if conditions.height == 0:
+        return pl.DataFrame(schema=CHANGES_SCHEMA)
     wide = conditions.pivot(on="measure", index="budget", values="pct_change_from_previous").sort("budget")
     budgets = wide["budget"].to_list()
     get = lambda m: wide[m].to_list() if m in wide.columns else [None] * len(budgets)  # noqa: E731
@@ -105,6 +108,5 @@ def changes_table(conditions: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(
         [{"from_budget": budgets[i - 1], "to_budget": budgets[i], "perplexity_reduction_pct": neg(ppl[i]),
           "pe_drop_pct": neg(pe[i]), "power_change_pct": power[i], "energy_change_pct": energy[i]} for i in range(1, len(budgets))],
-        schema={"from_budget": pl.Int64, "to_budget": pl.Int64, "perplexity_reduction_pct": pl.Float64,
-                "pe_drop_pct": pl.Float64, "power_change_pct": pl.Float64, "energy_change_pct": pl.Float64}, orient="row",
+        schema=CHANGES_SCHEMA, orient="row",
     )

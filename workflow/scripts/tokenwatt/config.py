@@ -15,6 +15,8 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator
 
+from .presets import PRESETS
+
 
 class ConfigError(ValueError):
     pass
@@ -47,11 +49,34 @@ def _requirements(cfg: dict[str, Any]) -> list[str]:
     for section in ("tokenizer", "model"):
         if cfg[section]["source"] == "pretrained" and not cfg[section]["name"]:
             problems.append(f"{section}.name: {section}.source is pretrained, so give a Hub id or a local path")
+    if cfg["model"]["source"] == "config" and cfg["model"]["preset"] not in PRESETS:
+        problems.append(f"model.preset: {cfg['model']['preset']!r} is not a preset; choose one of {', '.join(sorted(PRESETS))}")
     return problems
 
 
+def canonical(value: Any, schema: dict[str, Any]) -> Any:
+    """One spelling per study: keys sorted at every depth, whole numbers where the schema asks for
+    integers, floats where it asks for numbers.
+
+    Snakemake compares params by their printed form, so without this a reordered file, or
+    ``trials: 3.0`` for ``3``, would rerun every job although the study is the same.
+    """
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        return {k: canonical(value[k], props.get(k, {})) for k in sorted(value)}
+    if isinstance(value, list):
+        return [canonical(v, schema.get("items", {})) for v in value]
+    kinds = schema.get("type", [])
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    if "integer" in kinds and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if kinds == ["number"] and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)  # `weight_decay: 0` is the default 0.0
+    return value
+
+
 def validate_config(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
-    """Return a validated copy of ``config`` with every default filled in."""
+    """Return a validated, canonical copy of ``config`` with every default filled in."""
     cfg = copy.deepcopy(config)
     errors = sorted(Draft202012Validator(schema).iter_errors(cfg), key=lambda e: [str(p) for p in e.absolute_path])
     problems = [f"{_key_path(e.absolute_path)}: {e.message}" for e in errors]
@@ -60,7 +85,7 @@ def validate_config(config: dict[str, Any], schema: dict[str, Any]) -> dict[str,
         problems = _requirements(cfg)
     if problems:
         raise ConfigError("invalid tokenwatt config:\n  " + "\n  ".join(problems))
-    return cfg
+    return canonical(cfg, schema)
 
 
 def config_hash(cfg: dict[str, Any]) -> str:

@@ -141,3 +141,41 @@ def measurement_quality(trials: pl.DataFrame, estimated: bool):
         ax.legend(fontsize=7, ncol=6, loc="best")
     fig.suptitle("Measurement quality in run order (red circles: flagged trials)" + _estimate_note(estimated), fontsize=10)
     return fig
+
+
+def placeholder(title: str, reason: str):
+    """A figure that says why there is nothing to draw, in place of a missing one."""
+    fig, ax = plt.subplots(figsize=(6.5, 2.2), layout="constrained")
+    ax.set_axis_off()
+    ax.set_title(title, fontsize=10)
+    ax.text(0.5, 0.5, reason, ha="center", va="center", wrap=True, fontsize=10, color="0.3", transform=ax.transAxes)
+    return fig
+
+
+def _has(trials: pl.DataFrame, column: str) -> bool:
+    return column in trials.columns and trials[column].drop_nulls().len() > 0
+
+
+def make_all(trials: pl.DataFrame, conditions: pl.DataFrame, changes: pl.DataFrame, traces: dict[int, pl.DataFrame],
+             trace_trial: int, estimated: bool) -> dict:
+    """Every figure of the report by name; one that has no data to show says why instead."""
+    none_measured = "not measured: meter none records no power or energy"
+    no_trials = "no finished trials yet"
+    plans = {
+        "pe_by_budget": (lambda: pe_by_budget(trials, conditions, estimated), "pe", f"PE {none_measured}"),
+        "power_energy_by_budget": (lambda: power_energy_by_budget(trials, conditions, estimated), "power_rms_w", f"Power {none_measured}"),
+        "time_by_budget": (lambda: time_by_budget(trials, conditions, estimated), "train_s", no_trials),
+        "perplexity_vs_tokens": (lambda: perplexity_vs_tokens(trials, conditions, estimated), "perplexity", no_trials),
+        "tradeoff": (lambda: tradeoff(changes, estimated), None, "needs PE at two or more budgets"),
+        "power_traces": (lambda: power_traces(traces, trace_trial, estimated), None, f"Power {none_measured}"),
+        "measurement_quality": (lambda: measurement_quality(trials, estimated), "run_position", no_trials),
+    }
+    available = {
+        "tradeoff": changes.drop_nulls(["perplexity_reduction_pct", "pe_drop_pct"]).height > 0,
+        "power_traces": any(t["power_w"].drop_nulls().len() for t in traces.values()),
+    }
+    made = {}
+    for name, (draw, column, reason) in plans.items():
+        ok = available[name] if column is None else _has(trials, column)
+        made[name] = draw() if ok else placeholder(name.replace("_", " ").capitalize(), reason if trials.height else no_trials)
+    return made

@@ -30,29 +30,30 @@ def window_rates(steps: pl.DataFrame) -> np.ndarray:
     return (dtok[ok] / dt[ok]).astype(float)
 
 
-def steady_deviation(steps: pl.DataFrame, min_windows: int = 3) -> float | None:
-    """Largest relative deviation of a window's throughput from the trial's median window (None if too few windows)."""
-    rates = window_rates(steps)
-    if len(rates) < min_windows:
+def level_change(values: np.ndarray, window: int) -> float | None:
+    """Size of the largest change of level in a series, relative to its median (None if too short).
+
+    A rolling median over ``window`` points ignores single spikes; the spread between its highest
+    and lowest level is a step such as another job starting or stopping mid-trial.
+    """
+    values = np.asarray(values, dtype=float)
+    if len(values) < 2 * window:
         return None
-    median = float(np.median(rates))
-    return float(np.max(np.abs(rates / median - 1.0))) if median > 0 else None
+    median = float(np.median(values))
+    if median <= 0:
+        return None
+    rolling = pl.Series(values).rolling_median(window_size=window).drop_nulls().to_numpy()
+    return float((rolling.max() - rolling.min()) / median)
+
+
+def steady_deviation(steps: pl.DataFrame, window: int) -> float | None:
+    """Level change of the trial's throughput across its loss-curve windows (warm-up window left out)."""
+    return level_change(window_rates(steps), window)
 
 
 def power_step(trace: pl.DataFrame, window: int) -> float | None:
-    """Size of the largest level change in the power trace, relative to its median.
-
-    A rolling median over ``window`` samples ignores single spikes; the spread between its
-    highest and lowest level is a step such as another job starting mid-trial.
-    """
-    power = trace.drop_nulls("power_w")["power_w"].to_numpy()
-    if len(power) < 2 * window:
-        return None
-    median = float(np.median(power))
-    if median <= 0:
-        return None
-    rolling = pl.Series(power).rolling_median(window_size=window).drop_nulls().to_numpy()
-    return float((rolling.max() - rolling.min()) / median)
+    """Level change of the polled power during training."""
+    return level_change(trace.drop_nulls("power_w")["power_w"].to_numpy(), window)
 
 
 def first_temperature(trace: pl.DataFrame) -> float | None:
@@ -85,7 +86,7 @@ def diagnose(trials: list[dict[str, Any]], traces: list[pl.DataFrame], steps: li
         ratio = lambda x: None if x is None or not reference else x / reference  # noqa: E731
         out.append({
             "throughput_vs_condition": tps / condition_tps[t["budget"]] - 1.0,
-            "throughput_steady_deviation": steady_deviation(st),
+            "throughput_steady_deviation": steady_deviation(st, q["steady_window"]),
             "check_before_ratio": ratio(_median(checks(t, "before"))),
             "check_after_ratio": ratio(_median(checks(t, "after"))),
             "idle_power_deviation_w": None if t["idle_power_w"] is None or idle_median is None else t["idle_power_w"] - idle_median,
@@ -113,7 +114,8 @@ def _throughput(t, d, q):
 def _steady(t, d, q):
     dev = d["throughput_steady_deviation"]
     if dev is not None and dev > q["steady_tolerance"]:
-        return f"throughput not steady: a loss-curve window ran {100 * dev:.0f} % off the trial's median (tolerance {100 * q['steady_tolerance']:g} %)"
+        return (f"throughput not steady: its level changed by {100 * dev:.0f} % of the trial's median during training "
+                f"(tolerance {100 * q['steady_tolerance']:g} %)")
     return None
 
 

@@ -136,6 +136,8 @@ def _quality_html(trials: pl.DataFrame, stats: dict[str, Any], profile: dict[str
         parts.append(f"<p><b>Drift.</b> Each trial timed the same matmul right before and after training: between "
                      f"{_pct(ratios.min())} and {_pct(ratios.max())} of the device profile (median {_pct(ratios.median())}). "
                      "These checks are diagnostics only; PE always uses the one CS_TFLOPS above.</p>")
+    if trials.height == 0:
+        return "\n".join([*parts, "<p>No finished trials, so no measurement to judge.</p>"])
     flagged = trials.filter(pl.col("quality") == "flagged").sort("run_position")
     parts.append(f"<p><b>{flagged.height} of {trials.height} trials flagged</b> by the measurement-quality rules "
                  "(<code>quality.*</code> in the config; thresholds in config/README.md).</p>")
@@ -156,7 +158,8 @@ def _quality_html(trials: pl.DataFrame, stats: dict[str, Any], profile: dict[str
                      "A flagged trial's subject leaves every condition, since the design is repeated measures.</p>")
         if rows:
             parts.append(table(["measure", f"primary ({primary})", f"sensitivity ({sens.get('trials', '')})"], rows))
-        parts.append("<p>To measure exactly the flagged trials again (each retrains; the analysis and report follow):</p>"
+        parts.append("<p>To measure exactly the flagged trials again (each retrains; the analysis and report follow; add the "
+                     "<code>--configfile</code> you ran the study with):</p>"
                      f"<pre>snakemake --cores 1 --resources gpu=1 --forcerun {esc(' '.join(rerun))}</pre>")
     return "\n".join(parts)
 

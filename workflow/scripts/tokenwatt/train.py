@@ -23,6 +23,14 @@ class TrainingError(RuntimeError):
     pass
 
 
+class Diverged(TrainingError):
+    """A non-finite loss: where it happened, and the loss curve and tokens up to the last good record."""
+
+    def __init__(self, step: int, epoch: int, partial: "TrainResult") -> None:
+        super().__init__(f"non-finite loss at step {step} (epoch {epoch})")
+        self.step, self.epoch, self.partial = step, epoch, partial
+
+
 @dataclass
 class TrainSettings:
     epochs: int
@@ -168,7 +176,9 @@ def _log_window(result, step, epoch, window_loss, window_steps, first_bad, t0, n
     """Every ``log_every`` steps: one host sync, one loss-curve record, the non-finite check."""
     bad = int(first_bad.item())
     if bad >= 0:
-        raise TrainingError(f"non-finite loss at step {bad} (epoch {epoch + 1})")
+        result.n_steps, result.train_s = bad, time.perf_counter() - t0
+        result.real_tokens = result.steps[-1]["tokens"] if result.steps else 0
+        raise Diverged(bad, epoch + 1, result)
     sync()
     tokens = int(n_real.sum().item()) * epoch + int(n_real[order[:done_in_epoch]].sum().item())
     elapsed = time.perf_counter() - t0

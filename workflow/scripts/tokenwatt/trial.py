@@ -22,7 +22,7 @@ from .devices import compute_dtype, device_name, device_sync, gpu_uuid, resolve_
 from .meters import Meter, NvmlMeter, make_meter
 from .model import build_model, check_tokenizer_matches, describe, load_pretrained, preset_config
 from .throughput import measure_throughput
-from .train import TrainSettings, TrainingError, check_precision, evaluate, train
+from .train import Diverged, TrainSettings, TrainingError, check_precision, evaluate, train
 
 
 def chunk_tensors(chunks: pl.DataFrame, chunk_ids: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -109,24 +109,31 @@ def run_trial(
             f"{r['tokens_per_s'] or 0:,.0f} tok/s " + (f"{watts:.1f} W" if watts is not None else "- W"))
 
     check_before = check("before") if check_cfg["windows"] else []
+    diverged = None
     meter.start()
     try:
         result = train(model, ids, mask, device, settings, eval_data=(eval_ids, eval_mask), on_log=progress, sync=sync)
+    except Diverged as err:
+        if train_cfg["on_divergence"] == "fail":
+            raise TrainingError(f"budget {budget}, trial {trial}: {err}") from None
+        log(f"DIVERGED: budget {budget}, trial {trial}: {err}; recorded as a result (train.on_divergence: record)")
+        diverged, result = err, err.partial
     except TrainingError as err:
         raise TrainingError(f"budget {budget}, trial {trial}: {err}") from None
     finally:
         energy = meter.stop()
     check_after = check("after") if check_cfg["windows"] else []
     t_eval = time.perf_counter()
-    eval_loss = evaluate(model, eval_ids, eval_mask, device, train_cfg["precision"], train_cfg["eval_batch_size"])
+    eval_loss = None if diverged else evaluate(model, eval_ids, eval_mask, device, train_cfg["precision"], train_cfg["eval_batch_size"])
     eval_s = time.perf_counter() - t_eval
-    if not math.isfinite(eval_loss):
+    if eval_loss is not None and not math.isfinite(eval_loss):
         raise TrainingError(f"budget {budget}, trial {trial}: non-finite eval loss {eval_loss}")
 
     metrics = {
-        "budget": budget, "trial": trial, "seed": seed, "status": "ok", "started_at_unix_s": started_at,
+        "budget": budget, "trial": trial, "seed": seed, "status": "diverged" if diverged else "ok", "started_at_unix_s": started_at,
+        **({"diverged_at_step": diverged.step, "diverged_in_epoch": diverged.epoch} if diverged else {}),
         "subset_chunks": subset["n_chunks"], "subset_real_tokens": subset["real_tokens"],
-        "real_tokens": result.real_tokens, "padded_tokens": result.padded_tokens, "steps": result.n_steps,
+        "real_tokens": result.real_tokens, "padded_tokens": result.padded_tokens or None, "steps": result.n_steps,
         "epochs": settings.epochs, "batch_size": settings.batch_size, "lr": settings.lr, "precision": settings.precision,
         "optimizer": result.optimizer, "eval_loss": eval_loss, "final_train_loss": result.final_train_loss,
         "eval_tokens": int(eval_mask.sum()), "train_s": result.train_s, "eval_s": eval_s, **cooled,

@@ -1,0 +1,61 @@
+"""Code digests follow each script's real imports, so editing any module a rule runs reruns it."""
+
+from pathlib import Path
+
+from tokenwatt.codeclosure import closure, code_digest
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts"
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+def _names(paths, root):
+    return [p.relative_to(root).as_posix() for p in paths]
+
+
+def test_the_closure_follows_absolute_relative_and_nested_imports(tmp_path):
+    root = _tree(tmp_path, {
+        "run.py": "from tokenwatt.a import f\nimport os\n",
+        "tokenwatt/__init__.py": "",
+        "tokenwatt/a.py": "from .b import g\ndef f():\n    from . import c\n",
+        "tokenwatt/b.py": "import numpy\n",
+        "tokenwatt/c.py": "from tokenwatt import d\n",
+        "tokenwatt/d.py": "",
+        "tokenwatt/unused.py": "",
+    })
+    assert _names(closure(root / "run.py", root), root) == [
+        "run.py", "tokenwatt/__init__.py", "tokenwatt/a.py", "tokenwatt/b.py", "tokenwatt/c.py", "tokenwatt/d.py"]
+
+
+def test_editing_an_imported_module_changes_the_digest_and_an_unrelated_one_does_not(tmp_path):
+    root = _tree(tmp_path, {"run.py": "from tokenwatt import a\n", "tokenwatt/__init__.py": "", "tokenwatt/a.py": "",
+                            "tokenwatt/other.py": ""})
+    before = code_digest(root / "run.py", root)
+    (root / "tokenwatt/other.py").write_text("x = 1\n")
+    assert code_digest(root / "run.py", root) == before
+    (root / "tokenwatt/a.py").write_text("x = 1\n")
+    assert code_digest(root / "run.py", root) != before
+
+
+def test_the_chunk_rule_digest_covers_the_tokenizer_module_its_script_imports():
+    assert "tokenwatt/tokenizer.py" in _names(closure(SCRIPTS / "chunk.py", SCRIPTS), SCRIPTS)
+
+
+def test_every_rule_script_covers_every_tokenwatt_module_it_names():
+    import re
+
+    for script in SCRIPTS.glob("*.py"):
+        named = set(re.findall(r"(?:from|import) tokenwatt\.(\w+)", script.read_text())) | set(re.findall(r"from tokenwatt import (\w+)", script.read_text()))
+        covered = {p.stem for p in closure(script, SCRIPTS)}
+        assert named <= covered, (script.name, named - covered)
+
+
+def test_the_trial_digest_leaves_out_the_analysis_so_a_formula_change_never_retrains():
+    covered = _names(closure(SCRIPTS / "train_trial.py", SCRIPTS), SCRIPTS)
+    assert "tokenwatt/efficiency.py" not in covered and "tokenwatt/quality.py" not in covered
+    assert "tokenwatt/train.py" in covered and "tokenwatt/meters.py" in covered

@@ -1,0 +1,22 @@
+"""The analysis tables that travel as CSV, with their column types fixed for writing and reading."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+# Column types of conditions.csv and changes.csv, for writing and for reading back: an all-null
+# column (e.g. energy with meter none) would otherwise come back from CSV as strings.
+CONDITIONS_SCHEMA = {"budget": pl.Int64, "measure": pl.String, "n": pl.Int64, "mean": pl.Float64, "sd": pl.Float64,
+                     "sem": pl.Float64, "ci95_low": pl.Float64, "ci95_high": pl.Float64, "pct_change_from_previous": pl.Float64}
+CHANGES_SCHEMA = {"from_budget": pl.Int64, "to_budget": pl.Int64, "perplexity_reduction_pct": pl.Float64,
+                  "pe_drop_pct": pl.Float64, "power_change_pct": pl.Float64, "energy_change_pct": pl.Float64}
+
+
+def read_conditions(path: str | Path) -> pl.DataFrame:
+    return pl.read_csv(path, schema=CONDITIONS_SCHEMA)
+
+
+def read_changes(path: str | Path) -> pl.DataFrame:
+    return pl.read_csv(path, schema=CHANGES_SCHEMA)
