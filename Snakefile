@@ -14,6 +14,7 @@ include: "workflow/rules/tokens.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/interim.smk"
 
 
 rule all:

@@ -15,6 +15,9 @@ in H how many disturbed and undisturbed trials were flagged.
 
 Usage: python benchmarks/repeatability.py [--keep DIR]   (about 15 minutes on 2 cores; keep the
 machine otherwise idle, or the quiet runs are not quiet)
+       python benchmarks/repeatability.py --reanalyse DIR   (a kept DIR: the same measurements
+       analysed again with this checkout's analysis code and config, e.g. after changing a
+       quality threshold; nothing trains)
 """
 
 from __future__ import annotations
@@ -70,16 +73,24 @@ def quiet_run(work: Path) -> pl.DataFrame:
     return trials(work)
 
 
+def planned_order(work: Path) -> list[tuple[int, int]]:
+    study = yaml.safe_load((work / "config/config.yaml").read_text())["study"]
+    return run_order(study["budgets"], list(range(1, study["trials"] + 1)), study["seed"], study.get("run_order", "interleaved"))
+
+
+def hogged(order: list[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Every other trial in run order: the second, fourth, ..."""
+    return set(order[1::2])
+
+
 def hog_run(work: Path) -> tuple[pl.DataFrame, set[tuple[int, int]]]:
     """Every other trial in run order gets a CPU hog beside it for its whole job."""
-    study = yaml.safe_load((work / "config/config.yaml").read_text())["study"]
-    order = run_order(study["budgets"], list(range(1, study["trials"] + 1)), study["seed"], study.get("run_order", "interleaved"))
+    order = planned_order(work)
+    disturbed = hogged(order)
     snakemake(work, "data", "results/device/profile.json")
-    disturbed = set()
-    for i, (budget, trial) in enumerate(order):
+    for budget, trial in order:
         hogs = []
-        if i % 2 == 1:
-            disturbed.add((budget, trial))
+        if (budget, trial) in disturbed:
             hogs = [mp.Process(target=_spin, daemon=True) for _ in range(os.cpu_count() or 2)]
             for h in hogs:
                 h.start()
@@ -93,18 +104,36 @@ def hog_run(work: Path) -> tuple[pl.DataFrame, set[tuple[int, int]]]:
     return trials(work), disturbed
 
 
+def reanalyse(base: Path) -> tuple[dict[str, pl.DataFrame], set[tuple[int, int]]]:
+    """The kept runs analysed again with this checkout's workflow and config; every trial is kept as measured."""
+    runs = {}
+    for name in ("A", "B", "H"):
+        for part in ("workflow", "config"):
+            shutil.rmtree(base / name / part)
+            shutil.copytree(ROOT / part, base / name / part)
+        # Only the aggregation may run: the trials stay exactly as they were measured.
+        snakemake(base / name, "results/analysis/trials.parquet", "--forcerun", "aggregate", "--allowed-rules", "aggregate")
+        runs[name] = trials(base / name)
+    return runs, hogged(planned_order(base / "H"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--keep", help="keep the three study folders here (default: a temporary folder, removed)")
+    ap.add_argument("--reanalyse", help="analyse the three kept study folders in this folder again; nothing trains")
     args = ap.parse_args()
-    base = Path(args.keep or tempfile.mkdtemp(prefix="tokenwatt-repeat-"))
-    runs = {}
-    for name in ("A", "B", "H"):
-        (base / name).mkdir(parents=True, exist_ok=True)
-        fresh_copy(base / name)
-    runs["A"] = quiet_run(base / "A")
-    runs["B"] = quiet_run(base / "B")
-    runs["H"], disturbed = hog_run(base / "H")
+    if args.reanalyse:
+        base = Path(args.reanalyse)
+        runs, disturbed = reanalyse(base)
+    else:
+        base = Path(args.keep or tempfile.mkdtemp(prefix="tokenwatt-repeat-"))
+        runs = {}
+        for name in ("A", "B", "H"):
+            (base / name).mkdir(parents=True, exist_ok=True)
+            fresh_copy(base / name)
+        runs["A"] = quiet_run(base / "A")
+        runs["B"] = quiet_run(base / "B")
+        runs["H"], disturbed = hog_run(base / "H")
 
     a, b = runs["A"], runs["B"]
     assert a["eval_loss"].to_list() == b["eval_loss"].to_list(), "training was not bit-identical between the quiet runs"
@@ -144,7 +173,7 @@ def main() -> None:
     for r in h.sort("run_position").iter_rows(named=True):
         mark = "HOG " if (r["budget"], r["trial"]) in disturbed else "    "
         print(f"  {mark}#{r['run_position']:>2} b{r['budget']} t{r['trial']}: {r['quality']:<7} {r['quality_reasons']}")
-    if not args.keep:
+    if not (args.keep or args.reanalyse):
         shutil.rmtree(base)
 
 

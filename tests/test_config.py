@@ -102,3 +102,8 @@ def test_whole_numbers_written_as_floats_become_integers(schema, default):
 def test_an_unknown_model_preset_is_caught_at_config_check_with_the_choices(schema, default):
     message = _error(schema, {**default, "model": {"source": "config", "preset": "llama-huge"}})
     assert "model.preset: 'llama-huge' is not a preset; choose one of llama-small, llama-tiny, tinyllama-1.1b" in message
+
+
+def test_a_pretrained_folder_that_does_not_exist_is_caught_at_config_check(schema, default):
+    message = _error(schema, {**default, "tokenizer": {"source": "pretrained", "name": "./no/such/tokenizer"}})
+    assert "tokenizer.name: the folder ./no/such/tokenizer does not exist" in message

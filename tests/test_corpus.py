@@ -69,3 +69,27 @@ def test_missing_local_file_names_it(tmp_path):
 def test_unreachable_hub_explains_the_local_way_out():
     with pytest.raises(CorpusError, match="corpus.source: local"):
         hf_corpus("tokenwatt-no-such-org/no-such-dataset", split="train")
+
+
+def test_an_empty_local_file_is_named_with_what_to_do(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(CorpusError, match=r"corpus.local.files: .*empty.jsonl is empty; remove it from the list or fill it"):
+        local_corpus([str(tmp_path / "empty.jsonl")])
+
+
+def test_a_malformed_local_file_is_named_not_a_traceback(tmp_path):
+    (tmp_path / "bad.jsonl").write_text("{not json\n")
+    with pytest.raises(CorpusError, match=r"corpus.local.files: could not read .*bad.jsonl as json"):
+        local_corpus([str(tmp_path / "bad.jsonl")])
+
+
+def test_a_local_file_changed_in_place_is_read_by_content_not_from_a_stale_cache(tmp_path):
+    import os
+
+    path = tmp_path / "docs.txt"
+    path.write_text("first version\n")
+    stamp = path.stat().st_mtime_ns
+    assert local_corpus([str(path)])["text"].to_list() == ["first version"]
+    path.write_text("other version\n")
+    os.utime(path, ns=(stamp, stamp))  # same size and mtime: only the content differs
+    assert local_corpus([str(path)])["text"].to_list() == ["other version"]

@@ -1,5 +1,5 @@
 from tokenwatt.preview import cost_preview
-from tokenwatt.runorder import run_order, trial_priority
+from tokenwatt.runorder import run_order, trial_priorities
 
 
 def test_preview_before_any_trial_counts_trials_and_tokens_and_says_time_is_unknown():
@@ -25,4 +25,4 @@ def test_interleaved_order_mixes_budgets_and_is_seeded():
 def test_sequential_order_runs_budget_by_budget_and_priorities_follow_it():
     order = run_order([2, 1], [1, 2], seed=0, mode="sequential")
     assert order == [(1, 1), (1, 2), (2, 1), (2, 2)]
-    assert [trial_priority(b, t, [2, 1], [1, 2], 0, "sequential") for b, t in order] == [4, 3, 2, 1]
+    assert [trial_priorities([2, 1], [1, 2], 0, "sequential")[pair] for pair in order] == [4, 3, 2, 1]

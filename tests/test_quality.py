@@ -4,9 +4,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tokenwatt.quality import RULES, assess, power_step, steady_deviation, window_rates
+from tokenwatt.quality import RULES, assess, power_step, profile_verdict, steady_deviation, window_rates
 
-Q = dict(throughput_tolerance=0.1, steady_tolerance=0.25, steady_window=3, check_tolerance=0.15, idle_tolerance=0.25, idle_floor_w=2.0,
+Q = dict(throughput_tolerance=0.1, steady_tolerance=0.25, steady_window=3, check_tolerance=0.15, profile_cv_max=0.1, idle_tolerance=0.25, idle_floor_w=2.0,
          power_step_tolerance=0.25, power_step_window=5, min_samples=60, max_interval_ratio=1.5, start_below_c=None)
 
 
@@ -81,12 +81,6 @@ def test_matmul_checks_far_from_the_device_profile_are_flagged():
     assert not verdicts[1]["flag_matmul_check"]
 
 
-def test_without_a_profile_the_checks_are_judged_against_the_studys_median_check():
-    recs = [record(trial=t, checks=(2.0, 2.0)) for t in (1, 2, 3)] + [record(trial=4, checks=(1.0, 2.0))]
-    verdicts = judge(recs, reference=None)
-    assert [v["flag_matmul_check"] for v in verdicts] == [False, False, False, True]
-
-
 def test_idle_power_far_from_the_studys_median_is_flagged():
     verdicts = judge([record(trial=t, idle_w=40.0) for t in (1, 2, 3)] + [record(trial=4, idle_w=55.0)])
     assert [v["flag_idle_power"] for v in verdicts] == [False, False, False, True]
@@ -136,3 +130,28 @@ def test_a_gpu_still_warm_at_the_start_is_flagged_against_the_cooldown_target():
 def test_every_rule_has_a_flag_column():
     verdict = judge([record()])[0]
     assert {f"flag_{name}" for name in RULES} <= set(verdict)
+
+
+def _profile(cs=1.0, cv=0.02):
+    return {"cs_tflops": cs, "cv": cv}
+
+
+def test_a_steady_profile_that_agrees_with_the_trials_checks_is_the_reference():
+    verdict = profile_verdict(_profile(), [record(trial=t, status="ok") for t in (1, 2, 3)], Q)
+    assert verdict["status"] == "ok" and verdict["reference_tflops"] == 1.0 and verdict["reasons"] == []
+
+
+def test_a_profile_the_trials_checks_disagree_with_is_disturbed_and_the_median_check_takes_over():
+    verdict = profile_verdict(_profile(cs=0.6), [record(trial=t, status="ok") for t in (1, 2, 3)], Q)
+    assert verdict["status"] == "disturbed" and verdict["reference_tflops"] == 1.0
+    assert "matmul checks before training ran +67 % off it" in verdict["reasons"][0]
+
+
+def test_a_profile_with_scattered_windows_is_disturbed():
+    verdict = profile_verdict(_profile(cv=0.19), [record(trial=1, status="ok")], Q)
+    assert verdict["status"] == "disturbed" and "windows vary by 19 %" in verdict["reasons"][0]
+
+
+def test_without_a_profile_the_median_check_is_the_reference():
+    verdict = profile_verdict(None, [record(trial=t, status="ok", checks=(2.0, 2.0)) for t in (1, 2)], Q)
+    assert verdict["status"] == "no profile" and verdict["reference_tflops"] == 2.0

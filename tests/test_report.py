@@ -63,7 +63,7 @@ def figures(analysed):
         "time_by_budget": F.time_by_budget(trials, conditions, True),
         "perplexity_vs_tokens": F.perplexity_vs_tokens(trials, conditions, True),
         "tradeoff": F.tradeoff(changes, True),
-        "power_traces": F.power_traces({b: trace for b in BUDGETS}, 1, True),
+        "power_traces": F.power_traces({(b, 1): trace for b in BUDGETS}, True),
         "measurement_quality": F.measurement_quality(trials, True),
     }
     assert list(made) == FIGURES
@@ -79,6 +79,7 @@ def _report(analysed, figures, name="tiny <script>alert('x')</script> study", mi
         stats=stats, missing=missing or [], figures={k: (_png(f), f"caption of {k}") for k, f in figures.items()},
         reference=reference, data_summary={"documents_in": 10, "documents_out": 9}, profile=PROFILE, cs_tflops=0.15,
         cs_source="measured: device profile", rerun=["results/trials/b40000/t5/metrics.json"],
+        profile_check={"status": "ok", "reference": "the device profile", "reasons": []},
     )
 
 
@@ -121,7 +122,7 @@ def test_missing_trials_are_named_in_the_report(analysed, figures):
 def test_the_quality_section_names_flagged_trials_with_their_reasons_and_the_rerun_command(analysed, figures):
     page = _report(analysed, figures)
     assert "1 trial(s) flagged" in page and "1 of 15 trials flagged" in page
-    assert "matmul check against the device profile: after -33 %" in page
+    assert "matmul check against the reference throughput: after -33 %" in page
     assert "--forcerun results/trials/b40000/t5/metrics.json" in page
 
 
@@ -195,13 +196,13 @@ def test_every_study_the_schema_accepts_ends_in_a_report(shape, tmp_path):
     changes_table(conditions).write_csv(tmp_path / "changes.csv")
     changes = read_changes(tmp_path / "changes.csv")
     stats = analyse_study(trials, TESTED, exclude_flagged=False)
-    made = F.make_all(trials, conditions, changes, {b: power for b in {b for b, _ in expected}}, 1, False)
+    made = F.make_all(trials, conditions, changes, {(b, 1): power for b in {b for b, _ in expected}}, False)
     assert list(made) == FIGURES
     page = render_report(
         config={"study": {"name": shape, "budgets": sorted({b for b, _ in expected}), "trials": 3}}, config_hash="x", trials=trials,
         conditions=conditions, changes=changes, stats=stats, missing=missing, figures={k: (_png(f), k) for k, f in made.items()},
         reference=json.loads(open("resources/reference_study.json").read()), data_summary={}, profile=None, cs_tflops=0.15,
-        cs_source="configured", rerun=[],
+        cs_source="configured", rerun=[], profile_check={"status": "no profile", "reasons": []},
     )
     assert page.count("data:image/png;base64,") == len(FIGURES)
     if shape in ("no finished trials", "all diverged"):
@@ -215,3 +216,6 @@ def test_every_study_the_schema_accepts_ends_in_a_report(shape, tmp_path):
         assert "an ANOVA needs at least 2" in page
     if shape == "one trial":
         assert "the analysis needs at least 3" in page
+    import matplotlib.pyplot as plt
+
+    plt.close("all")

@@ -61,3 +61,14 @@ def test_the_device_profile_names_the_device_and_precision():
     got = profile_device(device_name="cpu", precision="fp32", threads=1, size=64, window_s=0.01, windows=3, warmup_s=0.0, log=lambda s: None)
     assert got["cs_tflops"] == got["median_tflops"] > 0
     assert got["device"] == "cpu" and got["precision"] == "fp32" and got["device_uuid"] is None
+
+
+def test_an_unsteady_profile_is_measured_again_and_the_steadiest_attempt_kept(monkeypatch):
+    from tokenwatt import throughput
+
+    cvs = iter([0.3, 0.05, 0.2])
+    monkeypatch.setattr(throughput, "measure_throughput", lambda *a, **k: {**summarise([1.0, 1.0, 1.0]), "cv": next(cvs),
+                                                                          "dtype": "float32"})
+    got = throughput.profile_device(device_name="cpu", precision="fp32", threads=1, size=64, window_s=0.01, windows=3,
+                                    warmup_s=0.0, max_cv=0.1, attempts=3, log=lambda s: None)
+    assert got["attempts"] == 2 and got["attempt_cvs"] == [0.3, 0.05] and got["cv"] == 0.05

@@ -6,7 +6,7 @@ from transformers import AutoTokenizer
 from tokenwatt.chunking import ChunkError, chunk_documents, chunk_ids, with_special_tokens
 from tokenwatt.split import SplitError, split_documents
 from tokenwatt.subsets import SubsetError, draw_subset, trial_seed
-from tokenwatt.tokenizer import save_tokenizer, tokenizer_info
+from tokenwatt.tokenizer import TokenizerError, load_tokenizer, save_tokenizer, tokenizer_info
 
 
 def test_chunks_are_cut_at_length_and_the_last_is_padded():
@@ -100,3 +100,14 @@ def test_budget_beyond_the_corpus_says_how_much_is_missing(chunks):
     ids, n_real = chunks
     with pytest.raises(SubsetError, match=rf"budget 99999 needs 99999 tokens, the corpus has {n_real.sum()}; lower the budget or add data"):
         draw_subset(ids, n_real, 99999, seed=0)
+
+
+def test_a_tokenizer_name_that_cannot_be_loaded_names_the_real_key():
+    with pytest.raises(TokenizerError, match=r"^tokenizer.name 'no such tokenizer!' could not be loaded"):
+        load_tokenizer("no such tokenizer!")
+
+
+def test_a_corpus_emptied_by_normalization_says_so_instead_of_blaming_the_eval_split():
+    empty = pl.DataFrame({"doc_id": [], "text": []}, schema={"doc_id": pl.Int64, "text": pl.String})
+    with pytest.raises(SplitError, match="no documents are left after normalization and de-duplication"):
+        split_documents(empty, 10, seed=1)

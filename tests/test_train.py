@@ -202,3 +202,13 @@ def test_a_diverged_trial_fails_when_asked_to():
 def test_per_epoch_evaluation_is_recorded_in_the_loss_curve():
     _, _, steps = _run("none", eval_every_epoch=True)
     assert steps["eval_loss"].drop_nulls().len() == 1
+
+
+def test_a_model_name_that_is_neither_a_folder_nor_a_hub_id_names_the_key():
+    with pytest.raises(ModelError, match=r"model.name 'no such model!' could not be loaded"):
+        load_pretrained("no such model!")
+
+
+def test_a_model_embedding_larger_than_the_tokenizer_is_noted_not_silent():
+    notes = check_tokenizer_matches(_model(), {**TOK, "vocab_size": TOK["vocab_size"] - 10})
+    assert notes and "10 rows are never used, yet counted in params" in notes[0]

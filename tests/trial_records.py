@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-QUALITY = dict(throughput_tolerance=0.1, steady_tolerance=0.25, steady_window=3, check_tolerance=0.15, idle_tolerance=0.25, idle_floor_w=2.0,
+QUALITY = dict(throughput_tolerance=0.1, steady_tolerance=0.25, steady_window=3, check_tolerance=0.15, profile_cv_max=0.1, idle_tolerance=0.25, idle_floor_w=2.0,
                power_step_tolerance=0.25, power_step_window=5, min_samples=60, max_interval_ratio=1.5, start_below_c=None)
 METRIC = {"K": 1.0, "tt_scale": 1e6, "cs_tflops": "measure"}
 

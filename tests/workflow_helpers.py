@@ -27,6 +27,14 @@ def clone(dest: Path) -> Path:
     return dest
 
 
+def copy_of_study(study: Path, dest: Path) -> Path:
+    """A second folder with the study's results and Snakemake's records of them, to break without harm."""
+    work = clone(dest)
+    shutil.copytree(study / "results", work / "results")
+    shutil.copytree(study / ".snakemake", work / ".snakemake", ignore=shutil.ignore_patterns("locks", "incomplete"))
+    return work
+
+
 def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1", **(env or {})}
     proc = subprocess.run([SNAKEMAKE, *args], cwd=workdir, capture_output=True, text=True, env=full_env)

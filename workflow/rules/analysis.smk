@@ -4,9 +4,9 @@
 rule aggregate:
     input:
         schema=METRICS_SCHEMA,
-        metrics=[trial_metrics(b, t) for b in BUDGETS for t in TRIALS],
-        power=[trial_files(b, t)[1] for b in BUDGETS for t in TRIALS],
-        steps=[trial_files(b, t)[2] for b in BUDGETS for t in TRIALS],
+        metrics=[trial_metrics(b, t) for b, t in EXPECTED],
+        power=[trial_files(b, t)[1] for b, t in EXPECTED],
+        steps=[trial_files(b, t)[2] for b, t in EXPECTED],
         profile=[DEVICE_PROFILE] if MEASURE_PROFILE else [],
     output:
         trials=report(res("analysis", "trials.parquet"), caption="../report/trials.rst", category="Tables"),
@@ -15,11 +15,13 @@ rule aggregate:
         quality=report(res("analysis", "quality.csv"), caption="../report/quality.rst", category="Tables"),
         flagged=res("analysis", "flagged.txt"),
         missing=res("analysis", "missing.json"),
+        profile_check=res("analysis", "profile_check.json"),
     params:
-        expected=[(b, t) for b in BUDGETS for t in TRIALS],
+        expected=EXPECTED,
+        paths=[trial_metrics(b, t) for b, t in EXPECTED],
+        absent="no metrics",
         metric=config["metric"],
-        # The cooldown target doubles as the start-temperature limit of the quality rules.
-        quality={**config["quality"], "start_below_c": config["meter"]["cooldown_below_c"]},
+        quality=QUALITY_SETTINGS,
         code=code_digest("aggregate.py"),
     log:
         logfile("aggregate"),
@@ -58,7 +60,7 @@ rule figures:
         trials=res("analysis", "trials.parquet"),
         conditions=res("analysis", "conditions.csv"),
         changes=res("analysis", "changes.csv"),
-        traces=[trial_files(b, TRIALS[0])[1] for b in BUDGETS],
+        traces=[trial_files(b, t)[1] for b, t in TRACE_KEYS],
     output:
         **{
             f"{name}_{ext}": report(
@@ -71,8 +73,7 @@ rule figures:
             for ext in ("png", "svg")
         },
     params:
-        budgets=BUDGETS,
-        trace_trial=TRIALS[0],
+        trace_keys=TRACE_KEYS,
         style=config["figures"],
         code=code_digest("figures.py"),
     log:

@@ -9,7 +9,7 @@ sys.path.insert(0, str(SCRIPTS))
 from tokenwatt.codeclosure import code_digest as _closure_digest  # noqa: E402
 from tokenwatt.config import ConfigError, config_hash, load_schema, validate_config  # noqa: E402
 from tokenwatt.measures import FIGURES  # noqa: E402
-from tokenwatt.runorder import trial_priority  # noqa: E402
+from tokenwatt.runorder import trial_priorities  # noqa: E402
 
 try:
     _validated = validate_config(config, load_schema(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"))
@@ -68,12 +68,44 @@ def corpus_inputs(wildcards):
     return []
 
 
+# Every (budget, trial) the study runs; the trial is the subject of the repeated-measures design.
+EXPECTED = [(b, t) for b in BUDGETS for t in TRIALS]
+# The trial whose power trace the figures show for each budget.
+TRACE_KEYS = [(b, TRIALS[0]) for b in BUDGETS]
+
 DATA_TARGETS = [res("data", "chunks_eval.parquet")] + [
     res("subsets", f"b{b}", f"t{t}.json") for b in BUDGETS for t in TRIALS
 ]
-TRIAL_TARGETS = [f for b in BUDGETS for t in TRIALS for f in trial_files(b, t)]
+TRIAL_TARGETS = [f for b, t in EXPECTED for f in trial_files(b, t)]
 # Trial outputs too, so a deleted power.parquet or metrics.json is rebuilt by the default target.
 ALL_TARGETS = [res("report.html"), *TRIAL_TARGETS]
+
+# --- the interim report (interim.smk): finished trials only, never retrained
+def finished():
+    """(budget, trial) of every trial whose metrics.json exists now (written last, so its trace files exist too)."""
+    return [(b, t) for b, t in EXPECTED if Path(trial_metrics(b, t)).exists()]
+
+
+def finished_files(kind):
+    # ancient(): a finished trial is read as it is, never retrained for this report
+    return lambda wildcards: [ancient(trial_files(b, t)[kind]) for b, t in finished()]
+
+
+def interim_path(*parts):
+    return res("interim", *parts)
+
+
+def existing_profile(wildcards):
+    return [DEVICE_PROFILE] if MEASURE_PROFILE and Path(DEVICE_PROFILE).exists() else []
+
+
+def interim_traces():
+    """Per budget, the power trace of its first finished trial."""
+    first = {}
+    for b, t in finished():
+        first.setdefault(b, t)
+    return sorted(first.items())
+
 
 # Subsets outrank every trial so that a budget the corpus cannot fill fails before any
 # training starts (the scheduler runs ready jobs by priority); the device profile outranks
@@ -82,12 +114,23 @@ SUBSET_PRIORITY = len(BUDGETS) * len(TRIALS) + 1
 PROFILE_PRIORITY = SUBSET_PRIORITY + 1
 MEASURE_PROFILE = config["metric"]["cs_tflops"] == "measure"
 DEVICE_PROFILE = res("device", "profile.json")
+# What the quality rules judge by: quality.*, plus the cooldown target (the start-temperature
+# limit) and profile.max_cv (how steady the device profile must be).
+QUALITY_SETTINGS = {
+    **config["quality"],
+    "start_below_c": config["meter"]["cooldown_below_c"],
+    "profile_cv_max": config["profile"]["max_cv"],
+}
 # The typed record every trial writes; validated when written and when read.
 METRICS_SCHEMA = "workflow/schemas/metrics.schema.yaml"
 
 
+# Computed once: a priority per trial (recomputing the order per job made planning quadratic).
+TRIAL_PRIORITY = trial_priorities(BUDGETS, TRIALS, STUDY["seed"], STUDY["run_order"])
+
+
 def train_priority(wildcards):
-    return trial_priority(int(wildcards.budget), int(wildcards.trial), BUDGETS, TRIALS, STUDY["seed"], STUDY["run_order"])
+    return TRIAL_PRIORITY[(int(wildcards.budget), int(wildcards.trial))]
 
 
 def _finished_trials():
@@ -96,14 +139,13 @@ def _finished_trials():
     from tokenwatt.files import read_json
 
     found = {}
-    for b in BUDGETS:
-        for t in TRIALS:
-            path = Path(trial_metrics(b, t))
-            if path.exists():
-                try:
-                    found[(b, t)] = read_json(path)
-                except (ValueError, OSError) as err:
-                    logger.warning(f"{path} is unreadable ({err}); delete it and rerun to train that trial again")
+    for b, t in EXPECTED:
+        path = Path(trial_metrics(b, t))
+        if path.exists():
+            try:
+                found[(b, t)] = read_json(path)
+            except (ValueError, OSError) as err:
+                logger.warning(f"{path} is unreadable ({err}); delete it and rerun to train that trial again")
     return found
 
 

@@ -7,6 +7,7 @@ rule report:
         conditions=res("analysis", "conditions.csv"),
         changes=res("analysis", "changes.csv"),
         missing=res("analysis", "missing.json"),
+        profile_check=res("analysis", "profile_check.json"),
         flagged=res("analysis", "flagged.txt"),
         profile=[DEVICE_PROFILE] if MEASURE_PROFILE else [],
         stats=res("analysis", "stats.json"),
@@ -20,6 +21,7 @@ rule report:
         config=config,
         config_hash=CONFIG_HASH,
         figure_names=FIGURES,
+        interim=False,
         code=code_digest("report.py"),
     log:
         logfile("report"),

@@ -7,7 +7,7 @@ rule device_profile:
         DEVICE_PROFILE,
     cache: True
     params:
-        profile={k: config["profile"][k] for k in ("matmul_size", "warmup_s", "windows", "window_s")},
+        profile={k: config["profile"][k] for k in ("matmul_size", "warmup_s", "windows", "window_s", "max_cv", "attempts")},
         device=config["train"]["device"],
         precision=config["train"]["precision"],
         threads=config["train"]["threads"],

@@ -2,25 +2,36 @@
 import polars as pl
 from tokenwatt.aggregate import changes_table, conditions_table, cs_tflops_of, trials_table
 from tokenwatt.files import logged, read_json, write_json, write_parquet, write_text
-from tokenwatt.quality import QUALITY_COLUMNS
+from tokenwatt.quality import QUALITY_COLUMNS, profile_verdict
 from tokenwatt.records import RecordError, load_validator, read_record
 
 with logged(snakemake.log[0]):
     p, inp, out = snakemake.params, snakemake.input, snakemake.output
     validator = load_validator(inp.schema)
     expected = [tuple(e) for e in p.expected]
-    records = []
-    for path in inp.metrics:
+    # The inputs are every expected trial (final report) or the finished ones (interim report).
+    present = {m: (pw, st) for m, pw, st in zip(inp.metrics, inp.power, inp.steps)}
+    records, traces, steps = [], [], []
+    for path in p.paths:
+        if path not in present:
+            records.append(None)
+            traces.append(None)
+            steps.append(None)
+            continue
         try:
             records.append(read_record(path, validator))
         except RecordError as err:  # named in the report as a missing trial, with the fix
             records.append(str(err))
+        traces.append(pl.read_parquet(present[path][0]))
+        steps.append(pl.read_parquet(present[path][1]))
     profile = read_json(inp.profile[0]) if inp.profile else None
     cs_tflops, source = cs_tflops_of(p.metric, profile)
-    print(f"CS_TFLOPS {cs_tflops:.4g}: {source}")
+    print(f"CS_TFLOPS {cs_tflops}: {source}")
+    verdict = profile_verdict(profile, [r for r in records if isinstance(r, dict)], p.quality)
+    print(f"device profile: {verdict['status']}; matmul checks judged against {verdict['reference']} {verdict['reasons']}")
     trials, missing = trials_table(
-        records, expected, traces=[pl.read_parquet(f) for f in inp.power], steps=[pl.read_parquet(f) for f in inp.steps],
-        cs_tflops=cs_tflops, metric=p.metric, quality=p.quality, reference_tflops=profile["cs_tflops"] if profile else None,
+        records, expected, traces=traces, steps=steps, absent=p.absent, cs_tflops=cs_tflops, metric=p.metric,
+        quality=p.quality, reference_tflops=verdict["reference_tflops"],
     )
     for line in missing:
         print(f"MISSING: {line}")
@@ -30,7 +41,8 @@ with logged(snakemake.log[0]):
     changes_table(conditions).write_csv(out.changes)
     trials.select([c for c in QUALITY_COLUMNS if c in trials.columns]).write_csv(out.quality)  # all of them once a trial finished
     flagged = trials.filter(pl.col("quality") == "flagged")
-    path_of = dict(zip(expected, inp.metrics))
+    path_of = dict(zip(expected, p.paths))
     write_text(out.flagged, "".join(f"{path_of[(b, t)]}\n" for b, t in flagged.select("budget", "trial").iter_rows()))
     write_json(out.missing, missing)
+    write_json(out.profile_check, verdict)
     print(f"{trials.height} trials aggregated, {flagged.height} flagged, {len(missing)} missing; CS_TFLOPS {source}")

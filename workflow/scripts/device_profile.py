@@ -11,4 +11,5 @@ with logged(snakemake.log[0]):
     write_json(snakemake.output[0], profile_device(
         device_name=p.device, precision=p.precision, threads=p.threads, size=p.profile["matmul_size"],
         window_s=p.profile["window_s"], windows=p.profile["windows"], warmup_s=p.profile["warmup_s"],
+        max_cv=p.profile["max_cv"], attempts=p.profile["attempts"],
     ))

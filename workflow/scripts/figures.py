@@ -12,8 +12,8 @@ with logged(snakemake.log[0]):
     conditions = read_conditions(snakemake.input.conditions)
     changes = read_changes(snakemake.input.changes)
     estimated = "meter" in trials.columns and "estimate" in trials["meter"].to_list()
-    traces = {b: pl.read_parquet(p) for b, p in zip(snakemake.params.budgets, snakemake.input.traces)}
-    made = F.make_all(trials, conditions, changes, traces, snakemake.params.trace_trial, estimated)
+    traces = {tuple(key): pl.read_parquet(p) for key, p in zip(snakemake.params.trace_keys, snakemake.input.traces)}
+    made = F.make_all(trials, conditions, changes, traces, estimated)
     for name, fig in made.items():
         fig.savefig(snakemake.output[f"{name}_png"], dpi=style["dpi"])
         fig.savefig(snakemake.output[f"{name}_svg"], metadata={"Date": None})  # no timestamp: same data, same file

@@ -1,10 +1,12 @@
 """Rule report: results/report.html, self-contained (figures embedded)."""
+import time
 from pathlib import Path
 
 import polars as pl
 from tokenwatt.aggregate import cs_tflops_of
 from tokenwatt.tables import read_changes, read_conditions
 from tokenwatt.files import logged, read_json
+from tokenwatt.provenance import git_state, utc, versions
 from tokenwatt.report import render_report
 
 with logged(snakemake.log[0]):
@@ -20,7 +22,9 @@ with logged(snakemake.log[0]):
         changes=read_changes(snakemake.input.changes), stats=read_json(snakemake.input.stats),
         missing=read_json(snakemake.input.missing), figures=figures, reference=read_json(snakemake.input.reference),
         data_summary=read_json(snakemake.input.normalize), profile=profile, cs_tflops=cs_tflops, cs_source=cs_source,
-        rerun=Path(snakemake.input.flagged).read_text(encoding="utf-8").split(),
+        rerun=Path(snakemake.input.flagged).read_text(encoding="utf-8").split(), interim=snakemake.params.interim,
+        profile_check=read_json(snakemake.input.profile_check),
+        made={"at": utc(time.time()), "git": git_state(Path(snakemake.scriptdir)), "versions": versions()},
     )
     Path(snakemake.output[0]).write_text(page, encoding="utf-8")
     print(f"wrote {snakemake.output[0]} ({len(page) / 1e6:.1f} MB)")

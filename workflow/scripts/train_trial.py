@@ -28,5 +28,6 @@ with logged(snakemake.log[0]):
             if os.path.exists(path):
                 os.remove(path)
         raise
-    print(f"done: eval loss {metrics['eval_loss']:.4f}, energy {metrics['energy_j']} J ({metrics['meter']}), "
+    loss = "none (diverged)" if metrics["eval_loss"] is None else f"{metrics['eval_loss']:.4f}"
+    print(f"done: {metrics['status']}, eval loss {loss}, energy {metrics['energy_j']} J ({metrics['meter']}), "
           f"{metrics['real_tokens'] / metrics['train_s']:,.0f} tokens/s")

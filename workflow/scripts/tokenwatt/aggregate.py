@@ -14,8 +14,10 @@ from .measures import MEASURES
 from .quality import assess
 
 
-def cs_tflops_of(metric: dict[str, Any], profile: dict[str, Any] | None) -> tuple[float, str]:
+def cs_tflops_of(metric: dict[str, Any], profile: dict[str, Any] | None) -> tuple[float | None, str]:
     """The study's CS_TFLOPS and where it came from: the device profile's median, or the configured number."""
+    if metric["cs_tflops"] == "measure" and profile is None:
+        return None, "not measured yet: the device profile has not run"
     if metric["cs_tflops"] == "measure":
         return profile["cs_tflops"], (f"measured: device profile, median of {profile['windows']} windows "
                                       f"(IQR {profile['iqr_tflops']:.3g} TFLOP/s), {profile['dtype']} on {profile['device_name']}")
@@ -34,18 +36,20 @@ def _flatten(rec: dict[str, Any]) -> dict[str, Any]:
 
 
 def trials_table(records: Iterable[dict[str, Any] | str | None], expected: list[tuple[int, int]], *,
-                 traces: Iterable[pl.DataFrame | None], steps: Iterable[pl.DataFrame | None], cs_tflops: float,
-                 metric: dict[str, Any], quality: dict[str, Any], reference_tflops: float | None) -> tuple[pl.DataFrame, list[str]]:
+                 traces: Iterable[pl.DataFrame | None], steps: Iterable[pl.DataFrame | None], cs_tflops: float | None,
+                 metric: dict[str, Any], quality: dict[str, Any], reference_tflops: float | None,
+                 absent: str = "no metrics") -> tuple[pl.DataFrame, list[str]]:
     """One row per finished trial: what it recorded, what the analysis derives from it (PE, layers, FLOPs,
     idle energy) and its measurement-quality verdict; and the names of missing or failed trials.
 
-    ``records``, ``traces`` and ``steps`` pair with ``expected`` (budget, trial); None means no file,
-    a string says why a record could not be used.
+    ``records``, ``traces`` and ``steps`` pair with ``expected`` (budget, trial); None means no file
+    (named with ``absent``), a string says why a record could not be used. Without ``cs_tflops``
+    (no device profile yet) PE and MFU are null.
     """
     kept, missing = [], []
     for (budget, trial), rec, trace, st in zip(expected, records, traces, steps):
         if isinstance(rec, str) or rec is None or rec.get("status") != "ok" or trace is None or st is None:
-            why = (rec if isinstance(rec, str) else "no metrics" if rec is None
+            why = (rec if isinstance(rec, str) else absent if rec is None
                    else f"diverged at step {rec.get('diverged_at_step')} (non-finite loss); its subject is left out of the "
                         "repeated-measures tests" if rec.get("status") == "diverged"
                    else f"status {rec.get('status')}" if rec.get("status") != "ok" else "trace files missing")

@@ -49,6 +49,11 @@ def _requirements(cfg: dict[str, Any]) -> list[str]:
     for section in ("tokenizer", "model"):
         if cfg[section]["source"] == "pretrained" and not cfg[section]["name"]:
             problems.append(f"{section}.name: {section}.source is pretrained, so give a Hub id or a local path")
+    for section in ("tokenizer", "model"):
+        name = cfg[section]["name"]
+        if cfg[section]["source"] == "pretrained" and name and name.startswith(("/", "./", "../", "~")) \
+                and not Path(name).expanduser().exists():
+            problems.append(f"{section}.name: the folder {name} does not exist; give an existing folder or a Hub id")
     if cfg["model"]["source"] == "config" and cfg["model"]["preset"] not in PRESETS:
         problems.append(f"model.preset: {cfg['model']['preset']!r} is not a preset; choose one of {', '.join(sorted(PRESETS))}")
     return problems

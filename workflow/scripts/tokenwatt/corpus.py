@@ -7,6 +7,7 @@ order) and ``text`` (str).
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,8 @@ def local_corpus(files: list[str], text_column: str = "text", encoding_errors: s
             raise CorpusError(f"corpus.local.files: {p} does not exist")
         if p.suffix not in LOCAL_FORMATS:
             raise CorpusError(f"corpus.local.files: {p} has suffix {p.suffix!r}; use one of {sorted(LOCAL_FORMATS)}")
+        if p.stat().st_size == 0:
+            raise CorpusError(f"corpus.local.files: {p} is empty; remove it from the list or fill it")
     builders = {LOCAL_FORMATS[p.suffix] for p in paths}
     if len(builders) > 1:
         raise CorpusError(f"corpus.local.files mixes formats {sorted(builders)}; use files of one format")
@@ -100,14 +103,23 @@ def local_corpus(files: list[str], text_column: str = "text", encoding_errors: s
         kwargs["encoding_errors"] = encoding_errors
     if builder == "text":
         kwargs["keep_linebreaks"] = False
-    ds = datasets.load_dataset(builder, data_files=[str(p) for p in paths], split="train", **kwargs)
     column = "text" if builder == "text" else text_column
-    if column not in ds.column_names:
-        raise CorpusError(
-            f"corpus.local.text_column is {column!r} but {paths[0]} has columns {ds.column_names}; "
-            "set corpus.local.text_column to the column that holds the text"
-        )
-    return _frame(["" if t is None else str(t) for t in ds[column]])
+    # A fresh cache per load: the datasets cache is keyed by path and mtime, so a file whose
+    # content changed with the same mtime would otherwise be read stale.
+    with tempfile.TemporaryDirectory(prefix="tokenwatt-corpus-") as cache:
+        try:
+            ds = datasets.load_dataset(builder, data_files=[str(p) for p in paths], split="train", cache_dir=cache,
+                                       keep_in_memory=True, **kwargs)
+        except Exception as err:  # the builders raise many types; the user needs the files and the reason
+            raise CorpusError(f"corpus.local.files: could not read {', '.join(map(str, paths))} as {builder} "
+                              f"({type(err).__name__}: {err}); check that each file is valid {builder}") from err
+        if column not in ds.column_names:
+            raise CorpusError(
+                f"corpus.local.text_column is {column!r} but {paths[0]} has columns {ds.column_names}; "
+                "set corpus.local.text_column to the column that holds the text"
+            )
+        texts = ds[column]
+    return _frame(["" if t is None else str(t) for t in texts])
 
 
 # ---------------------------------------------------------------- hub

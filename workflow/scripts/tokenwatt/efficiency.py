@@ -19,16 +19,17 @@ def training_flops(params: int, embedding_params: int, n_layers: int, hidden: in
     return dense + attention
 
 
-def parameter_efficiency(K: float, inv_ppl: float, cs_tflops: float, tt_scale: float, params: int, tt_tokens: int, rms_w: float | None) -> float | None:
-    """PE = K · invPPL · CS_TFLOPS · TT_scale / (MS_params · TT_tokens · RMS(W)); None without a power figure."""
-    if rms_w is None or rms_w <= 0:
+def parameter_efficiency(K: float, inv_ppl: float, cs_tflops: float | None, tt_scale: float, params: int, tt_tokens: int,
+                         rms_w: float | None) -> float | None:
+    """PE = K · invPPL · CS_TFLOPS · TT_scale / (MS_params · TT_tokens · RMS(W)); None without a power figure or CS_TFLOPS."""
+    if rms_w is None or rms_w <= 0 or cs_tflops is None:
         return None
     return K * inv_ppl * cs_tflops * tt_scale / (params * tt_tokens * rms_w)
 
 
 def efficiency_record(
     *, eval_loss: float, params: int, flops: float, tokens: int, train_s: float, energy_j: float | None,
-    rms_w: float | None, cs_tflops: float, K: float, tt_scale: float,
+    rms_w: float | None, cs_tflops: float | None, K: float, tt_scale: float,
 ) -> dict[str, Any]:
     """PE and the three layers the literature mixes up, each with its unit in the name.
 
@@ -48,11 +49,11 @@ def efficiency_record(
         "joules_per_token": None if energy_j is None else energy_j / tokens,
         "tokens_per_joule": None if not energy_j else tokens / energy_j,
         "achieved_tflops": flops / train_s / 1e12,
-        "mfu": flops / train_s / (cs_tflops * 1e12),
+        "mfu": None if cs_tflops is None else flops / train_s / (cs_tflops * 1e12),
     }
 
 
-def derived_metrics(trial: dict[str, Any], *, cs_tflops: float, K: float, tt_scale: float) -> dict[str, Any]:
+def derived_metrics(trial: dict[str, Any], *, cs_tflops: float | None, K: float, tt_scale: float) -> dict[str, Any]:
     """Everything the analysis derives from one trial's record: FLOPs, idle and dynamic energy, PE and its layers."""
     flops = training_flops(trial["params"], trial["embedding_params"], trial["n_layers"], trial["hidden_size"],
                            trial["context"], trial["real_tokens"])

@@ -96,10 +96,10 @@ def tradeoff(changes: pl.DataFrame, estimated: bool):
     return fig
 
 
-def power_traces(traces: dict[int, pl.DataFrame], trial: int, estimated: bool):
-    """The polled power of one trial per budget over its training window."""
+def power_traces(traces: dict[tuple[int, int], pl.DataFrame], estimated: bool):
+    """The polled power of one trial per budget over its training window; ``traces`` maps (budget, trial) to a trace."""
     fig, ax = plt.subplots(figsize=(8, 4.5), layout="constrained")
-    for budget, trace in sorted(traces.items()):
+    for (budget, trial), trace in sorted(traces.items()):
         valid = trace.drop_nulls("power_w")
         ax.plot(valid["t_s"], valid["power_w"], lw=1.2, label=f"{budget_label(budget)} (trial {trial})")
     ax.set_xlabel("Time since training started (s)")
@@ -156,8 +156,8 @@ def _has(trials: pl.DataFrame, column: str) -> bool:
     return column in trials.columns and trials[column].drop_nulls().len() > 0
 
 
-def make_all(trials: pl.DataFrame, conditions: pl.DataFrame, changes: pl.DataFrame, traces: dict[int, pl.DataFrame],
-             trace_trial: int, estimated: bool) -> dict:
+def make_all(trials: pl.DataFrame, conditions: pl.DataFrame, changes: pl.DataFrame,
+             traces: dict[tuple[int, int], pl.DataFrame], estimated: bool) -> dict:
     """Every figure of the report by name; one that has no data to show says why instead."""
     none_measured = "not measured: meter none records no power or energy"
     no_trials = "no finished trials yet"
@@ -167,7 +167,7 @@ def make_all(trials: pl.DataFrame, conditions: pl.DataFrame, changes: pl.DataFra
         "time_by_budget": (lambda: time_by_budget(trials, conditions, estimated), "train_s", no_trials),
         "perplexity_vs_tokens": (lambda: perplexity_vs_tokens(trials, conditions, estimated), "perplexity", no_trials),
         "tradeoff": (lambda: tradeoff(changes, estimated), None, "needs PE at two or more budgets"),
-        "power_traces": (lambda: power_traces(traces, trace_trial, estimated), None, f"Power {none_measured}"),
+        "power_traces": (lambda: power_traces(traces, estimated), None, f"Power {none_measured}"),
         "measurement_quality": (lambda: measurement_quality(trials, estimated), "run_position", no_trials),
     }
     available = {

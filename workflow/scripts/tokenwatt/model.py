@@ -48,15 +48,15 @@ def load_pretrained(name: str, revision: str | None = None, trust_remote_code: b
         return AutoModelForCausalLM.from_pretrained(
             name, revision=revision, use_safetensors=True, trust_remote_code=trust_remote_code, dtype=torch.float32
         )
-    except OSError as err:
+    except (OSError, ValueError) as err:  # ValueError: a name that is neither a Hub id nor a folder
         raise ModelError(
-            f"model.name {name!r} could not be loaded with safetensors weights ({err}); on an offline machine "
-            "point model.name at a local directory saved with save_pretrained(safe_serialization=True)"
+            f"model.name {name!r} could not be loaded with safetensors weights ({err}); give a Hub id or an existing "
+            "folder saved with save_pretrained(safe_serialization=True) (on an offline machine, a local folder)"
         ) from err
 
 
-def check_tokenizer_matches(model: torch.nn.Module, tokenizer: dict[str, Any]) -> None:
-    """Every token id must index the embedding, and the pad ids must agree."""
+def check_tokenizer_matches(model: torch.nn.Module, tokenizer: dict[str, Any]) -> list[str]:
+    """Every token id must index the embedding, and the pad ids must agree; returns notes worth logging."""
     n_embed = model.get_input_embeddings().num_embeddings
     if tokenizer["vocab_size"] > n_embed:
         raise ModelError(
@@ -66,6 +66,10 @@ def check_tokenizer_matches(model: torch.nn.Module, tokenizer: dict[str, Any]) -
     model_pad = getattr(model.config, "pad_token_id", None)
     if model_pad is not None and model_pad != tokenizer["pad_token_id"]:
         raise ModelError(f"the tokenizer pads with id {tokenizer['pad_token_id']} but the model's pad_token_id is {model_pad}")
+    if n_embed > tokenizer["vocab_size"]:
+        return [f"the model's embedding has {n_embed} rows but the tokenizer uses {tokenizer['vocab_size']} ids: "
+                f"{n_embed - tokenizer['vocab_size']} rows are never used, yet counted in params (and so in PE)"]
+    return []
 
 
 def parameter_count(model: torch.nn.Module) -> int:

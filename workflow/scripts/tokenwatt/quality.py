@@ -61,25 +61,54 @@ def first_temperature(trace: pl.DataFrame) -> float | None:
     return float(temps[0]) if len(temps) else None
 
 
+def _pct(x: float) -> str:
+    return f"{100 * x:+.0f} %"
+
+
 def _median(values: list[float]) -> float | None:
     values = [v for v in values if v is not None]
     return statistics.median(values) if values else None
 
 
+def _check_median(trial: dict[str, Any], when: str) -> float | None:
+    return _median(trial[f"check_{when}_tflops"])
+
+
+def profile_verdict(profile: dict[str, Any] | None, trials: list[dict[str, Any]], q: dict[str, Any]) -> dict[str, Any]:
+    """Is the device profile itself a trustworthy reference? And the reference the matmul-check rule uses.
+
+    A profile measured while the machine was busy is off for the whole study. Two symptoms: its
+    windows vary too much (``quality.profile_cv_max``), or the trials' own checks before training
+    sit off it by more than ``quality.check_tolerance`` (median over trials). Then the trials are
+    judged against the study's median check instead, so one bad profile does not flag every trial.
+    CS_TFLOPS scales every trial's PE alike, so a bad profile moves PE's level, not its changes.
+    """
+    checks = _median([_check_median(t, "before") for t in trials if t.get("status") == "ok"])
+    verdict = {"checks_median_tflops": checks, "profile_tflops": None if profile is None else profile["cs_tflops"],
+               "profile_cv": None if profile is None else profile["cv"], "reasons": []}
+    if profile is None:
+        return {**verdict, "status": "no profile", "reference": "the study's median matmul check", "reference_tflops": checks}
+    if profile["cv"] is not None and profile["cv"] > q["profile_cv_max"]:
+        verdict["reasons"].append(f"its windows vary by {100 * profile['cv']:.0f} % (coefficient of variation; at most "
+                                  f"{100 * q['profile_cv_max']:g} %)")
+    if checks and abs(checks / profile["cs_tflops"] - 1) > q["check_tolerance"]:
+        verdict["reasons"].append(f"the trials' matmul checks before training ran {_pct(checks / profile['cs_tflops'] - 1)} "
+                                  f"off it (median; tolerance ±{100 * q['check_tolerance']:g} %)")
+    if verdict["reasons"]:
+        return {**verdict, "status": "disturbed", "reference": "the study's median matmul check", "reference_tflops": checks}
+    return {**verdict, "status": "ok", "reference": "the device profile", "reference_tflops": profile["cs_tflops"]}
+
+
 def diagnose(trials: list[dict[str, Any]], traces: list[pl.DataFrame], steps: list[pl.DataFrame],
              reference_tflops: float | None, q: dict[str, Any]) -> list[Diagnostics]:
-    """The numbers the rules judge, per trial (same order as ``trials``).
-
-    ``reference_tflops`` is the device profile's median; without a profile (a configured
-    CS_TFLOPS), the study's median before-check stands in, so drift is still seen.
-    """
+    """The numbers the rules judge, per trial (same order as ``trials``); ``reference_tflops`` is the
+    matmul checks' reference from ``profile_verdict``."""
     by_condition: dict[Any, list[float]] = {}
     for t in trials:
         by_condition.setdefault(t["budget"], []).append(t["real_tokens"] / t["train_s"])
     condition_tps = {c: _median(v) for c, v in by_condition.items()}
     idle_median = _median([t["idle_power_w"] for t in trials])
-    checks = lambda t, when: t[f"check_{when}_tflops"]  # noqa: E731
-    reference = reference_tflops or _median([_median(checks(t, "before")) for t in trials if checks(t, "before")])
+    reference = reference_tflops
     out = []
     for t, trace, st in zip(trials, traces, steps):
         tps = t["real_tokens"] / t["train_s"]
@@ -87,8 +116,8 @@ def diagnose(trials: list[dict[str, Any]], traces: list[pl.DataFrame], steps: li
         out.append({
             "throughput_vs_condition": tps / condition_tps[t["budget"]] - 1.0,
             "throughput_steady_deviation": steady_deviation(st, q["steady_window"]),
-            "check_before_ratio": ratio(_median(checks(t, "before"))),
-            "check_after_ratio": ratio(_median(checks(t, "after"))),
+            "check_before_ratio": ratio(_check_median(t, "before")),
+            "check_after_ratio": ratio(_check_median(t, "after")),
             "idle_power_deviation_w": None if t["idle_power_w"] is None or idle_median is None else t["idle_power_w"] - idle_median,
             "idle_power_median_w": idle_median,
             "power_step": power_step(trace, q["power_step_window"]),
@@ -98,10 +127,6 @@ def diagnose(trials: list[dict[str, Any]], traces: list[pl.DataFrame], steps: li
 
 
 Rule = Callable[[dict[str, Any], Diagnostics, dict[str, Any]], "str | None"]
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:+.0f} %"
 
 
 def _throughput(t, d, q):
@@ -123,7 +148,7 @@ def _check(t, d, q):
     bad = [f"{when} {_pct(d[f'check_{when}_ratio'] - 1)}" for when in ("before", "after")
            if d[f"check_{when}_ratio"] is not None and abs(d[f"check_{when}_ratio"] - 1) > q["check_tolerance"]]
     if bad:
-        return (f"matmul check against the device profile: {', '.join(bad)} "
+        return (f"matmul check against the reference throughput: {', '.join(bad)} "
                 f"(tolerance ±{100 * q['check_tolerance']:g} %)")
     return None
 

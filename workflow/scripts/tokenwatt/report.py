@@ -10,6 +10,8 @@ from typing import Any
 import polars as pl
 
 from .measures import MEASURES, TESTED, budget_label, label
+from .provenance import utc
+from .stats import fmt_p
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
@@ -74,7 +76,7 @@ def _stats_html(stats: dict[str, Any]) -> str:
             continue
         fr = stats["friedman"].get(dv, {})
         parts.append(head + f'<span class="apa">{esc(a["apa"])}</span>. Friedman: <span class="apa">{esc(fr.get("apa", "not tested"))}</span>. '
-                     f"Residual normality (Shapiro–Wilk): W = {a['residual_shapiro_w']:.3f}, p = {a['residual_shapiro_p']:.3g}.</p>")
+                     f"Residual normality (Shapiro–Wilk): W = {a['residual_shapiro_w']:.3f}, {fmt_p(a['residual_shapiro_p'])}.</p>")
     post = [[_Raw(esc(label(r["dv"]))), _Raw(f"{esc(budget_label(r['budget_a']))} vs {esc(budget_label(r['budget_b']))}"),
              r["t"], r["df"], r["p_unc"], r["p_holm"], r["hedges_g"]] for r in stats["posthoc"]]
     if post:
@@ -118,10 +120,19 @@ def _pct(x: Any) -> str:
     return "—" if x is None else f"{100 * (x - 1):+.1f} %"
 
 
-def _quality_html(trials: pl.DataFrame, stats: dict[str, Any], profile: dict[str, Any] | None, cs_tflops: float,
-                  cs_source: str, rerun: list[str], exclude_flagged: bool) -> str:
+def _profile_warning(check: dict[str, Any]) -> str:
+    if check.get("status") != "disturbed":
+        return ""
+    return ('<div class="warn"><b>The device profile looks disturbed</b>: ' + esc("; ".join(check["reasons"])) + ". CS_TFLOPS "
+            "scales every trial's PE alike, so PE's changes between budgets and every test on them stand, but PE's level is "
+            "uncertain; the matmul checks were judged against the study's median check instead. Measure the profile again "
+            "with <code>snakemake --cores 1 --resources gpu=1 --forcerun device_profile</code>.</div>")
+
+
+def _quality_html(trials: pl.DataFrame, stats: dict[str, Any], profile: dict[str, Any] | None, cs_tflops: float | None,
+                  cs_source: str, rerun: list[str], exclude_flagged: bool, profile_check: dict[str, Any]) -> str:
     """CS_TFLOPS and its drift, the flags with their reasons, the sensitivity analysis and the rerun command."""
-    parts = [f"<p><b>CS_TFLOPS</b> = {num(cs_tflops)} TFLOP/s — {esc(cs_source)}.</p>"]
+    parts = [f"<p><b>CS_TFLOPS</b> = {num(cs_tflops)} TFLOP/s — {esc(cs_source)}.</p>", _profile_warning(profile_check)]
     if profile:
         parts.append(table(["device profile", "value"], [
             [_Raw("median / 25th / 75th percentile (TFLOP/s)"), _Raw(f"{num(profile['median_tflops'])} / {num(profile['q25_tflops'])} / {num(profile['q75_tflops'])}")],
@@ -134,8 +145,8 @@ def _quality_html(trials: pl.DataFrame, stats: dict[str, Any], profile: dict[str
     if "check_before_ratio" in trials.columns and trials["check_before_ratio"].drop_nulls().len():
         ratios = pl.concat([trials["check_before_ratio"], trials["check_after_ratio"]]).drop_nulls()
         parts.append(f"<p><b>Drift.</b> Each trial timed the same matmul right before and after training: between "
-                     f"{_pct(ratios.min())} and {_pct(ratios.max())} of the device profile (median {_pct(ratios.median())}). "
-                     "These checks are diagnostics only; PE always uses the one CS_TFLOPS above.</p>")
+                     f"{_pct(ratios.min())} and {_pct(ratios.max())} of {esc(profile_check.get('reference', 'the reference'))} "
+                     f"(median {_pct(ratios.median())}). These checks are diagnostics only; PE always uses the one CS_TFLOPS above.</p>")
     if trials.height == 0:
         return "\n".join([*parts, "<p>No finished trials, so no measurement to judge.</p>"])
     flagged = trials.filter(pl.col("quality") == "flagged").sort("run_position")
@@ -167,13 +178,20 @@ def _quality_html(trials: pl.DataFrame, stats: dict[str, Any], profile: dict[str
 def render_report(
     *, config: dict[str, Any], config_hash: str, trials: pl.DataFrame, conditions: pl.DataFrame,
     changes: pl.DataFrame, stats: dict[str, Any], missing: list[str], figures: dict[str, tuple[bytes, str]],
-    reference: dict[str, Any], data_summary: dict[str, Any], profile: dict[str, Any] | None, cs_tflops: float,
-    cs_source: str, rerun: list[str],
+    reference: dict[str, Any], data_summary: dict[str, Any], profile: dict[str, Any] | None, cs_tflops: float | None,
+    cs_source: str, rerun: list[str], profile_check: dict[str, Any], interim: bool = False,
+    made: dict[str, Any] | None = None,
 ) -> str:
-    """The whole report as one HTML string; ``figures`` maps name → (PNG bytes, caption)."""
+    """The whole report as one HTML string; ``figures`` maps name → (PNG bytes, caption); ``made`` says when
+    and with what it was made (git state, report time, package versions)."""
+    made = made or {}
     study = config["study"]
     meters = sorted(set(trials["meter"].to_list())) if "meter" in trials.columns else []
     warnings = []
+    if interim:
+        warnings.append(f'<div class="bad"><b>INTERIM report</b>: built from the {trials.height} trial(s) finished so far; the study '
+                        "is still running or stopped early. Trials not finished yet are listed below and left out of every number. "
+                        "The final report is <code>report.html</code> beside the <code>interim</code> folder.</div>")
     if "estimate" in meters:
         warnings.append('<div class="warn"><b>Energy and power are ESTIMATED</b>, not measured: no power sensor was available, so power is '
                         "CPU TDP × this process's CPU utilisation. That energy is work-based (CPU time × a share of the TDP) and that "
@@ -181,6 +199,9 @@ def render_report(
                         "quality-per-joule below inherit that estimate; the measurement-quality rules flag trials whose load changed.</div>")
     if "none" in meters:
         warnings.append('<div class="warn"><b>Energy was not measured</b> (meter none): energy, power and PE are missing, not zero.</div>')
+    if profile_check.get("status") == "disturbed":
+        warnings.append('<div class="warn"><b>The device profile looks disturbed</b>: CS_TFLOPS, and so PE\'s level, is '
+                        'uncertain; see <a href="#quality">Measurement quality</a>.</div>')
     n_flagged = trials.filter(pl.col("quality") == "flagged").height if "quality" in trials.columns else 0
     if n_flagged:
         warnings.append(f'<div class="warn"><b>{n_flagged} trial(s) flagged as possibly disturbed measurements</b>: '
@@ -189,9 +210,13 @@ def render_report(
         warnings.append('<div class="bad"><b>Missing or failed trials</b> (not averaged over): '
                         + "; ".join(esc(m) for m in missing) + "</div>")
     first = trials.row(0, named=True) if trials.height else {}
+    started = trials["started_at_unix_s"].drop_nulls() if "started_at_unix_s" in trials.columns else pl.Series([], dtype=pl.Float64)
     provenance = [
+        ["trials ran", f"{utc(started.min())} to {utc(started.max())}" if len(started) else "—"],
+        ["report made", made.get("at", "—")], ["workflow code (git)", made.get("git", "—")],
         ["config hash", config_hash], ["meter(s)", ", ".join(meters)], ["device", first.get("device_name")],
-        ["device kind", first.get("device")], ["GPU UUID", first.get("device_uuid")],
+        ["device kind", first.get("device")],
+        *([["GPU UUID", first.get("device_uuid")]] if first.get("device_uuid") else []),
         ["precision", first.get("precision")], ["parameters", first.get("params")], ["optimizer", first.get("optimizer")],
         ["power polling interval (s)", first.get("interval_requested_s")], ["CS_TFLOPS", f"{num(cs_tflops)} ({cs_source})"],
         ["trials finished", trials.height], ["documents in / out of normalization", f"{data_summary.get('documents_in')} / {data_summary.get('documents_out')}"],
@@ -203,10 +228,11 @@ def render_report(
         for name, (png, caption) in figures.items()
     )
     budgets = ", ".join(budget_label(b) for b in sorted(study["budgets"]))
+    exclude_flagged = config.get("quality", {}).get("exclude_flagged", False)
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>tokenwatt report — {esc(study['name'])}</title>
+<html lang="en"><head><meta charset="utf-8"><title>tokenwatt {"interim " if interim else ""}report — {esc(study['name'])}</title>
 <style>{CSS}</style></head><body>
-<h1>tokenwatt report: {esc(study['name'])}</h1>
+<h1>tokenwatt {"INTERIM " if interim else ""}report: {esc(study['name'])}</h1>
 <p><b>Question.</b> On fixed hardware, how does the number of training tokens change the energy-aware parameter efficiency
 (PE = K · invPPL · CS_TFLOPS · TT_scale / (params · TT_tokens · RMS(W))) of training a language model?
 Budgets {esc(budgets)} real tokens per epoch, {esc(study['trials'])} trials each; trial <i>i</i> runs under every budget
@@ -219,12 +245,13 @@ Budgets {esc(budgets)} real tokens per epoch, {esc(study['trials'])} trials each
 <h2>Figures</h2>
 {figs}
 <h2 id="quality">Measurement quality</h2>
-{_quality_html(trials, stats, profile, cs_tflops, cs_source, rerun, config.get("quality", {}).get("exclude_flagged", False))}
+{_quality_html(trials, stats, profile, cs_tflops, cs_source, rerun, exclude_flagged, profile_check)}
 <h2>Against the reference study</h2>
 {_reference_html(reference, conditions, changes, stats)}
 <h2>Provenance</h2>
 {table(["item", "value"], [[_Raw(esc(k)), _Raw(esc(v))] for k, v in provenance])}
-<p>Versions: {esc(json.dumps(versions, sort_keys=True))}</p>
+<p>Trials ran with: {esc(json.dumps(versions, sort_keys=True))}</p>
+<p>Analysis and report made with: {esc(json.dumps(made.get("versions", {}), sort_keys=True))}</p>
 <h3>Configuration</h3>
 <pre>{esc(json.dumps(config, indent=2, sort_keys=True, default=str))}</pre>
 </body></html>

@@ -17,6 +17,7 @@ def run_order(budgets: list[int], trials: list[int], seed: int, mode: str) -> li
     return [pairs[i] for i in perm]
 
 
-def trial_priority(budget: int, trial: int, budgets: list[int], trials: list[int], seed: int, mode: str) -> int:
+def trial_priorities(budgets: list[int], trials: list[int], seed: int, mode: str) -> dict[tuple[int, int], int]:
+    """Snakemake priority of every (budget, trial): the first to run gets the highest."""
     order = run_order(budgets, trials, seed, mode)
-    return len(order) - order.index((budget, trial))
+    return {pair: len(order) - i for i, pair in enumerate(order)}

@@ -12,6 +12,11 @@ class SplitError(ValueError):
 
 def split_documents(docs: pl.DataFrame, eval_documents: int, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Split by document (never by chunk), so no document feeds both training and evaluation."""
+    if docs.height == 0:
+        raise SplitError(
+            "no documents are left after normalization and de-duplication (results/data/normalize_summary.json "
+            "counts what was dropped); check the corpus: corpus.source, its files and corpus.local.text_column"
+        )
     if eval_documents >= docs.height:
         raise SplitError(
             f"split.eval_documents is {eval_documents} but the normalized corpus has only {docs.height} "

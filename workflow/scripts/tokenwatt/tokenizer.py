@@ -45,10 +45,10 @@ def load_tokenizer(name_or_path: str, revision: str | None = None):
 
     try:
         tok = AutoTokenizer.from_pretrained(name_or_path, revision=revision)
-    except OSError as err:
+    except (OSError, ValueError) as err:  # ValueError: a name that is neither a Hub id nor a folder
         raise TokenizerError(
-            f"tokenizer.pretrained.name {name_or_path!r} could not be loaded ({err}); on an offline "
-            "machine point it at a local directory saved with save_pretrained"
+            f"tokenizer.name {name_or_path!r} could not be loaded ({err}); give a Hub id or an existing folder "
+            "saved with save_pretrained (on an offline machine, a local folder)"
         ) from err
     if tok.pad_token_id is None:
         if tok.eos_token_id is None:

@@ -48,12 +48,14 @@ def cooldown(meter: Meter, seconds: float, below_c: float | None, timeout_s: flo
     return {"cooldown_s": time.monotonic() - t0, "cooldown_end_temperature_c": reached}
 
 
-def load_model(model_cfg: dict[str, Any], tokenizer: dict[str, Any], context: int, seed: int) -> torch.nn.Module:
+def load_model(model_cfg: dict[str, Any], tokenizer: dict[str, Any], context: int, seed: int,
+               log: Callable[[str], None] = print) -> torch.nn.Module:
     if model_cfg["source"] == "config":
         model = build_model(preset_config(model_cfg["preset"], model_cfg["overrides"], tokenizer, context), seed)
     else:
         model = load_pretrained(model_cfg["name"], model_cfg["revision"], model_cfg["trust_remote_code"])
-    check_tokenizer_matches(model, tokenizer)
+    for note in check_tokenizer_matches(model, tokenizer):
+        log(f"NOTE: {note}")
     return model
 
 
@@ -81,7 +83,7 @@ def run_trial(
     eval_ids, eval_mask = chunk_tensors(eval_chunks)
     context = ids.shape[1]
 
-    model = load_model(model_cfg, tokenizer, context, seed)
+    model = load_model(model_cfg, tokenizer, context, seed, log)
     arch = describe(model)
     model.to(device)
     meter, why = make_meter(meter_cfg["kind"], device.type, interval_s=meter_cfg["interval_s"], cpu_tdp_w=meter_cfg["cpu_tdp_w"],
@@ -141,7 +143,7 @@ def run_trial(
         **{k: v for k, v in energy.items() if k not in ("trace", "energy_j")},
         "device": device.type, "device_name": device_name(device),
         "device_uuid": meter.static_info().get("meter_device_uuid") or gpu_uuid(device, nvml), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "threads": train_cfg["threads"], **arch, "context": context,
+        "threads": train_cfg["threads"], **arch, "tokenizer_vocab_size": tokenizer["vocab_size"], "context": context,
         "check_before_tflops": check_before, "check_after_tflops": check_after,
         "versions": versions(),
         "run_s": time.perf_counter() - t_start,

@@ -1,0 +1,81 @@
+"""Bad inputs and broken outputs, as a user meets them through Snakemake: each gives a message that
+names the key or file and what to do, leaves nothing corrupt, and a rerun after the fix redoes
+only what is missing. (Faults inside one stage are tested beside that stage's module.)"""
+
+import os
+
+import pytest
+
+from workflow_helpers import TINY, copy_of_study, planned_jobs, snakemake
+
+pytestmark = pytest.mark.workflow
+
+ANALYSIS = {"aggregate": 1, "stats": 1, "figures": 1, "report": 1}
+
+
+def _dry(study, text, name="case.yaml"):
+    (study / name).write_text(text)
+    return snakemake(study, *TINY, name, "-n", check=False)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("model: {source: config, preset: llama-huge}", "model.preset: 'llama-huge' is not a preset; choose one of"),
+    ("tokenizer: {source: pretrained, name: ./missing-tokenizer}", "tokenizer.name: the folder ./missing-tokenizer does not exist"),
+    ("model: {source: pretrained, name: /nowhere/model}", "model.name: the folder /nowhere/model does not exist"),
+    ("study: {name: x, seed: 1, budgets: [-5], trials: 1}", "study.budgets[0]: -5 is less than the minimum of 1"),
+    ("train: {on_divergence: ignore}", "train.on_divergence: 'ignore' is not one of ['record', 'fail']"),
+    ("metric: {cs_tflops: fast}", "metric.cs_tflops"),
+])
+def test_a_bad_config_stops_before_any_job_naming_the_key(study, text, message):
+    proc = _dry(study, text)
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr
+
+
+def test_whole_numbers_written_as_floats_plan_exactly_the_same_jobs(study):
+    (study / "floats.yaml").write_text("study: {name: tiny test study, seed: 11, budgets: [1000.0, 2000.0], trials: 3.0}")
+    assert planned_jobs(study, *TINY, "floats.yaml") == {}
+
+
+def test_reordered_keys_and_written_out_defaults_rerun_nothing(study):
+    (study / "same.yaml").write_text("train: {log_every: 20, epochs: 1, lr: 0.003, weight_decay: 0, precision: fp32}\n"
+                                     "quality: {exclude_flagged: false}\n")
+    assert planned_jobs(study, *TINY, "same.yaml") == {}
+
+
+def test_a_deleted_trace_is_rebuilt_by_the_default_target_and_only_its_trial_reruns(study):
+    path = study / "results/trials/b2000/t2/power.parquet"
+    original, stat = path.read_bytes(), path.stat()
+    path.unlink()
+    try:
+        assert planned_jobs(study, *TINY) == {"train_trial": 1, **ANALYSIS}
+    finally:
+        path.write_bytes(original)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert planned_jobs(study, *TINY) == {}
+
+
+def test_a_hand_edited_trial_record_is_named_in_the_report_with_the_fix(study, tmp_path):
+    work = copy_of_study(study, tmp_path / "copy")
+    path = work / "results/trials/b1000/t3/metrics.json"
+    stat = path.stat()
+    path.write_text("{}")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # an edit Snakemake does not notice by time
+    snakemake(work, *TINY, "--cores", "1", "--forcerun", "aggregate")
+    page = (work / "results/report.html").read_text()
+    assert "results/trials/b1000/t3/metrics.json is not a valid trial record" in page
+    assert "delete it and rerun to train that trial again" in page
+    path.unlink()
+    assert planned_jobs(work, *TINY) == {"train_trial": 1, **ANALYSIS}
+
+
+def test_an_interim_report_reads_the_finished_trials_and_lists_the_rest_without_training(study, tmp_path):
+    work = copy_of_study(study, tmp_path / "copy")
+    for name in ("metrics.json", "power.parquet", "steps.parquet"):  # trial 3 of budget 2000 "still running"
+        (work / "results/trials/b2000/t3" / name).unlink()
+    before = {p: p.stat().st_mtime_ns for p in (work / "results/trials").rglob("*.*")}
+    snakemake(work, "interim", *TINY, "--cores", "1", "--nolock", "--rerun-triggers", "mtime")
+    page = (work / "results/interim/report.html").read_text()
+    assert "INTERIM report" in page and "budget 2000 trial 3: not finished yet" in page
+    assert "5 trial(s) finished so far" in page
+    assert {p: p.stat().st_mtime_ns for p in (work / "results/trials").rglob("*.*")} == before  # nothing trained

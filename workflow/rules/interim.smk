@@ -1,0 +1,89 @@
+# Interim report: the analysis of the trials finished so far, while a long study still runs.
+# `snakemake interim --cores 1 --nolock --rerun-triggers mtime` beside a running study (--nolock:
+# the running study holds the folder's lock; this only reads finished trials, marked ancient, and
+# writes under results/interim/).
+# The final rules are reused with other inputs and outputs; nothing here trains.
+
+
+use rule aggregate as interim_aggregate with:
+    input:
+        schema=METRICS_SCHEMA,
+        metrics=finished_files(0),
+        power=finished_files(1),
+        steps=finished_files(2),
+        profile=existing_profile,
+    output:
+        trials=interim_path("analysis", "trials.parquet"),
+        conditions=interim_path("analysis", "conditions.csv"),
+        changes=interim_path("analysis", "changes.csv"),
+        quality=interim_path("analysis", "quality.csv"),
+        flagged=interim_path("analysis", "flagged.txt"),
+        missing=interim_path("analysis", "missing.json"),
+        profile_check=interim_path("analysis", "profile_check.json"),
+    params:
+        expected=EXPECTED,
+        paths=[trial_metrics(b, t) for b, t in EXPECTED],
+        absent="not finished yet",
+        metric=config["metric"],
+        quality=QUALITY_SETTINGS,
+        code=code_digest("aggregate.py"),
+    log:
+        logfile("interim_aggregate"),
+
+
+use rule stats as interim_stats with:
+    input:
+        interim_path("analysis", "trials.parquet"),
+    output:
+        json=interim_path("analysis", "stats.json"),
+        anova=interim_path("analysis", "anova.csv"),
+        posthoc=interim_path("analysis", "posthoc.csv"),
+    log:
+        logfile("interim_stats"),
+
+
+use rule figures as interim_figures with:
+    input:
+        trials=interim_path("analysis", "trials.parquet"),
+        conditions=interim_path("analysis", "conditions.csv"),
+        changes=interim_path("analysis", "changes.csv"),
+        traces=lambda wildcards: [ancient(trial_files(b, t)[1]) for b, t in interim_traces()],
+    output:
+        **{f"{name}_{ext}": interim_path("figures", f"{name}.{ext}") for name in FIGURES for ext in ("png", "svg")},
+    params:
+        trace_keys=lambda wildcards: interim_traces(),
+        style=config["figures"],
+        code=code_digest("figures.py"),
+    log:
+        logfile("interim_figures"),
+
+
+use rule report as interim_report with:
+    input:
+        trials=interim_path("analysis", "trials.parquet"),
+        conditions=interim_path("analysis", "conditions.csv"),
+        changes=interim_path("analysis", "changes.csv"),
+        missing=interim_path("analysis", "missing.json"),
+        profile_check=interim_path("analysis", "profile_check.json"),
+        flagged=interim_path("analysis", "flagged.txt"),
+        profile=existing_profile,
+        stats=interim_path("analysis", "stats.json"),
+        figures=[interim_path("figures", f"{name}.png") for name in FIGURES],
+        captions=[f"workflow/report/{name}.rst" for name in FIGURES],
+        reference="resources/reference_study.json",
+        normalize=ancient(res("data", "normalize_summary.json")),
+    output:
+        interim_path("report.html"),
+    params:
+        config=config,
+        config_hash=CONFIG_HASH,
+        figure_names=FIGURES,
+        interim=True,
+        code=code_digest("report.py"),
+    log:
+        logfile("interim_report"),
+
+
+rule interim:
+    input:
+        interim_path("report.html"),
