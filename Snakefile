@@ -26,3 +26,7 @@ rule all:
 rule data:
     input:
         DATA_TARGETS,
+
+
+onerror:
+    warn_if_report_is_stale()

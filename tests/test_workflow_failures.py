@@ -79,3 +79,12 @@ def test_an_interim_report_reads_the_finished_trials_and_lists_the_rest_without_
     assert "INTERIM report" in page and "budget 2000 trial 3: not finished yet" in page
     assert "5 trial(s) finished so far" in page
     assert {p: p.stat().st_mtime_ns for p in (work / "results/trials").rglob("*.*")} == before  # nothing trained
+
+
+def test_after_a_failed_run_an_old_report_of_another_config_is_called_out(study, tmp_path):
+    work = copy_of_study(study, tmp_path / "copy")
+    (work / "fail.yaml").write_text("train: {lr: 1.0e+30, epochs: 1, log_every: 5, on_divergence: fail}\n")
+    proc = snakemake(work, *TINY, "fail.yaml", "--cores", "1", check=False)
+    assert proc.returncode != 0
+    assert "results/report.html was made from another config than this run's" in proc.stdout + proc.stderr
+    assert (work / "results/report.html").exists()  # kept: nothing computed is deleted

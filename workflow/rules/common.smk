@@ -153,3 +153,15 @@ if workflow.is_main_process:
     from tokenwatt.preview import cost_preview
 
     logger.info(cost_preview(BUDGETS, TRIALS, config["train"]["epochs"], _finished_trials()))
+
+
+def warn_if_report_is_stale():
+    """After a failed run, say whether results/report.html describes another config (it is kept, not deleted)."""
+    import re
+
+    for page in (Path(res("report.html")), Path(interim_path("report.html"))):
+        if page.exists():
+            found = re.search(r'name="tokenwatt-config-hash" content="([0-9a-f]+)"', page.read_text(encoding="utf-8")[:4000])
+            if found is None or found.group(1) != CONFIG_HASH:
+                logger.warning(f"{page} was made from another config than this run's (config hash "
+                               f"{found.group(1) if found else 'unknown'}, now {CONFIG_HASH}); it does not show this study")

@@ -230,7 +230,7 @@ def render_report(
     budgets = ", ".join(budget_label(b) for b in sorted(study["budgets"]))
     exclude_flagged = config.get("quality", {}).get("exclude_flagged", False)
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>tokenwatt {"interim " if interim else ""}report — {esc(study['name'])}</title>
+<html lang="en"><head><meta charset="utf-8"><meta name="tokenwatt-config-hash" content="{esc(config_hash)}"><title>tokenwatt {"interim " if interim else ""}report — {esc(study['name'])}</title>
 <style>{CSS}</style></head><body>
 <h1>tokenwatt {"INTERIM " if interim else ""}report: {esc(study['name'])}</h1>
 <p><b>Question.</b> On fixed hardware, how does the number of training tokens change the energy-aware parameter efficiency
