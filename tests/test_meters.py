@@ -98,10 +98,10 @@ def test_none_meter_reports_nulls_never_zero():
     assert out["energy_j"] is None and out["power_rms_w"] is None and out["power_mean_w"] is None
 
 
-def test_estimate_is_labelled_an_estimate():
+def test_estimate_is_labelled_an_estimate_that_is_work_based_and_load_dependent():
     out = _window(EstimateMeter(tdp_w=65.0, interval_s=0.05))
     assert out["meter"] == "estimate" and out["meter_is_estimate"] is True
-    assert "ESTIMATE" in out["meter_note"]
+    assert "ESTIMATE" in out["meter_note"] and "work-based" in out["meter_note"] and "another load" in out["meter_note"]
     assert 0 <= out["power_max_w"] <= 65.0
 
 

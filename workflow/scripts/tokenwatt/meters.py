@@ -282,7 +282,9 @@ class EstimateMeter(Meter):
         super().__init__(interval_s, sync)
         self.tdp_w = tdp_w
         self.cores = len(os.sched_getaffinity(0))
-        self.note = f"ESTIMATE: {tdp_w:g} W TDP × process CPU utilisation over {self.cores} cores; no power sensor was read"
+        self.note = (f"ESTIMATE: {tdp_w:g} W TDP × this process's CPU utilisation over {self.cores} cores; no power sensor was "
+                     "read. Its energy is work-based (CPU time × a share of the TDP) and its power depends on the CPU the "
+                     "trial got: another load on the machine lowers it")
         self._last: tuple[float, float] | None = None
 
     def _sample(self) -> dict[str, Any]:

@@ -78,7 +78,7 @@ def profile_verdict(profile: dict[str, Any] | None, trials: list[dict[str, Any]]
     """Is the device profile itself a trustworthy reference? And the reference the matmul-check rule uses.
 
     A profile measured while the machine was busy is off for the whole study. Two symptoms: its
-    windows vary too much (``quality.profile_cv_max``), or the trials' own checks before training
+    windows vary too much (``profile.max_cv``, passed as ``profile_cv_max``), or the trials' own checks before training
     sit off it by more than ``quality.check_tolerance`` (median over trials). Then the trials are
     judged against the study's median check instead, so one bad profile does not flag every trial.
     CS_TFLOPS scales every trial's PE alike, so a bad profile moves PE's level, not its changes.
@@ -108,11 +108,10 @@ def diagnose(trials: list[dict[str, Any]], traces: list[pl.DataFrame], steps: li
         by_condition.setdefault(t["budget"], []).append(t["real_tokens"] / t["train_s"])
     condition_tps = {c: _median(v) for c, v in by_condition.items()}
     idle_median = _median([t["idle_power_w"] for t in trials])
-    reference = reference_tflops
     out = []
     for t, trace, st in zip(trials, traces, steps):
         tps = t["real_tokens"] / t["train_s"]
-        ratio = lambda x: None if x is None or not reference else x / reference  # noqa: E731
+        ratio = lambda x: None if x is None or not reference_tflops else x / reference_tflops  # noqa: E731
         out.append({
             "throughput_vs_condition": tps / condition_tps[t["budget"]] - 1.0,
             "throughput_steady_deviation": steady_deviation(st, q["steady_window"]),
