@@ -1,5 +1,4 @@
 # Shared helpers: validated config, every output path, code digests and run order.
-import hashlib
 import sys
 from pathlib import Path
 
