@@ -119,15 +119,16 @@ def measurement_quality(trials: pl.DataFrame, estimated: bool):
     budgets = sorted(order["budget"].unique().to_list())
     fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True, layout="constrained")
     panels = [("tokens_per_s", "Throughput (tokens/s)"), ("power_rms_w", "RMS power (W)" + (" — estimated" if estimated else "")),
-              (None, "Matmul check ÷ device profile")]
+              (None, "Matmul check ÷ reference")]
     x = order["run_position"].to_numpy()
     for ax, (column, ylabel) in zip(axes, panels):
         if column is None:
             for name, marker in (("check_before_ratio", "^"), ("check_after_ratio", "v")):
                 y = order[name].cast(pl.Float64).to_numpy()
                 ax.scatter(x, y, marker=marker, s=22, color="0.35", label=name.split("_")[1])
-            ax.axhline(1.0, color="0.5", lw=1, ls="--", label="device profile")
-            y = order["check_before_ratio"].cast(pl.Float64).to_numpy()
+            ax.axhline(1.0, color="0.5", lw=1, ls="--", label="reference (the device profile, or the median check)")
+            before, after = (order[c].cast(pl.Float64).fill_null(1.0).to_numpy() for c in ("check_before_ratio", "check_after_ratio"))
+            y = np.where(np.abs(before - 1) >= np.abs(after - 1), before, after)  # circle the check that strayed most
         else:
             y = order[column].cast(pl.Float64).to_numpy()
             for i, b in enumerate(budgets):
