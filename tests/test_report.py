@@ -137,12 +137,31 @@ def test_the_quality_section_repeats_the_statistics_without_flagged_trials(analy
 
 def test_the_report_shows_cs_tflops_from_the_device_profile(analysed, figures):
     page = _report(analysed, figures)
-    assert "CS_TFLOPS</b> = 0.15 TFLOP/s — measured: device profile" in page
+    assert "CS_TFLOPS</b> = 0.1500 TFLOP/s — measured: device profile" in page
     assert "Drift." in page
 
 
 def test_the_estimate_warning_says_its_power_depends_on_the_load(analysed, figures):
     assert "depends on how much CPU the trial got" in _report(analysed, figures)
+
+
+def test_conditions_tables_have_no_exponent_notation_and_state_each_rows_power_of_ten(analysed, figures):
+    import re
+
+    page = _report(analysed, figures)
+    section = page[page.index("<h2>Conditions</h2>"):page.index("<h2>Statistics</h2>")]
+    assert not re.search(r"\de[-+]\d", section)
+    assert "PE (energy-aware parameter efficiency) (a.u.) ×10⁻⁹" in section or "×10⁻⁶" in section
+    assert "<h3>Efficiency</h3>" in section and "<h3>Power and energy</h3>" in section and "10K (n = 5)" in section
+    assert "td{" in page and "white-space:nowrap" in page  # numbers never break across lines
+
+
+@pytest.mark.parametrize("x,scale,text", [(4.985e-08, -9, "49.85"), (0.000123, 0, "0.0001230"), (24268.23, 0, "24,268"),
+                                          (float("inf"), 0, "∞"), (None, 0, "—")])
+def test_numbers_are_written_in_fixed_notation_with_four_significant_digits(x, scale, text):
+    from tokenwatt.report import fixed
+
+    assert fixed(x, scale) == text
 
 
 def test_report_shows_the_reference_figures_side_by_side(analysed, figures):
@@ -219,3 +238,13 @@ def test_every_study_the_schema_accepts_ends_in_a_report(shape, tmp_path):
     import matplotlib.pyplot as plt
 
     plt.close("all")
+
+
+def test_the_summary_says_what_changed_how_sure_we_are_what_it_cost_and_the_caveats(analysed, figures):
+    page = _report(analysed, figures)
+    summary = page[page.index('<p class="summary">'):]
+    summary = summary[:summary.index("</p>")]
+    assert "PE changed by" in summary and "from 10K to 40K tokens (mean over 5 trials, 95 % CI" in summary
+    assert "The budget effect on PE is" in summary and "η²G = " in summary
+    assert "kWh" in summary and "ESTIMATED" in summary
+    assert "Caveats: energy and power are estimated" in summary and "1 trial(s) were flagged" in summary

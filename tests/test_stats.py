@@ -132,3 +132,17 @@ def test_analyse_reports_unmeasured_measures_instead_of_testing_nulls():
     trials = _trials(_study_like()).with_columns(pl.lit(None, dtype=pl.Float64).alias("energy_j"))
     out = analyse(trials, ["pe", "energy_j"])
     assert set(out["anova"]) == {"pe"} and "energy_j" in out["not_measured"]
+
+
+@pytest.mark.parametrize("p,cell,sentence", [(0.9061, ".906", "p = .906"), (0.0004, "< .001", "p < .001"),
+                                             (0.001, ".001", "p = .001"), (0.04999, ".050", "p = .050"), (1.0, "1.000", "p = 1.000")])
+def test_p_values_are_written_in_one_apa_style(p, cell, sentence):
+    from tokenwatt.stats import fmt_p, p_value
+
+    assert p_value(p) == cell and fmt_p(p) == sentence
+
+
+def test_statistics_bounded_by_one_drop_the_leading_zero():
+    from tokenwatt.stats import bounded
+
+    assert (bounded(0.7134), bounded(0.05), bounded(1.0)) == (".713", ".050", "1.000")

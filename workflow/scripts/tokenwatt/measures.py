@@ -19,6 +19,13 @@ MEASURES: dict[str, tuple[str, str]] = {
     "perplexity": ("Perplexity", ""),
 }
 
+# The report's conditions tables: one per family of measures.
+FAMILIES: dict[str, list[str]] = {
+    "Efficiency": ["pe", "quality_per_mparam", "quality_per_pflop", "quality_per_kj"],
+    "Power and energy": ["power_rms_w", "power_mean_w", "energy_j", "dynamic_energy_j", "joules_per_token"],
+    "Time and quality": ["train_s", "tokens_per_s", "eval_loss", "perplexity"],
+}
+
 # Measures tested with the repeated-measures ANOVA (the list: PE, its layers, power, energy, time).
 TESTED = ["pe", "quality_per_mparam", "quality_per_pflop", "quality_per_kj", "power_rms_w", "energy_j", "train_s"]
 

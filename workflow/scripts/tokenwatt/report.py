@@ -5,24 +5,26 @@ from __future__ import annotations
 import base64
 import html
 import json
+import math
 from typing import Any
 
 import polars as pl
 
-from .measures import MEASURES, TESTED, budget_label, label
+from .measures import FAMILIES, TESTED, budget_label, label
 from .provenance import utc
-from .stats import fmt_p
+from .stats import bounded, fmt_p, p_value
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
 h1{font-size:1.6em} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.8em}
-table{border-collapse:collapse;margin:.8em 0;font-size:.9em} th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right}
-th{background:#f3f3f3} td.l,th.l{text-align:left}
+table{border-collapse:collapse;margin:.8em 0;font-size:.9em} th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right;white-space:nowrap}
+.ci{color:#666;font-size:.9em} .chg{color:#555;font-size:.85em}
+th{background:#f3f3f3} td.l,th.l{text-align:left;white-space:normal}
 .warn{background:#fff3cd;border:1px solid #e0b100;padding:.7em 1em;border-radius:4px;margin:1em 0}
 .bad{background:#f8d7da;border:1px solid #c0392b;padding:.7em 1em;border-radius:4px;margin:1em 0}
 figure{margin:1.2em 0} figure img{max-width:100%;border:1px solid #eee} figcaption{font-size:.9em;color:#555}
 code,pre{background:#f6f6f6;padding:.1em .3em;border-radius:3px} pre{padding:.8em;overflow-x:auto;font-size:.85em}
-.apa{font-family:Georgia,serif}
+.apa{font-family:Georgia,serif} .summary{font-size:1.05em;background:#f4f8fb;border-left:4px solid #4a7fb0;padding:.7em 1em}
 """
 
 
@@ -30,10 +32,11 @@ def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def num(x: Any, digits: int = 4) -> str:
+def num(x: Any) -> str:
+    """A table cell: floats in fixed notation with four significant digits, anything else as text."""
     if x is None or (isinstance(x, float) and x != x):
         return "—"
-    return f"{x:.{digits}g}" if isinstance(x, float) else esc(x)
+    return fixed(x) if isinstance(x, float) else esc(x)
 
 
 def table(header: list[str], rows: list[list[Any]], left: int = 1) -> str:
@@ -49,14 +52,126 @@ class _Raw(str):
     """Already-escaped HTML for a table cell."""
 
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _scale(values: list[Any]) -> int:
+    """Power of ten, a multiple of 3, that brings a row's largest magnitude into [0.01, 10 000)."""
+    big = max((abs(v) for v in values if v is not None and math.isfinite(v)), default=0.0)
+    if big == 0 or 0.01 <= big < 1e4:
+        return 0
+    return int(math.floor(math.log10(big) / 3) * 3)
+
+
+def fixed(x: Any, scale: int = 0) -> str:
+    """A number in fixed notation with four significant digits after dividing by 10^scale; never "e-08"."""
+    if x is None or x != x:
+        return "—"
+    if math.isinf(x):  # e.g. a paired t with identical differences
+        return "∞" if x > 0 else "−∞"
+    v = x / 10**scale
+    digits = max(0, 3 - math.floor(math.log10(abs(v)))) if v else 0
+    return f"{v:,.{digits}f}"
+
+
 def _conditions_html(conditions: pl.DataFrame) -> str:
-    rows = [
-        [_Raw(esc(label(measure))), _Raw(esc(budget_label(r["budget"]))), r["n"], r["mean"], r["sd"], r["sem"],
-         _Raw(f"{num(r['ci95_low'])} – {num(r['ci95_high'])}"), r["pct_change_from_previous"]]
-        for measure in MEASURES
-        for r in conditions.filter(pl.col("measure") == measure).sort("budget").iter_rows(named=True)
-    ]
-    return table(["measure", "budget", "n", "mean", "sd", "sem", "95 % CI", "% change from previous budget"], rows, left=2)
+    """One compact table per family of measures: a row per measure, a column per budget, each cell the
+    mean with its 95 % CI and the change from the previous budget; a row's power of ten in its label."""
+    if conditions.height == 0:
+        return "<p>No finished trials, so no conditions to summarise.</p>"
+    budgets = sorted(conditions["budget"].unique().to_list())
+    n_by_budget = {b: conditions.filter(pl.col("budget") == b)["n"].max() for b in budgets}
+    header = ["measure", *[f"{budget_label(b)} (n = {n_by_budget[b]})" for b in budgets]]
+    parts = []
+    for family, measures in FAMILIES.items():
+        rows = []
+        for measure in measures:
+            got = {r["budget"]: r for r in conditions.filter(pl.col("measure") == measure).iter_rows(named=True)}
+            if not got or all(r["mean"] is None for r in got.values()):
+                continue
+            scale = _scale([v for r in got.values() for v in (r["mean"], r["ci95_low"], r["ci95_high"])])
+            name = esc(label(measure)) + (f" ×10{str(scale).translate(_SUPERSCRIPT)}" if scale else "")
+            cells = []
+            for b in budgets:
+                r = got.get(b)
+                if r is None or r["mean"] is None:
+                    cells.append(_Raw("—"))
+                    continue
+                cell = f"{fixed(r['mean'], scale)} <span class=\"ci\">[{fixed(r['ci95_low'], scale)}, {fixed(r['ci95_high'], scale)}]</span>"
+                if r["n"] != n_by_budget[b]:
+                    cell += f" <span class=\"ci\">(n = {r['n']})</span>"
+                if r["pct_change_from_previous"] is not None:
+                    cell += f"<br><span class=\"chg\">{r['pct_change_from_previous']:+.1f} % from {esc(budget_label(budgets[budgets.index(b) - 1]))}</span>"
+                cells.append(_Raw(cell))
+            rows.append([_Raw(name), *cells])
+        if rows:
+            parts.append(f"<h3>{esc(family)}</h3>" + table(header, rows))
+    return ("<p>Each cell: the mean over trials [95 % t-interval of the mean], then the change from the previous "
+            "budget. Where a row's label ends in ×10ⁿ, its numbers are in that unit.</p>" + "".join(parts))
+
+
+def _size_word(eta2_g: float) -> str:
+    """Bakeman (2005)'s benchmarks for generalized η²: .02 small, .13 medium, .26 large."""
+    return "large" if eta2_g >= 0.26 else "medium" if eta2_g >= 0.13 else "small" if eta2_g >= 0.02 else "negligible"
+
+
+def _paired_change(trials: pl.DataFrame, measure: str, first: int, last: int) -> tuple[float, float, float, int] | None:
+    """Mean per-trial % change of ``measure`` from budget ``first`` to ``last``, its 95 % t-interval, and n."""
+    from scipy import stats as sps
+
+    if measure not in trials.columns:
+        return None
+    wide = trials.filter(pl.col("budget").is_in([first, last])).pivot(on="budget", index="trial", values=measure)
+    if str(first) not in wide.columns or str(last) not in wide.columns:
+        return None
+    pairs = wide.drop_nulls([str(first), str(last)]).filter(pl.col(str(first)) != 0)
+    change = (100 * (pairs[str(last)] / pairs[str(first)] - 1)).to_numpy()
+    if len(change) < 2:
+        return None
+    half = float(sps.t.ppf(0.975, len(change) - 1) * change.std(ddof=1) / math.sqrt(len(change)))
+    return float(change.mean()), float(change.mean() - half), float(change.mean() + half), len(change)
+
+
+def _summary_html(trials: pl.DataFrame, stats: dict[str, Any], missing: list[str], estimated: bool, n_flagged: int,
+                  profile_check: dict[str, Any]) -> str:
+    """The answer in plain words: what changed with the budget, how sure we are, what it cost, what to beware of."""
+    if trials.height == 0:
+        return "<p><b>Summary.</b> No trial has finished, so there is nothing to summarise yet.</p>"
+    budgets = sorted(trials["budget"].unique().to_list())
+    said = []
+    if len(budgets) >= 2:
+        first, last = budgets[0], budgets[-1]
+        for measure, name in (("pe", "PE"), ("perplexity", "Perplexity")):
+            got = _paired_change(trials, measure, first, last)
+            if got:
+                mean, low, high, n = got
+                said.append(f"{name} changed by {mean:+.1f} % from {budget_label(first)} to {budget_label(last)} tokens "
+                            f"(mean over {n} trials, 95 % CI {low:+.1f} to {high:+.1f} %).")
+        a = stats["anova"].get("pe", {})
+        if a.get("status") == "ok":
+            said.append(f"The budget effect on PE is {_size_word(a['eta2_g'])} (η²G = {a['eta2_g']:.3f}, "
+                        f"{fmt_p(a.get('p_gg', a['p']))}{', sphericity-corrected' if 'p_gg' in a else ''}).")
+        elif a:
+            said.append(f"PE was not tested: {a.get('message', 'no values')}.")
+    else:
+        said.append(f"With one budget ({budget_label(budgets[0])}) the study describes it but cannot test a budget effect.")
+    if "energy_j" in trials.columns and trials["energy_j"].drop_nulls().len():
+        energy = float(trials["energy_j"].drop_nulls().sum())
+        said.append(f"Training used {energy / 3.6e6:.4g} kWh ({energy / 1e3:,.1f} kJ{', ESTIMATED' if estimated else ''}) "
+                    f"over {float(trials['train_s'].sum()) / 60:,.1f} min of training in {trials.height} trials.")
+    else:
+        said.append("Energy was not measured.")
+    caveats = []
+    if estimated:
+        caveats.append("energy and power are estimated from CPU utilisation, not measured")
+    if n_flagged:
+        caveats.append(f"{n_flagged} trial(s) were flagged as possibly disturbed measurements")
+    if missing:
+        caveats.append(f"{len(missing)} trial(s) are missing or failed")
+    if profile_check.get("status") == "disturbed":
+        caveats.append("the device profile looks disturbed, so PE's level (not its changes) is uncertain")
+    said.append("Caveats: " + "; ".join(caveats) + "." if caveats else "No caveats: every trial finished, none was flagged.")
+    return f'<p class="summary"><b>Summary.</b> {esc(" ".join(said))}</p>'
 
 
 def _stats_html(stats: dict[str, Any]) -> str:
@@ -76,9 +191,9 @@ def _stats_html(stats: dict[str, Any]) -> str:
             continue
         fr = stats["friedman"].get(dv, {})
         parts.append(head + f'<span class="apa">{esc(a["apa"])}</span>. Friedman: <span class="apa">{esc(fr.get("apa", "not tested"))}</span>. '
-                     f"Residual normality (Shapiro–Wilk): W = {a['residual_shapiro_w']:.3f}, {fmt_p(a['residual_shapiro_p'])}.</p>")
+                     f"Residual normality (Shapiro–Wilk): W = {bounded(a['residual_shapiro_w'])}, {fmt_p(a['residual_shapiro_p'])}.</p>")
     post = [[_Raw(esc(label(r["dv"]))), _Raw(f"{esc(budget_label(r['budget_a']))} vs {esc(budget_label(r['budget_b']))}"),
-             r["t"], r["df"], r["p_unc"], r["p_holm"], r["hedges_g"]] for r in stats["posthoc"]]
+             r["t"], r["df"], _Raw(p_value(r["p_unc"])), _Raw(p_value(r["p_holm"])), r["hedges_g"]] for r in stats["posthoc"]]
     if post:
         parts.append("<h3>Post-hoc paired t-tests (Holm-corrected)</h3>" + table(["measure", "pair", "t", "df", "p (uncorrected)", "p (Holm)", "Hedges' g"], post, left=2))
     return "\n".join(parts)
@@ -155,7 +270,7 @@ def _quality_html(trials: pl.DataFrame, stats: dict[str, Any], profile: dict[str
     if flagged.height:
         parts.append(table(["budget", "trial", "ran as", "why flagged"], [
             [_Raw(esc(budget_label(r["budget"]))), r["trial"], _Raw(f"#{r['run_position']}"), _Raw(esc(r["quality_reasons"]))]
-            for r in flagged.iter_rows(named=True)], left=1))
+            for r in flagged.iter_rows(named=True)], left=4))
         primary = stats.get("primary_trials", "every trial")
         sens = stats.get("sensitivity", {})
         rows = []
@@ -168,7 +283,7 @@ def _quality_html(trials: pl.DataFrame, stats: dict[str, Any], profile: dict[str
                      f"{str(exclude_flagged).lower()}</code>); the sensitivity analysis repeats them on {esc(sens.get('trials', ''))}. "
                      "A flagged trial's subject leaves every condition, since the design is repeated measures.</p>")
         if rows:
-            parts.append(table(["measure", f"primary ({primary})", f"sensitivity ({sens.get('trials', '')})"], rows))
+            parts.append(table(["measure", f"primary ({primary})", f"sensitivity ({sens.get('trials', '')})"], rows, left=3))
         parts.append("<p>To measure exactly the flagged trials again (each retrains; the analysis and report follow; add the "
                      "<code>--configfile</code> you ran the study with):</p>"
                      f"<pre>snakemake --cores 1 --resources gpu=1 --forcerun {esc(' '.join(rerun))}</pre>")
@@ -238,6 +353,7 @@ def render_report(
 Budgets {esc(budgets)} real tokens per epoch, {esc(study['trials'])} trials each; trial <i>i</i> runs under every budget
 (the subject of the repeated-measures analysis).</p>
 {''.join(warnings)}
+{_summary_html(trials, stats, missing, "estimate" in meters, n_flagged, profile_check)}
 <h2>Conditions</h2>
 {_conditions_html(conditions)}
 <h2>Statistics</h2>

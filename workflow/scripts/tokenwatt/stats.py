@@ -45,8 +45,20 @@ def sums_of_squares(y: np.ndarray) -> dict[str, float]:
     return {"effect": float(ss_effect), "subject": float(ss_subject), "error": float(ss_total - ss_effect - ss_subject), "total": float(ss_total)}
 
 
+def p_value(p: float) -> str:
+    """A p value in APA style, for a table cell: ".042", "< .001" (no leading zero, three decimals)."""
+    return "< .001" if p < 0.001 else f"{p:.3f}".removeprefix("0")
+
+
+def bounded(x: float) -> str:
+    """A statistic that cannot exceed 1 (η², ε, W) in APA style: three decimals, no leading zero."""
+    return f"{x:.3f}".removeprefix("0")
+
+
 def fmt_p(p: float) -> str:
-    return "p < .001" if p < 0.001 else f"p = {p:.3f}".replace("0.", ".", 1)
+    """A p value in APA style, in a sentence: "p = .042", "p < .001"."""
+    shown = p_value(p)
+    return f"p {shown}" if shown.startswith("<") else f"p = {shown}"
 
 
 def _num(x: float) -> str:
@@ -54,11 +66,10 @@ def _num(x: float) -> str:
 
 
 def _apa(r: dict[str, Any]) -> str:
-    eta = lambda x: f"{x:.3f}".replace("0.", ".", 1)  # noqa: E731
-    s = f"F({r['df1']:g}, {r['df2']:g}) = {_num(r['F'])}, {fmt_p(r['p'])}, η²G = {eta(r['eta2_g'])}, η²p = {eta(r['eta2_p'])}"
+    s = f"F({r['df1']:g}, {r['df2']:g}) = {_num(r['F'])}, {fmt_p(r['p'])}, η²G = {bounded(r['eta2_g'])}, η²p = {bounded(r['eta2_p'])}"
     if r.get("eps_gg") is not None:
-        s += (f"; GG ε = {r['eps_gg']:.3f}, corrected F({r['df1_gg']:.2f}, {r['df2_gg']:.2f}), {fmt_p(r['p_gg'])}"
-              f"; Mauchly W = {r['mauchly_w']:.3f}, {fmt_p(r['mauchly_p'])}")
+        s += (f"; GG ε = {bounded(r['eps_gg'])}, corrected F({r['df1_gg']:.2f}, {r['df2_gg']:.2f}), {fmt_p(r['p_gg'])}"
+              f"; Mauchly W = {bounded(r['mauchly_w'])}, {fmt_p(r['mauchly_p'])}")
     return s
 
 
@@ -121,7 +132,7 @@ def friedman(trials: pl.DataFrame, dv: str) -> dict[str, Any]:
     r = pg.friedman(data=long, dv=dv, within="budget", subject="trial").iloc[0]
     q, df, p, w = float(r["Q"]), int(r["ddof1"]), float(r["p_unc"]), float(r["W"])
     return {"dv": dv, "status": "ok", "Q": q, "df": df, "p": p, "kendall_w": w,
-            "apa": f"χ²F({df}) = {_num(q)}, {fmt_p(p)}, Kendall's W = {w:.3f}"}
+            "apa": f"χ²F({df}) = {_num(q)}, {fmt_p(p)}, Kendall's W = {bounded(w)}"}
 
 
 def analyse(trials: pl.DataFrame, measures: list[str]) -> dict[str, Any]:
