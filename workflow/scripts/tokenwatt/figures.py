@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from .measures import budget_label, label  # noqa: E402
+from .measures import budget_label, display_exponent, label, power_of_ten  # noqa: E402
 
 
 
@@ -22,11 +22,13 @@ def _paired(ax, trials: pl.DataFrame, conditions: pl.DataFrame, measure: str, sc
     """Every trial as a point, its budgets joined by a line, and the mean ± 95 % CI."""
     budgets = sorted(trials["budget"].unique().to_list())
     x = {b: i for i, b in enumerate(budgets)}
-    for _, grp in trials.sort("budget").group_by("trial", maintain_order=True):
+    groups = list(trials.sort("budget").group_by("trial", maintain_order=True))
+    for i, (_, grp) in enumerate(groups):
         vals = grp[measure].cast(pl.Float64)
         if vals.null_count() == len(vals):
             continue
-        ax.plot([x[b] for b in grp["budget"]], vals.to_numpy() * scale, color="0.6", lw=0.8, alpha=0.6, marker="o", ms=3)
+        dodge = 0.12 * (i / max(len(groups) - 1, 1) - 0.5)  # each trial a little to the side, off the mean marker
+        ax.plot([x[b] + dodge for b in grp["budget"]], vals.to_numpy() * scale, color="0.6", lw=0.8, alpha=0.6, marker="o", ms=3)
     summary = conditions.filter(pl.col("measure") == measure).sort("budget").drop_nulls("mean")
     if summary.height:
         mean = summary["mean"].to_numpy() * scale
@@ -42,7 +44,9 @@ def _paired(ax, trials: pl.DataFrame, conditions: pl.DataFrame, measure: str, sc
 
 def pe_by_budget(trials, conditions, estimated: bool):
     fig, ax = plt.subplots(figsize=(6.5, 4.5), layout="constrained")
-    _paired(ax, trials, conditions, "pe")
+    # PE is ~1e-8 in a.u.: scaled like the report's table, so no offset label collides with the title
+    exponent = display_exponent(trials["pe"].drop_nulls().to_list())
+    _paired(ax, trials, conditions, "pe", scale=10.0**-exponent, unit_label=label("pe") + power_of_ten(exponent))
     ax.set_title("PE by token budget (lines join one trial across budgets)" + _estimate_note(estimated), fontsize=10)
     return fig
 
@@ -66,9 +70,15 @@ def time_by_budget(trials, conditions, estimated: bool):
 
 def perplexity_vs_tokens(trials, conditions, estimated: bool):
     fig, ax = plt.subplots(figsize=(6.5, 4.5), layout="constrained")
-    ax.scatter(trials["real_tokens"], trials["perplexity"], s=14, alpha=0.6, label="trial")
-    means = trials.group_by("budget").agg(pl.col("real_tokens").mean(), pl.col("perplexity").mean()).sort("budget")
-    ax.plot(means["real_tokens"], means["perplexity"], color="C3", marker="s", lw=2, label="budget mean")
+    # every trial visible: a small seeded horizontal jitter (in log space) keeps points off the mean marker
+    jitter = 10 ** np.random.default_rng(0).uniform(-0.03, 0.03, trials.height)
+    ax.scatter(trials["real_tokens"].to_numpy() * jitter, trials["perplexity"], s=14, alpha=0.6, color="0.4", label="trial")
+    means = trials.group_by("budget").agg(pl.col("real_tokens").mean()).join(
+        conditions.filter(pl.col("measure") == "perplexity").select("budget", "mean", "ci95_low", "ci95_high"), on="budget").sort("budget")
+    mean = means["mean"].to_numpy()
+    err = np.vstack([mean - means["ci95_low"].fill_null(means["mean"]).to_numpy(),
+                     means["ci95_high"].fill_null(means["mean"]).to_numpy() - mean])
+    ax.errorbar(means["real_tokens"], mean, yerr=err, color="C3", marker="s", lw=2, capsize=5, label="budget mean ± 95 % CI")
     ax.set_xscale("log")
     ax.set_xlabel("Real tokens processed (budget × epochs, log scale)")
     ax.set_ylabel("Eval perplexity")
@@ -82,7 +92,7 @@ def tradeoff(changes: pl.DataFrame, estimated: bool):
     """Per doubling step: how much perplexity fell against how much PE fell."""
     fig, ax = plt.subplots(figsize=(6.5, 4.5), layout="constrained")
     ok = changes.drop_nulls(["perplexity_reduction_pct", "pe_drop_pct"])
-    ax.plot(ok["perplexity_reduction_pct"], ok["pe_drop_pct"], marker="o", color="C0")
+    ax.plot(ok["perplexity_reduction_pct"], ok["pe_drop_pct"], marker="o", color="C0", label="step to the next budget")
     for row in ok.iter_rows(named=True):
         ax.annotate(f"{budget_label(row['from_budget'])}→{budget_label(row['to_budget'])}",
                     (row["perplexity_reduction_pct"], row["pe_drop_pct"]), textcoords="offset points", xytext=(6, 6), fontsize=9)

@@ -35,6 +35,21 @@ FIGURES = ["pe_by_budget", "power_energy_by_budget", "time_by_budget", "perplexi
            "measurement_quality"]
 
 
+def display_exponent(values) -> int:
+    """Power of ten, a multiple of 3, that brings the largest magnitude into [0.01, 10 000) for display."""
+    import math
+
+    big = max((abs(v) for v in values if v is not None and math.isfinite(v)), default=0.0)
+    if big == 0 or 0.01 <= big < 1e4:
+        return 0
+    return int(math.floor(math.log10(big) / 3) * 3)
+
+
+def power_of_ten(exponent: int) -> str:
+    """ " ×10⁻⁹" for -9; "" for 0."""
+    return f" ×10{str(exponent).translate(str.maketrans('-0123456789', '⁻⁰¹²³⁴⁵⁶⁷⁸⁹'))}" if exponent else ""
+
+
 def label(name: str) -> str:
     text, unit = MEASURES[name]
     return f"{text} ({unit})" if unit else text

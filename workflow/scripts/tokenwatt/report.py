@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from .measures import FAMILIES, TESTED, budget_label, label
+from .measures import FAMILIES, TESTED, budget_label, display_exponent, label, power_of_ten
 from .provenance import utc
 from .stats import bounded, fmt_p, p_value
 
@@ -52,17 +52,6 @@ class _Raw(str):
     """Already-escaped HTML for a table cell."""
 
 
-_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
-
-
-def _scale(values: list[Any]) -> int:
-    """Power of ten, a multiple of 3, that brings a row's largest magnitude into [0.01, 10 000)."""
-    big = max((abs(v) for v in values if v is not None and math.isfinite(v)), default=0.0)
-    if big == 0 or 0.01 <= big < 1e4:
-        return 0
-    return int(math.floor(math.log10(big) / 3) * 3)
-
-
 def fixed(x: Any, scale: int = 0) -> str:
     """A number in fixed notation with four significant digits after dividing by 10^scale; never "e-08"."""
     if x is None or x != x:
@@ -89,8 +78,8 @@ def _conditions_html(conditions: pl.DataFrame) -> str:
             got = {r["budget"]: r for r in conditions.filter(pl.col("measure") == measure).iter_rows(named=True)}
             if not got or all(r["mean"] is None for r in got.values()):
                 continue
-            scale = _scale([v for r in got.values() for v in (r["mean"], r["ci95_low"], r["ci95_high"])])
-            name = esc(label(measure)) + (f" ×10{str(scale).translate(_SUPERSCRIPT)}" if scale else "")
+            scale = display_exponent([v for r in got.values() for v in (r["mean"], r["ci95_low"], r["ci95_high"])])
+            name = esc(label(measure) + power_of_ten(scale))
             cells = []
             for b in budgets:
                 r = got.get(b)
