@@ -248,3 +248,10 @@ def test_the_summary_says_what_changed_how_sure_we_are_what_it_cost_and_the_cave
     assert "The budget effect on PE is" in summary and "η²G = " in summary
     assert "kWh" in summary and "ESTIMATED" in summary
     assert "Caveats: energy and power are estimated" in summary and "1 trial(s) were flagged" in summary
+
+
+def test_generated_sentences_have_no_doubled_punctuation(analysed, figures):
+    import re
+
+    text = re.sub(r"<[^>]+>", "", _report(analysed, figures))
+    assert ".)." not in text and ".." not in text.replace("...", "")

@@ -217,7 +217,7 @@ def _reference_html(reference: dict[str, Any], conditions: pl.DataFrame, changes
             "PE depends on K and TT_scale (unstated in the reference), so compare its changes between budgets, not its level.</p>"
             + cond + ch
             + f"<p>RM-ANOVA on PE — reference: F({ra['df1']}, {ra['df2']}) = {ra['F']}, p {esc(ra['p'])}, η²G reported {ra['eta2_g_reported']} "
-            f"({esc(ra['note'])}). Ours: <span class=\"apa\">{ours_aov}</span>.</p>")
+            f"({esc(ra['note'].rstrip('.'))}). Ours: <span class=\"apa\">{ours_aov}</span>.</p>")
 
 
 def _pct(x: Any) -> str:
