@@ -220,7 +220,8 @@ def test_a_second_clone_fetches_its_trials_from_the_cache(study, cache, tmp_path
 
 
 def test_snakemakes_own_report_builds_with_our_captions_and_categories(study):
-    snakemake(study, *TINY, "--report", "smk-report.html")
+    proc = snakemake(study, *TINY, "--report", "smk-report.html")
+    assert "Could not detect mimetype" not in proc.stdout + proc.stderr
     page = (study / "smk-report.html").read_text()
     for text in ("Figures", "Tables", "Tests", "each grey line joins one trial across budgets"):
         assert text in page, text

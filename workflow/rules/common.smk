@@ -1,6 +1,10 @@
 # Shared helpers: validated config, every output path, code digests and run order.
+import mimetypes
 import sys
 from pathlib import Path
+
+# Parquet's registered media type; without it `snakemake --report` assumes text/plain and says so.
+mimetypes.add_type("application/vnd.apache.parquet", ".parquet")
 
 SCRIPTS = Path(workflow.basedir) / "workflow" / "scripts"
 sys.path.insert(0, str(SCRIPTS))
