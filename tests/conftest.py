@@ -42,5 +42,6 @@ def study(tmp_path_factory, cache):
     from workflow_helpers import TINY, clone, snakemake
 
     work = clone(tmp_path_factory.mktemp("study"))
-    snakemake(work, *TINY, "--cores", "2", "--resources", "gpu=1", "--cache", env=cache)
+    proc = snakemake(work, *TINY, "--cores", "2", "--resources", "gpu=1", "--cache", env=cache)
+    (work / "terminal.txt").write_text(proc.stdout + proc.stderr)  # what the user saw
     return work

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from tokenwatt.codeclosure import closure, code_digest
+from tokenwatt.codeclosure import DISPLAY_ONLY, closure, code_digest
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts"
 
@@ -52,7 +52,8 @@ def test_every_rule_script_covers_every_tokenwatt_module_it_names():
     for script in SCRIPTS.glob("*.py"):
         named = set(re.findall(r"(?:from|import) tokenwatt\.(\w+)", script.read_text())) | set(re.findall(r"from tokenwatt import (\w+)", script.read_text()))
         covered = {p.stem for p in closure(script, SCRIPTS)}
-        assert named <= covered, (script.name, named - covered)
+        display_only = {d.split(".")[-1] for d in DISPLAY_ONLY}
+        assert named - display_only <= covered, (script.name, named - covered)
 
 
 def test_the_trial_digest_leaves_out_the_analysis_so_a_formula_change_never_retrains():

@@ -97,6 +97,14 @@ def test_a_truncated_trial_record_does_not_block_a_dry_run_and_is_named(study):
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
 
+def test_the_terminal_shows_each_trial_and_the_studys_progress_without_noise(study):
+    terminal = (study / "terminal.txt").read_text()
+    assert terminal.count("▶ ") == 6 and terminal.count("■ ") == 6
+    assert "tokens/s" in terminal and "W estimated" in terminal and "eval loss" in terminal
+    assert "study: 6 of 6 trials done." in terminal and "to go (an estimate from" in terminal
+    assert "Shell command: None" not in terminal
+
+
 def test_an_unchanged_rerun_has_nothing_to_do(study):
     assert planned_jobs(study, *TINY) == {}
 

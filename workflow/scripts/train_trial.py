@@ -1,20 +1,32 @@
-"""Rule train_trial: train one (budget, trial) and write metrics.json, power.parquet, steps.parquet."""
+"""Rule train_trial: train one (budget, trial) and write metrics.json, power.parquet, steps.parquet.
+
+Its full progress goes to the rule's log; the terminal gets one line when it starts, one when it
+ends, and the study's progress (sys.__stderr__ is the terminal while the log holds stdout/stderr).
+"""
 import os
+import sys
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 import polars as pl  # noqa: E402
 from tokenwatt.files import logged, read_json, write_json, write_parquet  # noqa: E402
+from tokenwatt.progress import study_progress, trial_finished, trial_started  # noqa: E402
 from tokenwatt.records import check_record, load_validator  # noqa: E402
 from tokenwatt.subsets import trial_seed  # noqa: E402
 from tokenwatt.trial import run_trial  # noqa: E402
 
+
+def terminal(line: str) -> None:
+    print(line, file=sys.__stderr__, flush=True)
+
+
+p, out = snakemake.params, snakemake.output
+terminal(trial_started(p.budget, p.trial))
 with logged(snakemake.log[0]):
-    p, out = snakemake.params, snakemake.output
-    budget, trial = p.budget, p.trial
     try:
         metrics, power, steps = run_trial(
-            budget=budget, trial=trial, seed=trial_seed(p.study_seed, trial), subset=read_json(snakemake.input.subset),
+            budget=p.budget, trial=p.trial, seed=trial_seed(p.study_seed, p.trial), subset=read_json(snakemake.input.subset),
             train_chunks=pl.read_parquet(snakemake.input.train), eval_chunks=pl.read_parquet(snakemake.input.eval),
             tokenizer=read_json(f"{snakemake.input.tokenizer}/tokenwatt.json"),
             model_cfg=p.model, train_cfg=p.train, meter_cfg=p.meter, check_cfg=p.check,
@@ -28,6 +40,17 @@ with logged(snakemake.log[0]):
             if os.path.exists(path):
                 os.remove(path)
         raise
-    loss = "none (diverged)" if metrics["eval_loss"] is None else f"{metrics['eval_loss']:.4f}"
-    print(f"done: {metrics['status']}, eval loss {loss}, energy {metrics['energy_j']} J ({metrics['meter']}), "
-          f"{metrics['real_tokens'] / metrics['train_s']:,.0f} tokens/s")
+    print(trial_finished(metrics))
+
+# The study's progress, from the finished trials beside this one (display only: read, never written).
+study = snakemake.config["study"]
+expected = [(b, t) for b in study["budgets"] for t in range(1, study["trials"] + 1)]
+finished = {}
+for path in Path(out.metrics).parents[2].glob("*/*/metrics.json"):  # this trial's siblings, wherever results are
+    try:
+        record = read_json(path)
+        finished[(record["budget"], record["trial"])] = record
+    except (OSError, ValueError, KeyError, TypeError):
+        continue  # an unreadable record is reported by the analysis, not here
+terminal(trial_finished(metrics))
+terminal(study_progress({k: v for k, v in finished.items() if k in expected}, expected))

@@ -12,6 +12,9 @@ import hashlib
 from pathlib import Path
 
 PACKAGE = "tokenwatt"
+# Modules that only return text for the terminal and write nothing: they cannot change any output,
+# so they are left out of every digest and editing them never reruns a job.
+DISPLAY_ONLY = {"tokenwatt.progress"}
 
 
 def _imported(source: str, module: str) -> set[str]:
@@ -46,6 +49,8 @@ def closure(script: Path, scripts_dir: Path) -> list[Path]:
     while todo:
         path, module = todo.pop()
         for name in _imported(path.read_text(encoding="utf-8"), module):
+            if any(name == d or name.startswith(d + ".") for d in DISPLAY_ONLY):
+                continue
             # every module on the way to a submodule runs too (tokenwatt/__init__.py)
             for depth in range(1, name.count(".") + 2):
                 prefix = ".".join(name.split(".")[:depth])

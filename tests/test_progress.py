@@ -1,0 +1,41 @@
+"""The terminal lines of a running study: each trial's end, and the time and energy still to go."""
+
+from tokenwatt.codeclosure import closure
+from tokenwatt.progress import study_progress, trial_finished, trial_started
+from trial_records import raw_record
+from workflow_helpers import ROOT
+
+
+def test_a_trial_announces_its_start_and_its_result_in_one_line_each():
+    assert trial_started(10_000, 3) == "▶ 10K · trial 3: started (progress lines in its log)"
+    line = trial_finished(raw_record(10_000, 3, train_s=2.5, real_tokens=30_000, power_mean_w=32.0, energy_j=80.0, eval_loss=2.5))
+    assert line == "■ 10K · trial 3: 12,000 tokens/s, 32.0 W estimated, 80.0 J estimated, eval loss 2.5000, 2.5 s training / 5.0 s in all"
+
+
+def test_a_diverged_trial_says_so_in_its_line():
+    line = trial_finished(raw_record(1000, 1, status="diverged", diverged_at_step=7, eval_loss=None))
+    assert "DIVERGED at step 7" in line
+
+
+def test_the_time_and_energy_to_go_come_from_finished_trials_of_the_same_budget():
+    expected = [(1000, 1), (1000, 2), (2000, 1), (2000, 2)]
+    finished = {(1000, 1): raw_record(1000, 1, run_s=10.0, real_tokens=3000, energy_j=30.0),
+                (2000, 1): raw_record(2000, 1, run_s=30.0, real_tokens=6000, energy_j=90.0)}
+    line = study_progress(finished, expected)
+    # to go: one 1000-trial (10 s, 30 J) and one 2000-trial (30 s, 90 J)
+    assert line.startswith("  study: 2 of 4 trials done; ~0.7 min and ~0.12 kJ (energy itself estimated) to go")
+
+
+def test_a_budget_without_finished_trials_is_scaled_from_the_others_by_tokens():
+    line = study_progress({(1000, 1): raw_record(1000, 1, run_s=10.0, real_tokens=3000, energy_j=30.0)}, [(1000, 1), (2000, 1)])
+    assert "~0.3 min and ~0.06 kJ" in line  # 2000 tokens per epoch: twice the tokens of the 1000-trial
+
+
+def test_before_any_trial_finishes_the_time_to_go_is_unknown_and_after_the_last_nothing_is_left():
+    assert study_progress({}, [(1000, 1)]).endswith("time to go unknown until a trial finishes.")
+    assert study_progress({(1000, 1): raw_record(1000, 1)}, [(1000, 1)]) == "  study: 1 of 1 trials done."
+
+
+def test_editing_the_terminal_lines_never_retrains_a_trial():
+    scripts = ROOT / "workflow" / "scripts"
+    assert "tokenwatt/progress.py" not in [p.relative_to(scripts).as_posix() for p in closure(scripts / "train_trial.py", scripts)]

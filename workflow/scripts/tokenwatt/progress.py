@@ -1,0 +1,57 @@
+"""The lines a study prints to the terminal while it runs: each trial's start and end, and the
+study's progress with the time and energy still to go.
+
+Display only: these functions return text and write nothing, so the code digest of the trial
+rule leaves this module out (``codeclosure.DISPLAY_ONLY``) and editing it never retrains.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from .measures import budget_label
+
+
+def trial_started(budget: int, trial: int) -> str:
+    return f"▶ {budget_label(budget)} · trial {trial}: started (progress lines in its log)"
+
+
+def trial_finished(m: dict[str, Any]) -> str:
+    """One line: throughput, mean power, energy (labelled when estimated), eval loss, seconds."""
+    estimate = " estimated" if m["meter_is_estimate"] else ""
+    power = "power not measured" if m["power_mean_w"] is None else f"{m['power_mean_w']:.1f} W{estimate}"
+    energy = "" if m["energy_j"] is None else f", {m['energy_j']:,.1f} J{estimate}"
+    loss = f"DIVERGED at step {m['diverged_at_step']}" if m["status"] == "diverged" else f"eval loss {m['eval_loss']:.4f}"
+    return (f"■ {budget_label(m['budget'])} · trial {m['trial']}: {m['real_tokens'] / m['train_s']:,.0f} tokens/s, {power}{energy}, "
+            f"{loss}, {m['train_s']:.1f} s training / {m['run_s']:.1f} s in all")
+
+
+def study_progress(finished: dict[tuple[int, int], dict[str, Any]], expected: list[tuple[int, int]]) -> str:
+    """Trials done of all, and the time and energy still to go, estimated from finished trials of the
+    same budget (or, for a budget with none yet, from the others scaled by tokens)."""
+    todo = [key for key in expected if key not in finished]
+    line = f"  study: {len(expected) - len(todo)} of {len(expected)} trials done"
+    if not todo:
+        return line + "."
+    done = list(finished.values())
+    if not done:
+        return line + "; time to go unknown until a trial finishes."
+
+    def per_token(values: list[tuple[float, int]]) -> float | None:
+        rates = [v / tokens for v, tokens in values if v is not None and tokens]
+        return statistics.median(rates) if rates else None
+
+    seconds = joules = 0.0
+    energy_known = True
+    for budget, _ in todo:
+        same = [m for m in done if m["budget"] == budget] or done  # same budget first: its workload matches
+        tokens = statistics.median(m["real_tokens"] for m in same) * (1 if same[0]["budget"] == budget else budget / same[0]["budget"])
+        seconds += per_token([(m["run_s"], m["real_tokens"]) for m in same]) * tokens
+        rate = per_token([(m["energy_j"], m["real_tokens"]) for m in same])
+        energy_known = energy_known and rate is not None
+        joules += (rate or 0.0) * tokens
+    estimated = any(m["meter_is_estimate"] for m in done)
+    energy = f" and ~{joules / 1e3:,.2f} kJ{' (energy itself estimated)' if estimated else ''}" if energy_known else ""
+    return (f"{line}; ~{seconds / 60:,.1f} min{energy} to go (an estimate from {len(done)} finished trial(s); "
+            "process start-up between trials not included)")
