@@ -107,3 +107,8 @@ def test_an_unknown_model_preset_is_caught_at_config_check_with_the_choices(sche
 def test_a_pretrained_folder_that_does_not_exist_is_caught_at_config_check(schema, default):
     message = _error(schema, {**default, "tokenizer": {"source": "pretrained", "name": "./no/such/tokenizer"}})
     assert "tokenizer.name: the folder ./no/such/tokenizer does not exist" in message
+
+
+def test_an_unknown_carbon_country_is_caught_at_config_check(schema, default):
+    message = _error(schema, {**default, "cost": {"carbon_intensity": "XYZ"}})
+    assert "cost.carbon_intensity: 'XYZ' is not a country code" in message

@@ -8,6 +8,7 @@ import polars as pl
 QUALITY = dict(throughput_tolerance=0.1, steady_tolerance=0.25, steady_window=3, check_tolerance=0.15, profile_cv_max=0.1, idle_tolerance=0.25, idle_floor_w=2.0,
                power_step_tolerance=0.25, power_step_window=5, min_samples=60, max_interval_ratio=1.5, start_below_c=None)
 METRIC = {"K": 1.0, "tt_scale": 1e6, "cs_tflops": "measure"}
+COST = {"carbon_intensity": None, "pue": 1.0, "electricity_price_per_kwh": None, "device_hour_price": None, "currency": "EUR"}
 
 
 def raw_record(budget: int, trial: int, **overrides) -> dict:
@@ -36,10 +37,12 @@ def steady_steps(n: int = 6) -> pl.DataFrame:
 
 
 def aggregate(records: list, expected: list[tuple[int, int]], *, cs_tflops: float = 0.15, metric: dict | None = None,
-              quality: dict | None = None, traces: list | None = None, steps: list | None = None):
+              quality: dict | None = None, traces: list | None = None, steps: list | None = None, cost: dict | None = None,
+              intensity: float | None = None):
     """trials_table over records with steady traces and loss curves unless given."""
     from tokenwatt.aggregate import trials_table
 
     n = len(expected)
     return trials_table(records, expected, traces=traces or [steady_trace()] * n, steps=steps or [steady_steps()] * n,
-                        cs_tflops=cs_tflops, metric=metric or METRIC, quality=quality or QUALITY, reference_tflops=cs_tflops)
+                        cs_tflops=cs_tflops, metric=metric or METRIC, quality=quality or QUALITY, reference_tflops=cs_tflops,
+                        cost=cost or COST, intensity_g_per_kwh=intensity)

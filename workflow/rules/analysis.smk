@@ -16,12 +16,14 @@ rule aggregate:
         flagged=res("analysis", "flagged.txt"),
         missing=res("analysis", "missing.json"),
         profile_check=res("analysis", "profile_check.json"),
+        cost=res("analysis", "cost.json"),
     params:
         expected=EXPECTED,
         paths=[trial_metrics(b, t) for b, t in EXPECTED],
         absent="no metrics",
         metric=config["metric"],
         quality=QUALITY_SETTINGS,
+        cost=config["cost"],
         code=code_digest("aggregate.py"),
     log:
         logfile("aggregate"),

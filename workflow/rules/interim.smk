@@ -20,12 +20,14 @@ use rule aggregate as interim_aggregate with:
         flagged=interim_path("analysis", "flagged.txt"),
         missing=interim_path("analysis", "missing.json"),
         profile_check=interim_path("analysis", "profile_check.json"),
+        cost=interim_path("analysis", "cost.json"),
     params:
         expected=EXPECTED,
         paths=[trial_metrics(b, t) for b, t in EXPECTED],
         absent="not finished yet",
         metric=config["metric"],
         quality=QUALITY_SETTINGS,
+        cost=config["cost"],
         code=code_digest("aggregate.py"),
     log:
         logfile("interim_aggregate"),
@@ -65,6 +67,7 @@ use rule report as interim_report with:
         changes=interim_path("analysis", "changes.csv"),
         missing=interim_path("analysis", "missing.json"),
         profile_check=interim_path("analysis", "profile_check.json"),
+        cost=interim_path("analysis", "cost.json"),
         flagged=interim_path("analysis", "flagged.txt"),
         profile=existing_profile,
         stats=interim_path("analysis", "stats.json"),

@@ -8,6 +8,7 @@ rule report:
         changes=res("analysis", "changes.csv"),
         missing=res("analysis", "missing.json"),
         profile_check=res("analysis", "profile_check.json"),
+        cost=res("analysis", "cost.json"),
         flagged=res("analysis", "flagged.txt"),
         profile=[DEVICE_PROFILE] if MEASURE_PROFILE else [],
         stats=res("analysis", "stats.json"),

@@ -1,6 +1,7 @@
 """Rule aggregate: trials.parquet (measured + derived + quality), conditions, changes, quality flags, missing trials."""
 import polars as pl
-from tokenwatt.aggregate import changes_table, conditions_table, cs_tflops_of, trials_table
+from tokenwatt.aggregate import changes_table, conditions_table, cost_summary, cs_tflops_of, trials_table
+from tokenwatt.cost import carbon_intensity
 from tokenwatt.files import logged, read_json, write_json, write_parquet, write_text
 from tokenwatt.quality import QUALITY_COLUMNS, profile_verdict
 from tokenwatt.records import RecordError, load_validator, read_record
@@ -27,11 +28,13 @@ with logged(snakemake.log[0]):
     profile = read_json(inp.profile[0]) if inp.profile else None
     cs_tflops, source = cs_tflops_of(p.metric, profile)
     print(f"CS_TFLOPS {cs_tflops}: {source}")
+    intensity = carbon_intensity(p.cost["carbon_intensity"])
+    print(f"carbon intensity: {intensity[0]} gCO2e/kWh ({intensity[1]})")
     verdict = profile_verdict(profile, [r for r in records if isinstance(r, dict)], p.quality)
     print(f"device profile: {verdict['status']}; matmul checks judged against {verdict['reference']} {verdict['reasons']}")
     trials, missing = trials_table(
         records, expected, traces=traces, steps=steps, absent=p.absent, cs_tflops=cs_tflops, metric=p.metric,
-        quality=p.quality, reference_tflops=verdict["reference_tflops"],
+        quality=p.quality, reference_tflops=verdict["reference_tflops"], cost=p.cost, intensity_g_per_kwh=intensity[0],
     )
     for line in missing:
         print(f"MISSING: {line}")
@@ -45,4 +48,5 @@ with logged(snakemake.log[0]):
     write_text(out.flagged, "".join(f"{path_of[(b, t)]}\n" for b, t in flagged.select("budget", "trial").iter_rows()))
     write_json(out.missing, missing)
     write_json(out.profile_check, verdict)
+    write_json(out.cost, cost_summary(trials, p.cost, intensity))
     print(f"{trials.height} trials aggregated, {flagged.height} flagged, {len(missing)} missing; CS_TFLOPS {source}")

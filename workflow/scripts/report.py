@@ -23,7 +23,7 @@ with logged(snakemake.log[0]):
         missing=read_json(snakemake.input.missing), figures=figures, reference=read_json(snakemake.input.reference),
         data_summary=read_json(snakemake.input.normalize), profile=profile, cs_tflops=cs_tflops, cs_source=cs_source,
         rerun=Path(snakemake.input.flagged).read_text(encoding="utf-8").split(), interim=snakemake.params.interim,
-        profile_check=read_json(snakemake.input.profile_check),
+        profile_check=read_json(snakemake.input.profile_check), cost=read_json(snakemake.input.cost),
         made={"at": utc(time.time()), "git": git_state(Path(snakemake.scriptdir)), "versions": versions()},
     )
     Path(snakemake.output[0]).write_text(page, encoding="utf-8")

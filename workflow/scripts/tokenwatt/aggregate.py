@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 from scipy import stats as sps
 
+from .cost import trial_cost
 from .efficiency import derived_metrics
 from .tables import CHANGES_SCHEMA, CONDITIONS_SCHEMA
 from .measures import MEASURES
@@ -24,6 +25,16 @@ def cs_tflops_of(metric: dict[str, Any], profile: dict[str, Any] | None) -> tupl
     return float(metric["cs_tflops"]), "configured (metric.cs_tflops)"
 
 
+def cost_summary(trials: pl.DataFrame, cost: dict[str, Any], intensity: tuple[float | None, str]) -> dict[str, Any]:
+    """The study's totals of energy, CO2 and money, with the settings and where the carbon intensity came from."""
+    total = lambda c: float(trials[c].drop_nulls().sum()) if c in trials.columns and trials[c].drop_nulls().len() else None  # noqa: E731
+    return {"carbon_intensity_g_per_kwh": intensity[0], "carbon_intensity_source": intensity[1], "pue": cost["pue"],
+            "currency": cost["currency"], "electricity_price_per_kwh": cost["electricity_price_per_kwh"],
+            "device_hour_price": cost["device_hour_price"], "trials": trials.height,
+            "is_estimate": bool(trials["cost_is_estimate"].any()) if "cost_is_estimate" in trials.columns else False,
+            **{f"total_{c}": total(c) for c in ("kwh", "kg_co2e", "electricity_cost", "device_cost", "total_cost")}}
+
+
 def _flatten(rec: dict[str, Any]) -> dict[str, Any]:
     """Nested records flattened (versions -> versions_torch), lists dropped."""
     flat = {}
@@ -38,6 +49,7 @@ def _flatten(rec: dict[str, Any]) -> dict[str, Any]:
 def trials_table(records: Iterable[dict[str, Any] | str | None], expected: list[tuple[int, int]], *,
                  traces: Iterable[pl.DataFrame | None], steps: Iterable[pl.DataFrame | None], cs_tflops: float | None,
                  metric: dict[str, Any], quality: dict[str, Any], reference_tflops: float | None,
+                 cost: dict[str, Any], intensity_g_per_kwh: float | None,
                  absent: str = "no metrics") -> tuple[pl.DataFrame, list[str]]:
     """One row per finished trial: what it recorded, what the analysis derives from it (PE, layers, FLOPs,
     idle energy) and its measurement-quality verdict; and the names of missing or failed trials.
@@ -62,8 +74,11 @@ def trials_table(records: Iterable[dict[str, Any] | str | None], expected: list[
     verdicts = assess(recs, [tr for _, tr, _ in kept], [st for _, _, st in kept], reference_tflops, quality)
     order = sorted(range(len(recs)), key=lambda i: recs[i]["started_at_unix_s"])
     position = {i: pos + 1 for pos, i in enumerate(order)}
-    rows = [{**_flatten(rec), **derived_metrics(rec, cs_tflops=cs_tflops, K=metric["K"], tt_scale=metric["tt_scale"]),
-             **verdict, "run_position": position[i]} for i, (rec, verdict) in enumerate(zip(recs, verdicts))]
+    rows = []
+    for i, (rec, verdict) in enumerate(zip(recs, verdicts)):
+        derived = derived_metrics(rec, cs_tflops=cs_tflops, K=metric["K"], tt_scale=metric["tt_scale"])
+        rows.append({**_flatten(rec), **derived, **trial_cost({**rec, **derived}, cost, intensity_g_per_kwh),
+                     "cost_is_estimate": rec["meter_is_estimate"], **verdict, "run_position": position[i]})
     return pl.DataFrame(rows, infer_schema_length=None).sort("budget", "trial"), missing
 
 

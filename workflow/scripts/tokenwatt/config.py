@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator
 
+from .cost import CostError, carbon_intensity
 from .presets import PRESETS
 
 
@@ -54,6 +55,11 @@ def _requirements(cfg: dict[str, Any]) -> list[str]:
         if cfg[section]["source"] == "pretrained" and name and name.startswith(("/", "./", "../", "~")) \
                 and not Path(name).expanduser().exists():
             problems.append(f"{section}.name: the folder {name} does not exist; give an existing folder or a Hub id")
+    if isinstance(cfg["cost"]["carbon_intensity"], str):
+        try:
+            carbon_intensity(cfg["cost"]["carbon_intensity"])
+        except CostError as err:
+            problems.append(str(err))
     if cfg["model"]["source"] == "config" and cfg["model"]["preset"] not in PRESETS:
         problems.append(f"model.preset: {cfg['model']['preset']!r} is not a preset; choose one of {', '.join(sorted(PRESETS))}")
     return problems

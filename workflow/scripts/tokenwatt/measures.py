@@ -17,6 +17,12 @@ MEASURES: dict[str, tuple[str, str]] = {
     "tokens_per_s": ("Throughput", "tokens/s"),
     "eval_loss": ("Eval loss", "nats/token"),
     "perplexity": ("Perplexity", ""),
+    "kwh": ("Energy at the facility (× PUE)", "kWh"),
+    "kg_co2e": ("Emissions", "kg CO2e"),
+    "electricity_cost": ("Electricity cost", "cost.currency"),
+    "device_cost": ("Device-hour cost", "cost.currency"),
+    "total_cost": ("Cost, electricity + device", "cost.currency"),
+    "cost_per_inv_ppl": ("Cost per unit of quality", "cost.currency / invPPL"),
 }
 
 # The report's conditions tables: one per family of measures.
@@ -24,6 +30,7 @@ FAMILIES: dict[str, list[str]] = {
     "Efficiency": ["pe", "quality_per_mparam", "quality_per_pflop", "quality_per_kj"],
     "Power and energy": ["power_rms_w", "power_mean_w", "energy_j", "dynamic_energy_j", "joules_per_token"],
     "Time and quality": ["train_s", "tokens_per_s", "eval_loss", "perplexity"],
+    "Carbon and money": ["kwh", "kg_co2e", "electricity_cost", "device_cost", "total_cost", "cost_per_inv_ppl"],
 }
 
 # Measures tested with the repeated-measures ANOVA (the list: PE, its layers, power, energy, time).

@@ -121,8 +121,23 @@ def _paired_change(trials: pl.DataFrame, measure: str, first: int, last: int) ->
     return float(change.mean()), float(change.mean() - half), float(change.mean() + half), len(change)
 
 
+def _cost_sentences(cost: dict[str, Any]) -> list[str]:
+    """The study's CO2 and money in words; estimated energy keeps its label through to both."""
+    label = " (ESTIMATED, from estimated energy)" if cost.get("is_estimate") else ""
+    out = []
+    if cost.get("total_kg_co2e") is not None:
+        out.append(f"At {cost['carbon_intensity_g_per_kwh']:.0f} gCO2e/kWh ({cost['carbon_intensity_source']}) and PUE "
+                   f"{cost['pue']:g}, that is {fixed(cost['total_kg_co2e'] * 1000)} g CO2e{label}.")
+    if cost.get("total_total_cost") is not None:
+        out.append(f"It cost {fixed(cost['total_total_cost'])} {cost['currency']} (electricity "
+                   f"{fixed(cost['total_electricity_cost'])}, device-hours {fixed(cost['total_device_cost'])}){label}.")
+    if not out and cost:
+        out.append("No CO2 or money figures: set cost.carbon_intensity and the prices in the config.")
+    return out
+
+
 def _summary_html(trials: pl.DataFrame, stats: dict[str, Any], missing: list[str], estimated: bool, n_flagged: int,
-                  profile_check: dict[str, Any]) -> str:
+                  profile_check: dict[str, Any], cost: dict[str, Any]) -> str:
     """The answer in plain words: what changed with the budget, how sure we are, what it cost, what to beware of."""
     if trials.height == 0:
         return "<p><b>Summary.</b> No trial has finished, so there is nothing to summarise yet.</p>"
@@ -148,6 +163,7 @@ def _summary_html(trials: pl.DataFrame, stats: dict[str, Any], missing: list[str
         energy = float(trials["energy_j"].drop_nulls().sum())
         said.append(f"Training used {energy / 3.6e6:.4g} kWh ({energy / 1e3:,.1f} kJ{', ESTIMATED' if estimated else ''}) "
                     f"over {float(trials['train_s'].sum()) / 60:,.1f} min of training in {trials.height} trials.")
+        said.extend(_cost_sentences(cost))
     else:
         said.append("Energy was not measured.")
     caveats = []
@@ -283,12 +299,12 @@ def render_report(
     *, config: dict[str, Any], config_hash: str, trials: pl.DataFrame, conditions: pl.DataFrame,
     changes: pl.DataFrame, stats: dict[str, Any], missing: list[str], figures: dict[str, tuple[bytes, str]],
     reference: dict[str, Any], data_summary: dict[str, Any], profile: dict[str, Any] | None, cs_tflops: float | None,
-    cs_source: str, rerun: list[str], profile_check: dict[str, Any], interim: bool = False,
-    made: dict[str, Any] | None = None,
+    cs_source: str, rerun: list[str], profile_check: dict[str, Any], cost: dict[str, Any] | None = None,
+    interim: bool = False, made: dict[str, Any] | None = None,
 ) -> str:
     """The whole report as one HTML string; ``figures`` maps name → (PNG bytes, caption); ``made`` says when
     and with what it was made (git state, report time, package versions)."""
-    made = made or {}
+    made, cost = made or {}, cost or {}
     study = config["study"]
     meters = sorted(set(trials["meter"].to_list())) if "meter" in trials.columns else []
     warnings = []
@@ -342,7 +358,7 @@ def render_report(
 Budgets {esc(budgets)} real tokens per epoch, {esc(study['trials'])} trials each; trial <i>i</i> runs under every budget
 (the subject of the repeated-measures analysis).</p>
 {''.join(warnings)}
-{_summary_html(trials, stats, missing, "estimate" in meters, n_flagged, profile_check)}
+{_summary_html(trials, stats, missing, "estimate" in meters, n_flagged, profile_check, cost)}
 <h2>Conditions</h2>
 {_conditions_html(conditions)}
 <h2>Statistics</h2>

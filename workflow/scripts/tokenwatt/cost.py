@@ -1,0 +1,44 @@
+"""Carbon and money beside joules: pure functions of a trial's energy and time and the ``cost`` config.
+
+Grid carbon intensity comes from a number or from CodeCarbon's bundled global energy mix (a
+well-kept, offline table of gCO2e/kWh per country), never from the network.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class CostError(ValueError):
+    pass
+
+
+def carbon_intensity(setting: float | str | None) -> tuple[float | None, str]:
+    """gCO2e per kWh and where it came from, for ``cost.carbon_intensity``."""
+    if setting is None:
+        return None, "not set (cost.carbon_intensity)"
+    if not isinstance(setting, str):
+        return float(setting), "configured (cost.carbon_intensity)"
+    from codecarbon.input import DataSource
+
+    mix = DataSource().get_global_energy_mix_data()
+    if setting not in mix:
+        raise CostError(f"cost.carbon_intensity: {setting!r} is not a country code in CodeCarbon's global energy mix; "
+                        f"use a 3-letter ISO code such as DEU, FRA, USA, or a number in gCO2e/kWh")
+    row = mix[setting]
+    return float(row["carbon_intensity"]), f"{row['country_name']} ({setting}), {row.get('year', 'year unknown')}, CodeCarbon's global energy mix"
+
+
+def trial_cost(trial: dict[str, Any], cost: dict[str, Any], intensity_g_per_kwh: float | None) -> dict[str, Any]:
+    """kWh at the facility (energy × PUE), kgCO2e, electricity and device-hour cost, and cost per unit of quality."""
+    energy = trial["energy_j"]
+    kwh = None if energy is None else energy * cost["pue"] / 3.6e6
+    kg = None if kwh is None or intensity_g_per_kwh is None else kwh * intensity_g_per_kwh / 1000
+    price = cost["electricity_price_per_kwh"]
+    electricity = None if kwh is None or price is None else kwh * price
+    device = None if cost["device_hour_price"] is None else trial["run_s"] / 3600 * cost["device_hour_price"]
+    total = None if electricity is None and device is None else (electricity or 0.0) + (device or 0.0)
+    quality = trial.get("inv_ppl")
+    return {"kwh": kwh, "kg_co2e": kg, "electricity_cost": electricity, "device_cost": device, "total_cost": total,
+            "cost_per_inv_ppl": None if total is None or not quality else total / quality,
+            "kg_co2e_per_inv_ppl": None if kg is None or not quality else kg / quality}
