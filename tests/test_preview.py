@@ -26,3 +26,12 @@ def test_sequential_order_runs_budget_by_budget_and_priorities_follow_it():
     order = run_order([2, 1], [1, 2], seed=0, mode="sequential")
     assert order == [(1, 1), (1, 2), (2, 1), (2, 2)]
     assert [trial_priorities([2, 1], [1, 2], 0, "sequential")[pair] for pair in order] == [4, 3, 2, 1]
+
+
+def test_preview_states_the_energy_co2_and_money_still_to_go_labelled_an_estimate():
+    finished = {(1000, 1): {"run_s": 12.0, "train_s": 10.0, "real_tokens": 3000, "energy_j": 3000.0, "meter_is_estimate": True}}
+    cost = {"carbon_intensity": 400.0, "pue": 1.0, "electricity_price_per_kwh": 0.3, "device_hour_price": None, "currency": "EUR"}
+    text = cost_preview([1000, 2000], [1], epochs=3, finished=finished, cost=cost)
+    # 6000 tokens left at 1 J/token = 6000 J = 0.00167 kWh; × 400 g = 0.667 g; × 0.30 = 0.0005 EUR
+    assert "Energy: ~0.001667 kWh, ~0.6667 g CO2e, ~0.0005000 EUR for the remaining trials" in text
+    assert "whose energy is itself estimated" in text

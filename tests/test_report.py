@@ -159,7 +159,7 @@ def test_conditions_tables_have_no_exponent_notation_and_state_each_rows_power_o
 @pytest.mark.parametrize("x,scale,text", [(4.985e-08, -9, "49.85"), (0.000123, 0, "0.0001230"), (24268.23, 0, "24,268"),
                                           (float("inf"), 0, "∞"), (None, 0, "—")])
 def test_numbers_are_written_in_fixed_notation_with_four_significant_digits(x, scale, text):
-    from tokenwatt.report import fixed
+    from tokenwatt.measures import fixed
 
     assert fixed(x, scale) == text
 

@@ -155,7 +155,7 @@ def _finished_trials():
 if workflow.is_main_process:
     from tokenwatt.preview import cost_preview
 
-    logger.info(cost_preview(BUDGETS, TRIALS, config["train"]["epochs"], _finished_trials()))
+    logger.info(cost_preview(BUDGETS, TRIALS, config["train"]["epochs"], _finished_trials(), config["cost"]))
 
 
 def warn_if_report_is_stale():

@@ -1,6 +1,9 @@
-"""The measures the analysis reports: one place for their labels and units."""
+"""The measures the analysis reports: one place for their labels, units and how their numbers are written."""
 
 from __future__ import annotations
+
+import math
+from typing import Any
 
 # name -> (label, unit); the order is the order of tables and figures.
 MEASURES: dict[str, tuple[str, str]] = {
@@ -44,12 +47,21 @@ FIGURES = ["pe_by_budget", "power_energy_by_budget", "time_by_budget", "perplexi
 
 def display_exponent(values) -> int:
     """Power of ten, a multiple of 3, that brings the largest magnitude into [0.01, 10 000) for display."""
-    import math
-
     big = max((abs(v) for v in values if v is not None and math.isfinite(v)), default=0.0)
     if big == 0 or 0.01 <= big < 1e4:
         return 0
     return int(math.floor(math.log10(big) / 3) * 3)
+
+
+def fixed(x: Any, scale: int = 0) -> str:
+    """A number in fixed notation with four significant digits after dividing by 10^scale; never "e-08"."""
+    if x is None or x != x:
+        return "—"
+    if math.isinf(x):  # e.g. a paired t with identical differences
+        return "∞" if x > 0 else "−∞"
+    v = x / 10**scale
+    digits = max(0, 3 - math.floor(math.log10(abs(v)))) if v else 0
+    return f"{v:,.{digits}f}"
 
 
 def power_of_ten(exponent: int) -> str:

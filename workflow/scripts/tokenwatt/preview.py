@@ -6,10 +6,12 @@ import statistics
 from typing import Any
 
 
-def cost_preview(budgets: list[int], trials: list[int], epochs: int, finished: dict[tuple[int, int], dict[str, Any]]) -> str:
+def cost_preview(budgets: list[int], trials: list[int], epochs: int, finished: dict[tuple[int, int], dict[str, Any]],
+                 cost: dict[str, Any] | None = None) -> str:
     """A few lines for the log. Time comes from trials already finished on this machine:
     seconds per real token of training, plus the median fixed cost of a trial (model build,
-    device benchmark, idle baseline, eval). Process start-up is not included."""
+    device benchmark, idle baseline, eval). Process start-up is not included. Energy likewise
+    (joules per real token), and from it CO2 and money where ``cost`` sets them."""
     todo = [(b, t) for b in budgets for t in trials if (b, t) not in finished]
     tokens_all = sum(b * epochs for b in budgets) * len(trials)
     tokens_todo = sum(b * epochs for b, _ in todo)
@@ -30,4 +32,23 @@ def cost_preview(budgets: list[int], trials: list[int], epochs: int, finished: d
         f"Time: ~{seconds / 60:.1f} min for the remaining trials (ESTIMATE from {len(timed)} finished trial(s): "
         f"{1 / s_per_token:,.0f} tokens/s, {fixed:.1f} s fixed per trial; process start-up not included)."
     )
+    metered = [m for m in timed if m.get("energy_j") is not None]
+    if metered:
+        joules = tokens_todo * statistics.median(m["energy_j"] / m["real_tokens"] for m in metered)
+        lines.append(_energy_line(joules, seconds, any(m.get("meter_is_estimate") for m in metered), cost))
     return "\n".join(lines)
+
+
+def _energy_line(joules: float, seconds: float, estimated: bool, cost: dict[str, Any] | None) -> str:
+    from .cost import carbon_intensity, trial_cost
+    from .measures import fixed
+
+    label = "ESTIMATE from finished trials" + (", whose energy is itself estimated" if estimated else "")
+    parts = [f"Energy: ~{fixed(joules / 3.6e6)} kWh"]
+    if cost:
+        got = trial_cost({"energy_j": joules, "run_s": seconds, "inv_ppl": None}, cost, carbon_intensity(cost["carbon_intensity"])[0])
+        if got["kg_co2e"] is not None:
+            parts.append(f"~{fixed(got['kg_co2e'] * 1000)} g CO2e")
+        if got["total_cost"] is not None:
+            parts.append(f"~{fixed(got['total_cost'])} {cost['currency']}")
+    return ", ".join(parts) + f" for the remaining trials ({label})."

@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from .measures import FAMILIES, TESTED, budget_label, display_exponent, label, power_of_ten
+from .measures import FAMILIES, TESTED, budget_label, display_exponent, fixed, label, power_of_ten
 from .provenance import utc
 from .stats import bounded, fmt_p, p_value
 
@@ -50,17 +50,6 @@ def table(header: list[str], rows: list[list[Any]], left: int = 1) -> str:
 
 class _Raw(str):
     """Already-escaped HTML for a table cell."""
-
-
-def fixed(x: Any, scale: int = 0) -> str:
-    """A number in fixed notation with four significant digits after dividing by 10^scale; never "e-08"."""
-    if x is None or x != x:
-        return "—"
-    if math.isinf(x):  # e.g. a paired t with identical differences
-        return "∞" if x > 0 else "−∞"
-    v = x / 10**scale
-    digits = max(0, 3 - math.floor(math.log10(abs(v)))) if v else 0
-    return f"{v:,.{digits}f}"
 
 
 def _conditions_html(conditions: pl.DataFrame) -> str:
