@@ -13,7 +13,7 @@ from tokenwatt.aggregate import changes_table, conditions_table
 from tokenwatt.measures import FIGURES, TESTED
 from tokenwatt.report import render_report
 from tokenwatt.stats import analyse_study
-from trial_records import QUALITY, aggregate, raw_record
+from trial_records import COST, QUALITY, aggregate, raw_record
 
 BUDGETS = [10_000, 20_000, 40_000]
 
@@ -41,7 +41,8 @@ PROFILE = {"cs_tflops": 0.15, "median_tflops": 0.15, "q25_tflops": 0.149, "q75_t
 def analysed():
     records = _records()
     records[-1]["check_after_tflops"] = [0.1] * 3  # one disturbed trial: its after-check fell by a third
-    trials, missing = aggregate(records, [(b, t) for t in range(1, 6) for b in BUDGETS], quality={**QUALITY, "min_samples": 10})
+    trials, missing = aggregate(records, [(b, t) for t in range(1, 6) for b in BUDGETS], quality={**QUALITY, "min_samples": 10},
+                                cost={**COST, "electricity_price_per_kwh": 0.3, "device_hour_price": 2.0}, intensity=400.0)
     conditions = conditions_table(trials)
     changes = changes_table(conditions)
     return trials, conditions, changes, analyse_study(trials, TESTED, exclude_flagged=False), missing
@@ -57,15 +58,7 @@ def _png(fig) -> bytes:
 def figures(analysed):
     trials, conditions, changes, _, _ = analysed
     trace = pl.DataFrame({"t_s": [0.0, 0.5, 1.0], "power_w": [30.0, 32.0, 31.0]})
-    made = {
-        "pe_by_budget": F.pe_by_budget(trials, conditions, True),
-        "power_energy_by_budget": F.power_energy_by_budget(trials, conditions, True),
-        "time_by_budget": F.time_by_budget(trials, conditions, True),
-        "perplexity_vs_tokens": F.perplexity_vs_tokens(trials, conditions, True),
-        "tradeoff": F.tradeoff(changes, True),
-        "power_traces": F.power_traces({(b, 1): trace for b in BUDGETS}, True),
-        "measurement_quality": F.measurement_quality(trials, True),
-    }
+    made = F.make_all(trials, conditions, changes, {(b, 1): trace for b in BUDGETS}, True, "EUR")
     assert list(made) == FIGURES
     return made
 
@@ -81,6 +74,12 @@ def _report(analysed, figures, name="tiny <script>alert('x')</script> study", mi
         cs_source="measured: device profile", rerun=["results/trials/b40000/t5/metrics.json"],
         profile_check={"status": "ok", "reference": "the device profile", "reasons": []},
     )
+
+
+def test_quality_against_energy_and_money_has_a_panel_for_each_and_a_mean_per_budget(figures):
+    fig = figures["quality_vs_cost"]
+    assert [ax.get_xlabel().split(" (")[0] for ax in fig.axes] == ["Energy per trial at the facility", "Cost per trial"]
+    assert all(len(ax.get_legend().get_texts()) == 3 for ax in fig.axes)  # one mean ± CI per budget
 
 
 def test_every_figure_labels_its_axes_with_units(figures):

@@ -77,6 +77,7 @@ rule figures:
     params:
         trace_keys=TRACE_KEYS,
         style=config["figures"],
+        currency=config["cost"]["currency"],
         code=code_digest("figures.py"),
     log:
         logfile("figures"),

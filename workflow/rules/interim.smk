@@ -55,6 +55,7 @@ use rule figures as interim_figures with:
     params:
         trace_keys=lambda wildcards: interim_traces(),
         style=config["figures"],
+        currency=config["cost"]["currency"],
         code=code_digest("figures.py"),
     log:
         logfile("interim_figures"),

@@ -13,7 +13,7 @@ with logged(snakemake.log[0]):
     changes = read_changes(snakemake.input.changes)
     estimated = "meter" in trials.columns and "estimate" in trials["meter"].to_list()
     traces = {tuple(key): pl.read_parquet(p) for key, p in zip(snakemake.params.trace_keys, snakemake.input.traces)}
-    made = F.make_all(trials, conditions, changes, traces, estimated)
+    made = F.make_all(trials, conditions, changes, traces, estimated, snakemake.params.currency)
     for name, fig in made.items():
         fig.savefig(snakemake.output[f"{name}_png"], dpi=style["dpi"])
         fig.savefig(snakemake.output[f"{name}_svg"], metadata={"Date": None})  # no timestamp: same data, same file

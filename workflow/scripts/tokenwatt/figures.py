@@ -154,6 +154,35 @@ def measurement_quality(trials: pl.DataFrame, estimated: bool):
     return fig
 
 
+def quality_vs_cost(trials: pl.DataFrame, conditions: pl.DataFrame, estimated: bool, currency: str = ""):
+    """What each budget bought: quality (invPPL) against the energy, and the money where priced, that a
+    trial of that budget used; every trial a point, budget means with 95 % CIs on both axes."""
+    priced = "total_cost" in trials.columns and trials["total_cost"].drop_nulls().len() > 0
+    fig, axes = plt.subplots(1, 2 if priced else 1, figsize=(11 if priced else 6.5, 4.5), layout="constrained", squeeze=False)
+    panels = [("kwh", "Energy per trial at the facility", "kWh", " — estimated" if estimated else "")]
+    if priced:
+        panels.append(("total_cost", "Cost per trial", currency or "cost.currency", " — from estimated energy" if estimated else ""))
+    summary = {(r["measure"], r["budget"]): r for r in conditions.iter_rows(named=True)}
+    budgets = sorted(trials["budget"].unique().to_list())
+    for ax, (column, name, unit, note) in zip(axes[0], panels):
+        scale = 10.0 ** -(exponent := display_exponent(trials[column].drop_nulls().to_list()))
+        for i, b in enumerate(budgets):
+            mine = trials.filter(pl.col("budget") == b).drop_nulls([column, "inv_ppl"])
+            ax.scatter(mine[column].to_numpy() * scale, mine["inv_ppl"], s=14, alpha=0.5, color=f"C{i}")
+            x, y = summary.get((column, b)), summary.get(("inv_ppl", b))
+            if not x or not y or x["mean"] is None or y["mean"] is None:
+                continue
+            half = lambda r: [[r["mean"] - (r["ci95_low"] or r["mean"])], [(r["ci95_high"] or r["mean"]) - r["mean"]]]  # noqa: E731
+            ax.errorbar(x["mean"] * scale, y["mean"], xerr=np.array(half(x)) * scale, yerr=half(y), color=f"C{i}", marker="s",
+                        ms=7, capsize=4, label=f"{budget_label(b)}: mean ± 95 % CI")
+        ax.set_xlabel(f"{name} ({unit}{power_of_ten(exponent)}){note}")
+        ax.set_ylabel(label("inv_ppl"))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("What each budget bought: quality against energy" + (" and money" if priced else "") + _estimate_note(estimated), fontsize=10)
+    return fig
+
+
 def placeholder(title: str, reason: str):
     """A figure that says why there is nothing to draw, in place of a missing one."""
     fig, ax = plt.subplots(figsize=(6.5, 2.2), layout="constrained")
@@ -168,7 +197,7 @@ def _has(trials: pl.DataFrame, column: str) -> bool:
 
 
 def make_all(trials: pl.DataFrame, conditions: pl.DataFrame, changes: pl.DataFrame,
-             traces: dict[tuple[int, int], pl.DataFrame], estimated: bool) -> dict:
+             traces: dict[tuple[int, int], pl.DataFrame], estimated: bool, currency: str = "") -> dict:
     """Every figure of the report by name; one that has no data to show says why instead."""
     none_measured = "not measured: meter none records no power or energy"
     no_trials = "no finished trials yet"
@@ -180,6 +209,7 @@ def make_all(trials: pl.DataFrame, conditions: pl.DataFrame, changes: pl.DataFra
         "tradeoff": (lambda: tradeoff(changes, estimated), None, "needs PE at two or more budgets"),
         "power_traces": (lambda: power_traces(traces, estimated), None, f"Power {none_measured}"),
         "measurement_quality": (lambda: measurement_quality(trials, estimated), "run_position", no_trials),
+        "quality_vs_cost": (lambda: quality_vs_cost(trials, conditions, estimated, currency), "kwh", f"Energy {none_measured}"),
     }
     available = {
         "tradeoff": changes.drop_nulls(["perplexity_reduction_pct", "pe_drop_pct"]).height > 0,

@@ -20,6 +20,7 @@ MEASURES: dict[str, tuple[str, str]] = {
     "tokens_per_s": ("Throughput", "tokens/s"),
     "eval_loss": ("Eval loss", "nats/token"),
     "perplexity": ("Perplexity", ""),
+    "inv_ppl": ("Quality (invPPL = 1 / perplexity)", ""),
     "kwh": ("Energy at the facility (× PUE)", "kWh"),
     "kg_co2e": ("Emissions", "kg CO2e"),
     "electricity_cost": ("Electricity cost", "cost.currency"),
@@ -32,7 +33,7 @@ MEASURES: dict[str, tuple[str, str]] = {
 FAMILIES: dict[str, list[str]] = {
     "Efficiency": ["pe", "quality_per_mparam", "quality_per_pflop", "quality_per_kj"],
     "Power and energy": ["power_rms_w", "power_mean_w", "energy_j", "dynamic_energy_j", "joules_per_token"],
-    "Time and quality": ["train_s", "tokens_per_s", "eval_loss", "perplexity"],
+    "Time and quality": ["train_s", "tokens_per_s", "eval_loss", "perplexity", "inv_ppl"],
     "Carbon and money": ["kwh", "kg_co2e", "electricity_cost", "device_cost", "total_cost", "cost_per_inv_ppl"],
 }
 
@@ -42,7 +43,7 @@ TESTED = ["pe", "quality_per_mparam", "quality_per_pflop", "quality_per_kj", "po
 
 # Every figure of the report, in its order; each has a caption in workflow/report/<name>.rst.
 FIGURES = ["pe_by_budget", "power_energy_by_budget", "time_by_budget", "perplexity_vs_tokens", "tradeoff", "power_traces",
-           "measurement_quality"]
+           "measurement_quality", "quality_vs_cost"]
 
 
 def display_exponent(values) -> int:
