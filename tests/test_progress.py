@@ -39,3 +39,17 @@ def test_before_any_trial_finishes_the_time_to_go_is_unknown_and_after_the_last_
 def test_editing_the_terminal_lines_never_retrains_a_trial():
     scripts = ROOT / "workflow" / "scripts"
     assert "tokenwatt/progress.py" not in [p.relative_to(scripts).as_posix() for p in closure(scripts / "train_trial.py", scripts)]
+
+
+def test_the_end_line_carries_a_first_quality_look_from_the_trials_own_traces():
+    import numpy as np
+    import polars as pl
+
+    from tokenwatt.progress import first_look
+    from trial_records import QUALITY, steady_steps, steady_trace
+
+    stepped = pl.DataFrame({"t_s": np.arange(100) * 0.05, "power_w": [32.0] * 50 + [12.0] * 50, "temperature_c": [None] * 100},
+                           schema={"t_s": pl.Float64, "power_w": pl.Float64, "temperature_c": pl.Float64})
+    assert first_look(raw_record(1000, 1), steady_trace(), steady_steps(), QUALITY) == "quality ok so far"
+    assert first_look(raw_record(1000, 1), stepped, steady_steps(), QUALITY).startswith("FLAGGED: power stepped by")
+    assert trial_finished(raw_record(1000, 1), "quality ok so far").endswith("; quality ok so far")

@@ -11,7 +11,7 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 import polars as pl  # noqa: E402
 from tokenwatt.files import logged, read_json, write_json, write_parquet  # noqa: E402
-from tokenwatt.progress import study_progress, trial_finished, trial_started  # noqa: E402
+from tokenwatt.progress import first_look, study_progress, trial_finished, trial_started  # noqa: E402
 from tokenwatt.records import check_record, load_validator  # noqa: E402
 from tokenwatt.subsets import trial_seed  # noqa: E402
 from tokenwatt.trial import run_trial  # noqa: E402
@@ -52,5 +52,7 @@ for path in Path(out.metrics).parents[2].glob("*/*/metrics.json"):  # this trial
         finished[(record["budget"], record["trial"])] = record
     except (OSError, ValueError, KeyError, TypeError):
         continue  # an unreadable record is reported by the analysis, not here
-terminal(trial_finished(metrics))
+cfg = snakemake.config  # display only: the analysis gets the same settings as params
+quality = {**cfg["quality"], "start_below_c": cfg["meter"]["cooldown_below_c"], "profile_cv_max": cfg["profile"]["max_cv"]}
+terminal(trial_finished(metrics, first_look(metrics, power, steps, quality)))
 terminal(study_progress({k: v for k, v in finished.items() if k in expected}, expected))

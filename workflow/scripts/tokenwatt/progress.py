@@ -10,21 +10,31 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+import polars as pl
+
 from .measures import budget_label
+from .quality import assess
 
 
 def trial_started(budget: int, trial: int) -> str:
     return f"▶ {budget_label(budget)} · trial {trial}: started (progress lines in its log)"
 
 
-def trial_finished(m: dict[str, Any]) -> str:
-    """One line: throughput, mean power, energy (labelled when estimated), eval loss, seconds."""
+def first_look(m: dict[str, Any], power: pl.DataFrame, steps: pl.DataFrame, quality: dict[str, Any]) -> str:
+    """The quality rules a trial can be judged by on its own (steadiness, power steps, samples, reads,
+    start temperature); the analysis judges it again beside the other trials and the device profile."""
+    verdict = assess([m], [power], [steps], None, quality)[0]
+    return "quality ok so far" if verdict["quality"] == "ok" else f"FLAGGED: {verdict['quality_reasons']}"
+
+
+def trial_finished(m: dict[str, Any], look: str = "") -> str:
+    """One line: throughput, mean power, energy (labelled when estimated), eval loss, seconds, first quality look."""
     estimate = " estimated" if m["meter_is_estimate"] else ""
     power = "power not measured" if m["power_mean_w"] is None else f"{m['power_mean_w']:.1f} W{estimate}"
     energy = "" if m["energy_j"] is None else f", {m['energy_j']:,.1f} J{estimate}"
     loss = f"DIVERGED at step {m['diverged_at_step']}" if m["status"] == "diverged" else f"eval loss {m['eval_loss']:.4f}"
     return (f"■ {budget_label(m['budget'])} · trial {m['trial']}: {m['real_tokens'] / m['train_s']:,.0f} tokens/s, {power}{energy}, "
-            f"{loss}, {m['train_s']:.1f} s training / {m['run_s']:.1f} s in all")
+            f"{loss}, {m['train_s']:.1f} s training / {m['run_s']:.1f} s in all" + (f"; {look}" if look else ""))
 
 
 def study_progress(finished: dict[tuple[int, int], dict[str, Any]], expected: list[tuple[int, int]]) -> str:
