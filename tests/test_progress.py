@@ -53,3 +53,12 @@ def test_the_end_line_carries_a_first_quality_look_from_the_trials_own_traces():
     assert first_look(raw_record(1000, 1), steady_trace(), steady_steps(), QUALITY) == "quality ok so far"
     assert first_look(raw_record(1000, 1), stepped, steady_steps(), QUALITY).startswith("FLAGGED: power stepped by")
     assert trial_finished(raw_record(1000, 1), "quality ok so far").endswith("; quality ok so far")
+
+
+def test_a_diverged_trial_without_tokens_gets_no_quality_look_and_no_error():
+    from tokenwatt.progress import first_look
+    from trial_records import QUALITY, steady_steps, steady_trace
+
+    m = raw_record(1000, 1, status="diverged", diverged_at_step=2, eval_loss=None, real_tokens=0)
+    assert first_look(m, steady_trace(), steady_steps(), QUALITY) == "not judged (the trial diverged)"
+    assert "0 tokens/s" in trial_finished(m)

@@ -42,17 +42,21 @@ with logged(snakemake.log[0]):
         raise
     print(trial_finished(metrics))
 
-# The study's progress, from the finished trials beside this one (display only: read, never written).
-study = snakemake.config["study"]
-expected = [(b, t) for b in study["budgets"] for t in range(1, study["trials"] + 1)]
-finished = {}
-for path in Path(out.metrics).parents[2].glob("*/*/metrics.json"):  # this trial's siblings, wherever results are
-    try:
-        record = read_json(path)
-        finished[(record["budget"], record["trial"])] = record
-    except (OSError, ValueError, KeyError, TypeError):
-        continue  # an unreadable record is reported by the analysis, not here
-cfg = snakemake.config  # display only: the analysis gets the same settings as params
-quality = {**cfg["quality"], "start_below_c": cfg["meter"]["cooldown_below_c"], "profile_cv_max": cfg["profile"]["max_cv"]}
-terminal(trial_finished(metrics, first_look(metrics, power, steps, quality)))
-terminal(study_progress({k: v for k, v in finished.items() if k in expected}, expected))
+# The study's progress, from the finished trials beside this one (display only: read, never written;
+# a failure here must never fail a trial whose outputs are already written).
+try:
+    study = snakemake.config["study"]
+    expected = [(b, t) for b in study["budgets"] for t in range(1, study["trials"] + 1)]
+    finished = {}
+    for path in Path(out.metrics).parents[2].glob("*/*/metrics.json"):  # this trial's siblings, wherever results are
+        try:
+            record = read_json(path)
+            finished[(record["budget"], record["trial"])] = record
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # an unreadable record is reported by the analysis, not here
+    cfg = snakemake.config  # display only: the analysis gets the same settings as params
+    quality = {**cfg["quality"], "start_below_c": cfg["meter"]["cooldown_below_c"], "profile_cv_max": cfg["profile"]["max_cv"]}
+    terminal(trial_finished(metrics, first_look(metrics, power, steps, quality)))
+    terminal(study_progress({k: v for k, v in finished.items() if k in expected}, expected))
+except Exception as err:  # noqa: BLE001
+    terminal(f"  (progress line unavailable: {type(err).__name__}: {err})")

@@ -23,6 +23,8 @@ def trial_started(budget: int, trial: int) -> str:
 def first_look(m: dict[str, Any], power: pl.DataFrame, steps: pl.DataFrame, quality: dict[str, Any]) -> str:
     """The quality rules a trial can be judged by on its own (steadiness, power steps, samples, reads,
     start temperature); the analysis judges it again beside the other trials and the device profile."""
+    if m["status"] != "ok":
+        return "not judged (the trial diverged)"
     verdict = assess([m], [power], [steps], None, quality)[0]
     return "quality ok so far" if verdict["quality"] == "ok" else f"FLAGGED: {verdict['quality_reasons']}"
 

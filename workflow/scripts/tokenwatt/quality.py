@@ -113,7 +113,7 @@ def diagnose(trials: list[dict[str, Any]], traces: list[pl.DataFrame], steps: li
         tps = t["real_tokens"] / t["train_s"]
         ratio = lambda x: None if x is None or not reference_tflops else x / reference_tflops  # noqa: E731
         out.append({
-            "throughput_vs_condition": tps / condition_tps[t["budget"]] - 1.0,
+            "throughput_vs_condition": tps / condition_tps[t["budget"]] - 1.0 if condition_tps[t["budget"]] else 0.0,
             "throughput_steady_deviation": steady_deviation(st, q["steady_window"]),
             "check_before_ratio": ratio(_check_median(t, "before")),
             "check_after_ratio": ratio(_check_median(t, "after")),
