@@ -2,8 +2,11 @@
 
 from tokenwatt.codeclosure import closure
 from tokenwatt.progress import study_progress, trial_finished, trial_started
-from trial_records import raw_record
+from trial_records import QUALITY, raw_record
 from workflow_helpers import ROOT
+
+# quality.* as the schema names them (the two derived keys come from meter.* and profile.*)
+QUALITY_KEYS = {k: v for k, v in QUALITY.items() if k not in ("start_below_c", "profile_cv_max")}
 
 
 def test_a_trial_announces_its_start_and_its_result_in_one_line_each():
@@ -46,19 +49,20 @@ def test_the_end_line_carries_a_first_quality_look_from_the_trials_own_traces():
     import polars as pl
 
     from tokenwatt.progress import first_look
-    from trial_records import QUALITY, steady_steps, steady_trace
+    from trial_records import steady_steps, steady_trace
 
     stepped = pl.DataFrame({"t_s": np.arange(100) * 0.05, "power_w": [32.0] * 50 + [12.0] * 50, "temperature_c": [None] * 100},
                            schema={"t_s": pl.Float64, "power_w": pl.Float64, "temperature_c": pl.Float64})
-    assert first_look(raw_record(1000, 1), steady_trace(), steady_steps(), QUALITY) == "quality ok so far"
-    assert first_look(raw_record(1000, 1), stepped, steady_steps(), QUALITY).startswith("FLAGGED: power stepped by")
+    config = {"quality": QUALITY_KEYS, "meter": {"cooldown_below_c": None}, "profile": {"max_cv": 0.1}}
+    assert first_look(raw_record(1000, 1), steady_trace(), steady_steps(), config) == "quality ok so far"
+    assert first_look(raw_record(1000, 1), stepped, steady_steps(), config).startswith("FLAGGED: power stepped by")
     assert trial_finished(raw_record(1000, 1), "quality ok so far").endswith("; quality ok so far")
 
 
 def test_a_diverged_trial_without_tokens_gets_no_quality_look_and_no_error():
     from tokenwatt.progress import first_look
-    from trial_records import QUALITY, steady_steps, steady_trace
+    from trial_records import steady_steps, steady_trace
 
     m = raw_record(1000, 1, status="diverged", diverged_at_step=2, eval_loss=None, real_tokens=0)
-    assert first_look(m, steady_trace(), steady_steps(), QUALITY) == "not judged (the trial diverged)"
+    assert first_look(m, steady_trace(), steady_steps(), {}) == "not judged (the trial diverged)"
     assert "0 tokens/s" in trial_finished(m)

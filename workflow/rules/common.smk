@@ -12,6 +12,7 @@ sys.path.insert(0, str(SCRIPTS))
 from tokenwatt.codeclosure import code_digest as _closure_digest  # noqa: E402
 from tokenwatt.config import ConfigError, config_hash, load_schema, validate_config  # noqa: E402
 from tokenwatt.measures import FIGURES  # noqa: E402
+from tokenwatt.quality import quality_settings  # noqa: E402
 from tokenwatt.runorder import trial_priorities  # noqa: E402
 
 try:
@@ -117,13 +118,7 @@ SUBSET_PRIORITY = len(BUDGETS) * len(TRIALS) + 1
 PROFILE_PRIORITY = SUBSET_PRIORITY + 1
 MEASURE_PROFILE = config["metric"]["cs_tflops"] == "measure"
 DEVICE_PROFILE = res("device", "profile.json")
-# What the quality rules judge by: quality.*, plus the cooldown target (the start-temperature
-# limit) and profile.max_cv (how steady the device profile must be).
-QUALITY_SETTINGS = {
-    **config["quality"],
-    "start_below_c": config["meter"]["cooldown_below_c"],
-    "profile_cv_max": config["profile"]["max_cv"],
-}
+QUALITY_SETTINGS = quality_settings(config)
 # The typed record every trial writes; validated when written and when read.
 METRICS_SCHEMA = "workflow/schemas/metrics.schema.yaml"
 

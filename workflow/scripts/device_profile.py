@@ -1,10 +1,6 @@
 """Rule device_profile: the device's sustained matmul throughput (CS_TFLOPS) -> profile.json."""
-import os
-
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-
-from tokenwatt.files import logged, write_json  # noqa: E402
-from tokenwatt.throughput import profile_device  # noqa: E402
+from tokenwatt.files import logged, write_json
+from tokenwatt.throughput import profile_device
 
 with logged(snakemake.log[0]):
     p = snakemake.params

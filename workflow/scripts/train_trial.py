@@ -54,9 +54,7 @@ try:
             finished[(record["budget"], record["trial"])] = record
         except (OSError, ValueError, KeyError, TypeError):
             continue  # an unreadable record is reported by the analysis, not here
-    cfg = snakemake.config  # display only: the analysis gets the same settings as params
-    quality = {**cfg["quality"], "start_below_c": cfg["meter"]["cooldown_below_c"], "profile_cv_max": cfg["profile"]["max_cv"]}
-    terminal(trial_finished(metrics, first_look(metrics, power, steps, quality)))
+    terminal(trial_finished(metrics, first_look(metrics, power, steps, snakemake.config)))
     terminal(study_progress({k: v for k, v in finished.items() if k in expected}, expected))
 except Exception as err:  # noqa: BLE001
     terminal(f"  (progress line unavailable: {type(err).__name__}: {err})")

@@ -13,19 +13,19 @@ from typing import Any
 import polars as pl
 
 from .measures import budget_label
-from .quality import assess
+from .quality import assess, quality_settings
 
 
 def trial_started(budget: int, trial: int) -> str:
     return f"▶ {budget_label(budget)} · trial {trial}: started (progress lines in its log)"
 
 
-def first_look(m: dict[str, Any], power: pl.DataFrame, steps: pl.DataFrame, quality: dict[str, Any]) -> str:
+def first_look(m: dict[str, Any], power: pl.DataFrame, steps: pl.DataFrame, config: dict[str, Any]) -> str:
     """The quality rules a trial can be judged by on its own (steadiness, power steps, samples, reads,
     start temperature); the analysis judges it again beside the other trials and the device profile."""
     if m["status"] != "ok":
         return "not judged (the trial diverged)"
-    verdict = assess([m], [power], [steps], None, quality)[0]
+    verdict = assess([m], [power], [steps], None, quality_settings(config))[0]
     return "quality ok so far" if verdict["quality"] == "ok" else f"FLAGGED: {verdict['quality_reasons']}"
 
 
