@@ -18,11 +18,15 @@ class FakeNvml:
     NVMLError = NVMLError
     NVML_TEMPERATURE_GPU = 0
     NVML_CLOCK_SM = 1
+    NVML_SUCCESS = 0
+    NVML_FI_DEV_POWER_INSTANT = 186
 
-    def __init__(self, gpus: dict[str, float], has_counter: bool = True):
-        """``gpus`` maps UUID → constant power in watts."""
+    def __init__(self, gpus: dict[str, float], has_counter: bool = True, has_instant: bool = False):
+        """``gpus`` maps UUID → constant power in watts; ``has_instant``: the driver offers the
+        instantaneous power field (otherwise that field answers "not supported", code 3)."""
         self.gpus = gpus
         self.has_counter = has_counter
+        self.has_instant = has_instant
         self.fail: dict[str, int] = {}  # call name → how many more calls succeed before failing forever
         self.t0 = time.monotonic()
         self.calls: list[str] = []
@@ -58,6 +62,12 @@ class FakeNvml:
     def nvmlDeviceGetPowerUsage(self, h):
         self._maybe_fail("nvmlDeviceGetPowerUsage")
         return int(self.gpus[h.uuid] * 1000)  # mW
+
+    def nvmlDeviceGetFieldValues(self, h, field_ids):
+        self._maybe_fail("nvmlDeviceGetFieldValues")
+        assert field_ids == [self.NVML_FI_DEV_POWER_INSTANT]
+        watts = self.gpus[h.uuid] * 1.1  # distinguishable from the averaged reading
+        return [SimpleNamespace(nvmlReturn=0 if self.has_instant else 3, value=SimpleNamespace(uiVal=int(watts * 1000)))]
 
     def nvmlDeviceGetTemperature(self, h, sensor):
         return 40

@@ -155,3 +155,19 @@ def test_cooldown_waits_until_the_gpu_is_below_the_temperature(monkeypatch):
     lines = []
     out = trial.cooldown(NvmlMeter(fake, GPU_A, interval_s=0.1), seconds=0, below_c=45, timeout_s=60, log=lines.append)
     assert out["cooldown_end_temperature_c"] == 44 and "44 °C" in lines[0]
+
+
+def test_nvml_reads_instant_power_where_the_driver_offers_it():
+    meter = NvmlMeter(FakeNvml({GPU_A: 100.0}, has_instant=True), GPU_A, interval_s=0.05)
+    out = _window(meter)
+    assert out["power_reading"] == "instant" and out["power_mean_w"] == pytest.approx(110.0)
+
+
+def test_nvml_falls_back_to_the_averaged_reading_without_the_instant_field():
+    out = _window(NvmlMeter(FakeNvml({GPU_A: 100.0}, has_instant=False), GPU_A, interval_s=0.05))
+    assert out["power_reading"] == "average" and out["power_mean_w"] == pytest.approx(100.0)
+
+
+def test_nvml_meter_asks_the_trial_to_let_a_burst_fade_before_its_window():
+    assert NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.05).settle_s >= 1.0
+    assert EstimateMeter(tdp_w=65.0, interval_s=0.05).settle_s == 0.0

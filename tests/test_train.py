@@ -5,7 +5,7 @@ import polars as pl
 import pytest
 import torch
 
-from tokenwatt.model import ModelError, build_model, check_tokenizer_matches, load_pretrained, preset_config
+from tokenwatt.model import ModelError, build_model, check_tokenizer_matches, load_pretrained, preset_sizes
 from tokenwatt.train import TrainSettings, TrainingError, check_precision, evaluate, labels_for, train
 from tokenwatt.trial import run_trial
 
@@ -13,8 +13,8 @@ TOK = {"vocab_size": 64, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2
 SIZES = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)
 
 
-def _model(seed=0):
-    return build_model(preset_config("llama-tiny", SIZES, TOK, 16), seed)
+def _model(seed=0, implementation="native"):
+    return build_model(preset_sizes("llama-tiny", SIZES, TOK, 16), seed, implementation)
 
 
 def _data(n=48, length=16, seed=0):
@@ -105,16 +105,16 @@ def test_vocab_mismatch_fails_with_both_numbers():
 
 def test_unknown_preset_lists_the_choices():
     with pytest.raises(ModelError, match="model.preset is 'gpt-9'; choose one of"):
-        preset_config("gpt-9", {}, TOK, 16)
+        preset_sizes("gpt-9", {}, TOK, 16)
 
 
 def test_tinyllama_preset_has_the_reference_architecture():
-    cfg = preset_config("tinyllama-1.1b", {}, {**TOK, "vocab_size": 32000}, 64)
-    assert (cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size, cfg.num_attention_heads, cfg.num_key_value_heads) == (22, 2048, 5632, 32, 4)
+    cfg = preset_sizes("tinyllama-1.1b", {}, {**TOK, "vocab_size": 32000}, 64)
+    assert [cfg[k] for k in ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads")] == [22, 2048, 5632, 32, 4]
 
 
 def test_pretrained_model_loads_offline_from_safetensors_with_identical_weights(tmp_path):
-    original = _model(seed=3)
+    original = _model(seed=3, implementation="hf")
     original.save_pretrained(tmp_path, safe_serialization=True)
     assert (tmp_path / "model.safetensors").exists()
     a, b = load_pretrained(str(tmp_path)), load_pretrained(str(tmp_path))
@@ -125,7 +125,7 @@ def test_pretrained_model_loads_offline_from_safetensors_with_identical_weights(
 
 
 def test_pretrained_model_with_only_pickled_weights_is_refused(tmp_path):
-    model = _model()
+    model = _model(implementation="hf")
     model.config.save_pretrained(tmp_path)
     torch.save(model.state_dict(), tmp_path / "pytorch_model.bin")
     with pytest.raises(ModelError, match="safetensors"):
@@ -141,7 +141,7 @@ def _run(meter_kind, **train_overrides):
     ids, mask = _data(n=24)
     chunks = _chunks(ids, mask)
     train_cfg = {**dict(epochs=1, batch_size=2, lr=3e-3, weight_decay=0.0, precision="fp32", device="cpu", threads=1,
-                        log_every=4, eval_every_epoch=False, eval_batch_size=8, on_divergence="record"), **train_overrides}
+                        log_every=4, eval_every_epoch=False, eval_batch_size=8, on_divergence="record", compile=False, compile_min_steps=1000), **train_overrides}
     meter_cfg = dict(kind=meter_kind, interval_s=0.05, idle_seconds=0.1, cpu_tdp_w=65.0, rapl_root="/nonexistent",
                      cooldown_s=0, cooldown_below_c=None, cooldown_timeout_s=0)
     return run_trial(

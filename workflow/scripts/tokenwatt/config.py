@@ -16,7 +16,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from .cost import CostError, carbon_intensity
-from .presets import PRESETS
+from .presets import NATIVE_FIELDS, PRESETS
 
 
 class ConfigError(ValueError):
@@ -60,8 +60,16 @@ def _requirements(cfg: dict[str, Any]) -> list[str]:
             carbon_intensity(cfg["cost"]["carbon_intensity"])
         except CostError as err:
             problems.append(str(err))
-    if cfg["model"]["source"] == "config" and cfg["model"]["preset"] not in PRESETS:
-        problems.append(f"model.preset: {cfg['model']['preset']!r} is not a preset; choose one of {', '.join(sorted(PRESETS))}")
+    model = cfg["model"]
+    if model["source"] == "config" and model["preset"] not in PRESETS:
+        problems.append(f"model.preset: {model['preset']!r} is not a preset; choose one of {', '.join(sorted(PRESETS))}")
+    if model["implementation"] == "native" and model["source"] == "pretrained":
+        problems.append("model.implementation: native builds models from a preset; a pretrained model loads through "
+                        "transformers (implementation hf or auto)")
+    unsupported = sorted(set(model["overrides"]) - NATIVE_FIELDS)
+    if model["source"] == "config" and model["implementation"] != "hf" and unsupported:
+        problems.append(f"model.overrides: {unsupported} need model.implementation: hf (the native Llama supports "
+                        f"{', '.join(sorted(NATIVE_FIELDS))})")
     return problems
 
 

@@ -25,6 +25,33 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def make_deterministic(device: torch.device, compiling: bool) -> None:
+    """Same seed, same training: deterministic kernels everywhere the trial runs.
+
+    ``torch.use_deterministic_algorithms`` also sets inductor's deterministic flag, and importing
+    inductor's config pulls in torch._dynamo (1.3 s of every trial's start on a 2-core machine);
+    an eager trial sets the same switch on ATen alone.
+
+    On CUDA that takes three more settings: cuBLAS's fixed workspace (read when its handle is
+    made, so before the first matmul), no cuDNN autotuning, and scaled-dot-product attention
+    on the math kernel. The cuDNN, flash and memory-efficient attention backwards accumulate in
+    a varying order (seen on an H200: PyTorch warns of cuDNN attention in bf16); at the short
+    contexts of these studies the math kernel costs little.
+    """
+    if compiling:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    else:
+        torch._C._set_deterministic_algorithms(True, warn_only=True)
+    if device.type == "cuda":
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cuda.enable_cudnn_sdp(False)
+        torch.backends.cuda.enable_flash_sdp(False)
+        torch.backends.cuda.enable_mem_efficient_sdp(False)
+        torch.backends.cuda.enable_math_sdp(True)
+
+
 def compute_dtype(precision: str) -> torch.dtype:
     """The dtype the matmuls of a precision run in: the one the device profile measures."""
     return PRECISIONS[precision] or torch.float32

@@ -1,4 +1,4 @@
-"""Models: a Llama built from a named preset (no download), or pretrained weights."""
+"""Models: a Llama built from a named preset (no download) in either implementation, or pretrained weights."""
 
 from __future__ import annotations
 
@@ -12,32 +12,49 @@ class ModelError(ValueError):
     pass
 
 
-def preset_config(preset: str, overrides: dict[str, Any], tokenizer: dict[str, Any], max_positions: int):
-    from transformers import LlamaConfig
+IMPLEMENTATIONS = ("native", "hf")
 
+
+def preset_sizes(preset: str, overrides: dict[str, Any], tokenizer: dict[str, Any], max_positions: int) -> dict[str, Any]:
+    """The LlamaConfig fields of a preset with its overrides; vocabulary and special ids from the tokenizer."""
     if preset not in PRESETS:
         raise ModelError(f"model.preset is {preset!r}; choose one of {sorted(PRESETS)}")
     sizes = {**PRESETS[preset], **overrides}
-    try:
-        return LlamaConfig(
-            **sizes,
-            vocab_size=tokenizer["vocab_size"],
-            pad_token_id=tokenizer["pad_token_id"],
-            bos_token_id=tokenizer["bos_token_id"],
-            eos_token_id=tokenizer["eos_token_id"],
-            max_position_embeddings=max(max_positions, sizes.get("max_position_embeddings", 0)),
-            tie_word_embeddings=False,
-        )
-    except (TypeError, ValueError) as err:
-        raise ModelError(f"model.overrides: {err}") from err
+    return {
+        **sizes,
+        "vocab_size": tokenizer["vocab_size"],
+        "pad_token_id": tokenizer["pad_token_id"],
+        "bos_token_id": tokenizer["bos_token_id"],
+        "eos_token_id": tokenizer["eos_token_id"],
+        "max_position_embeddings": max(max_positions, sizes.get("max_position_embeddings", 0)),
+        "tie_word_embeddings": False,
+    }
 
 
-def build_model(config, seed: int) -> torch.nn.Module:
-    """A freshly initialised Llama; the trial's seed fixes the initial weights."""
-    from transformers import LlamaForCausalLM
+def build_model(sizes: dict[str, Any], seed: int, implementation: str = "native") -> torch.nn.Module:
+    """A freshly initialised Llama in either implementation; the trial's seed fixes the initial
+    weights, identically for both (``llama.init_weights``)."""
+    if implementation == "native":
+        from .llama import ImplementationError, NativeLlama, sizes_from
 
-    torch.manual_seed(seed)
-    return LlamaForCausalLM(config)
+        try:
+            model = NativeLlama(sizes_from(sizes))
+        except (ImplementationError, TypeError) as err:
+            raise ModelError(str(err)) from err
+    elif implementation == "hf":
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        try:
+            config = LlamaConfig(**sizes)
+        except (TypeError, ValueError) as err:
+            raise ModelError(f"model.overrides: {err}") from err
+        model = LlamaForCausalLM(config)
+    else:
+        raise ModelError(f"model.implementation is {implementation!r}; choose one of {IMPLEMENTATIONS}")
+    from .llama import init_weights
+
+    init_weights(model, seed, std=sizes.get("initializer_range", 0.02), pad_token_id=sizes["pad_token_id"])
+    return model
 
 
 def load_pretrained(name: str, revision: str | None = None, trust_remote_code: bool = False) -> torch.nn.Module:
@@ -86,4 +103,5 @@ def describe(model: torch.nn.Module) -> dict[str, Any]:
         "hidden_size": cfg.hidden_size,
         "vocab_size": model.get_input_embeddings().num_embeddings,
         "architecture": type(model).__name__,
+        "implementation": getattr(model, "implementation", "hf"),
     }

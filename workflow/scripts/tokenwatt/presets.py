@@ -15,3 +15,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     "tinyllama-1.1b": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
                            num_key_value_heads=4, rms_norm_eps=1e-5, rope_theta=10000.0),
 }
+
+# LlamaConfig fields the native implementation (tokenwatt/llama.py) supports; any other
+# override needs model.implementation: hf. Here so the config check can say so without torch.
+NATIVE_FIELDS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+    "head_dim", "rms_norm_eps", "rope_theta", "max_position_embeddings", "initializer_range", "pad_token_id",
+    "bos_token_id", "eos_token_id", "hidden_act", "tie_word_embeddings",
+})

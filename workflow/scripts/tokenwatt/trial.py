@@ -12,17 +12,20 @@ import math
 import os
 import platform
 import time
+from importlib import metadata
 from typing import Any, Callable
 
 import polars as pl
 import torch
 
 from . import __version__
-from .devices import compute_dtype, device_name, device_sync, gpu_uuid, resolve_device
+from .devices import compute_dtype, device_name, device_sync, gpu_uuid, make_deterministic, resolve_device
+from .llama import check_right_padded
 from .meters import Meter, NvmlMeter, make_meter
-from .model import build_model, check_tokenizer_matches, describe, load_pretrained, preset_config
+from .model import build_model, check_tokenizer_matches, describe, load_pretrained, preset_sizes
 from .throughput import measure_throughput
-from .train import Diverged, TrainSettings, TrainingError, check_precision, evaluate, train
+from .train import (Diverged, TrainSettings, TrainingError, check_precision, compile_model, evaluate, should_compile,
+                    train)
 
 
 def chunk_tensors(chunks: pl.DataFrame, chunk_ids: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -48,10 +51,19 @@ def cooldown(meter: Meter, seconds: float, below_c: float | None, timeout_s: flo
     return {"cooldown_s": time.monotonic() - t0, "cooldown_end_temperature_c": reached}
 
 
+def implementation(model_cfg: dict[str, Any]) -> str:
+    """``model.implementation`` resolved: auto is native for a preset, transformers for pretrained weights."""
+    chosen = model_cfg.get("implementation", "auto")
+    if chosen == "auto":
+        return "native" if model_cfg["source"] == "config" else "hf"
+    return chosen
+
+
 def load_model(model_cfg: dict[str, Any], tokenizer: dict[str, Any], context: int, seed: int,
                log: Callable[[str], None] = print) -> torch.nn.Module:
     if model_cfg["source"] == "config":
-        model = build_model(preset_config(model_cfg["preset"], model_cfg["overrides"], tokenizer, context), seed)
+        sizes = preset_sizes(model_cfg["preset"], model_cfg["overrides"], tokenizer, context)
+        model = build_model(sizes, seed, implementation(model_cfg))
     else:
         model = load_pretrained(model_cfg["name"], model_cfg["revision"], model_cfg["trust_remote_code"])
     for note in check_tokenizer_matches(model, tokenizer):
@@ -60,9 +72,7 @@ def load_model(model_cfg: dict[str, Any], tokenizer: dict[str, Any], context: in
 
 
 def versions() -> dict[str, str]:
-    import transformers
-
-    return {"tokenwatt": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
+    return {"tokenwatt": __version__, "torch": torch.__version__, "transformers": metadata.version("transformers"),
             "python": platform.python_version(), "cuda": torch.version.cuda or "none"}
 
 
@@ -75,17 +85,26 @@ def run_trial(
     checks taken right before and right after training, diagnostics of drift against the device profile."""
     t_start, started_at = time.perf_counter(), time.time()
     torch.set_num_threads(train_cfg["threads"])
-    torch.use_deterministic_algorithms(True, warn_only=True)
     device = resolve_device(train_cfg["device"])
-    check_precision(device, train_cfg["precision"])
-    sync = device_sync(device)
     ids, mask = chunk_tensors(train_chunks, subset["chunk_ids"])
     eval_ids, eval_mask = chunk_tensors(eval_chunks)
     context = ids.shape[1]
+    steps_planned = train_cfg["epochs"] * math.ceil(len(ids) / train_cfg["batch_size"])
+    compiling = should_compile(train_cfg["compile"], device, steps_planned, train_cfg["compile_min_steps"])
+    make_deterministic(device, compiling)
+    check_precision(device, train_cfg["precision"])
+    sync = device_sync(device)
 
     model = load_model(model_cfg, tokenizer, context, seed, log)
     arch = describe(model)
+    if arch["implementation"] == "native":
+        check_right_padded(mask, "the trial's training chunks")
+        check_right_padded(eval_mask, "the eval chunks")
     model.to(device)
+    forward, compile_s = None, None
+    if compiling:
+        forward, compile_s = compile_model(model, ids, mask, device, train_cfg["precision"], train_cfg["batch_size"])
+        log(f"torch.compile: {compile_s:.1f} s before the metered window (train.compile: {train_cfg['compile']})")
     meter, why = make_meter(meter_cfg["kind"], device.type, interval_s=meter_cfg["interval_s"], cpu_tdp_w=meter_cfg["cpu_tdp_w"],
                             rapl_root=meter_cfg["rapl_root"], gpu_uuid=gpu_uuid(device, nvml), nvml=nvml, sync=sync)
     log(why)
@@ -111,10 +130,12 @@ def run_trial(
             f"{r['tokens_per_s'] or 0:,.0f} tok/s " + (f"{watts:.1f} W" if watts is not None else "- W"))
 
     check_before = check("before") if check_cfg["windows"] else []
+    time.sleep(meter.settle_s)
     diverged = None
     meter.start()
     try:
-        result = train(model, ids, mask, device, settings, eval_data=(eval_ids, eval_mask), on_log=progress, sync=sync)
+        result = train(model, ids, mask, device, settings, eval_data=(eval_ids, eval_mask), on_log=progress, sync=sync,
+                       forward=forward)
     except Diverged as err:
         if train_cfg["on_divergence"] == "fail":
             raise TrainingError(f"budget {budget}, trial {trial}: {err}") from None
@@ -139,11 +160,11 @@ def run_trial(
         "epochs": settings.epochs, "batch_size": settings.batch_size, "lr": settings.lr, "precision": settings.precision,
         "optimizer": result.optimizer, "eval_loss": eval_loss, "final_train_loss": result.final_train_loss,
         "eval_tokens": int(eval_mask.sum()), "train_s": result.train_s, "eval_s": eval_s, **cooled,
-        "energy_j": energy["energy_j"], "idle_power_w": idle_w, "idle_seconds": None if idle is None else idle["duration_s"],
+        "settle_s": meter.settle_s, "energy_j": energy["energy_j"], "idle_power_w": idle_w, "idle_seconds": None if idle is None else idle["duration_s"],
         **{k: v for k, v in energy.items() if k not in ("trace", "energy_j")},
         "device": device.type, "device_name": device_name(device),
         "device_uuid": meter.static_info().get("meter_device_uuid") or gpu_uuid(device, nvml), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "threads": train_cfg["threads"], **arch, "tokenizer_vocab_size": tokenizer["vocab_size"], "context": context,
+        "threads": train_cfg["threads"], **arch, "compiled": compiling, "compile_s": compile_s, "tokenizer_vocab_size": tokenizer["vocab_size"], "context": context,
         "check_before_tflops": check_before, "check_after_tflops": check_after,
         "versions": versions(),
         "run_s": time.perf_counter() - t_start,
