@@ -1,12 +1,15 @@
-"""Benchmark: tokenwatt's loop against Hugging Face Trainer, and the meter's cost.
+"""Benchmark: tokenwatt's training loop in each mode against Hugging Face Trainer, and the meter's cost.
 
 Trains the same model (same initial weights) on the same chunks for the same number of
-steps, alternating the variants within one run (A B C A B C ...) so that machine noise
-hits all of them alike, and prints median ratios:
+steps, alternating the variants within one run (A B C D ... A B C D ...) so that machine noise
+hits all of them alike, and prints median ratios of tokens/s:
 
-  tokens/s ours / Trainer     (> 1 means our loop is faster)
-  tokens/s meter on / off     (1 - this is the meter's cost), as the median of paired runs
-  meter CPU share             the polling thread's own CPU time / training time (noise-free)
+  ours (native) / Trainer          the default training stack against transformers' Trainer
+  ours (hf) / Trainer              our loop driving LlamaForCausalLM (model.implementation: hf)
+  ours (native) / native compiled  the default against the fastest loop measured here
+                                   (train.compile: on; the compile itself is excluded, as in a trial)
+  meter on / off                   1 - this is the meter's cost
+  meter CPU share                  the polling thread's own CPU time / training time (noise-free)
 
 Usage: .venv/bin/python benchmarks/train_loop.py [--steps 600] [--repeats 3] [--interval 0.5]
 """
@@ -28,8 +31,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from tokenwatt.meters import EstimateMeter  # noqa: E402
-from tokenwatt.model import build_model, preset_config  # noqa: E402
-from tokenwatt.train import TrainSettings, labels_for, train  # noqa: E402
+from tokenwatt.model import build_model, preset_sizes  # noqa: E402
+from tokenwatt.train import TrainSettings, compile_model, labels_for, train  # noqa: E402
 
 TOK = {"vocab_size": 1024, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
 
@@ -42,18 +45,20 @@ def data(n: int, length: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
     return ids.masked_fill(mask == 0, 0), mask
 
 
-def model():
-    return build_model(preset_config("llama-tiny", {}, TOK, 64), seed=0)
+def model(implementation: str = "native"):
+    return build_model(preset_sizes("llama-tiny", {}, TOK, 64), seed=0, implementation=implementation)
 
 
-def ours(ids, mask, lr, meter_interval: float | None) -> tuple[float, float | None]:
+def ours(ids, mask, lr, meter_interval: float | None, implementation: str = "native", compiled: bool = False) -> tuple[float, float | None]:
     """Tokens/s of our loop, and the meter thread's CPU share of the training time."""
     settings = TrainSettings(epochs=1, batch_size=1, lr=lr, weight_decay=0.0, precision="fp32", seed=0, log_every=100)
+    net = model(implementation)
+    forward = compile_model(net, ids, mask, torch.device("cpu"), "fp32", 1)[0] if compiled else None
     meter = EstimateMeter(65.0, meter_interval) if meter_interval else None
     if meter:
         meter.start()
     t0 = time.perf_counter()
-    result = train(model(), ids, mask, torch.device("cpu"), settings)
+    result = train(net, ids, mask, torch.device("cpu"), settings, forward=forward)
     elapsed = time.perf_counter() - t0
     share = meter.stop()["meter_thread_cpu_s"] / elapsed if meter else None
     return result.real_tokens / elapsed, share
@@ -71,7 +76,7 @@ def trainer(ids, mask, lr) -> float:
             seed=0, dataloader_num_workers=0,
         )
         t0 = time.perf_counter()
-        Trainer(model=model(), args=args, train_dataset=rows).train()
+        Trainer(model=model("hf"), args=args, train_dataset=rows).train()
         elapsed = time.perf_counter() - t0
     return int(mask.sum()) / elapsed
 
@@ -83,23 +88,29 @@ def main() -> None:
     ap.add_argument("--interval", type=float, default=0.5, help="meter polling interval (s) for the meter-on runs")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="tokenwatt-inductor-"))
     ids, mask = data(args.steps)
     ours(ids[:50], mask[:50], 1e-3, None)  # warm-up: allocator, kernels, CPU clocks
-    vs_trainer, meter_ratio, shares = [], [], []
+    ours(ids[:50], mask[:50], 1e-3, None, compiled=True)  # the compile cache, so repeats compile warm
+    ratios: dict[str, list[float]] = {"native / Trainer": [], "hf / Trainer": [], "native / native compiled": [], "meter on / off": []}
+    shares = []
     for r in range(args.repeats):
-        # Alternate which variant goes first so drift does not favour one of them.
+        # Alternate which meter variant goes first so drift does not favour one of them.
         first_on = r % 2 == 1
         a = ours(ids, mask, 1e-3, args.interval if first_on else None)
         b = ours(ids, mask, 1e-3, None if first_on else args.interval)
         (on, share), (off, _) = (a, b) if first_on else (b, a)
+        hf_loop = ours(ids, mask, 1e-3, None, implementation="hf")[0]
+        fastest = ours(ids, mask, 1e-3, None, compiled=True)[0]
         hf = trainer(ids, mask, 1e-3)
-        vs_trainer.append(off / hf)
-        meter_ratio.append(on / off)
+        for name, value in zip(ratios, (off / hf, hf_loop / hf, off / fastest, on / off)):
+            ratios[name].append(value)
         shares.append(share)
-        print(f"repeat {r + 1}: ours {off:,.0f} tok/s, ours+meter {on:,.0f} tok/s, Trainer {hf:,.0f} tok/s", flush=True)
+        print(f"repeat {r + 1}: native {off:,.0f} tok/s, native+meter {on:,.0f}, hf {hf_loop:,.0f}, native compiled "
+              f"{fastest:,.0f}, Trainer {hf:,.0f}", flush=True)
     print(f"\n{args.steps} steps × batch 1 × 64 tokens, llama-tiny, 1 thread, {args.repeats} paired repeats (medians of ratios)")
-    print(f"tokens/s ours / Trainer  : {statistics.median(vs_trainer):.2f}x  (range {min(vs_trainer):.2f}-{max(vs_trainer):.2f})")
-    print(f"tokens/s meter on / off  : {statistics.median(meter_ratio):.3f}  (range {min(meter_ratio):.3f}-{max(meter_ratio):.3f}, interval {args.interval} s)")
+    for name, values in ratios.items():
+        print(f"tokens/s {name:<26}: {statistics.median(values):.2f}  (range {min(values):.2f}-{max(values):.2f})")
     print(f"meter thread CPU / train : {100 * statistics.median(shares):.3f} %  (the poller's own cost, free of machine noise)")
 
 
