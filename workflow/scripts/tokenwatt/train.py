@@ -7,6 +7,7 @@ path never synchronises with the device except every ``log_every`` steps.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -82,14 +83,17 @@ def labels_for(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.T
     return input_ids.masked_fill(attention_mask == 0, IGNORE)
 
 
-def token_loss_sum(model: Callable[..., Any], input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def token_loss_sum(model: Callable[..., Any], input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                   targets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Summed next-token cross-entropy over real targets, and how many there were.
 
     ``model`` is either implementation, compiled or not: the native one returns logits, a
-    transformers model an output record holding them."""
+    transformers model an output record holding them. ``targets`` (``labels_for(...)[:, 1:]``)
+    may be passed in when made once for many steps."""
     out = model(input_ids=input_ids, attention_mask=attention_mask)
     logits = out if isinstance(out, torch.Tensor) else out.logits
-    targets = labels_for(input_ids, attention_mask)[:, 1:]
+    if targets is None:
+        targets = labels_for(input_ids, attention_mask)[:, 1:]
     loss = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=IGNORE, reduction="sum")
     return loss, (targets != IGNORE).sum()
 
@@ -153,48 +157,45 @@ def train(
     sync: Callable[[], None] = lambda: None, forward: Callable[..., Any] | None = None,
 ) -> TrainResult:
     """Train in place; the data order of each epoch is a permutation drawn from ``cfg.seed``.
-    ``forward`` is the model as the steps call it (compiled by ``compile_model``), the model itself by default."""
+    ``forward`` is the model as the steps call it (compiled by ``compile_model``), the model itself by default.
+
+    A step runs only what training needs: targets are made once, each epoch's order is applied
+    once, and a step's loss goes into a device buffer that is read (one sync) every ``log_every``
+    steps, where the non-finite check also happens."""
     forward = model if forward is None else forward
     model.to(device).train()
     optimizer, optimizer_name = make_optimizer(model, cfg.lr, cfg.weight_decay)
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16-mixed")
     ids, mask = ids.to(device), mask.to(device)
+    targets = labels_for(ids, mask)[:, 1:]
     n_real_per_chunk = mask.sum(dim=1)
     result = TrainResult(optimizer=optimizer_name)
     order_gen = torch.Generator().manual_seed(cfg.seed)
-    window_loss = torch.zeros((), device=device)
-    window_steps = 0
-    first_bad = torch.full((), -1, device=device, dtype=torch.long)  # first step with a non-finite loss, found without a sync
+    losses = torch.empty(cfg.epochs * math.ceil(len(ids) / cfg.batch_size), device=device)
+    logged = 0  # steps whose losses are in the loss curve
     step = 0
     sync()
     t0 = time.perf_counter()
     for epoch in range(cfg.epochs):
         order = torch.randperm(len(ids), generator=order_gen).to(device)
-
-        def flush(done_in_epoch: int) -> None:
-            nonlocal window_steps
-            _log_window(result, step, epoch, window_loss, window_steps, first_bad, t0, n_real_per_chunk, order, done_in_epoch, sync, on_log)
-            window_loss.zero_()
-            window_steps = 0
-
+        epoch_ids, epoch_mask, epoch_targets = ids[order], mask[order], targets[order]
         for start in range(0, len(order), cfg.batch_size):
-            batch = order[start : start + cfg.batch_size]
+            end = start + cfg.batch_size
             with autocast(device, cfg.precision):
-                loss_sum, n_targets = token_loss_sum(forward, ids[batch], mask[batch])
+                loss_sum, n_targets = token_loss_sum(forward, epoch_ids[start:end], epoch_mask[start:end], epoch_targets[start:end])
             loss = loss_sum / n_targets.clamp(min=1)
             optimizer.zero_grad(set_to_none=True)
             scaler.scale(loss).backward()
             scaler.step(optimizer)
             scaler.update()
+            losses[step] = loss.detach()
             step += 1
-            detached = loss.detach()
-            window_loss += detached
-            window_steps += 1
-            first_bad = torch.where((first_bad < 0) & ~torch.isfinite(detached), step, first_bad)
             if step % cfg.log_every == 0:
-                flush(start + len(batch))
-        if window_steps:
-            flush(len(order))
+                _log_window(result, losses[logged:step], logged, epoch, t0, n_real_per_chunk, order[:end], sync, on_log)
+                logged = step
+        if step > logged:
+            _log_window(result, losses[logged:step], logged, epoch, t0, n_real_per_chunk, order, sync, on_log)
+            logged = step
         if cfg.eval_every_epoch and eval_data is not None:
             eval_loss = evaluate(model, *eval_data, device, cfg.precision, cfg.eval_batch_size)
             result.steps[-1]["eval_loss"] = eval_loss  # the epoch's last record carries its eval
@@ -207,18 +208,21 @@ def train(
     return result
 
 
-def _log_window(result, step, epoch, window_loss, window_steps, first_bad, t0, n_real, order, done_in_epoch, sync, on_log) -> None:
-    """Every ``log_every`` steps: one host sync, one loss-curve record, the non-finite check."""
-    bad = int(first_bad.item())
-    if bad >= 0:
+def _log_window(result: TrainResult, window: torch.Tensor, first_step: int, epoch: int, t0: float, n_real: torch.Tensor,
+                done: torch.Tensor, sync: Callable[[], None], on_log: Callable[[dict[str, Any]], None]) -> None:
+    """Every ``log_every`` steps: one host sync, one loss-curve record, the non-finite check.
+    ``window`` holds the losses of the steps since the last record; ``done`` the chunks of this epoch trained so far."""
+    values = window.tolist()
+    bad = next((first_step + i + 1 for i, v in enumerate(values) if not math.isfinite(v)), None)
+    if bad is not None:
         result.n_steps, result.train_s = bad, time.perf_counter() - t0
         result.real_tokens = result.steps[-1]["tokens"] if result.steps else 0
         raise Diverged(bad, epoch + 1, result)
     sync()
-    tokens = int(n_real.sum().item()) * epoch + int(n_real[order[:done_in_epoch]].sum().item())
+    tokens = int(n_real.sum().item()) * epoch + int(n_real[done].sum().item())
     elapsed = time.perf_counter() - t0
     record = {
-        "step": step, "epoch": epoch + 1, "tokens": tokens, "loss": (window_loss / window_steps).item(),
+        "step": first_step + len(values), "epoch": epoch + 1, "tokens": tokens, "loss": sum(values) / len(values),
         "elapsed_s": elapsed, "tokens_per_s": tokens / elapsed if elapsed > 0 else None, "eval_loss": None,
     }
     result.steps.append(record)

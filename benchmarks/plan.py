@@ -1,0 +1,99 @@
+"""Benchmark: how long Snakemake takes to plan a study, against a bare Snakefile of the same jobs.
+
+Plans (``snakemake -n``) the embedded study scaled to ``--trials`` trials per budget (3 budgets,
+so 3 × trials subsets and 3 × trials training jobs), and, alternating with it, a bare Snakefile
+whose rules do nothing but have the same job graph (a subset and a trial per budget × trial,
+one aggregation). Also times the dry runs of ``config/paper.yaml`` and of the embedded default
+(nothing built yet: every job planned). Prints medians and the ratio tokenwatt / bare.
+
+Usage: .venv/bin/python benchmarks/plan.py [--trials 5000] [--repeats 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+
+BARE = """
+BUDGETS = [10000, 20000, 40000]
+TRIALS = range(1, {trials} + 1)
+
+rule all:
+    input: "results/analysis/trials.csv"
+
+rule aggregate:
+    input: expand("results/trials/b{{budget}}/t{{trial}}/metrics.json", budget=BUDGETS, trial=TRIALS)
+    output: "results/analysis/trials.csv"
+    shell: "touch {{output}}"
+
+rule subset:
+    output: "results/subsets/b{{budget}}/t{{trial}}.json"
+    shell: "touch {{output}}"
+
+rule train:
+    input: "results/subsets/b{{budget}}/t{{trial}}.json"
+    output: "results/trials/b{{budget}}/t{{trial}}/metrics.json"
+    resources: gpu=1
+    shell: "touch {{output}}"
+"""
+
+
+def timed(cmd: list[str], cwd: Path) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def jobs(cmd: list[str], cwd: Path) -> int:
+    out = subprocess.run(cmd + ["--quiet", "rules"], cwd=cwd, check=True, capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if line.strip().startswith("total"):
+            return int(line.split()[-1])
+    return -1
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--trials", type=int, default=5000, help="trials per budget (3 budgets)")
+    ap.add_argument("--repeats", type=int, default=2)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="tokenwatt-plan-"))
+    try:
+        study = work / "study"
+        shutil.copytree(ROOT, study, ignore=shutil.ignore_patterns(".git", ".venv", "results", ".snakemake", "benchmarks"))
+        (study / "big.yaml").write_text(f"study: {{trials: {args.trials}}}\nresults: results-big\n")
+        bare = work / "bare"
+        bare.mkdir()
+        (bare / "Snakefile").write_text(BARE.format(trials=args.trials))
+        ours_cmd = [SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/config.yaml", "big.yaml"]
+        bare_cmd = [SNAKEMAKE, "-n", "--cores", "1"]
+        print(f"jobs planned: tokenwatt {jobs(ours_cmd, study)}, bare {jobs(bare_cmd, bare)}", flush=True)
+        times: dict[str, list[float]] = {"tokenwatt": [], "bare": [], "paper.yaml -n": [], "default -n": []}
+        for r in range(args.repeats):
+            pair = [("tokenwatt", ours_cmd, study), ("bare", bare_cmd, bare)]
+            for name, cmd, cwd in pair if r % 2 == 0 else pair[::-1]:
+                times[name].append(timed(cmd, cwd))
+            times["paper.yaml -n"].append(timed([SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/paper.yaml"], study))
+            times["default -n"].append(timed([SNAKEMAKE, "-n", "--cores", "1"], study))
+            print(f"repeat {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f} s" for k, v in times.items()), flush=True)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        print(f"\ndry run, {3 * args.trials} trials: tokenwatt {med['tokenwatt']:.1f} s, bare Snakefile {med['bare']:.1f} s, "
+              f"ratio {med['tokenwatt'] / med['bare']:.2f}")
+        print(f"dry run of config/paper.yaml: {med['paper.yaml -n']:.1f} s; of the embedded default: {med['default -n']:.1f} s")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()

@@ -1,0 +1,54 @@
+"""Benchmark: where the embedded default study's wall time goes.
+
+Runs the default study from nothing in a fresh copy of the project
+(``snakemake --cores 1 --resources gpu=1``, as the README does) and splits its wall time into
+training (the metered windows, Σ train_s), the rest of each trial inside run_trial
+(Σ run_s − Σ train_s: model build, idle baseline, throughput checks, eval), and everything else
+(each trial process's start and exit, Snakemake, data preparation, device profile, analysis,
+report). Prints the ratio the speed work aims at: wall ÷ Σ train_s.
+
+Usage: .venv/bin/python benchmarks/study_time.py [--config config/config.yaml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", default="config/config.yaml")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="tokenwatt-study-"))
+    try:
+        study = work / "study"
+        shutil.copytree(ROOT, study, ignore=shutil.ignore_patterns(".git", ".venv", "results", ".snakemake"))
+        t0 = time.perf_counter()
+        subprocess.run([SNAKEMAKE, "--cores", "1", "--resources", "gpu=1", "--configfile", args.config], cwd=study, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wall = time.perf_counter() - t0
+        records = [json.loads(p.read_text()) for p in sorted((study / "results" / "trials").glob("*/*/metrics.json"))]
+        train_s = sum(r["train_s"] for r in records)
+        run_s = sum(r["run_s"] for r in records)
+        print(f"{len(records)} trials, {wall:.0f} s wall")
+        print(f"  training (Σ train_s)                 {train_s:7.1f} s  {100 * train_s / wall:5.1f} %")
+        print(f"  rest of run_trial (Σ run_s − train)  {run_s - train_s:7.1f} s  {100 * (run_s - train_s) / wall:5.1f} %")
+        print(f"  everything else                      {wall - run_s:7.1f} s  {100 * (wall - run_s) / wall:5.1f} %"
+              f"  ({(wall - run_s) / len(records):.1f} s per trial, all other jobs included)")
+        print(f"wall / Σ train_s = {wall / train_s:.2f}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
