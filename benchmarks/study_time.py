@@ -5,9 +5,11 @@ Runs the default study from nothing in a fresh copy of the project
 training (the metered windows, Σ train_s), the rest of each trial inside run_trial
 (Σ run_s − Σ train_s: model build, idle baseline, throughput checks, eval), and everything else
 (each trial process's start and exit, Snakemake, data preparation, device profile, analysis,
-report). Prints the ratio the speed work aims at: wall ÷ Σ train_s.
+report). Prints the ratio the speed work aims at: wall ÷ Σ train_s. With ``--baseline REF`` it
+first runs the same study with the project as it was at git commit REF, and prints the wall
+time ratio of the two, measured side by side on the same machine.
 
-Usage: .venv/bin/python benchmarks/study_time.py [--config config/config.yaml]
+Usage: .venv/bin/python benchmarks/study_time.py [--config config/config.yaml] [--baseline REF]
 """
 
 from __future__ import annotations
@@ -25,27 +27,41 @@ ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 
 
+def run(study: Path, config: str, label: str) -> float:
+    """Run the study from nothing in ``study``; print where its wall time went; return the wall time."""
+    t0 = time.perf_counter()
+    subprocess.run([SNAKEMAKE, "--cores", "1", "--resources", "gpu=1", "--configfile", config], cwd=study, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    records = [json.loads(p.read_text()) for p in sorted((study / "results" / "trials").glob("*/*/metrics.json"))]
+    train_s = sum(r["train_s"] for r in records)
+    run_s = sum(r["run_s"] for r in records)
+    print(f"{label}: {len(records)} trials, {wall:.0f} s wall")
+    print(f"  training (Σ train_s)                 {train_s:7.1f} s  {100 * train_s / wall:5.1f} %")
+    print(f"  rest of run_trial (Σ run_s − train)  {run_s - train_s:7.1f} s  {100 * (run_s - train_s) / wall:5.1f} %")
+    print(f"  everything else                      {wall - run_s:7.1f} s  {100 * (wall - run_s) / wall:5.1f} %"
+          f"  ({(wall - run_s) / len(records):.1f} s per trial, all other jobs included)")
+    print(f"  wall / Σ train_s = {wall / train_s:.2f}", flush=True)
+    return wall
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", default="config/config.yaml")
+    ap.add_argument("--baseline", help="a git commit to compare with, run first")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tokenwatt-study-"))
     try:
-        study = work / "study"
-        shutil.copytree(ROOT, study, ignore=shutil.ignore_patterns(".git", ".venv", "results", ".snakemake"))
-        t0 = time.perf_counter()
-        subprocess.run([SNAKEMAKE, "--cores", "1", "--resources", "gpu=1", "--configfile", args.config], cwd=study, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wall = time.perf_counter() - t0
-        records = [json.loads(p.read_text()) for p in sorted((study / "results" / "trials").glob("*/*/metrics.json"))]
-        train_s = sum(r["train_s"] for r in records)
-        run_s = sum(r["run_s"] for r in records)
-        print(f"{len(records)} trials, {wall:.0f} s wall")
-        print(f"  training (Σ train_s)                 {train_s:7.1f} s  {100 * train_s / wall:5.1f} %")
-        print(f"  rest of run_trial (Σ run_s − train)  {run_s - train_s:7.1f} s  {100 * (run_s - train_s) / wall:5.1f} %")
-        print(f"  everything else                      {wall - run_s:7.1f} s  {100 * (wall - run_s) / wall:5.1f} %"
-              f"  ({(wall - run_s) / len(records):.1f} s per trial, all other jobs included)")
-        print(f"wall / Σ train_s = {wall / train_s:.2f}")
+        walls = {}
+        if args.baseline:
+            (work / "baseline").mkdir()
+            archive = subprocess.run(["git", "archive", args.baseline], cwd=ROOT, check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(work / "baseline")], input=archive, check=True)
+            walls["baseline"] = run(work / "baseline", args.config, f"at {args.baseline}")
+        shutil.copytree(ROOT, work / "study", ignore=shutil.ignore_patterns(".git", ".venv", "results", ".snakemake"))
+        walls["now"] = run(work / "study", args.config, "this working tree")
+        if args.baseline:
+            print(f"wall time now / at {args.baseline} = {walls['now'] / walls['baseline']:.2f}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

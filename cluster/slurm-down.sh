@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stop exactly the daemons cluster/slurm-up.sh started, by their PID files; nothing else.
+# Stop exactly the daemons cluster/slurm-up.sh started, by their PID files, and unlink its configs; nothing else.
 set -uo pipefail
 DIR=${TOKENWATT_SLURM_DIR:-/tmp/tokenwatt-slurm}
 for name in slurmd slurmctld munged; do
@@ -13,4 +13,13 @@ for name in slurmd slurmctld munged; do
     echo "slurm-down: stopped $name (pid $pid)" >&2
   fi
   rm -f "$pidfile"
+done
+# Unlink the configs slurm-up.sh linked into /etc/slurm (ours only). Left behind, they point
+# every SLURM client at a controller that is gone, and the executor plugin runs
+# `scontrol show config` whenever Snakemake starts, even for local runs: ~9 s of retries each time.
+for f in slurm.conf cgroup.conf gres.conf; do
+  target=/etc/slurm/$f
+  if [ -L "$target" ] && [ "$(readlink "$target")" = "$DIR/$f" ]; then
+    rm -f "$target"
+  fi
 done

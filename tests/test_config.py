@@ -112,3 +112,23 @@ def test_a_pretrained_folder_that_does_not_exist_is_caught_at_config_check(schem
 def test_an_unknown_carbon_country_is_caught_at_config_check(schema, default):
     message = _error(schema, {**default, "cost": {"carbon_intensity": "XYZ"}})
     assert "cost.carbon_intensity: 'XYZ' is not a country code" in message
+
+
+def test_an_override_the_native_model_lacks_is_caught_at_config_check(schema, default):
+    default["model"]["overrides"] = {"attention_bias": True}
+    assert "model.overrides: ['attention_bias'] need model.implementation: hf" in _error(schema, default)
+    default["model"]["implementation"] = "hf"
+    validate_config(default, schema)
+
+
+def test_the_native_model_with_pretrained_weights_is_caught_at_config_check(schema, default):
+    default["model"] = {"source": "pretrained", "name": "org/model", "implementation": "native"}
+    assert "model.implementation: native builds models from a preset" in _error(schema, default)
+
+
+def test_compile_takes_yaml_booleans_or_auto(schema, default):
+    for value in (True, False, "auto"):
+        default["train"]["compile"] = value
+        assert validate_config(default, schema)["train"]["compile"] == value
+    default["train"]["compile"] = "sometimes"
+    assert "train.compile" in _error(schema, default)

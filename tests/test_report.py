@@ -256,3 +256,8 @@ def test_generated_sentences_have_no_doubled_punctuation(analysed, figures):
 
     text = re.sub(r"<[^>]+>", "", _report(analysed, figures))
     assert ".)." not in text and ".." not in text.replace("...", "")
+
+
+def test_the_provenance_names_the_training_stack(analysed, figures):
+    page = _report(analysed, figures)
+    assert '<td class="l">training stack</td><td class="">native</td>' in page

@@ -212,3 +212,9 @@ def test_a_model_name_that_is_neither_a_folder_nor_a_hub_id_names_the_key():
 def test_a_model_embedding_larger_than_the_tokenizer_is_noted_not_silent():
     notes = check_tokenizer_matches(_model(), {**TOK, "vocab_size": TOK["vocab_size"] - 10})
     assert notes and "10 rows are never used, yet counted in params" in notes[0]
+
+
+def test_a_trial_records_its_training_stack_and_settle_pause():
+    metrics, _, _ = _run("estimate")
+    assert (metrics["implementation"], metrics["compiled"], metrics["compile_s"]) == ("native", False, None)
+    assert metrics["architecture"] == "NativeLlama" and metrics["settle_s"] == 0.0

@@ -22,6 +22,7 @@ def raw_record(budget: int, trial: int, **overrides) -> dict:
         "power_mean_w": 32.0, "power_max_w": 33.0, "samples": 100, "samples_with_power": 100, "sample_errors": 0,
         "interval_requested_s": 0.05, "interval_achieved_s": 0.05, "device": "cpu", "device_name": "Test CPU", "threads": 1,
         "params": 84_128, "embedding_params": 32_768, "n_layers": 2, "hidden_size": 32, "vocab_size": 1024, "context": 64,
+        "implementation": "native", "compiled": False, "compile_s": None,
         "check_before_tflops": [0.15] * 3, "check_after_tflops": [0.15] * 3, "versions": {"torch": "2.13"}, "run_s": 5.0,
     }
     return {**rec, **overrides}

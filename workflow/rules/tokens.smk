@@ -51,8 +51,6 @@ rule subset:
         res("subsets", "b{budget}", "t{trial}.json"),
     cache: True
     params:
-        budget=lambda wildcards: int(wildcards.budget),
-        trial=lambda wildcards: int(wildcards.trial),
         study_seed=STUDY["seed"],
         code=code_digest("subset.py"),
     log:

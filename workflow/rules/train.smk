@@ -43,8 +43,6 @@ rule train_trial:
         ),
     cache: True
     params:
-        budget=lambda wildcards: int(wildcards.budget),
-        trial=lambda wildcards: int(wildcards.trial),
         study_seed=STUDY["seed"],
         model=config["model"],
         train=config["train"],

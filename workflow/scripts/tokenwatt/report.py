@@ -284,6 +284,15 @@ def _quality_html(trials: pl.DataFrame, stats: dict[str, Any], profile: dict[str
     return "\n".join(parts)
 
 
+def training_stack(trials: pl.DataFrame) -> str:
+    """Which implementation trained, compiled or not; every combination that occurred, so a mixed study shows."""
+    if "implementation" not in trials.columns:
+        return "—"
+    compiled = trials["compiled"] if "compiled" in trials.columns else pl.Series([False] * trials.height)
+    stacks = {f"{impl}{' (torch.compile)' if comp else ''}" for impl, comp in zip(trials["implementation"], compiled) if impl}
+    return ", ".join(sorted(stacks)) or "—"
+
+
 def render_report(
     *, config: dict[str, Any], config_hash: str, trials: pl.DataFrame, conditions: pl.DataFrame,
     changes: pl.DataFrame, stats: dict[str, Any], missing: list[str], figures: dict[str, tuple[bytes, str]],
@@ -327,6 +336,7 @@ def render_report(
         ["device kind", first.get("device")],
         *([["GPU UUID", first.get("device_uuid")]] if first.get("device_uuid") else []),
         ["precision", first.get("precision")], ["parameters", first.get("params")], ["optimizer", first.get("optimizer")],
+        ["training stack", training_stack(trials)],
         ["power polling interval (s)", first.get("interval_requested_s")], ["CS_TFLOPS", f"{num(cs_tflops)} ({cs_source})"],
         ["trials finished", trials.height], ["documents in / out of normalization", f"{data_summary.get('documents_in')} / {data_summary.get('documents_out')}"],
     ]

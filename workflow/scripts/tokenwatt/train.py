@@ -83,18 +83,25 @@ def labels_for(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.T
     return input_ids.masked_fill(attention_mask == 0, IGNORE)
 
 
+def next_token_targets(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Each position's target is the next real token; the last position has none. Full width, so
+    the loss needs no slice of the logits (whose backward would allocate and fill a logits-sized
+    tensor every step)."""
+    return F.pad(labels_for(input_ids, attention_mask)[:, 1:], (0, 1), value=IGNORE)
+
+
 def token_loss_sum(model: Callable[..., Any], input_ids: torch.Tensor, attention_mask: torch.Tensor,
                    targets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Summed next-token cross-entropy over real targets, and how many there were.
 
     ``model`` is either implementation, compiled or not: the native one returns logits, a
-    transformers model an output record holding them. ``targets`` (``labels_for(...)[:, 1:]``)
-    may be passed in when made once for many steps."""
+    transformers model an output record holding them. ``targets`` (``next_token_targets``) may
+    be passed in when made once for many steps."""
     out = model(input_ids=input_ids, attention_mask=attention_mask)
     logits = out if isinstance(out, torch.Tensor) else out.logits
     if targets is None:
-        targets = labels_for(input_ids, attention_mask)[:, 1:]
-    loss = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=IGNORE, reduction="sum")
+        targets = next_token_targets(input_ids, attention_mask)
+    loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=IGNORE, reduction="sum")
     return loss, (targets != IGNORE).sum()
 
 
@@ -167,7 +174,7 @@ def train(
     optimizer, optimizer_name = make_optimizer(model, cfg.lr, cfg.weight_decay)
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16-mixed")
     ids, mask = ids.to(device), mask.to(device)
-    targets = labels_for(ids, mask)[:, 1:]
+    targets = next_token_targets(ids, mask)
     n_real_per_chunk = mask.sum(dim=1)
     result = TrainResult(optimizer=optimizer_name)
     order_gen = torch.Generator().manual_seed(cfg.seed)
