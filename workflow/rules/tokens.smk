@@ -51,6 +51,10 @@ rule subset:
         res("subsets", "b{budget}", "t{trial}.json"),
     cache: True
     params:
+        # The job's identity, as formatted strings (no function call per job); they also key
+        # the between-workflow cache, which hashes params and inputs but not wildcards.
+        budget="{budget}",
+        trial="{trial}",
         study_seed=STUDY["seed"],
         code=code_digest("subset.py"),
     log:

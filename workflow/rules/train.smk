@@ -43,6 +43,10 @@ rule train_trial:
         ),
     cache: True
     params:
+        # The job's identity, as formatted strings (no function call per job); they also key
+        # the between-workflow cache, which hashes params and inputs but not wildcards.
+        budget="{budget}",
+        trial="{trial}",
         study_seed=STUDY["seed"],
         model=config["model"],
         train=config["train"],

@@ -26,7 +26,7 @@ def terminal(line: str) -> None:
 
 
 p, out = snakemake.params, snakemake.output
-budget, trial = int(snakemake.wildcards.budget), int(snakemake.wildcards.trial)  # digits by the wildcard constraints
+budget, trial = int(p.budget), int(p.trial)  # digits by the wildcard constraints
 terminal(trial_started(budget, trial))
 with logged(snakemake.log[0]):
     try:

@@ -85,15 +85,19 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float32:  # the residual stream's usual dtype: no casts to dispatch
+            return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
         dtype = x.dtype
         x = x.to(torch.float32)
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * x.to(dtype)
 
 
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+def rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """RoPE as transformers writes it, ``x * cos + cat(-x2, x1) * sin``, with the sign moved into
+    ``signed_sin = cat(-sin1, sin2)`` so the rotation is one ``roll``: the same products (a sign
+    flip is exact), a third of the ops."""
+    return x * cos + torch.roll(x, shifts=x.shape[-1] // 2, dims=-1) * signed_sin
 
 
 class Attention(nn.Module):
@@ -105,13 +109,12 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(s.hidden_size, self.kv_heads * self.head_dim, bias=False)
         self.o_proj = nn.Linear(self.heads * self.head_dim, s.hidden_size, bias=False)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
         q = self.q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        q, k = rotate(q, cos, signed_sin), rotate(k, cos, signed_sin)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1, scale=self.head_dim**-0.5,
                                              enable_gqa=self.kv_heads != self.heads)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
@@ -136,8 +139,8 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(s.hidden_size, s.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(s.hidden_size, s.rms_norm_eps)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, signed_sin)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -173,10 +176,11 @@ class NativeLlama(nn.Module):
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
         with torch.autocast(device_type=input_ids.device.type, enabled=False):
             freqs = positions[None, :, None].float() * self.inv_freq.float()
-            emb = torch.cat((freqs, freqs), dim=-1)
-            cos, sin = emb.cos().to(x.dtype)[:, None], emb.sin().to(x.dtype)[:, None]
+            cos = torch.cat((freqs, freqs), dim=-1).cos().to(x.dtype)[:, None]
+            sin = freqs.sin()
+            signed_sin = torch.cat((-sin, sin), dim=-1).to(x.dtype)[:, None]
         for layer in self.model.layers:
-            x = layer(x, cos, sin)
+            x = layer(x, cos, signed_sin)
         return self.lm_head(self.model.norm(x))
 
 
