@@ -51,10 +51,10 @@ rule subset:
         res("subsets", "b{budget}", "t{trial}.json"),
     cache: True
     params:
-        # The job's identity, as formatted strings (no function call per job); they also key
-        # the between-workflow cache, which hashes params and inputs but not wildcards.
-        budget="{budget}",
-        trial="{trial}",
+        # The job's identity; it also keys the between-workflow cache, which hashes params and
+        # inputs but not wildcards.
+        budget=lambda wildcards: int(wildcards.budget),
+        trial=lambda wildcards: int(wildcards.trial),
         study_seed=STUDY["seed"],
         code=code_digest("subset.py"),
     log:

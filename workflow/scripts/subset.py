@@ -4,7 +4,7 @@ from tokenwatt.files import logged, write_json
 from tokenwatt.subsets import draw_subset, trial_seed
 
 with logged(snakemake.log[0]):
-    budget, trial = int(snakemake.params.budget), int(snakemake.params.trial)  # digits by the wildcard constraints
+    budget, trial = snakemake.params.budget, snakemake.params.trial
     chunks = pl.read_parquet(snakemake.input[0], columns=["chunk_id", "n_real"])
     seed = trial_seed(snakemake.params.study_seed, trial)
     subset = {"trial": trial, **draw_subset(chunks["chunk_id"].to_numpy(), chunks["n_real"].to_numpy(), budget, seed)}

@@ -26,12 +26,11 @@ def terminal(line: str) -> None:
 
 
 p, out = snakemake.params, snakemake.output
-budget, trial = int(p.budget), int(p.trial)  # digits by the wildcard constraints
-terminal(trial_started(budget, trial))
+terminal(trial_started(p.budget, p.trial))
 with logged(snakemake.log[0]):
     try:
         metrics, power, steps = run_trial(
-            budget=budget, trial=trial, seed=trial_seed(p.study_seed, trial), subset=read_json(snakemake.input.subset),
+            budget=p.budget, trial=p.trial, seed=trial_seed(p.study_seed, p.trial), subset=read_json(snakemake.input.subset),
             train_chunks=pl.read_parquet(snakemake.input.train), eval_chunks=pl.read_parquet(snakemake.input.eval),
             tokenizer=read_json(f"{snakemake.input.tokenizer}/tokenwatt.json"),
             model_cfg=p.model, train_cfg=p.train, meter_cfg=p.meter, check_cfg=p.check,
