@@ -4,7 +4,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tokenwatt.quality import RULES, assess, power_step, profile_verdict, steady_deviation, window_rates
+from tokenwatt.quality import RULES, assess, device_load, power_step, profile_verdict, steady_deviation, window_rates
 
 Q = dict(throughput_tolerance=0.1, steady_tolerance=0.25, steady_window=3, check_tolerance=0.15, profile_cv_max=0.1, idle_tolerance=0.25, idle_floor_w=2.0,
          power_step_tolerance=0.25, power_step_window=5, min_samples=60, max_interval_ratio=1.5, start_below_c=None)
@@ -155,3 +155,14 @@ def test_a_profile_with_scattered_windows_is_disturbed():
 def test_without_a_profile_the_median_check_is_the_reference():
     verdict = profile_verdict(None, [record(trial=t, status="ok", checks=(2.0, 2.0)) for t in (1, 2)], Q)
     assert verdict["status"] == "no profile" and verdict["reference_tflops"] == 2.0
+
+
+def test_device_load_is_the_median_power_over_idle_of_finished_trials():
+    trials = pl.DataFrame({"status": ["ok", "ok", "ok", "diverged"], "power_mean_w": [123.0, 126.0, 250.0, 500.0],
+                           "idle_power_w": [125.0, 125.0, 125.0, 125.0]})
+    assert device_load(trials) == pytest.approx(126.0 / 125.0 - 1)
+
+
+def test_device_load_is_unknown_without_power():
+    assert device_load(pl.DataFrame({"status": ["ok"], "power_mean_w": [None], "idle_power_w": [None]},
+                                    schema={"status": pl.Utf8, "power_mean_w": pl.Float64, "idle_power_w": pl.Float64})) is None

@@ -261,3 +261,10 @@ def test_generated_sentences_have_no_doubled_punctuation(analysed, figures):
 def test_the_provenance_names_the_training_stack(analysed, figures):
     page = _report(analysed, figures)
     assert '<td class="l">training stack</td><td class="">native</td>' in page
+
+
+def test_a_barely_loaded_device_gets_a_warning_that_energy_is_mostly_idle_power(analysed, figures):
+    assert "barely loaded" not in _report(analysed, figures)  # 32 W in training over a 1-W idle baseline
+    trials, *rest = analysed
+    idle_like = trials.with_columns((pl.col("power_mean_w") * 0.98).alias("idle_power_w"))
+    assert "The device was barely loaded</b>: training's mean power was +2.0 % off the idle baseline" in _report((idle_like, *rest), figures)

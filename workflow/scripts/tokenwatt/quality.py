@@ -106,6 +106,17 @@ def profile_verdict(profile: dict[str, Any] | None, trials: list[dict[str, Any]]
     return {**verdict, "status": "ok", "reference": "the device profile", "reference_tflops": profile["cs_tflops"]}
 
 
+def device_load(trials: pl.DataFrame) -> float | None:
+    """How much more power training drew than the idle baseline: the median over finished trials of
+    mean W ÷ idle W − 1. Near 0 the device was barely loaded (measured on an H200: a small model at
+    batch 1 drew 123 W in training against 125 W idle), so the energy is mostly idle power × time."""
+    needed = {"power_mean_w", "idle_power_w", "status"}
+    if not needed <= set(trials.columns):
+        return None
+    rows = trials.filter((pl.col("status") == "ok") & (pl.col("idle_power_w") > 0)).drop_nulls(["power_mean_w", "idle_power_w"])
+    return _median((rows["power_mean_w"] / rows["idle_power_w"] - 1).to_list()) if rows.height else None
+
+
 def diagnose(trials: list[dict[str, Any]], traces: list[pl.DataFrame], steps: list[pl.DataFrame],
              reference_tflops: float | None, q: dict[str, Any]) -> list[Diagnostics]:
     """The numbers the rules judge, per trial (same order as ``trials``); ``reference_tflops`` is the

@@ -12,6 +12,7 @@ import polars as pl
 
 from .measures import FAMILIES, TESTED, budget_label, display_exponent, fixed, label, power_of_ten
 from .provenance import utc
+from .quality import device_load
 from .stats import bounded, fmt_p, p_value
 
 CSS = """
@@ -320,6 +321,13 @@ def render_report(
     if profile_check.get("status") == "disturbed":
         warnings.append('<div class="warn"><b>The device profile looks disturbed</b>: CS_TFLOPS, and so PE\'s level, is '
                         'uncertain; see <a href="#quality">Measurement quality</a>.</div>')
+    load, min_load = device_load(trials), config.get("quality", {}).get("min_load", 0.1)
+    if load is not None and load < min_load:
+        warnings.append(f'<div class="warn"><b>The device was barely loaded</b>: training\'s mean power was {100 * load:+.1f} % '
+                        "off the idle baseline (median over trials; warned below "
+                        f"{100 * min_load:+g} %, quality.min_load). The energy measured here is mostly idle power × time, so differences "
+                        "between budgets reflect how long training took, not the model's arithmetic. On a GPU, a larger model "
+                        "or batch loads it (see the README's GPU figures).</div>")
     n_flagged = trials.filter(pl.col("quality") == "flagged").height if "quality" in trials.columns else 0
     if n_flagged:
         warnings.append(f'<div class="warn"><b>{n_flagged} trial(s) flagged as possibly disturbed measurements</b>: '
