@@ -1,5 +1,6 @@
 """The native Llama is the same model as transformers' LlamaForCausalLM."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -9,7 +10,8 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from tokenwatt.llama import ImplementationError, check_right_padded
+from tokenwatt.llama import ImplementationError, LlamaSizes, check_right_padded
+from tokenwatt.presets import NATIVE_FIELDS
 from tokenwatt.model import ModelError, build_model, preset_sizes
 from tokenwatt.train import TrainSettings, compile_model, evaluate, token_loss_sum, train
 
@@ -75,6 +77,10 @@ def test_training_either_implementation_reaches_the_same_eval_loss():
         train(model, ids, mask, CPU, settings)
         losses[implementation] = evaluate(model, ids, mask, CPU, "fp32", 16)
     assert losses["native"] == pytest.approx(losses["hf"], rel=1e-4)
+
+
+def test_the_config_check_knows_exactly_the_fields_the_native_model_takes():
+    assert {f.name for f in dataclasses.fields(LlamaSizes)} == NATIVE_FIELDS
 
 
 def test_an_override_the_native_model_lacks_names_the_key_and_the_way_out():

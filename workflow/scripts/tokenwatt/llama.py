@@ -15,7 +15,7 @@ carry no loss. ``check_right_padded`` guards that assumption at the start of a t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -46,9 +46,6 @@ class LlamaSizes:
     hidden_act: str = "silu"
     tie_word_embeddings: bool = False
 
-    def __post_init__(self) -> None:
-        assert {f.name for f in fields(self)} == NATIVE_FIELDS, "presets.NATIVE_FIELDS must list exactly these fields"
-
     @property
     def kv_heads(self) -> int:
         return self.num_key_value_heads or self.num_attention_heads
@@ -56,8 +53,6 @@ class LlamaSizes:
     @property
     def dim_per_head(self) -> int:
         return self.head_dim or self.hidden_size // self.num_attention_heads
-
-
 
 
 class ImplementationError(ValueError):

@@ -6,7 +6,9 @@ from typing import Any
 
 import torch
 
+from .llama import ImplementationError, NativeLlama, init_weights, sizes_from
 from .presets import PRESETS
+
 
 class ModelError(ValueError):
     pass
@@ -35,8 +37,6 @@ def build_model(sizes: dict[str, Any], seed: int, implementation: str = "native"
     """A freshly initialised Llama in either implementation; the trial's seed fixes the initial
     weights, identically for both (``llama.init_weights``)."""
     if implementation == "native":
-        from .llama import ImplementationError, NativeLlama, sizes_from
-
         try:
             model = NativeLlama(sizes_from(sizes))
         except (ImplementationError, TypeError) as err:
@@ -51,8 +51,6 @@ def build_model(sizes: dict[str, Any], seed: int, implementation: str = "native"
         model = LlamaForCausalLM(config)
     else:
         raise ModelError(f"model.implementation is {implementation!r}; choose one of {IMPLEMENTATIONS}")
-    from .llama import init_weights
-
     init_weights(model, seed, std=sizes.get("initializer_range", 0.02), pad_token_id=sizes["pad_token_id"])
     return model
 
