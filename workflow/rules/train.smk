@@ -56,7 +56,6 @@ rule train_trial:
             "window_s": config["profile"]["window_s"],
             "windows": config["profile"]["check_windows"],
         },
-        compile_cache=res("cache", "torchinductor"),
         code=code_digest("train_trial.py"),
     log:
         logfile("train_trial", "b{budget}", "t{trial}"),

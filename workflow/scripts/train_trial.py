@@ -10,8 +10,10 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-# torch.compile's cache beside the results, so every trial after the first compiles warm.
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.abspath(snakemake.params.compile_cache))
+# torch.compile's cache beside the results, so every trial after the first compiles warm. Read from
+# the config, not a param: params key the between-workflow cache, and where a study keeps its
+# results must not keep another study from reusing its trials.
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.abspath(os.path.join(snakemake.config["results"], "cache", "torchinductor")))
 
 import polars as pl  # noqa: E402
 from tokenwatt.files import logged, read_json, write_json, write_parquet  # noqa: E402

@@ -6,6 +6,7 @@ well-kept, offline table of gCO2e/kWh per country), never from the network.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 
@@ -13,8 +14,10 @@ class CostError(ValueError):
     pass
 
 
+@functools.cache
 def carbon_intensity(setting: float | str | None) -> tuple[float | None, str]:
-    """gCO2e per kWh and where it came from, for ``cost.carbon_intensity``."""
+    """gCO2e per kWh and where it came from, for ``cost.carbon_intensity``. Cached: the config check
+    and the plan's cost preview both ask at every Snakemake start, and the lookup reads CodeCarbon's table."""
     if setting is None:
         return None, "not set (cost.carbon_intensity)"
     if not isinstance(setting, str):
