@@ -76,7 +76,7 @@ def test_null_energy_is_left_out_not_counted_as_zero():
 
 
 def test_changes_table_reports_the_studys_percentages():
-    trials = pl.DataFrame({"budget": [500_000, 1_000_000], "trial": [1, 1], "pe": [0.85, 0.62], "perplexity": [10.0, 9.58],
+    trials = pl.DataFrame({"series": ["", ""], "budget": [500_000, 1_000_000], "trial": [1, 1], "pe": [0.85, 0.62], "perplexity": [10.0, 9.58],
                            "power_rms_w": [145.2, 167.8]})
     changes = changes_table(conditions_table(trials)).row(0, named=True)
     assert changes["pe_drop_pct"] == pytest.approx(27.06, abs=0.01)

@@ -24,7 +24,7 @@ def trace(power, temperature=None, interval=0.5):
 
 
 def record(budget=1000, trial=1, tokens_per_s=1000.0, idle_w=10.0, samples=100, checks=(1.0, 1.0), **extra):
-    return {"budget": budget, "trial": trial, "real_tokens": 10_000, "train_s": 10_000 / tokens_per_s, "idle_power_w": idle_w,
+    return {"budget": budget, "trial": trial, "levels": {}, "cell": f"b{budget}", "real_tokens": 10_000, "train_s": 10_000 / tokens_per_s, "idle_power_w": idle_w,
             "meter": "estimate", "samples_with_power": samples, "interval_requested_s": 0.5, "interval_achieved_s": 0.5,
             "sample_errors": 0, "check_before_tflops": [checks[0]] * 3, "check_after_tflops": [checks[1]] * 3, **extra}
 

@@ -58,7 +58,7 @@ def _png(fig) -> bytes:
 def figures(analysed):
     trials, conditions, changes, _, _ = analysed
     trace = pl.DataFrame({"t_s": [0.0, 0.5, 1.0], "power_w": [30.0, 32.0, 31.0]})
-    made = F.make_all(trials, conditions, changes, {(b, 1): trace for b in BUDGETS}, True, "EUR")
+    made = F.make_all(trials, conditions, changes, {(f"b{b}", 1): trace for b in BUDGETS}, True, "EUR")
     assert list(made) == FIGURES
     return made
 
@@ -70,9 +70,9 @@ def _report(analysed, figures, name="tiny <script>alert('x')</script> study", mi
     return render_report(
         config={"study": study}, config_hash="abc123", trials=trials, conditions=conditions, changes=changes,
         stats=stats, missing=missing or [], figures={k: (_png(f), f"caption of {k}") for k, f in figures.items()},
-        reference=reference, data_summary={"documents_in": 10, "documents_out": 9}, profile=PROFILE, cs_tflops=0.15,
-        cs_source="measured: device profile", rerun=["results/trials/b40000/t5/metrics.json"],
-        profile_check={"status": "ok", "reference": "the device profile", "reasons": []},
+        reference=reference, data_summary={"documents_in": 10, "documents_out": 9}, profiles={"": PROFILE},
+        cs={"": (0.15, "measured: device profile")}, rerun=["results/trials/b40000/t5/metrics.json"],
+        profile_check=[{"profile": "", "status": "ok", "reference": "the device profile", "reasons": []}],
     )
 
 
@@ -127,7 +127,7 @@ def test_the_quality_section_names_flagged_trials_with_their_reasons_and_the_rer
 
 def test_the_quality_section_repeats_the_statistics_without_flagged_trials(analysed, figures):
     stats = analysed[3]
-    assert stats["flagged"] == [[40_000, 5]]
+    assert stats["flagged"] == [["b40000", 5]]  # (cell, trial)
     assert stats["anova"]["pe"]["n_trials"] == 5 and stats["sensitivity"]["anova"]["pe"]["n_trials"] == 4
     page = _report(analysed, figures)
     assert "sensitivity analysis repeats them on unflagged trials only" in page
@@ -216,13 +216,13 @@ def test_every_study_the_schema_accepts_ends_in_a_report(shape, tmp_path):
     changes_table(conditions).write_csv(tmp_path / "changes.csv")
     changes = read_changes(tmp_path / "changes.csv")
     stats = analyse_study(trials, TESTED, exclude_flagged=False)
-    made = F.make_all(trials, conditions, changes, {(b, 1): power for b in {b for b, _ in expected}}, False)
+    made = F.make_all(trials, conditions, changes, {(f"b{b}", 1): power for b in {b for b, _ in expected}}, False)
     assert list(made) == FIGURES
     page = render_report(
         config={"study": {"name": shape, "budgets": sorted({b for b, _ in expected}), "trials": 3}}, config_hash="x", trials=trials,
         conditions=conditions, changes=changes, stats=stats, missing=missing, figures={k: (_png(f), k) for k, f in made.items()},
-        reference=json.loads(open("resources/reference_study.json").read()), data_summary={}, profile=None, cs_tflops=0.15,
-        cs_source="configured", rerun=[], profile_check={"status": "no profile", "reasons": []},
+        reference=json.loads(open("resources/reference_study.json").read()), data_summary={}, profiles={"": None},
+        cs={"": (0.15, "configured")}, rerun=[], profile_check=[{"profile": "", "status": "no profile", "reasons": []}],
     )
     assert page.count("data:image/png;base64,") == len(FIGURES)
     if shape in ("no finished trials", "all diverged"):

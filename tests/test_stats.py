@@ -5,7 +5,7 @@ import polars as pl
 import pytest
 from statsmodels.stats.anova import AnovaRM
 
-from tokenwatt.stats import analyse, friedman, posthoc, rm_anova, sums_of_squares
+from tokenwatt.stats import analyse, friedman, posthoc, rm_anova
 
 BUDGETS = [500_000, 1_000_000, 2_000_000]
 
@@ -55,7 +55,7 @@ def test_generalized_eta_squared_follows_the_hand_formula():
     """η²G = SS_effect / (SS_effect + (n-1)·Σ sd²) for a one-way within design (STUDY.md)."""
     y = _study_like(n=12, seed=3)
     ours = rm_anova(_trials(y), "pe")
-    ss_effect = sums_of_squares(y)["effect"]
+    ss_effect = y.shape[0] * ((y.mean(axis=0) - y.mean()) ** 2).sum()
     hand = ss_effect / (ss_effect + (y.shape[0] - 1) * (y.std(axis=0, ddof=1) ** 2).sum())
     assert ours["eta2_g"] == pytest.approx(hand, rel=1e-12)
 

@@ -14,7 +14,7 @@ COST = {"carbon_intensity": None, "pue": 1.0, "electricity_price_per_kwh": None,
 def raw_record(budget: int, trial: int, **overrides) -> dict:
     """What one trial records: measurements only, every required key of metrics.schema.yaml."""
     rec = {
-        "budget": budget, "trial": trial, "seed": trial, "status": "ok", "started_at_unix_s": 1e9 + budget + trial,
+        "budget": budget, "trial": trial, "levels": {}, "cell": f"b{budget}", "seed": trial, "status": "ok", "started_at_unix_s": 1e9 + budget + trial,
         "real_tokens": 3 * budget, "padded_tokens": 3 * budget + 30, "steps": 3 * budget // 64, "epochs": 3, "batch_size": 1,
         "lr": 0.003, "precision": "fp32", "optimizer": "adamw-fused", "eval_loss": 2.5, "final_train_loss": 2.6,
         "train_s": 3 * budget / 10_000, "energy_j": 32.0 * 3 * budget / 10_000, "idle_power_w": 1.0, "meter": "estimate",
@@ -37,13 +37,15 @@ def steady_steps(n: int = 6) -> pl.DataFrame:
     return pl.DataFrame({"tokens": np.arange(1, n + 1) * 1000, "elapsed_s": np.arange(1, n + 1) * 0.1})
 
 
-def aggregate(records: list, expected: list[tuple[int, int]], *, cs_tflops: float = 0.15, metric: dict | None = None,
+def aggregate(records: list, expected: list[tuple[int | str, int]], *, cs_tflops: float = 0.15, metric: dict | None = None,
               quality: dict | None = None, traces: list | None = None, steps: list | None = None, cost: dict | None = None,
               intensity: float | None = None):
-    """trials_table over records with steady traces and loss curves unless given."""
+    """trials_table over records with steady traces and loss curves unless given; ``expected`` names each
+    trial's cell by its id or, in a one-factor study, by its budget."""
     from tokenwatt.aggregate import trials_table
 
     n = len(expected)
+    expected = [(f"b{cell}" if isinstance(cell, int) else cell, trial) for cell, trial in expected]
     return trials_table(records, expected, traces=traces or [steady_trace()] * n, steps=steps or [steady_steps()] * n,
                         cs_tflops=cs_tflops, metric=metric or METRIC, quality=quality or QUALITY, reference_tflops=cs_tflops,
                         cost=cost or COST, intensity_g_per_kwh=intensity)

@@ -4,10 +4,10 @@
 rule aggregate:
     input:
         schema=METRICS_SCHEMA,
-        metrics=[trial_metrics(b, t) for b, t in EXPECTED],
-        power=[trial_files(b, t)[1] for b, t in EXPECTED],
-        steps=[trial_files(b, t)[2] for b, t in EXPECTED],
-        profile=[DEVICE_PROFILE] if MEASURE_PROFILE else [],
+        metrics=[trial_metrics(c, t) for c, t in EXPECTED],
+        power=[trial_files(c, t)[1] for c, t in EXPECTED],
+        steps=[trial_files(c, t)[2] for c, t in EXPECTED],
+        profile=DEVICE_PROFILES,
     output:
         trials=report(res("analysis", "trials.parquet"), caption="../report/trials.rst", category="Tables"),
         conditions=report(res("analysis", "conditions.csv"), caption="../report/conditions.rst", category="Tables"),
@@ -19,7 +19,8 @@ rule aggregate:
         cost=res("analysis", "cost.json"),
     params:
         expected=EXPECTED,
-        paths=[trial_metrics(b, t) for b, t in EXPECTED],
+        paths=[trial_metrics(c, t) for c, t in EXPECTED],
+        profiles=PROFILES,
         absent="no metrics",
         metric=config["metric"],
         quality=QUALITY_SETTINGS,
@@ -62,7 +63,7 @@ rule figures:
         trials=res("analysis", "trials.parquet"),
         conditions=res("analysis", "conditions.csv"),
         changes=res("analysis", "changes.csv"),
-        traces=[trial_files(b, t)[1] for b, t in TRACE_KEYS],
+        traces=[trial_files(c, t)[1] for c, t in TRACE_KEYS],
     output:
         **{
             f"{name}_{ext}": report(

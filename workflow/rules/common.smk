@@ -11,6 +11,7 @@ sys.path.insert(0, str(SCRIPTS))
 
 from tokenwatt.codeclosure import code_digest as _closure_digest  # noqa: E402
 from tokenwatt.config import ConfigError, config_hash, load_schema, validate_config  # noqa: E402
+from tokenwatt.design import CELL_PATTERN, PROFILE_PATTERN, TOKENIZER_PATTERN, Design  # noqa: E402
 from tokenwatt.measures import FIGURES  # noqa: E402
 from tokenwatt.quality import quality_settings  # noqa: E402
 from tokenwatt.runorder import trial_priorities  # noqa: E402
@@ -24,8 +25,8 @@ config.clear()
 config.update(_validated)
 
 STUDY = config["study"]
-BUDGETS = sorted(STUDY["budgets"])
-TRIALS = list(range(1, STUDY["trials"] + 1))
+DESIGN = Design(config)
+TRIALS = DESIGN.trials
 RESULTS = config["results"]
 CONFIG_HASH = config_hash(config)
 
@@ -34,6 +35,9 @@ wildcard_constraints:
     budget=r"\d+",
     trial=r"\d+",
     split=r"train|eval",
+    cell=CELL_PATTERN,
+    tok=TOKENIZER_PATTERN,
+    profile=PROFILE_PATTERN,
 
 
 def res(*parts):
@@ -54,13 +58,27 @@ def code_digest(script):
     return _closure_digest(SCRIPTS / script, SCRIPTS)
 
 
-def trial_files(budget, trial):
-    prefix = res("trials", f"b{budget}", f"t{trial}") + "/"
+# --- paths; the design module names every cell's folder ({cell}: b10000, or model=small/b10000)
+def trial_files(cell, trial):
+    prefix = res("trials", cell, f"t{trial}") + "/"
     return [prefix + name for name in ("metrics.json", "power.parquet", "steps.parquet")]
 
 
-def trial_metrics(budget, trial):
-    return trial_files(budget, trial)[0]
+def trial_metrics(cell, trial):
+    return trial_files(cell, trial)[0]
+
+
+def data_file(tok, name):
+    """A tokenizer's data ({tok}: "" for the study's tokenizer, tok=<model level>/ for a level's own)."""
+    return res("data", f"{tok}{name}")
+
+
+def subset_file(tok, budget, trial):
+    return res("subsets", f"{tok}b{budget}", f"t{trial}.json")
+
+
+def profile_file(key):
+    return res("device", f"{key}profile.json")
 
 
 def corpus_inputs(wildcards):
@@ -72,63 +90,83 @@ def corpus_inputs(wildcards):
     return []
 
 
-# Every (budget, trial) the study runs; the trial is the subject of the repeated-measures design.
-EXPECTED = [(b, t) for b in BUDGETS for t in TRIALS]
-# The trial whose power trace the figures show for each budget.
-TRACE_KEYS = [(b, TRIALS[0]) for b in BUDGETS]
+# Every (cell, trial) the study runs; the trial is the subject of the repeated-measures design.
+EXPECTED = DESIGN.keys()
+# The trial whose power trace the figures show for each cell.
+TRACE_KEYS = [(c.id, TRIALS[0]) for c in DESIGN.cells]
 
-DATA_TARGETS = [res("data", "chunks_eval.parquet")] + [
-    res("subsets", f"b{b}", f"t{t}.json") for b in BUDGETS for t in TRIALS
+DATA_TARGETS = [data_file(tok, "chunks_eval.parquet") for tok in DESIGN.tokenizer_keys()] + [
+    subset_file(tok, b, t) for tok in DESIGN.tokenizer_keys() for b in DESIGN.budgets for t in TRIALS
 ]
-TRIAL_TARGETS = [f for b, t in EXPECTED for f in trial_files(b, t)]
+TRIAL_TARGETS = [f for c, t in EXPECTED for f in trial_files(c, t)]
 # Trial outputs too, so a deleted power.parquet or metrics.json is rebuilt by the default target.
 ALL_TARGETS = [res("report.html"), *TRIAL_TARGETS]
 
 # --- the interim report (interim.smk): finished trials only, never retrained
 def finished():
-    """(budget, trial) of every trial whose metrics.json exists now (written last, so its trace files exist too)."""
-    return [(b, t) for b, t in EXPECTED if Path(trial_metrics(b, t)).exists()]
+    """(cell, trial) of every trial whose metrics.json exists now (written last, so its trace files exist too)."""
+    return [(c, t) for c, t in EXPECTED if Path(trial_metrics(c, t)).exists()]
 
 
 def finished_files(kind):
     # ancient(): a finished trial is read as it is, never retrained for this report
-    return lambda wildcards: [ancient(trial_files(b, t)[kind]) for b, t in finished()]
+    return lambda wildcards: [ancient(trial_files(c, t)[kind]) for c, t in finished()]
 
 
 def interim_path(*parts):
     return res("interim", *parts)
 
 
-def existing_profile(wildcards):
-    return [DEVICE_PROFILE] if MEASURE_PROFILE and Path(DEVICE_PROFILE).exists() else []
+def existing_profiles(wildcards):
+    return [p for p in DEVICE_PROFILES if Path(p).exists()]
 
 
 def interim_traces():
-    """Per budget, the power trace of its first finished trial."""
+    """Per cell, the power trace of its first finished trial."""
     first = {}
-    for b, t in finished():
-        first.setdefault(b, t)
+    for c, t in finished():
+        first.setdefault(c, t)
     return sorted(first.items())
 
 
 # Subsets outrank every trial so that a budget the corpus cannot fill fails before any
 # training starts (the scheduler runs ready jobs by priority); the device profile outranks
 # everything, so CS_TFLOPS is measured before any trial heats the device.
-SUBSET_PRIORITY = len(BUDGETS) * len(TRIALS) + 1
+SUBSET_PRIORITY = len(EXPECTED) + 1
 PROFILE_PRIORITY = SUBSET_PRIORITY + 1
 MEASURE_PROFILE = config["metric"]["cs_tflops"] == "measure"
-DEVICE_PROFILE = res("device", "profile.json")
+# One device profile per hardware level and precision (the design's profile keys; "" when one).
+PROFILES = {key: profile_file(key) for key in DESIGN.profile_keys()}
+DEVICE_PROFILES = list(PROFILES.values()) if MEASURE_PROFILE else []
 QUALITY_SETTINGS = quality_settings(config)
 # The typed record every trial writes; validated when written and when read.
 METRICS_SCHEMA = "workflow/schemas/metrics.schema.yaml"
 
 
 # Computed once: a priority per trial (recomputing the order per job made planning quadratic).
-TRIAL_PRIORITY = trial_priorities(BUDGETS, TRIALS, STUDY["seed"], STUDY["run_order"])
+TRIAL_PRIORITY = trial_priorities(EXPECTED, STUDY["seed"], STUDY["run_order"])
 
 
 def train_priority(wildcards):
-    return TRIAL_PRIORITY[(int(wildcards.budget), int(wildcards.trial))]
+    return TRIAL_PRIORITY[(wildcards.cell, int(wildcards.trial))]
+
+
+def cell_of(wildcards):
+    return DESIGN.cell(wildcards.cell)
+
+
+def trial_inputs(wildcards):
+    cell = cell_of(wildcards)
+    tok = DESIGN.tokenizer_key(cell)
+    return {"subset": subset_file(tok, cell.budget, wildcards.trial), "train": data_file(tok, "chunks_train.parquet"),
+            "eval": data_file(tok, "chunks_eval.parquet"), "tokenizer": data_file(tok, "tokenizer")}
+
+
+def hardware_resources(cell_for):
+    """The scheduler resources the design's hardware levels set (gpu_model, slurm_partition, constraint),
+    each a function of the job's wildcards; "" where a level leaves one unset (the executor ignores it)."""
+    names = sorted({name for c in DESIGN.cells for name in DESIGN.resources(c)})
+    return {name: (lambda wildcards, name=name: DESIGN.resources(cell_for(wildcards)).get(name, "")) for name in names}
 
 
 def _finished_trials():
@@ -137,11 +175,11 @@ def _finished_trials():
     from tokenwatt.files import read_json
 
     found = {}
-    for b, t in EXPECTED:
-        path = Path(trial_metrics(b, t))
+    for c, t in EXPECTED:
+        path = Path(trial_metrics(c, t))
         if path.exists():
             try:
-                found[(b, t)] = read_json(path)
+                found[(c, t)] = read_json(path)
             except (ValueError, OSError) as err:
                 logger.warning(f"{path} is unreadable ({err}); delete it and rerun to train that trial again")
     return found
@@ -150,7 +188,8 @@ def _finished_trials():
 if workflow.is_main_process:
     from tokenwatt.preview import cost_preview
 
-    logger.info(cost_preview(BUDGETS, TRIALS, config["train"]["epochs"], _finished_trials(), config["cost"]))
+    logger.info(cost_preview({(c, t): DESIGN.budget_of(c) for c, t in EXPECTED}, DESIGN.shape(), config["train"]["epochs"],
+                             _finished_trials(), config["cost"]))
 
 
 def warn_if_report_is_stale():

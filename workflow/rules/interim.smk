@@ -11,7 +11,7 @@ use rule aggregate as interim_aggregate with:
         metrics=finished_files(0),
         power=finished_files(1),
         steps=finished_files(2),
-        profile=existing_profile,
+        profile=existing_profiles,
     output:
         trials=interim_path("analysis", "trials.parquet"),
         conditions=interim_path("analysis", "conditions.csv"),
@@ -23,7 +23,8 @@ use rule aggregate as interim_aggregate with:
         cost=interim_path("analysis", "cost.json"),
     params:
         expected=EXPECTED,
-        paths=[trial_metrics(b, t) for b, t in EXPECTED],
+        paths=[trial_metrics(c, t) for c, t in EXPECTED],
+        profiles=PROFILES,
         absent="not finished yet",
         metric=config["metric"],
         quality=QUALITY_SETTINGS,
@@ -49,7 +50,7 @@ use rule figures as interim_figures with:
         trials=interim_path("analysis", "trials.parquet"),
         conditions=interim_path("analysis", "conditions.csv"),
         changes=interim_path("analysis", "changes.csv"),
-        traces=lambda wildcards: [ancient(trial_files(b, t)[1]) for b, t in interim_traces()],
+        traces=lambda wildcards: [ancient(trial_files(c, t)[1]) for c, t in interim_traces()],
     output:
         **{f"{name}_{ext}": interim_path("figures", f"{name}.{ext}") for name in FIGURES for ext in ("png", "svg")},
     params:
@@ -70,7 +71,7 @@ use rule report as interim_report with:
         profile_check=interim_path("analysis", "profile_check.json"),
         cost=interim_path("analysis", "cost.json"),
         flagged=interim_path("analysis", "flagged.txt"),
-        profile=existing_profile,
+        profile=existing_profiles,
         stats=interim_path("analysis", "stats.json"),
         figures=[interim_path("figures", f"{name}.png") for name in FIGURES],
         captions=[f"workflow/report/{name}.rst" for name in FIGURES],
@@ -81,6 +82,7 @@ use rule report as interim_report with:
     params:
         config=config,
         config_hash=CONFIG_HASH,
+        profiles=PROFILES,
         figure_names=FIGURES,
         interim=True,
         code=code_digest("report.py"),

@@ -10,7 +10,7 @@ rule report:
         profile_check=res("analysis", "profile_check.json"),
         cost=res("analysis", "cost.json"),
         flagged=res("analysis", "flagged.txt"),
-        profile=[DEVICE_PROFILE] if MEASURE_PROFILE else [],
+        profile=DEVICE_PROFILES,
         stats=res("analysis", "stats.json"),
         figures=[res("figures", f"{name}.png") for name in FIGURES],
         captions=[f"workflow/report/{name}.rst" for name in FIGURES],
@@ -21,6 +21,7 @@ rule report:
     params:
         config=config,
         config_hash=CONFIG_HASH,
+        profiles=PROFILES,
         figure_names=FIGURES,
         interim=False,
         code=code_digest("report.py"),

@@ -5,13 +5,14 @@ rule tokenizer:
     input:
         res("data", "docs_train.parquet"),
     output:
-        directory(res("data", "tokenizer")),
+        directory(data_file("{tok}", "tokenizer")),
     cache: True
     params:
-        options=config["tokenizer"],
+        # The study's tokenizer, or a model level's own ({tok}: tok=<level>/).
+        options=lambda wildcards: DESIGN.tokenizer_config(wildcards.tok),
         code=code_digest("tokenizer.py"),
     log:
-        logfile("tokenizer"),
+        logfile("tokenizer", "{tok}tokenizer"),
     threads: 1
     resources:
         mem_mb=4000,
@@ -24,9 +25,9 @@ rule tokenizer:
 rule chunk:
     input:
         docs=res("data", "docs_{split}.parquet"),
-        tokenizer=res("data", "tokenizer"),
+        tokenizer=data_file("{tok}", "tokenizer"),
     output:
-        res("data", "chunks_{split}.parquet"),
+        data_file("{tok}", "chunks_{split}.parquet"),
     cache: True
     params:
         # Wildcards are not part of the cache key; params are.
@@ -34,7 +35,7 @@ rule chunk:
         options=config["chunk"],
         code=code_digest("chunk.py"),
     log:
-        logfile("chunk", "{split}"),
+        logfile("chunk", "{tok}{split}"),
     threads: 1
     resources:
         mem_mb=4000,
@@ -46,9 +47,9 @@ rule chunk:
 
 rule subset:
     input:
-        res("data", "chunks_train.parquet"),
+        data_file("{tok}", "chunks_train.parquet"),
     output:
-        res("subsets", "b{budget}", "t{trial}.json"),
+        subset_file("{tok}", "{budget}", "{trial}"),
     cache: True
     params:
         # The job's identity; it also keys the between-workflow cache, which hashes params and
@@ -58,7 +59,7 @@ rule subset:
         study_seed=STUDY["seed"],
         code=code_digest("subset.py"),
     log:
-        logfile("subset", "b{budget}", "t{trial}"),
+        logfile("subset", "{tok}b{budget}", "t{trial}"),
     priority: SUBSET_PRIORITY
     threads: 1
     resources:

@@ -1,19 +1,20 @@
-# Training stage: the device profile (CS_TFLOPS), then one job per budget × trial with its
+# Training stage: the device profiles (CS_TFLOPS; one per hardware level and precision), then one job per cell × trial with its
 # power log, loss curve and raw measurements.
 
 
 rule device_profile:
     output:
-        DEVICE_PROFILE,
+        profile_file("{profile}"),
     cache: True
     params:
         profile={k: config["profile"][k] for k in ("matmul_size", "warmup_s", "windows", "window_s", "max_cv", "attempts")},
-        device=config["train"]["device"],
-        precision=config["train"]["precision"],
+        # Per hardware level and precision: each profile is measured the way its trials train.
+        device=lambda wildcards: DESIGN.profile_settings(wildcards.profile)["device"],
+        precision=lambda wildcards: DESIGN.profile_settings(wildcards.profile)["precision"],
         threads=config["train"]["threads"],
         code=code_digest("device_profile.py"),
     log:
-        logfile("device_profile"),
+        logfile("device_profile", "{profile}profile"),
     priority: PROFILE_PRIORITY
     # All local cores: nothing else runs beside the profile, so the constant is not measured under load.
     threads: workflow.cores
@@ -21,6 +22,7 @@ rule device_profile:
         gpu=1,
         mem_mb=4000,
         runtime=30,
+        **hardware_resources(lambda wildcards: DESIGN.profile_cell(wildcards.profile)),
     conda:
         "../../environment.yml"
     script:
@@ -29,14 +31,11 @@ rule device_profile:
 
 rule train_trial:
     input:
+        unpack(trial_inputs),
         schema=METRICS_SCHEMA,
-        subset=res("subsets", "b{budget}", "t{trial}.json"),
-        train=res("data", "chunks_train.parquet"),
-        eval=res("data", "chunks_eval.parquet"),
-        tokenizer=res("data", "tokenizer"),
     output:
         multiext(
-            res("trials", "b{budget}", "t{trial}") + "/",
+            res("trials", "{cell}", "t{trial}") + "/",
             metrics="metrics.json",
             power="power.parquet",
             steps="steps.parquet",
@@ -45,11 +44,13 @@ rule train_trial:
     params:
         # The job's identity; it also keys the between-workflow cache, which hashes params and
         # inputs but not wildcards.
-        budget=lambda wildcards: int(wildcards.budget),
+        budget=lambda wildcards: cell_of(wildcards).budget,
         trial=lambda wildcards: int(wildcards.trial),
+        cell=lambda wildcards: wildcards.cell,
+        levels=lambda wildcards: DESIGN.levels(cell_of(wildcards)),
         study_seed=STUDY["seed"],
-        model=config["model"],
-        train=config["train"],
+        model=lambda wildcards: DESIGN.model_config(cell_of(wildcards)),
+        train=lambda wildcards: DESIGN.train_config(cell_of(wildcards)),
         meter=config["meter"],
         check={
             "matmul_size": config["profile"]["matmul_size"],
@@ -58,13 +59,14 @@ rule train_trial:
         },
         code=code_digest("train_trial.py"),
     log:
-        logfile("train_trial", "b{budget}", "t{trial}"),
+        logfile("train_trial", "{cell}", "t{trial}"),
     priority: train_priority
     threads: config["train"]["threads"]
     resources:
         gpu=1,
         mem_mb=8000,
         runtime=60,
+        **hardware_resources(cell_of),
     conda:
         "../../environment.yml"
     script:

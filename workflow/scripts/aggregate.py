@@ -2,6 +2,7 @@
 import polars as pl
 from tokenwatt.aggregate import changes_table, conditions_table, cost_summary, cs_tflops_of, trials_table
 from tokenwatt.cost import carbon_intensity
+from tokenwatt.design import profile_key_of
 from tokenwatt.files import logged, read_json, write_json, write_parquet, write_text
 from tokenwatt.quality import QUALITY_COLUMNS, profile_verdict
 from tokenwatt.records import RecordError, load_validator, read_record
@@ -25,16 +26,22 @@ with logged(snakemake.log[0]):
             records.append(str(err))
         traces.append(pl.read_parquet(present[path][0]))
         steps.append(pl.read_parquet(present[path][1]))
-    profile = read_json(inp.profile[0]) if inp.profile else None
-    cs_tflops, source = cs_tflops_of(p.metric, profile)
-    print(f"CS_TFLOPS {cs_tflops}: {source}")
+    # One device profile per hardware level and precision (profile key -> file); those measured so far.
+    measured = set(inp.profile)
+    profiles = {key: read_json(path) if path in measured else None for key, path in p.profiles.items()}
+    valid = [r for r in records if isinstance(r, dict)]
+    cs, verdicts = {}, []
+    for key, profile in profiles.items():
+        cs[key], source = cs_tflops_of(p.metric, profile)
+        print(f"CS_TFLOPS {key or 'of the study'}: {cs[key]} ({source})")
+        verdict = {"profile": key, **profile_verdict(profile, [r for r in valid if profile_key_of(r["levels"]) == key], p.quality)}
+        print(f"device profile {key}: {verdict['status']}; matmul checks judged against {verdict['reference']} {verdict['reasons']}")
+        verdicts.append(verdict)
     intensity = carbon_intensity(p.cost["carbon_intensity"])
     print(f"carbon intensity: {intensity[0]} gCO2e/kWh ({intensity[1]})")
-    verdict = profile_verdict(profile, [r for r in records if isinstance(r, dict)], p.quality)
-    print(f"device profile: {verdict['status']}; matmul checks judged against {verdict['reference']} {verdict['reasons']}")
     trials, missing = trials_table(
-        records, expected, traces=traces, steps=steps, absent=p.absent, cs_tflops=cs_tflops, metric=p.metric,
-        quality=p.quality, reference_tflops=verdict["reference_tflops"], cost=p.cost, intensity_g_per_kwh=intensity[0],
+        records, expected, traces=traces, steps=steps, absent=p.absent, cs_tflops=cs, metric=p.metric, quality=p.quality,
+        reference_tflops={v["profile"]: v["reference_tflops"] for v in verdicts}, cost=p.cost, intensity_g_per_kwh=intensity[0],
     )
     for line in missing:
         print(f"MISSING: {line}")
@@ -45,8 +52,8 @@ with logged(snakemake.log[0]):
     trials.select([c for c in QUALITY_COLUMNS if c in trials.columns]).write_csv(out.quality)  # all of them once a trial finished
     flagged = trials.filter(pl.col("quality") == "flagged")
     path_of = dict(zip(expected, p.paths))
-    write_text(out.flagged, "".join(f"{path_of[(b, t)]}\n" for b, t in flagged.select("budget", "trial").iter_rows()))
+    write_text(out.flagged, "".join(f"{path_of[(c, t)]}\n" for c, t in flagged.select("cell", "trial").iter_rows()))
     write_json(out.missing, missing)
-    write_json(out.profile_check, verdict)
+    write_json(out.profile_check, verdicts)
     write_json(out.cost, cost_summary(trials, p.cost, intensity))
-    print(f"{trials.height} trials aggregated, {flagged.height} flagged, {len(missing)} missing; CS_TFLOPS {source}")
+    print(f"{trials.height} trials aggregated, {flagged.height} flagged, {len(missing)} missing")

@@ -14,14 +14,15 @@ with logged(snakemake.log[0]):
         name: (Path(png).read_bytes(), Path(caption).read_text(encoding="utf-8").strip())
         for name, png, caption in zip(snakemake.params.figure_names, snakemake.input.figures, snakemake.input.captions)
     }
-    profile = read_json(snakemake.input.profile[0]) if snakemake.input.profile else None
-    cs_tflops, cs_source = cs_tflops_of(snakemake.params.config["metric"], profile)
+    measured = set(snakemake.input.profile)  # the interim report has those measured so far
+    profiles = {key: read_json(path) if path in measured else None for key, path in snakemake.params.profiles.items()}
+    cs = {key: cs_tflops_of(snakemake.params.config["metric"], profile) for key, profile in profiles.items()}
     page = render_report(
         config=snakemake.params.config, config_hash=snakemake.params.config_hash,
         trials=pl.read_parquet(snakemake.input.trials), conditions=read_conditions(snakemake.input.conditions),
         changes=read_changes(snakemake.input.changes), stats=read_json(snakemake.input.stats),
         missing=read_json(snakemake.input.missing), figures=figures, reference=read_json(snakemake.input.reference),
-        data_summary=read_json(snakemake.input.normalize), profile=profile, cs_tflops=cs_tflops, cs_source=cs_source,
+        data_summary=read_json(snakemake.input.normalize), profiles=profiles, cs=cs,
         rerun=Path(snakemake.input.flagged).read_text(encoding="utf-8").split(), interim=snakemake.params.interim,
         profile_check=read_json(snakemake.input.profile_check), cost=read_json(snakemake.input.cost),
         made={"at": utc(time.time()), "git": git_state(Path(snakemake.scriptdir)), "versions": versions()},

@@ -9,6 +9,10 @@ with logged(snakemake.log[0]):
     for dv, a in result["anova"].items():
         print(f"{dv}: {a.get('apa', a.get('message'))}")
     write_json(snakemake.output.json, result)
-    flat = [{k: v for k, v in a.items() if not isinstance(v, (dict, list))} for a in result["anova"].values()]
+    # One row per measure and effect (the budget's main effect, the other factors', their interactions).
+    flat = [{"dv": dv, **{k: v for k, v in e.items() if not isinstance(v, (dict, list))}}
+            for dv, a in result["anova"].items() for e in a.get("effects", [])]
+    flat += [{k: v for k, v in a.items() if not isinstance(v, (dict, list))} for a in result["anova"].values() if "effects" not in a]
     pl.DataFrame(flat, infer_schema_length=None).write_csv(snakemake.output.anova)
-    pl.DataFrame(result["posthoc"], schema=["dv", "budget_a", "budget_b", "t", "df", "p_unc", "p_holm", "hedges_g"], orient="row").write_csv(snakemake.output.posthoc)
+    pl.DataFrame(result["posthoc"], schema=["dv", "series", "budget_a", "budget_b", "t", "df", "p_unc", "p_holm", "hedges_g"],
+                 orient="row").write_csv(snakemake.output.posthoc)

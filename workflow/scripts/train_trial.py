@@ -17,7 +17,7 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.abspath(os.path.join(sn
 
 import polars as pl  # noqa: E402
 from tokenwatt.files import logged, read_json, write_json, write_parquet  # noqa: E402
-from tokenwatt.progress import first_look, study_progress, trial_finished, trial_started  # noqa: E402
+from tokenwatt.progress import expected_trials, first_look, study_progress, trial_finished, trial_started  # noqa: E402
 from tokenwatt.records import check_record, load_validator  # noqa: E402
 from tokenwatt.subsets import trial_seed  # noqa: E402
 from tokenwatt.trial import run_trial  # noqa: E402
@@ -28,14 +28,14 @@ def terminal(line: str) -> None:
 
 
 p, out = snakemake.params, snakemake.output
-terminal(trial_started(p.budget, p.trial))
+terminal(trial_started(p.budget, p.trial, p.levels))
 with logged(snakemake.log[0]):
     try:
         metrics, power, steps = run_trial(
             budget=p.budget, trial=p.trial, seed=trial_seed(p.study_seed, p.trial), subset=read_json(snakemake.input.subset),
             train_chunks=pl.read_parquet(snakemake.input.train), eval_chunks=pl.read_parquet(snakemake.input.eval),
             tokenizer=read_json(f"{snakemake.input.tokenizer}/tokenwatt.json"),
-            model_cfg=p.model, train_cfg=p.train, meter_cfg=p.meter, check_cfg=p.check,
+            model_cfg=p.model, train_cfg=p.train, meter_cfg=p.meter, check_cfg=p.check, levels=p.levels, cell=p.cell,
         )
         check_record(metrics, load_validator(snakemake.input.schema), out.metrics)
         write_parquet(out.power, power)
@@ -51,13 +51,13 @@ with logged(snakemake.log[0]):
 # The study's progress, from the finished trials beside this one (display only: read, never written;
 # a failure here must never fail a trial whose outputs are already written).
 try:
-    study = snakemake.config["study"]
-    expected = [(b, t) for b in study["budgets"] for t in range(1, study["trials"] + 1)]
+    expected = expected_trials(snakemake.config)
     finished = {}
-    for path in Path(out.metrics).parents[2].glob("*/*/metrics.json"):  # this trial's siblings, wherever results are
+    trials_folder = Path(out.metrics).parents[1 + metrics["cell"].count("/") + 1]
+    for path in trials_folder.glob("**/metrics.json"):  # this trial's siblings, wherever results are
         try:
             record = read_json(path)
-            finished[(record["budget"], record["trial"])] = record
+            finished[(record["cell"], record["trial"])] = record
         except (OSError, ValueError, KeyError, TypeError):
             continue  # an unreadable record is reported by the analysis, not here
     terminal(trial_finished(metrics, first_look(metrics, power, steps, snakemake.config)))

@@ -1,4 +1,4 @@
-"""Per-trial table (measured, derived, quality verdict) and per-budget summaries, with missing trials named."""
+"""Per-trial table (measured, derived, quality verdict) and per-condition summaries, with missing trials named."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import polars as pl
 from scipy import stats as sps
 
 from .cost import trial_cost
+from .design import cell_label, per_profile, series_of
 from .efficiency import derived_metrics
 from .tables import CHANGES_SCHEMA, CONDITIONS_SCHEMA
 from .measures import MEASURES
@@ -46,40 +47,43 @@ def _flatten(rec: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def trials_table(records: Iterable[dict[str, Any] | str | None], expected: list[tuple[int, int]], *,
-                 traces: Iterable[pl.DataFrame | None], steps: Iterable[pl.DataFrame | None], cs_tflops: float | None,
-                 metric: dict[str, Any], quality: dict[str, Any], reference_tflops: float | None,
-                 cost: dict[str, Any], intensity_g_per_kwh: float | None,
-                 absent: str = "no metrics") -> tuple[pl.DataFrame, list[str]]:
-    """One row per finished trial: what it recorded, what the analysis derives from it (PE, layers, FLOPs,
-    idle energy) and its measurement-quality verdict; and the names of missing or failed trials.
+def trials_table(records: Iterable[dict[str, Any] | str | None], expected: list[tuple[str, int]], *,
+                 traces: Iterable[pl.DataFrame | None], steps: Iterable[pl.DataFrame | None],
+                 cs_tflops: float | None | dict[str, float | None], metric: dict[str, Any], quality: dict[str, Any],
+                 reference_tflops: float | None | dict[str, float | None], cost: dict[str, Any],
+                 intensity_g_per_kwh: float | None, absent: str = "no metrics") -> tuple[pl.DataFrame, list[str]]:
+    """One row per finished trial, in the design's order: what it recorded, what the analysis derives from it
+    (PE, layers, FLOPs, idle energy) and its measurement-quality verdict; and the names of missing or failed trials.
 
-    ``records``, ``traces`` and ``steps`` pair with ``expected`` (budget, trial); None means no file
-    (named with ``absent``), a string says why a record could not be used. Without ``cs_tflops``
-    (no device profile yet) PE and MFU are null.
+    ``records``, ``traces`` and ``steps`` pair with ``expected`` (cell id, trial); None means no file
+    (named with ``absent``), a string says why a record could not be used. ``cs_tflops`` and
+    ``reference_tflops`` are one value or one per device profile (``design.profile_key_of``); without
+    ``cs_tflops`` (no device profile yet) PE and MFU are null. ``series`` names a trial's levels of every
+    factor but the budget ("" in a one-factor study).
     """
     kept, missing = [], []
-    for (budget, trial), rec, trace, st in zip(expected, records, traces, steps):
+    for (cell, trial), rec, trace, st in zip(expected, records, traces, steps):
         if isinstance(rec, str) or rec is None or rec.get("status") != "ok" or trace is None or st is None:
             why = (rec if isinstance(rec, str) else absent if rec is None
                    else f"diverged at step {rec.get('diverged_at_step')} (non-finite loss); its subject is left out of the "
                         "repeated-measures tests" if rec.get("status") == "diverged"
                    else f"status {rec.get('status')}" if rec.get("status") != "ok" else "trace files missing")
-            missing.append(f"budget {budget} trial {trial}: {why}")
+            missing.append(f"{cell_label(cell)} trial {trial}: {why}")
             continue
         kept.append((rec, trace, st))
     if not kept:  # nothing finished: an empty table that still has its key columns
-        return pl.DataFrame(schema={"budget": pl.Int64, "trial": pl.Int64, "quality": pl.String}), missing
+        return pl.DataFrame(schema={"series": pl.String, "budget": pl.Int64, "trial": pl.Int64, "quality": pl.String}), missing
     recs = [r for r, _, _ in kept]
     verdicts = assess(recs, [tr for _, tr, _ in kept], [st for _, _, st in kept], reference_tflops, quality)
     order = sorted(range(len(recs)), key=lambda i: recs[i]["started_at_unix_s"])
     position = {i: pos + 1 for pos, i in enumerate(order)}
     rows = []
     for i, (rec, verdict) in enumerate(zip(recs, verdicts)):
-        derived = derived_metrics(rec, cs_tflops=cs_tflops, K=metric["K"], tt_scale=metric["tt_scale"])
-        rows.append({**_flatten(rec), **derived, **trial_cost({**rec, **derived}, cost, intensity_g_per_kwh),
+        derived = derived_metrics(rec, cs_tflops=per_profile(cs_tflops, rec["levels"]), K=metric["K"], tt_scale=metric["tt_scale"])
+        rows.append({"series": series_of(rec["levels"]), **_flatten(rec), **derived,
+                     **trial_cost({**rec, **derived}, cost, intensity_g_per_kwh),
                      "cost_is_estimate": rec["meter_is_estimate"], **verdict, "run_position": position[i]})
-    return pl.DataFrame(rows, infer_schema_length=None).sort("budget", "trial"), missing
+    return pl.DataFrame(rows, infer_schema_length=None), missing
 
 
 def _summary(values: np.ndarray) -> dict[str, float | int | None]:
@@ -92,40 +96,47 @@ def _summary(values: np.ndarray) -> dict[str, float | int | None]:
             "ci95_low": None if half is None else mean - half, "ci95_high": None if half is None else mean + half}
 
 
+def series_order(table: pl.DataFrame) -> list[str]:
+    """The series of a table in the design's order (the order its rows come in)."""
+    return list(dict.fromkeys(table["series"].to_list())) if table.height else []
+
+
 def conditions_table(trials: pl.DataFrame) -> pl.DataFrame:
-    """Long table: budget × measure with n, mean, sd, sem, 95 % t-interval and % change from the previous budget.
+    """Long table: series × budget × measure with n, mean, sd, sem, 95 % t-interval and % change from the
+    previous budget of the same series (the series: the levels of every other factor, "" in a one-factor study).
 
     Nulls (e.g. energy with meter none) are left out of n, never counted as zero.
     """
     rows = []
     budgets = sorted(trials["budget"].unique().to_list()) if trials.height else []
-    for measure in MEASURES:
-        if measure not in trials.columns:
-            continue
-        previous = None
-        for budget in budgets:
-            values = trials.filter(pl.col("budget") == budget)[measure].drop_nulls().cast(pl.Float64).to_numpy()
-            row = {"budget": budget, "measure": measure, **_summary(values)}
-            row["pct_change_from_previous"] = (
-                None if previous is None or row["mean"] is None or not previous else 100.0 * (row["mean"] - previous) / previous
-            )
-            previous = row["mean"]
-            rows.append(row)
+    for series in series_order(trials):
+        mine = trials.filter(pl.col("series") == series)
+        for measure in MEASURES:
+            if measure not in trials.columns:
+                continue
+            previous = None
+            for budget in budgets:
+                values = mine.filter(pl.col("budget") == budget)[measure].drop_nulls().cast(pl.Float64).to_numpy()
+                row = {"series": series, "budget": budget, "measure": measure, **_summary(values)}
+                row["pct_change_from_previous"] = (
+                    None if previous is None or row["mean"] is None or not previous else 100.0 * (row["mean"] - previous) / previous
+                )
+                previous = row["mean"]
+                rows.append(row)
     return pl.DataFrame(rows, schema=CONDITIONS_SCHEMA, orient="row")
 
 
 def changes_table(conditions: pl.DataFrame) -> pl.DataFrame:
-    """The study's own trade-off table: for each step between budgets, perplexity reduction,
-    PE drop and power change in percent (positive reduction/drop = it went down)."""
-    if conditions.height == 0:
-        return pl.DataFrame(schema=CHANGES_SCHEMA)
-    wide = conditions.pivot(on="measure", index="budget", values="pct_change_from_previous").sort("budget")
-    budgets = wide["budget"].to_list()
-    get = lambda m: wide[m].to_list() if m in wide.columns else [None] * len(budgets)  # noqa: E731
-    ppl, pe, power, energy = get("perplexity"), get("pe"), get("power_rms_w"), get("energy_j")
-    neg = lambda x: None if x is None else -x  # noqa: E731
-    return pl.DataFrame(
-        [{"from_budget": budgets[i - 1], "to_budget": budgets[i], "perplexity_reduction_pct": neg(ppl[i]),
-          "pe_drop_pct": neg(pe[i]), "power_change_pct": power[i], "energy_change_pct": energy[i]} for i in range(1, len(budgets))],
-        schema=CHANGES_SCHEMA, orient="row",
-    )
+    """The study's own trade-off table: for each step between budgets (within each series), perplexity
+    reduction, PE drop and power change in percent (positive reduction/drop = it went down)."""
+    rows = []
+    for series in series_order(conditions):
+        wide = (conditions.filter(pl.col("series") == series)
+                .pivot(on="measure", index="budget", values="pct_change_from_previous").sort("budget"))
+        budgets = wide["budget"].to_list()
+        get = lambda m: wide[m].to_list() if m in wide.columns else [None] * len(budgets)  # noqa: E731
+        ppl, pe, power, energy = get("perplexity"), get("pe"), get("power_rms_w"), get("energy_j")
+        neg = lambda x: None if x is None else -x  # noqa: E731
+        rows += [{"series": series, "from_budget": budgets[i - 1], "to_budget": budgets[i], "perplexity_reduction_pct": neg(ppl[i]),
+                  "pe_drop_pct": neg(pe[i]), "power_change_pct": power[i], "energy_change_pct": energy[i]} for i in range(1, len(budgets))]
+    return pl.DataFrame(rows, schema=CHANGES_SCHEMA, orient="row")

@@ -16,6 +16,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from .cost import CostError, carbon_intensity
+from .design import merged_model
 from .presets import NATIVE_FIELDS, PRESETS
 
 
@@ -40,35 +41,53 @@ def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> None:
             config[key] = copy.deepcopy(sub["default"])
         if isinstance(config.get(key), dict) and sub.get("type") == "object":
             _fill_defaults(config[key], sub)
+            if isinstance(sub.get("additionalProperties"), dict):  # named levels, e.g. design.hardware
+                for value in config[key].values():
+                    if isinstance(value, dict):
+                        _fill_defaults(value, sub["additionalProperties"])
 
 
-def _requirements(cfg: dict[str, Any]) -> list[str]:
+def _requirements(cfg: dict[str, Any], schema: dict[str, Any]) -> list[str]:
     """Cross-key rules that a schema would state only with unreadable if/then blocks."""
     problems = []
     if cfg["corpus"]["source"] == "local" and not cfg["corpus"]["local"]["files"]:
         problems.append("corpus.local.files: corpus.source is local, so list at least one file")
-    for section in ("tokenizer", "model"):
-        if cfg[section]["source"] == "pretrained" and not cfg[section]["name"]:
-            problems.append(f"{section}.name: {section}.source is pretrained, so give a Hub id or a local path")
-    for section in ("tokenizer", "model"):
-        name = cfg[section]["name"]
-        if cfg[section]["source"] == "pretrained" and name and name.startswith(("/", "./", "../", "~")) \
-                and not Path(name).expanduser().exists():
-            problems.append(f"{section}.name: the folder {name} does not exist; give an existing folder or a Hub id")
     if isinstance(cfg["cost"]["carbon_intensity"], str):
         try:
             carbon_intensity(cfg["cost"]["carbon_intensity"])
         except CostError as err:
             problems.append(str(err))
-    model = cfg["model"]
+    problems += _model_problems(cfg["model"], cfg["tokenizer"], "")
+    for level, spec in cfg["design"].get("model", {}).items():
+        prefix = f"design.model.{level}."
+        model = merged_model(cfg["model"], spec)
+        tokenizer = {**cfg["tokenizer"], **spec.get("tokenizer", {})}
+        found = [f"{prefix}{_key_path(e.absolute_path) if e.absolute_path else '(level)'}: {e.message}"
+                 for e in Draft202012Validator(schema["properties"]["model"]).iter_errors(model)]
+        found += [f"{prefix}tokenizer.{_key_path(e.absolute_path)}: {e.message}"
+                  for e in Draft202012Validator(schema["properties"]["tokenizer"]).iter_errors(tokenizer)]
+        problems += found or _model_problems(model, tokenizer, prefix)
+    return problems
+
+
+def _model_problems(model: dict[str, Any], tokenizer: dict[str, Any], prefix: str) -> list[str]:
+    """What a model and its tokenizer need beyond the schema; ``prefix`` places them (a design level)."""
+    problems = []
+    for section, spec in (("tokenizer", tokenizer), ("model", model)):
+        name = spec["name"]
+        if spec["source"] == "pretrained" and not name:
+            problems.append(f"{prefix}{section}.name: {section}.source is pretrained, so give a Hub id or a local path")
+        if spec["source"] == "pretrained" and name and name.startswith(("/", "./", "../", "~")) \
+                and not Path(name).expanduser().exists():
+            problems.append(f"{prefix}{section}.name: the folder {name} does not exist; give an existing folder or a Hub id")
     if model["source"] == "config" and model["preset"] not in PRESETS:
-        problems.append(f"model.preset: {model['preset']!r} is not a preset; choose one of {', '.join(sorted(PRESETS))}")
+        problems.append(f"{prefix}model.preset: {model['preset']!r} is not a preset; choose one of {', '.join(sorted(PRESETS))}")
     if model["implementation"] == "native" and model["source"] == "pretrained":
-        problems.append("model.implementation: native builds models from a preset; a pretrained model loads through "
+        problems.append(f"{prefix}model.implementation: native builds models from a preset; a pretrained model loads through "
                         "transformers (implementation hf or auto)")
     unsupported = sorted(set(model["overrides"]) - NATIVE_FIELDS)
     if model["source"] == "config" and model["implementation"] != "hf" and unsupported:
-        problems.append(f"model.overrides: {unsupported} need model.implementation: hf (the native Llama supports "
+        problems.append(f"{prefix}model.overrides: {unsupported} need model.implementation: hf (the native Llama supports "
                         f"{', '.join(sorted(NATIVE_FIELDS))})")
     return problems
 
@@ -81,8 +100,11 @@ def canonical(value: Any, schema: dict[str, Any]) -> Any:
     ``trials: 3.0`` for ``3``, would rerun every job although the study is the same.
     """
     if isinstance(value, dict):
-        props = schema.get("properties", {})
-        return {k: canonical(value[k], props.get(k, {})) for k in sorted(value)}
+        props, other = schema.get("properties", {}), schema.get("additionalProperties")
+        other = other if isinstance(other, dict) else {}
+        # Named levels keep the order they were written in: it is the order of tables and figures.
+        keys = list(value) if schema.get("x-ordered") else sorted(value)
+        return {k: canonical(value[k], props.get(k, other)) for k in keys}
     if isinstance(value, list):
         return [canonical(v, schema.get("items", {})) for v in value]
     kinds = schema.get("type", [])
@@ -101,7 +123,7 @@ def validate_config(config: dict[str, Any], schema: dict[str, Any]) -> dict[str,
     problems = [f"{_key_path(e.absolute_path)}: {e.message}" for e in errors]
     if not problems:
         _fill_defaults(cfg, schema)
-        problems = _requirements(cfg)
+        problems = _requirements(cfg, schema)
     if problems:
         raise ConfigError("invalid tokenwatt config:\n  " + "\n  ".join(problems))
     return canonical(cfg, schema)
@@ -130,7 +152,8 @@ def schema_reference(schema: dict[str, Any]) -> str:
             if isinstance(allowed, list):
                 allowed = " or ".join(allowed)
             bounds = [f"{op} {sub[k]}" for k, op in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤")) if k in sub]
-            default = f"`{json.dumps(sub['default'])}`" if "default" in sub else "required"
+            default = (f"`{json.dumps(sub['default'])}`" if "default" in sub
+                       else "required" if name in node.get("required", []) else "optional")
             rows.append(f"| `{key}` | {' '.join([str(allowed), *bounds])} | {default} | {sub.get('description', '')} |")
 
     walk(schema, "")

@@ -10,7 +10,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from .measures import budget_label, display_exponent, label, power_of_ten  # noqa: E402
+from .design import LEVEL_PREFIX, factor_name, parse_cell, series_label  # noqa: E402
+from .measures import MEASURES, budget_label, display_exponent, label, power_of_ten  # noqa: E402
 
 
 
@@ -18,23 +19,39 @@ def _estimate_note(estimated: bool) -> str:
     return "\n(power and energy ESTIMATED from CPU utilisation × TDP, not measured)" if estimated else ""
 
 
+def _series(table: pl.DataFrame) -> list[str]:
+    return list(dict.fromkeys(table["series"].to_list())) if "series" in table.columns and table.height else [""]
+
+
+def _of(table: pl.DataFrame, series: str) -> pl.DataFrame:
+    return table.filter(pl.col("series") == series) if "series" in table.columns else table
+
+
 def _paired(ax, trials: pl.DataFrame, conditions: pl.DataFrame, measure: str, scale: float = 1.0, unit_label: str | None = None) -> None:
-    """Every trial as a point, its budgets joined by a line, and the mean ± 95 % CI."""
+    """Every trial as a point, its budgets joined by a line, and the mean ± 95 % CI: one line per series
+    (the levels of the other factors), an interaction plot when there are several."""
     budgets = sorted(trials["budget"].unique().to_list())
     x = {b: i for i, b in enumerate(budgets)}
-    groups = list(trials.sort("budget").group_by("trial", maintain_order=True))
-    for i, (_, grp) in enumerate(groups):
-        vals = grp[measure].cast(pl.Float64)
-        if vals.null_count() == len(vals):
-            continue
-        dodge = 0.12 * (i / max(len(groups) - 1, 1) - 0.5)  # each trial a little to the side, off the mean marker
-        ax.plot([x[b] + dodge for b in grp["budget"]], vals.to_numpy() * scale, color="0.6", lw=0.8, alpha=0.6, marker="o", ms=3)
-    summary = conditions.filter(pl.col("measure") == measure).sort("budget").drop_nulls("mean")
-    if summary.height:
-        mean = summary["mean"].to_numpy() * scale
-        err = np.vstack([mean - summary["ci95_low"].fill_null(summary["mean"]).to_numpy() * scale,
-                         summary["ci95_high"].fill_null(summary["mean"]).to_numpy() * scale - mean])
-        ax.errorbar([x[b] for b in summary["budget"]], mean, yerr=err, color="C3", lw=2, capsize=5, marker="s", ms=7, label="mean ± 95 % CI")
+    all_series = _series(trials)
+    one = len(all_series) == 1
+    for k, series in enumerate(all_series):
+        colour = "C3" if one else f"C{k}"
+        groups = list(_of(trials, series).sort("budget").group_by("trial", maintain_order=True))
+        for i, (_, grp) in enumerate(groups):
+            vals = grp[measure].cast(pl.Float64)
+            if vals.null_count() == len(vals):
+                continue
+            dodge = 0.12 * (i / max(len(groups) - 1, 1) - 0.5) + (0 if one else 0.06 * (k - (len(all_series) - 1) / 2))
+            ax.plot([x[b] + dodge for b in grp["budget"]], vals.to_numpy() * scale, color="0.6" if one else colour,
+                    lw=0.8, alpha=0.6 if one else 0.25, marker="o", ms=3)
+        summary = _of(conditions, series).filter(pl.col("measure") == measure).sort("budget").drop_nulls("mean")
+        if summary.height:
+            mean = summary["mean"].to_numpy() * scale
+            err = np.vstack([mean - summary["ci95_low"].fill_null(summary["mean"]).to_numpy() * scale,
+                             summary["ci95_high"].fill_null(summary["mean"]).to_numpy() * scale - mean])
+            ax.errorbar([x[b] for b in summary["budget"]], mean, yerr=err, color=colour, lw=2, capsize=5, marker="s", ms=7,
+                        label="mean ± 95 % CI" if one else f"{series_label(series)}: mean ± 95 % CI")
+    if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best", fontsize=8)
     ax.set_xticks(range(len(budgets)), [budget_label(b) for b in budgets])
     ax.set_xlabel("Training-token budget (real tokens per epoch)")
@@ -42,12 +59,47 @@ def _paired(ax, trials: pl.DataFrame, conditions: pl.DataFrame, measure: str, sc
     ax.grid(alpha=0.3)
 
 
+def _facets(trials: pl.DataFrame) -> list[tuple[str, pl.Series | None]]:
+    """With two or more further factors, one panel per level of the last one (a third factor); else one panel."""
+    varying = [c for c in trials.columns if c.startswith(LEVEL_PREFIX) and trials[c].n_unique() > 1]
+    if len(varying) < 2:
+        return [("", None)]
+    last = varying[-1]
+    return [(f"{factor_name(last)} {level}", pl.col(last) == level) for level in dict.fromkeys(trials[last].to_list())]
+
+
 def pe_by_budget(trials, conditions, estimated: bool):
-    fig, ax = plt.subplots(figsize=(6.5, 4.5), layout="constrained")
+    facets = _facets(trials)
+    fig, axes = plt.subplots(1, len(facets), figsize=(6.5 * len(facets), 4.5), layout="constrained", squeeze=False, sharey=True)
     # PE is ~1e-8 in a.u.: scaled like the report's table, so no offset label collides with the title
     exponent = display_exponent(trials["pe"].drop_nulls().to_list())
-    _paired(ax, trials, conditions, "pe", scale=10.0**-exponent, unit_label=label("pe") + power_of_ten(exponent))
-    ax.set_title("PE by token budget (lines join one trial across budgets)" + _estimate_note(estimated), fontsize=10)
+    for ax, (title, keep) in zip(axes[0], facets):
+        shown = trials if keep is None else trials.filter(keep)
+        _paired(ax, shown, conditions.filter(pl.col("series").is_in(_series(shown))), "pe", scale=10.0**-exponent,
+                unit_label=label("pe") + power_of_ten(exponent))
+        if title:
+            ax.set_title(title, fontsize=9)
+    heading = "PE by token budget (lines join one trial across budgets)" + _estimate_note(estimated)
+    if len(facets) == 1:
+        axes[0][0].set_title(heading, fontsize=10)
+    else:
+        fig.suptitle(heading, fontsize=10)
+    return fig
+
+
+def efficiency_layers(trials, conditions, estimated: bool):
+    """The three efficiency layers side by side: quality per parameter, per compute and per energy, by budget
+    (one line per level of the other factors)."""
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5), layout="constrained")
+    for ax, measure in zip(axes, ("quality_per_mparam", "quality_per_pflop", "quality_per_kj")):
+        if trials[measure].drop_nulls().len() == 0:
+            ax.set_axis_off()
+            ax.set_title(f"{label(measure)}: not measured", fontsize=9)
+            continue
+        exponent = display_exponent(trials[measure].drop_nulls().to_list())
+        _paired(ax, trials, conditions, measure, scale=10.0**-exponent, unit_label=label(measure) + power_of_ten(exponent))
+        ax.set_title(MEASURES[measure][0], fontsize=9)
+    fig.suptitle("The efficiency layers by token budget" + _estimate_note(estimated), fontsize=10)
     return fig
 
 
@@ -73,12 +125,16 @@ def perplexity_vs_tokens(trials, conditions, estimated: bool):
     # every trial visible: a small seeded horizontal jitter (in log space) keeps points off the mean marker
     jitter = 10 ** np.random.default_rng(0).uniform(-0.03, 0.03, trials.height)
     ax.scatter(trials["real_tokens"].to_numpy() * jitter, trials["perplexity"], s=14, alpha=0.6, color="0.4", label="trial")
-    means = trials.group_by("budget").agg(pl.col("real_tokens").mean()).join(
-        conditions.filter(pl.col("measure") == "perplexity").select("budget", "mean", "ci95_low", "ci95_high"), on="budget").sort("budget")
-    mean = means["mean"].to_numpy()
-    err = np.vstack([mean - means["ci95_low"].fill_null(means["mean"]).to_numpy(),
-                     means["ci95_high"].fill_null(means["mean"]).to_numpy() - mean])
-    ax.errorbar(means["real_tokens"], mean, yerr=err, color="C3", marker="s", lw=2, capsize=5, label="budget mean ± 95 % CI")
+    all_series = _series(trials)
+    for k, series in enumerate(all_series):
+        means = _of(trials, series).group_by("budget").agg(pl.col("real_tokens").mean()).join(
+            _of(conditions, series).filter(pl.col("measure") == "perplexity").select("budget", "mean", "ci95_low", "ci95_high"),
+            on="budget").sort("budget")
+        mean = means["mean"].to_numpy()
+        err = np.vstack([mean - means["ci95_low"].fill_null(means["mean"]).to_numpy(),
+                         means["ci95_high"].fill_null(means["mean"]).to_numpy() - mean])
+        ax.errorbar(means["real_tokens"], mean, yerr=err, color="C3" if len(all_series) == 1 else f"C{k}", marker="s", lw=2,
+                    capsize=5, label="budget mean ± 95 % CI" if len(all_series) == 1 else f"{series_label(series)}: mean ± 95 % CI")
     ax.set_xscale("log")
     ax.set_xlabel("Real tokens processed (budget × epochs, log scale)")
     ax.set_ylabel("Eval perplexity")
@@ -92,10 +148,14 @@ def tradeoff(changes: pl.DataFrame, estimated: bool):
     """Per doubling step: how much perplexity fell against how much PE fell."""
     fig, ax = plt.subplots(figsize=(6.5, 4.5), layout="constrained")
     ok = changes.drop_nulls(["perplexity_reduction_pct", "pe_drop_pct"])
-    ax.plot(ok["perplexity_reduction_pct"], ok["pe_drop_pct"], marker="o", color="C0", label="step to the next budget")
-    for row in ok.iter_rows(named=True):
-        ax.annotate(f"{budget_label(row['from_budget'])}→{budget_label(row['to_budget'])}",
-                    (row["perplexity_reduction_pct"], row["pe_drop_pct"]), textcoords="offset points", xytext=(6, 6), fontsize=9)
+    all_series = _series(ok)
+    for k, series in enumerate(all_series):
+        mine = _of(ok, series)
+        ax.plot(mine["perplexity_reduction_pct"], mine["pe_drop_pct"], marker="o", color=f"C{k}",
+                label="step to the next budget" if len(all_series) == 1 else series_label(series))
+        for row in mine.iter_rows(named=True):
+            ax.annotate(f"{budget_label(row['from_budget'])}→{budget_label(row['to_budget'])}",
+                        (row["perplexity_reduction_pct"], row["pe_drop_pct"]), textcoords="offset points", xytext=(6, 6), fontsize=9)
     lim = max([1.0, *ok["perplexity_reduction_pct"].abs().to_list(), *ok["pe_drop_pct"].abs().to_list()]) * 1.15
     ax.plot([0, lim], [0, lim], ls="--", color="0.5", lw=1, label="equal change")
     ax.set_xlabel("Perplexity reduction from the previous budget (%)")
@@ -106,19 +166,29 @@ def tradeoff(changes: pl.DataFrame, estimated: bool):
     return fig
 
 
-def power_traces(traces: dict[tuple[int, int], pl.DataFrame], estimated: bool):
-    """The polled power of one trial per budget over its training window; ``traces`` maps (budget, trial) to a trace."""
+def power_traces(traces: dict[tuple[str, int], pl.DataFrame], estimated: bool):
+    """The polled power of one trial per cell over its training window; ``traces`` maps (cell id, trial) to a trace."""
     fig, ax = plt.subplots(figsize=(8, 4.5), layout="constrained")
-    for (budget, trial), trace in sorted(traces.items()):
+    for (cell, trial), trace in traces.items():
         valid = trace.drop_nulls("power_w")
-        ax.plot(valid["t_s"], valid["power_w"], lw=1.2, label=f"{budget_label(budget)} (trial {trial})")
+        ax.plot(valid["t_s"], valid["power_w"], lw=1.2, label=f"{_cell_name(cell)} (trial {trial})")
     ax.set_xlabel("Time since training started (s)")
     ax.set_ylabel("Power (W)" + (" — estimated" if estimated else ""))
-    ax.set_title("Power during training, one trial per budget" + _estimate_note(estimated), fontsize=10)
+    ax.set_title("Power during training, one trial per condition" + _estimate_note(estimated), fontsize=10)
     ax.grid(alpha=0.3)
     if traces:
         ax.legend(fontsize=8)
     return fig
+
+
+def _condition_name(series: str, budget: int) -> str:
+    """``10K`` or ``model small, 10K``."""
+    return ", ".join(filter(None, [series_label(series), budget_label(budget)]))
+
+
+def _cell_name(cell: str) -> str:
+    parsed = parse_cell(cell)
+    return _condition_name(parsed.series, parsed.budget)
 
 
 def measurement_quality(trials: pl.DataFrame, estimated: bool):
@@ -126,7 +196,7 @@ def measurement_quality(trials: pl.DataFrame, estimated: bool):
     flagged trials marked, so a disturbance shows as a point off its condition's level."""
     order = trials.sort("run_position")
     flagged = (order["quality"] == "flagged").to_numpy()
-    budgets = sorted(order["budget"].unique().to_list())
+    cells = list(dict.fromkeys(order.sort("series", "budget")["cell"].to_list())) if "cell" in order.columns else []
     fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True, layout="constrained")
     panels = [("tokens_per_s", "Throughput (tokens/s)"), ("power_rms_w", "RMS power (W)" + (" — estimated" if estimated else "")),
               (None, "Matmul check ÷ reference")]
@@ -141,9 +211,9 @@ def measurement_quality(trials: pl.DataFrame, estimated: bool):
             y = np.where(np.abs(before - 1) >= np.abs(after - 1), before, after)  # circle the check that strayed most
         else:
             y = order[column].cast(pl.Float64).to_numpy()
-            for i, b in enumerate(budgets):
-                mine = (order["budget"] == b).to_numpy()
-                ax.scatter(x[mine], y[mine], s=22, color=f"C{i}", label=budget_label(b))
+            for i, cell in enumerate(cells):
+                mine = (order["cell"] == cell).to_numpy()
+                ax.scatter(x[mine], y[mine], s=22, color=f"C{i % 10}", label=_cell_name(cell))
         if flagged.any():
             ax.scatter(x[flagged], y[flagged], s=110, facecolors="none", edgecolors="C3", linewidths=1.6, label="flagged")
         ax.set_ylabel(ylabel)
@@ -162,19 +232,19 @@ def quality_vs_cost(trials: pl.DataFrame, conditions: pl.DataFrame, estimated: b
     panels = [("kwh", "Energy per trial at the facility", "kWh", " — estimated" if estimated else "")]
     if priced:
         panels.append(("total_cost", "Cost per trial", currency or "cost.currency", " — from estimated energy" if estimated else ""))
-    summary = {(r["measure"], r["budget"]): r for r in conditions.iter_rows(named=True)}
-    budgets = sorted(trials["budget"].unique().to_list())
+    summary = {(r["measure"], r["series"], r["budget"]): r for r in conditions.iter_rows(named=True)}
+    conditions_shown = [(s_, b) for s_ in _series(trials) for b in sorted(trials["budget"].unique().to_list())]
     for ax, (column, name, unit, note) in zip(axes[0], panels):
         scale = 10.0 ** -(exponent := display_exponent(trials[column].drop_nulls().to_list()))
-        for i, b in enumerate(budgets):
-            mine = trials.filter(pl.col("budget") == b).drop_nulls([column, "inv_ppl"])
-            ax.scatter(mine[column].to_numpy() * scale, mine["inv_ppl"], s=14, alpha=0.5, color=f"C{i}")
-            x, y = summary.get((column, b)), summary.get(("inv_ppl", b))
+        for i, (series, b) in enumerate(conditions_shown):
+            mine = _of(trials, series).filter(pl.col("budget") == b).drop_nulls([column, "inv_ppl"])
+            ax.scatter(mine[column].to_numpy() * scale, mine["inv_ppl"], s=14, alpha=0.5, color=f"C{i % 10}")
+            x, y = summary.get((column, series, b)), summary.get(("inv_ppl", series, b))
             if not x or not y or x["mean"] is None or y["mean"] is None:
                 continue
             half = lambda r: [[r["mean"] - (r["ci95_low"] or r["mean"])], [(r["ci95_high"] or r["mean"]) - r["mean"]]]  # noqa: E731
-            ax.errorbar(x["mean"] * scale, y["mean"], xerr=np.array(half(x)) * scale, yerr=half(y), color=f"C{i}", marker="s",
-                        ms=7, capsize=4, label=f"{budget_label(b)}: mean ± 95 % CI")
+            ax.errorbar(x["mean"] * scale, y["mean"], xerr=np.array(half(x)) * scale, yerr=half(y), color=f"C{i % 10}", marker="s",
+                        ms=7, capsize=4, label=f"{_condition_name(series, b)}: mean ± 95 % CI")
         ax.set_xlabel(f"{name} ({unit}{power_of_ten(exponent)}){note}")
         ax.set_ylabel(label("inv_ppl"))
         ax.grid(alpha=0.3)
@@ -197,12 +267,13 @@ def _has(trials: pl.DataFrame, column: str) -> bool:
 
 
 def make_all(trials: pl.DataFrame, conditions: pl.DataFrame, changes: pl.DataFrame,
-             traces: dict[tuple[int, int], pl.DataFrame], estimated: bool, currency: str = "") -> dict:
+             traces: dict[tuple[str, int], pl.DataFrame], estimated: bool, currency: str = "") -> dict:
     """Every figure of the report by name; one that has no data to show says why instead."""
     none_measured = "not measured: meter none records no power or energy"
     no_trials = "no finished trials yet"
     plans = {
         "pe_by_budget": (lambda: pe_by_budget(trials, conditions, estimated), "pe", f"PE {none_measured}"),
+        "efficiency_layers": (lambda: efficiency_layers(trials, conditions, estimated), "quality_per_mparam", no_trials),
         "power_energy_by_budget": (lambda: power_energy_by_budget(trials, conditions, estimated), "power_rms_w", f"Power {none_measured}"),
         "time_by_budget": (lambda: time_by_budget(trials, conditions, estimated), "train_s", no_trials),
         "perplexity_vs_tokens": (lambda: perplexity_vs_tokens(trials, conditions, estimated), "perplexity", no_trials),

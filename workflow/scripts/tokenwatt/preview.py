@@ -6,17 +6,18 @@ import statistics
 from typing import Any
 
 
-def cost_preview(budgets: list[int], trials: list[int], epochs: int, finished: dict[tuple[int, int], dict[str, Any]],
+def cost_preview(expected: dict[Any, int], shape: str, epochs: int, finished: dict[Any, dict[str, Any]],
                  cost: dict[str, Any] | None = None) -> str:
-    """A few lines for the log. Time comes from trials already finished on this machine:
+    """A few lines for the log. ``expected`` maps every (cell, trial) to its budget; ``shape`` says how
+    the design makes them ("3 budgets × 5 trials"). Time comes from trials already finished on this machine:
     seconds per real token of training, plus the median fixed cost of a trial (model build,
     device benchmark, idle baseline, eval). Process start-up is not included. Energy likewise
     (joules per real token), and from it CO2 and money where ``cost`` sets them."""
-    todo = [(b, t) for b in budgets for t in trials if (b, t) not in finished]
-    tokens_all = sum(b * epochs for b in budgets) * len(trials)
-    tokens_todo = sum(b * epochs for b, _ in todo)
+    todo = [key for key in expected if key not in finished]
+    tokens_all = sum(expected.values()) * epochs
+    tokens_todo = sum(expected[key] for key in todo) * epochs
     lines = [
-        f"tokenwatt plan: {len(budgets)} budgets × {len(trials)} trials = {len(budgets) * len(trials)} trials, "
+        f"tokenwatt plan: {shape} = {len(expected)} trials, "
         f"{len(todo)} without results yet; ~{tokens_todo:,} of ~{tokens_all:,} training tokens (budget × epochs) to go."
     ]
     timed = [m for m in finished.values() if m.get("run_s") and m.get("real_tokens")]

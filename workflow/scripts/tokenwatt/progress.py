@@ -12,12 +12,17 @@ from typing import Any
 
 import polars as pl
 
+from .design import Design, parse_cell, series_label, series_of
 from .measures import budget_label
 from .quality import assess, quality_settings
 
 
-def trial_started(budget: int, trial: int) -> str:
-    return f"▶ {budget_label(budget)} · trial {trial}: started (progress lines in its log)"
+def _condition(budget: int, levels: dict[str, str]) -> str:
+    return ", ".join(filter(None, [series_label(series_of(levels)), budget_label(budget)]))
+
+
+def trial_started(budget: int, trial: int, levels: dict[str, str] | None = None) -> str:
+    return f"▶ {_condition(budget, levels or {})} · trial {trial}: started (progress lines in its log)"
 
 
 def first_look(m: dict[str, Any], power: pl.DataFrame, steps: pl.DataFrame, config: dict[str, Any]) -> str:
@@ -35,13 +40,19 @@ def trial_finished(m: dict[str, Any], look: str = "") -> str:
     power = "power not measured" if m["power_mean_w"] is None else f"{m['power_mean_w']:.1f} W{estimate}"
     energy = "" if m["energy_j"] is None else f", {m['energy_j']:,.1f} J{estimate}"
     loss = f"DIVERGED at step {m['diverged_at_step']}" if m["status"] == "diverged" else f"eval loss {m['eval_loss']:.4f}"
-    return (f"■ {budget_label(m['budget'])} · trial {m['trial']}: {m['real_tokens'] / m['train_s']:,.0f} tokens/s, {power}{energy}, "
+    return (f"■ {_condition(m['budget'], m.get('levels', {}))} · trial {m['trial']}: {m['real_tokens'] / m['train_s']:,.0f} tokens/s, {power}{energy}, "
             f"{loss}, {m['train_s']:.1f} s training / {m['run_s']:.1f} s in all" + (f"; {look}" if look else ""))
 
 
-def study_progress(finished: dict[tuple[int, int], dict[str, Any]], expected: list[tuple[int, int]]) -> str:
+def expected_trials(config: dict[str, Any]) -> list[tuple[str, int]]:
+    """Every (cell, trial) of the study, for the progress line. Asked here, in display-only code (left out
+    of every code digest), so that the trial script's digest does not include the design module."""
+    return Design(config).keys()
+
+
+def study_progress(finished: dict[tuple[str, int], dict[str, Any]], expected: list[tuple[str, int]]) -> str:
     """Trials done of all, and the time and energy still to go, estimated from finished trials of the
-    same budget (or, for a budget with none yet, from the others scaled by tokens)."""
+    same cell (or, for a cell with none yet, from the others scaled by tokens)."""
     todo = [key for key in expected if key not in finished]
     line = f"  study: {len(expected) - len(todo)} of {len(expected)} trials done"
     if not todo:
@@ -56,9 +67,11 @@ def study_progress(finished: dict[tuple[int, int], dict[str, Any]], expected: li
 
     seconds = joules = 0.0
     energy_known = True
-    for budget, _ in todo:
-        same = [m for m in done if m["budget"] == budget] or done  # same budget first: its workload matches
-        tokens = statistics.median(m["real_tokens"] for m in same) * (1 if same[0]["budget"] == budget else budget / same[0]["budget"])
+    for cell, _ in todo:
+        same = [m for m in done if m["cell"] == cell]  # same cell first: its workload matches
+        tokens = (statistics.median(m["real_tokens"] for m in same) if same
+                  else statistics.median(m["real_tokens"] / m["budget"] for m in done) * parse_cell(cell).budget)
+        same = same or done
         seconds += per_token([(m["run_s"], m["real_tokens"]) for m in same]) * tokens
         rate = per_token([(m["energy_j"], m["real_tokens"]) for m in same])
         energy_known = energy_known and rate is not None

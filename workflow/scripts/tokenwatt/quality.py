@@ -18,6 +18,7 @@ from typing import Any, Callable
 import numpy as np
 import polars as pl
 
+from .design import per_profile, profile_key_of
 Diagnostics = dict[str, Any]
 
 
@@ -118,20 +119,27 @@ def device_load(trials: pl.DataFrame) -> float | None:
 
 
 def diagnose(trials: list[dict[str, Any]], traces: list[pl.DataFrame], steps: list[pl.DataFrame],
-             reference_tflops: float | None, q: dict[str, Any]) -> list[Diagnostics]:
+             reference_tflops: float | None | dict[str, float | None], q: dict[str, Any]) -> list[Diagnostics]:
     """The numbers the rules judge, per trial (same order as ``trials``); ``reference_tflops`` is the
-    matmul checks' reference from ``profile_verdict``."""
+    matmul checks' reference from ``profile_verdict``, one per device profile (by profile key) or one for all.
+    A trial's throughput is judged against its cell's median, its idle power against that of the trials
+    measured on the same device profile (hardware level and precision)."""
     by_condition: dict[Any, list[float]] = {}
+    by_device: dict[str, list[float]] = {}
     for t in trials:
-        by_condition.setdefault(t["budget"], []).append(t["real_tokens"] / t["train_s"])
+        by_condition.setdefault(t["cell"], []).append(t["real_tokens"] / t["train_s"])
+        by_device.setdefault(profile_key_of(t["levels"]), []).append(t["idle_power_w"])
     condition_tps = {c: _median(v) for c, v in by_condition.items()}
-    idle_median = _median([t["idle_power_w"] for t in trials])
+    idle_medians = {k: _median(v) for k, v in by_device.items()}
     out = []
     for t, trace, st in zip(trials, traces, steps):
         tps = t["real_tokens"] / t["train_s"]
-        ratio = lambda x: None if x is None or not reference_tflops else x / reference_tflops  # noqa: E731
+        device = profile_key_of(t["levels"])
+        reference = per_profile(reference_tflops, t["levels"])
+        ratio = lambda x: None if x is None or not reference else x / reference  # noqa: E731
+        idle_median = idle_medians[device]
         out.append({
-            "throughput_vs_condition": tps / condition_tps[t["budget"]] - 1.0 if condition_tps[t["budget"]] else 0.0,
+            "throughput_vs_condition": tps / condition_tps[t["cell"]] - 1.0 if condition_tps[t["cell"]] else 0.0,
             "throughput_steady_deviation": steady_deviation(st, q["steady_window"]),
             "check_before_ratio": ratio(_check_median(t, "before")),
             "check_after_ratio": ratio(_check_median(t, "after")),
@@ -223,7 +231,7 @@ RULES: dict[str, Rule] = {
 
 
 def assess(trials: list[dict[str, Any]], traces: list[pl.DataFrame], steps: list[pl.DataFrame],
-           reference_tflops: float | None, q: dict[str, Any]) -> list[dict[str, Any]]:
+           reference_tflops: float | None | dict[str, float | None], q: dict[str, Any]) -> list[dict[str, Any]]:
     """Per trial: its diagnostics, one ``flag_<rule>`` per rule, ``quality`` (ok | flagged) and the reasons in words."""
     out = []
     for t, d in zip(trials, diagnose(trials, traces, steps, reference_tflops, q)):
@@ -235,6 +243,6 @@ def assess(trials: list[dict[str, Any]], traces: list[pl.DataFrame], steps: list
 
 
 # The columns of quality.csv: which trial, its verdict and reasons, every flag and the numbers behind them.
-QUALITY_COLUMNS = ["budget", "trial", "run_position", "quality", "quality_reasons", *(f"flag_{name}" for name in RULES),
+QUALITY_COLUMNS = ["series", "budget", "trial", "run_position", "quality", "quality_reasons", *(f"flag_{name}" for name in RULES),
                    "throughput_vs_condition", "throughput_steady_deviation", "check_before_ratio", "check_after_ratio",
                    "idle_power_deviation_w", "power_step", "temperature_start_c"]

@@ -13,7 +13,8 @@ import polars as pl
 from .measures import FAMILIES, TESTED, budget_label, display_exponent, fixed, label, power_of_ten
 from .provenance import utc
 from .quality import device_load
-from .stats import bounded, fmt_p, p_value
+from .design import series_label
+from .stats import bounded, fmt_p, p_value, series_blocks
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
@@ -54,39 +55,46 @@ class _Raw(str):
 
 
 def _conditions_html(conditions: pl.DataFrame) -> str:
-    """One compact table per family of measures: a row per measure, a column per budget, each cell the
-    mean with its 95 % CI and the change from the previous budget; a row's power of ten in its label."""
+    """One compact table per family of measures: a row per measure, a column per cell (series × budget), each
+    cell the mean with its 95 % CI and the change from the previous budget of its series; a row's power of
+    ten in its label."""
     if conditions.height == 0:
         return "<p>No finished trials, so no conditions to summarise.</p>"
     budgets = sorted(conditions["budget"].unique().to_list())
-    n_by_budget = {b: conditions.filter(pl.col("budget") == b)["n"].max() for b in budgets}
-    header = ["measure", *[f"{budget_label(b)} (n = {n_by_budget[b]})" for b in budgets]]
+    columns = [(s_, b) for s_ in dict.fromkeys(conditions["series"].to_list()) for b in budgets]
+    n_of = {(s_, b): conditions.filter((pl.col("series") == s_) & (pl.col("budget") == b))["n"].max() for s_, b in columns}
+    header = ["measure", *[f"{condition_name(s_, b)} (n = {n_of[(s_, b)]})" for s_, b in columns]]
     parts = []
     for family, measures in FAMILIES.items():
         rows = []
         for measure in measures:
-            got = {r["budget"]: r for r in conditions.filter(pl.col("measure") == measure).iter_rows(named=True)}
+            got = {(r["series"], r["budget"]): r for r in conditions.filter(pl.col("measure") == measure).iter_rows(named=True)}
             if not got or all(r["mean"] is None for r in got.values()):
                 continue
             scale = display_exponent([v for r in got.values() for v in (r["mean"], r["ci95_low"], r["ci95_high"])])
             name = esc(label(measure) + power_of_ten(scale))
             cells = []
-            for b in budgets:
-                r = got.get(b)
+            for key in columns:
+                r = got.get(key)
                 if r is None or r["mean"] is None:
                     cells.append(_Raw("—"))
                     continue
                 cell = f"{fixed(r['mean'], scale)} <span class=\"ci\">[{fixed(r['ci95_low'], scale)}, {fixed(r['ci95_high'], scale)}]</span>"
-                if r["n"] != n_by_budget[b]:
+                if r["n"] != n_of[key]:
                     cell += f" <span class=\"ci\">(n = {r['n']})</span>"
                 if r["pct_change_from_previous"] is not None:
-                    cell += f"<br><span class=\"chg\">{r['pct_change_from_previous']:+.1f} % from {esc(budget_label(budgets[budgets.index(b) - 1]))}</span>"
+                    cell += f"<br><span class=\"chg\">{r['pct_change_from_previous']:+.1f} % from {esc(budget_label(budgets[budgets.index(key[1]) - 1]))}</span>"
                 cells.append(_Raw(cell))
             rows.append([_Raw(name), *cells])
         if rows:
             parts.append(f"<h3>{esc(family)}</h3>" + table(header, rows))
     return ("<p>Each cell: the mean over trials [95 % t-interval of the mean], then the change from the previous "
             "budget. Where a row's label ends in ×10ⁿ, its numbers are in that unit.</p>" + "".join(parts))
+
+
+def condition_name(series: str, budget: int) -> str:
+    """A cell in words: ``10K`` or ``model small, 10K``."""
+    return ", ".join(filter(None, [series_label(series), budget_label(budget)]))
 
 
 def _size_word(eta2_g: float) -> str:
@@ -127,7 +135,7 @@ def _cost_sentences(cost: dict[str, Any]) -> list[str]:
 
 
 def _summary_html(trials: pl.DataFrame, stats: dict[str, Any], missing: list[str], estimated: bool, n_flagged: int,
-                  profile_check: dict[str, Any], cost: dict[str, Any]) -> str:
+                  profile_check: list[dict[str, Any]], cost: dict[str, Any]) -> str:
     """The answer in plain words: what changed with the budget, how sure we are, what it cost, what to beware of."""
     if trials.height == 0:
         return "<p><b>Summary.</b> No trial has finished, so there is nothing to summarise yet.</p>"
@@ -135,16 +143,17 @@ def _summary_html(trials: pl.DataFrame, stats: dict[str, Any], missing: list[str
     said = []
     if len(budgets) >= 2:
         first, last = budgets[0], budgets[-1]
-        for measure, name in (("pe", "PE"), ("perplexity", "Perplexity")):
-            got = _paired_change(trials, measure, first, last)
-            if got:
-                mean, low, high, n = got
-                said.append(f"{name} changed by {mean:+.1f} % from {budget_label(first)} to {budget_label(last)} tokens "
-                            f"(mean over {n} trials, 95 % CI {low:+.1f} to {high:+.1f} %).")
+        for series, block in series_blocks(trials):
+            where = f" ({series_label(series)})" if series else ""
+            for measure, name in (("pe", "PE"), ("perplexity", "Perplexity")):
+                got = _paired_change(block, measure, first, last)
+                if got:
+                    mean, low, high, n = got
+                    said.append(f"{name}{where} changed by {mean:+.1f} % from {budget_label(first)} to {budget_label(last)} tokens "
+                                f"(mean over {n} trials, 95 % CI {low:+.1f} to {high:+.1f} %).")
         a = stats["anova"].get("pe", {})
         if a.get("status") == "ok":
-            said.append(f"The budget effect on PE is {_size_word(a['eta2_g'])} (η²G = {a['eta2_g']:.3f}, "
-                        f"{fmt_p(a.get('p_gg', a['p']))}{', sphericity-corrected' if 'p_gg' in a else ''}).")
+            said.extend(effect_sentence(e, "PE") for e in a["effects"])
         elif a:
             said.append(f"PE was not tested: {a.get('message', 'no values')}.")
     else:
@@ -163,10 +172,24 @@ def _summary_html(trials: pl.DataFrame, stats: dict[str, Any], missing: list[str
         caveats.append(f"{n_flagged} trial(s) were flagged as possibly disturbed measurements")
     if missing:
         caveats.append(f"{len(missing)} trial(s) are missing or failed")
-    if profile_check.get("status") == "disturbed":
-        caveats.append("the device profile looks disturbed, so PE's level (not its changes) is uncertain")
+    if any(v.get("status") == "disturbed" for v in profile_check):
+        caveats.append("a device profile looks disturbed, so PE's level (not its changes) is uncertain")
     said.append("Caveats: " + "; ".join(caveats) + "." if caveats else "No caveats: every trial finished, none was flagged.")
     return f'<p class="summary"><b>Summary.</b> {esc(" ".join(said))}</p>'
+
+
+def effect_sentence(e: dict[str, Any], measure: str) -> str:
+    """One effect of the ANOVA in plain words, with its size and (sphericity-corrected where it applies) p."""
+    if e.get("status") != "ok":
+        return f"The {e['effect']} effect on {measure} was not tested: {e.get('message', '')}."
+    p = e.get("p_gg", e["p"])
+    corrected = ", sphericity-corrected" if "p_gg" in e else ""
+    if len(e["factors"]) == 1:
+        what = f"The {e['effect']} effect on {measure}"
+    else:
+        what = f"The interaction {e['effect']} on {measure} (does the effect of one depend on the level of the other?)"
+    verdict = "is" if p < 0.05 else "is not statistically significant and"
+    return f"{what} {verdict} {_size_word(e['eta2_g'])} (η²G = {e['eta2_g']:.3f}, {fmt_p(p)}{corrected})."
 
 
 def _stats_html(stats: dict[str, Any]) -> str:
@@ -185,9 +208,26 @@ def _stats_html(stats: dict[str, Any]) -> str:
             parts.append(head + f'<span class="bad">{esc(a["message"])}</span></p>')
             continue
         fr = stats["friedman"].get(dv, {})
-        parts.append(head + f'<span class="apa">{esc(a["apa"])}</span>. Friedman: <span class="apa">{esc(fr.get("apa", "not tested"))}</span>. '
+        effects = a.get("effects", [])
+        shown = f'<span class="apa">{esc(a["apa"])}</span>' if len(effects) <= 1 else "".join(
+            f'<br>{esc(e["effect"])}: <span class="apa">{esc(e.get("apa", e.get("message")))}</span>' for e in effects)
+        parts.append(head + f'{shown}. Friedman (budget): <span class="apa">{esc(fr.get("apa", "not tested"))}</span>. '
                      f"Residual normality (Shapiro–Wilk): W = {bounded(a['residual_shapiro_w'])}, {fmt_p(a['residual_shapiro_p'])}.</p>")
-    post = [[_Raw(esc(label(r["dv"]))), _Raw(f"{esc(budget_label(r['budget_a']))} vs {esc(budget_label(r['budget_b']))}"),
+    simple = [[_Raw(esc(label(r["dv"]))), _Raw(esc(series_label(r["series"]))),
+               _Raw(esc(r.get("apa", r.get("message")))), _Raw(p_value(r["p_holm"]) if "p_holm" in r else "—")]
+              for r in stats.get("simple_effects", [])]
+    if simple:
+        parts.append("<h3>Simple effects of the budget within each level of the other factors</h3>"
+                     "<p>A one-way RM-ANOVA of the budget per level; p (GG-corrected where it applies) Holm-corrected across levels.</p>"
+                     + table(["measure", "within", "RM-ANOVA", "p (Holm)"], simple, left=3))
+    contrasts = [[_Raw(esc(label(r["dv"]))), _Raw(f"{esc(series_label(r['series_a']))} vs {esc(series_label(r['series_b']))}"),
+                  r["change_a"], r["change_b"], r["t"], r["df"], _Raw(p_value(r["p_unc"])), _Raw(p_value(r["p_holm"]))]
+                 for r in stats.get("interaction_contrasts", [])]
+    if contrasts:
+        parts.append("<h3>Interaction contrasts</h3><p>Does the change from the smallest to the largest budget differ between two "
+                     "levels? A paired t-test of the per-trial changes, Holm-corrected.</p>"
+                     + table(["measure", "levels", "change A", "change B", "t", "df", "p (uncorrected)", "p (Holm)"], contrasts, left=2))
+    post = [[_Raw(esc(label(r["dv"]))), _Raw(esc(condition_name(r.get("series", ""), r["budget_a"])) + " vs " + esc(budget_label(r["budget_b"]))),
              r["t"], r["df"], _Raw(p_value(r["p_unc"])), _Raw(p_value(r["p_holm"])), r["hedges_g"]] for r in stats["posthoc"]]
     if post:
         parts.append("<h3>Post-hoc paired t-tests (Holm-corrected)</h3>" + table(["measure", "pair", "t", "df", "p (uncorrected)", "p (Holm)", "Hedges' g"], post, left=2))
@@ -195,7 +235,12 @@ def _stats_html(stats: dict[str, Any]) -> str:
 
 
 def _reference_html(reference: dict[str, Any], conditions: pl.DataFrame, changes: pl.DataFrame, stats: dict[str, Any]) -> str:
-    """Published figures beside ours, matched by budget rank (1st, 2nd, 3rd budget)."""
+    """Published figures beside ours, matched by budget rank (1st, 2nd, 3rd budget); the reference study is
+    one-way, so a factorial study is compared in words only."""
+    if conditions.height and conditions["series"].n_unique() > 1:
+        return ("<p>The reference study varied the budget alone; this study crosses it with further factors, so its "
+                "conditions are not matched to the reference's one by one. The reference's figures are in "
+                "<code>resources/reference_study.json</code>; run <code>config/paper.yaml</code> to reproduce them.</p>")
     ours = {m: conditions.filter(pl.col("measure") == m).sort("budget") for m in ("pe", "power_rms_w", "train_s")}
     budgets = ours["pe"]["budget"].to_list()
     rows = []
@@ -230,21 +275,32 @@ def _pct(x: Any) -> str:
     return "—" if x is None else f"{100 * (x - 1):+.1f} %"
 
 
-def _profile_warning(check: dict[str, Any]) -> str:
-    if check.get("status") != "disturbed":
+def _profile_name(key: str) -> str:
+    return f"device profile ({series_label(key.rstrip('/'))})" if key else "device profile"
+
+
+def _profile_warning(check: list[dict[str, Any]]) -> str:
+    disturbed = [v for v in check if v.get("status") == "disturbed"]
+    if not disturbed:
         return ""
-    return ('<div class="warn"><b>The device profile looks disturbed</b>: ' + esc("; ".join(check["reasons"])) + ". CS_TFLOPS "
-            "scales every trial's PE alike, so PE's changes between budgets and every test on them stand, but PE's level is "
-            "uncertain; the matmul checks were judged against the study's median check instead. Measure the profile again "
-            "with <code>snakemake --cores 1 --resources gpu=1 --forcerun device_profile</code>.</div>")
+    return ("".join(f'<div class="warn"><b>The {esc(_profile_name(v["profile"]))} looks disturbed</b>: ' + esc("; ".join(v["reasons"]))
+                    + ".</div>" for v in disturbed)
+            + "<p>CS_TFLOPS scales every trial's PE on that device alike, so PE's changes between budgets and every test on them "
+            "stand, but PE's level is uncertain; the matmul checks were judged against the median check of its trials instead. "
+            "Measure the profile again with <code>snakemake --cores 1 --resources gpu=1 --forcerun device_profile</code>.</p>")
 
 
-def _quality_html(trials: pl.DataFrame, stats: dict[str, Any], profile: dict[str, Any] | None, cs_tflops: float | None,
-                  cs_source: str, rerun: list[str], exclude_flagged: bool, profile_check: dict[str, Any]) -> str:
-    """CS_TFLOPS and its drift, the flags with their reasons, the sensitivity analysis and the rerun command."""
-    parts = [f"<p><b>CS_TFLOPS</b> = {num(cs_tflops)} TFLOP/s — {esc(cs_source)}.</p>", _profile_warning(profile_check)]
-    if profile:
-        parts.append(table(["device profile", "value"], [
+def _quality_html(trials: pl.DataFrame, stats: dict[str, Any], profiles: dict[str, dict[str, Any] | None],
+                  cs: dict[str, tuple[float | None, str]], rerun: list[str], exclude_flagged: bool,
+                  profile_check: list[dict[str, Any]]) -> str:
+    """CS_TFLOPS and its drift per device profile, the flags with their reasons, the sensitivity analysis and the rerun command."""
+    parts = [f"<p><b>CS_TFLOPS{esc(' (' + series_label(key.rstrip('/')) + ')' if key else '')}</b> = {num(value)} TFLOP/s — "
+             f"{esc(source)}.</p>" for key, (value, source) in cs.items()]
+    parts.append(_profile_warning(profile_check))
+    for key, profile in profiles.items():
+        if not profile:
+            continue
+        parts.append(table([_profile_name(key), "value"], [
             [_Raw("median / 25th / 75th percentile (TFLOP/s)"), _Raw(f"{num(profile['median_tflops'])} / {num(profile['q25_tflops'])} / {num(profile['q75_tflops'])}")],
             [_Raw("IQR (TFLOP/s), coefficient of variation"), _Raw(f"{num(profile['iqr_tflops'])}, {num(profile['cv'])}")],
             [_Raw("windows × length (s), warm-up (s)"), _Raw(f"{profile['windows']} × {num(profile['window_s'])}, {num(profile['warmup_s'])}")],
@@ -254,18 +310,19 @@ def _quality_html(trials: pl.DataFrame, stats: dict[str, Any], profile: dict[str
         ]))
     if "check_before_ratio" in trials.columns and trials["check_before_ratio"].drop_nulls().len():
         ratios = pl.concat([trials["check_before_ratio"], trials["check_after_ratio"]]).drop_nulls()
+        references = ", ".join(dict.fromkeys(v.get("reference", "the reference") for v in profile_check)) or "the reference"
         parts.append(f"<p><b>Drift.</b> Each trial timed the same matmul right before and after training: between "
-                     f"{_pct(ratios.min())} and {_pct(ratios.max())} of {esc(profile_check.get('reference', 'the reference'))} "
-                     f"(median {_pct(ratios.median())}). These checks are diagnostics only; PE always uses the one CS_TFLOPS above.</p>")
+                     f"{_pct(ratios.min())} and {_pct(ratios.max())} of {esc(references)} "
+                     f"(median {_pct(ratios.median())}). These checks are diagnostics only; PE always uses CS_TFLOPS above.</p>")
     if trials.height == 0:
         return "\n".join([*parts, "<p>No finished trials, so no measurement to judge.</p>"])
     flagged = trials.filter(pl.col("quality") == "flagged").sort("run_position")
     parts.append(f"<p><b>{flagged.height} of {trials.height} trials flagged</b> by the measurement-quality rules "
                  "(<code>quality.*</code> in the config; thresholds in config/README.md).</p>")
     if flagged.height:
-        parts.append(table(["budget", "trial", "ran as", "why flagged"], [
-            [_Raw(esc(budget_label(r["budget"]))), r["trial"], _Raw(f"#{r['run_position']}"), _Raw(esc(r["quality_reasons"]))]
-            for r in flagged.iter_rows(named=True)], left=4))
+        parts.append(table(["condition", "trial", "ran as", "why flagged"], [
+            [_Raw(esc(condition_name(r.get("series") or "", r["budget"]))), r["trial"], _Raw(f"#{r['run_position']}"),
+             _Raw(esc(r["quality_reasons"]))] for r in flagged.iter_rows(named=True)], left=4))
         primary = stats.get("primary_trials", "every trial")
         sens = stats.get("sensitivity", {})
         rows = []
@@ -285,6 +342,13 @@ def _quality_html(trials: pl.DataFrame, stats: dict[str, Any], profile: dict[str
     return "\n".join(parts)
 
 
+def distinct(trials: pl.DataFrame, column: str) -> str:
+    """A column's values over the trials, each once in order (a factorial study varies several)."""
+    if column not in trials.columns:
+        return "—"
+    return ", ".join(dict.fromkeys(str(v) for v in trials[column].to_list() if v is not None)) or "—"
+
+
 def training_stack(trials: pl.DataFrame) -> str:
     """Which implementation trained, compiled or not; every combination that occurred, so a mixed study shows."""
     if "implementation" not in trials.columns:
@@ -297,12 +361,13 @@ def training_stack(trials: pl.DataFrame) -> str:
 def render_report(
     *, config: dict[str, Any], config_hash: str, trials: pl.DataFrame, conditions: pl.DataFrame,
     changes: pl.DataFrame, stats: dict[str, Any], missing: list[str], figures: dict[str, tuple[bytes, str]],
-    reference: dict[str, Any], data_summary: dict[str, Any], profile: dict[str, Any] | None, cs_tflops: float | None,
-    cs_source: str, rerun: list[str], profile_check: dict[str, Any], cost: dict[str, Any] | None = None,
+    reference: dict[str, Any], data_summary: dict[str, Any], profiles: dict[str, dict[str, Any] | None],
+    cs: dict[str, tuple[float | None, str]], rerun: list[str], profile_check: list[dict[str, Any]], cost: dict[str, Any] | None = None,
     interim: bool = False, made: dict[str, Any] | None = None,
 ) -> str:
-    """The whole report as one HTML string; ``figures`` maps name → (PNG bytes, caption); ``made`` says when
-    and with what it was made (git state, report time, package versions)."""
+    """The whole report as one HTML string; ``figures`` maps name → (PNG bytes, caption); ``profiles`` and ``cs``
+    (CS_TFLOPS and where it came from) are keyed by device profile (one per hardware level and precision, "" when
+    one); ``made`` says when and with what it was made (git state, report time, package versions)."""
     made, cost = made or {}, cost or {}
     study = config["study"]
     meters = sorted(set(trials["meter"].to_list())) if "meter" in trials.columns else []
@@ -318,8 +383,8 @@ def render_report(
                         "quality-per-joule below inherit that estimate; the measurement-quality rules flag trials whose load changed.</div>")
     if "none" in meters:
         warnings.append('<div class="warn"><b>Energy was not measured</b> (meter none): energy, power and PE are missing, not zero.</div>')
-    if profile_check.get("status") == "disturbed":
-        warnings.append('<div class="warn"><b>The device profile looks disturbed</b>: CS_TFLOPS, and so PE\'s level, is '
+    if any(v.get("status") == "disturbed" for v in profile_check):
+        warnings.append('<div class="warn"><b>A device profile looks disturbed</b>: CS_TFLOPS, and so PE\'s level, is '
                         'uncertain; see <a href="#quality">Measurement quality</a>.</div>')
     load, min_load = device_load(trials), config.get("quality", {}).get("min_load", 0.1)
     if load is not None and load < min_load:
@@ -343,9 +408,10 @@ def render_report(
         ["config hash", config_hash], ["meter(s)", ", ".join(meters)], ["device", first.get("device_name")],
         ["device kind", first.get("device")],
         *([["GPU UUID", first.get("device_uuid")]] if first.get("device_uuid") else []),
-        ["precision", first.get("precision")], ["parameters", first.get("params")], ["optimizer", first.get("optimizer")],
+        ["precision", distinct(trials, "precision")], ["parameters", distinct(trials, "params")], ["optimizer", distinct(trials, "optimizer")],
         ["training stack", training_stack(trials)],
-        ["power polling interval (s)", first.get("interval_requested_s")], ["CS_TFLOPS", f"{num(cs_tflops)} ({cs_source})"],
+        ["power polling interval (s)", first.get("interval_requested_s")],
+        ["CS_TFLOPS", "; ".join(f"{series_label(k.rstrip('/')) + ': ' if k else ''}{num(v)} ({src})" for k, (v, src) in cs.items())],
         ["trials finished", trials.height], ["documents in / out of normalization", f"{data_summary.get('documents_in')} / {data_summary.get('documents_out')}"],
     ]
     versions = {k[len("versions_"):]: v for k, v in first.items() if k.startswith("versions_")}
@@ -355,6 +421,8 @@ def render_report(
         for name, (png, caption) in figures.items()
     )
     budgets = ", ".join(budget_label(b) for b in sorted(study["budgets"]))
+    design = config.get("design") or {}
+    further = "".join(f", crossed with {factor}: {', '.join(map(str, levels))}" for factor, levels in design.items())
     exclude_flagged = config.get("quality", {}).get("exclude_flagged", False)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="tokenwatt-config-hash" content="{esc(config_hash)}"><title>tokenwatt {"interim " if interim else ""}report — {esc(study['name'])}</title>
@@ -362,8 +430,8 @@ def render_report(
 <h1>tokenwatt {"INTERIM " if interim else ""}report: {esc(study['name'])}</h1>
 <p><b>Question.</b> On fixed hardware, how does the number of training tokens change the energy-aware parameter efficiency
 (PE = K · invPPL · CS_TFLOPS · TT_scale / (params · TT_tokens · RMS(W))) of training a language model?
-Budgets {esc(budgets)} real tokens per epoch, {esc(study['trials'])} trials each; trial <i>i</i> runs under every budget
-(the subject of the repeated-measures analysis).</p>
+Budgets {esc(budgets)} real tokens per epoch{esc(further)}, {esc(study['trials'])} trials each; trial <i>i</i> runs under every
+{"cell" if further else "budget"} (the subject of the repeated-measures analysis).</p>
 {''.join(warnings)}
 {_summary_html(trials, stats, missing, "estimate" in meters, n_flagged, profile_check, cost)}
 <h2>Conditions</h2>
@@ -373,7 +441,7 @@ Budgets {esc(budgets)} real tokens per epoch, {esc(study['trials'])} trials each
 <h2>Figures</h2>
 {figs}
 <h2 id="quality">Measurement quality</h2>
-{_quality_html(trials, stats, profile, cs_tflops, cs_source, rerun, exclude_flagged, profile_check)}
+{_quality_html(trials, stats, profiles, cs, rerun, exclude_flagged, profile_check)}
 <h2>Against the reference study</h2>
 {_reference_html(reference, conditions, changes, stats)}
 <h2>Provenance</h2>

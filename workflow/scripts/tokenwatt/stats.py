@@ -1,48 +1,126 @@
-"""Repeated-measures statistics: trial is the subject, budget the within factor.
+"""Repeated-measures statistics: the trial is the subject; the budget and every further factor of
+the design (``levels_<factor>`` columns) are within-subject factors.
 
-pingouin does the tests; generalized and partial η² are computed here from the sums of
-squares (the reference study reported partial η² as generalized), and every guard case
-gives a message instead of a number that means nothing.
+The ANOVA is computed here from orthonormal contrasts, for any number of within factors: per effect
+its sums of squares, F, generalized η² (Olejnik & Algina 2003: every subject and error term in the
+denominator of an all-within design) and partial η², Greenhouse–Geisser ε with the corrected p and
+Mauchly's W where it is defined. For one factor this is pingouin's and statsmodels' ANOVA (tests hold
+it to both); statsmodels' AnovaRM has no sphericity correction, so it is the F check for more.
+pingouin does the post-hoc and rank tests. Every guard case gives a message instead of a number
+that means nothing.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import polars as pl
+from scipy import linalg
 from scipy import stats as sps
 
+from .design import factor_name, series_label, within_factors
 
-def complete_block(trials: pl.DataFrame, dv: str) -> tuple[np.ndarray, list[int], list[int], list[int]]:
-    """Matrix trials × budgets of ``dv`` (budgets in numeric order) and the trials dropped as incomplete."""
+
+def _levels(trials: pl.DataFrame, factor: str) -> list[Any]:
+    """A factor's levels: budgets in numeric order, the others as the design ordered them (the table's order)."""
+    values = trials[factor].to_list()
+    return sorted(set(values)) if factor == "budget" else list(dict.fromkeys(values))
+
+
+def complete_block(trials: pl.DataFrame, dv: str, factors: list[str] | None = None
+                   ) -> tuple[np.ndarray, list[str], list[list[Any]], list[int], list[int]]:
+    """Array trials × levels of each factor (factors with one level left out) of ``dv``, the factors and
+    their levels, the complete trials and the trials dropped as incomplete (a missing or non-finite cell)."""
     if trials.height == 0 or dv not in trials.columns:
-        return np.empty((0, 0)), [], [], []
-    budgets = sorted(int(b) for b in trials["budget"].unique())
-    wide = trials.select("trial", "budget", dv).pivot(on="budget", index="trial", values=dv).sort("trial")
-    cols = [str(b) for b in budgets]
-    for c in cols:
-        if c not in wide.columns:
-            wide = wide.with_columns(pl.lit(None, dtype=pl.Float64).alias(c))
-    complete = wide.drop_nulls(subset=cols).filter(pl.all_horizontal([pl.col(c).cast(pl.Float64).is_finite() for c in cols]))
-    dropped = sorted(set(wide["trial"].to_list()) - set(complete["trial"].to_list()))
-    return complete.select(cols).cast(pl.Float64).to_numpy(), budgets, complete["trial"].to_list(), dropped
+        return np.empty((0,)), [], [], [], []
+    factors = [f for f in (factors or within_factors(trials.columns)) if trials[f].n_unique() > 1]
+    levels = [_levels(trials, f) for f in factors]
+    values: dict[int, dict[tuple, float]] = {}
+    for row in trials.select("trial", *factors, dv).iter_rows():
+        values.setdefault(row[0], {})[tuple(row[1:-1])] = row[-1]
+    cells = list(itertools.product(*levels))
+    kept, dropped, rows = [], [], []
+    for trial in sorted(values):
+        got = [values[trial].get(c) for c in cells]
+        if all(v is not None and np.isfinite(v) for v in got):
+            kept.append(trial)
+            rows.append(got)
+        else:
+            dropped.append(trial)
+    y = np.array(rows, dtype=float).reshape(len(kept), *[len(lv) for lv in levels])
+    return y, factors, levels, kept, dropped
 
 
-def _long(y: np.ndarray, budgets: list[int], trials: list[int], dv: str) -> pd.DataFrame:
-    """The complete block in long form for pingouin, budgets as integers (never strings)."""
-    return pd.DataFrame({"trial": np.repeat(trials, len(budgets)), "budget": np.tile(budgets, len(trials)), dv: y.ravel()})
+def _contrasts(levels: int) -> np.ndarray:
+    """Orthonormal contrasts of one factor (levels × levels-1), orthogonal to the grand mean."""
+    return linalg.null_space(np.ones((1, levels)))
 
 
-def sums_of_squares(y: np.ndarray) -> dict[str, float]:
-    """One-way within design: SS for effect, subjects and error (effect × subject)."""
-    n, k = y.shape
-    grand = y.mean()
-    ss_effect = n * ((y.mean(axis=0) - grand) ** 2).sum()
-    ss_subject = k * ((y.mean(axis=1) - grand) ** 2).sum()
-    ss_total = ((y - grand) ** 2).sum()
-    return {"effect": float(ss_effect), "subject": float(ss_subject), "error": float(ss_total - ss_effect - ss_subject), "total": float(ss_total)}
+def _sphericity(z: np.ndarray) -> dict[str, Any]:
+    """Greenhouse–Geisser ε and Mauchly's test from one effect's orthonormal contrast scores (subjects × df)."""
+    n, d = z.shape
+    cov = np.cov(z, rowvar=False, ddof=1) if d >= 2 else None
+    if cov is None or np.trace(cov) <= 0:  # one contrast (sphericity holds trivially), or no variance at all
+        return {}
+    eps = float(np.trace(cov) ** 2 / (d * np.trace(cov @ cov)))
+    out: dict[str, Any] = {"eps_gg": min(eps, 1.0)}
+    if n - 1 >= d:  # Mauchly's W needs a full-rank covariance
+        w = float(np.linalg.det(cov) / (np.trace(cov) / d) ** d)
+        f = (2 * d**2 + d + 2) / (6 * d * (n - 1))
+        chi2 = -(1 - f) * (n - 1) * np.log(max(w, 1e-300))
+        out.update(mauchly_w=w, mauchly_p=float(sps.chi2.sf(chi2, d * (d + 1) / 2 - 1)))
+    return out
+
+
+def effect_name(factors: list[str]) -> str:
+    return " × ".join(factor_name(f) for f in factors)
+
+
+def anova_effects(y: np.ndarray, factors: list[str]) -> list[dict[str, Any]]:
+    """Every main effect and interaction of a complete within-subject block ``y`` (subjects × levels…).
+
+    Each effect's contrast scores per subject are the subject's cell values projected on the Kronecker
+    product of orthonormal contrasts (the effect's factors) and normalised means (the others); its SS
+    is n·|mean score|², its error SS the scores' spread around that mean, and GG ε and Mauchly's W
+    come from their covariance.
+    """
+    n, shape = y.shape[0], y.shape[1:]
+    flat = y.reshape(n, -1)
+    grand = flat.mean()
+    ss_subject = flat.shape[1] * float(((flat.mean(axis=1) - grand) ** 2).sum())
+    effects = []
+    for size in range(1, len(shape) + 1):
+        for members in itertools.combinations(range(len(shape)), size):
+            basis = np.ones((1, 1))
+            for i, levels in enumerate(shape):
+                part = _contrasts(levels) if i in members else np.full((levels, 1), levels**-0.5)
+                basis = np.kron(basis, part)
+            z = flat @ basis
+            mean = z.mean(axis=0)
+            df1, df2 = z.shape[1], z.shape[1] * (n - 1)
+            effects.append({"effect": effect_name([factors[i] for i in members]), "factors": [factors[i] for i in members],
+                            "df1": df1, "df2": df2, "ss_effect": float(n * mean @ mean),
+                            "ss_error": float(((z - mean) ** 2).sum()), **_sphericity(z)})
+    error_total = sum(e["ss_error"] for e in effects)
+    for e in effects:
+        e["eta2_g"] = e["ss_effect"] / (e["ss_effect"] + ss_subject + error_total)
+        e["eta2_p"] = e["ss_effect"] / (e["ss_effect"] + e["ss_error"]) if e["ss_effect"] + e["ss_error"] else 0.0
+        if e["ss_error"] <= 1e-12 * max(e["ss_effect"] + e["ss_error"], 1e-300):
+            e.update(status="not tested", message=f"{e['effect']}: no error variance across trials, so F is undefined")
+            continue
+        e["F"] = (e["ss_effect"] / e["df1"]) / (e["ss_error"] / e["df2"])
+        e["p"] = float(sps.f.sf(e["F"], e["df1"], e["df2"]))
+        e["status"] = "ok"
+        if "eps_gg" in e:
+            eps = e["eps_gg"]
+            e.update(df1_gg=e["df1"] * eps, df2_gg=e["df2"] * eps, p_gg=float(sps.f.sf(e["F"], e["df1"] * eps, e["df2"] * eps)))
+            if "mauchly_p" in e:
+                e["sphericity_ok"] = e["mauchly_p"] > 0.05
+        e["apa"] = _apa(e)
+    return effects
 
 
 def p_value(p: float) -> str:
@@ -68,67 +146,135 @@ def _num(x: float) -> str:
 def _apa(r: dict[str, Any]) -> str:
     s = f"F({r['df1']:g}, {r['df2']:g}) = {_num(r['F'])}, {fmt_p(r['p'])}, η²G = {bounded(r['eta2_g'])}, η²p = {bounded(r['eta2_p'])}"
     if r.get("eps_gg") is not None:
-        s += (f"; GG ε = {bounded(r['eps_gg'])}, corrected F({r['df1_gg']:.2f}, {r['df2_gg']:.2f}), {fmt_p(r['p_gg'])}"
-              f"; Mauchly W = {bounded(r['mauchly_w'])}, {fmt_p(r['mauchly_p'])}")
+        s += f"; GG ε = {bounded(r['eps_gg'])}, corrected F({r['df1_gg']:.2f}, {r['df2_gg']:.2f}), {fmt_p(r['p_gg'])}"
+    if r.get("mauchly_w") is not None:
+        s += f"; Mauchly W = {bounded(r['mauchly_w'])}, {fmt_p(r['mauchly_p'])}"
     return s
 
 
 def rm_anova(trials: pl.DataFrame, dv: str) -> dict[str, Any]:
-    """RM-ANOVA of ``dv`` with sphericity, GG correction, η²G and η²p, or a message saying why not."""
-    import pingouin as pg
-
-    y, budgets, kept, dropped = complete_block(trials, dv)
-    out: dict[str, Any] = {"dv": dv, "budgets": budgets, "n_trials": len(kept), "dropped_trials": dropped}
-    if not budgets:
+    """RM-ANOVA of ``dv`` over every within factor with two or more levels: each effect (``effects``), the
+    budget's main effect also at the top level (the study's question), or a message saying why not."""
+    y, factors, levels, kept, dropped = complete_block(trials, dv)
+    out: dict[str, Any] = {"dv": dv, "factors": [factor_name(f) for f in factors],
+                           "budgets": levels[factors.index("budget")] if "budget" in factors else sorted(set(trials["budget"].to_list())) if trials.height else [],
+                           "n_trials": len(kept), "dropped_trials": dropped}
+    if trials.height == 0 or dv not in trials.columns:
         return {**out, "status": "not tested", "message": f"{dv}: no trials to test"}
-    if len(budgets) < 2:
-        return {**out, "status": "not tested", "message": f"{dv}: only {len(budgets)} budget; an ANOVA needs at least 2"}
+    if "budget" not in factors:
+        n = len(out["budgets"])
+        return {**out, "status": "not tested", "message": f"{dv}: only {n} budget; an ANOVA needs at least 2"}
     if len(kept) < 3:
         return {**out, "status": "not tested", "message": f"{dv}: only {len(kept)} complete trials; the analysis needs at least 3"}
-    ss = sums_of_squares(y)
-    if ss["error"] <= 1e-12 * max(ss["total"], 1e-300) or ss["total"] == 0:
-        return {**out, "status": "not tested", "message": f"{dv}: no error variance across trials (every trial changes identically or all values are equal), so F is undefined"}
-    long = _long(y, budgets, kept, dv)
-    aov = pg.rm_anova(data=long, dv=dv, within="budget", subject="trial", detailed=True, correction=True).iloc[0]
-    df1, df2 = len(budgets) - 1, (len(budgets) - 1) * (len(kept) - 1)
-    res = {
-        **out, "status": "ok", "F": float(aov["F"]), "df1": df1, "df2": df2, "p": float(aov["p_unc"]),
-        "eta2_g": ss["effect"] / (ss["effect"] + ss["subject"] + ss["error"]),
-        "eta2_p": ss["effect"] / (ss["effect"] + ss["error"]),
-        "ss": ss,
-    }
-    if len(budgets) > 2:  # sphericity is trivially met with two levels
-        eps = float(aov["eps"])
-        res.update(eps_gg=eps, df1_gg=df1 * eps, df2_gg=df2 * eps, p_gg=float(aov["p_GG_corr"]),
-                   mauchly_w=float(aov["W_spher"]), mauchly_p=float(aov["p_spher"]), sphericity_ok=bool(aov["sphericity"]))
-    residuals = y - y.mean(axis=1, keepdims=True) - y.mean(axis=0, keepdims=True) + y.mean()
+    effects = anova_effects(y, factors)
+    budget = effects[factors.index("budget")]
+    if budget["status"] != "ok":
+        return {**out, "effects": effects, "status": "not tested", "message": f"{dv}: no error variance across trials (every trial "
+                "changes identically or all values are equal), so F is undefined"}
+    flat = y.reshape(len(kept), -1)
+    residuals = flat - flat.mean(axis=1, keepdims=True) - flat.mean(axis=0, keepdims=True) + flat.mean()
     sw = sps.shapiro(residuals.ravel())
-    res.update(residual_shapiro_w=float(sw.statistic), residual_shapiro_p=float(sw.pvalue))
-    res["apa"] = _apa(res)
-    return res
+    top = {k: v for k, v in budget.items() if k not in ("effect", "factors", "ss_effect", "ss_error")}
+    return {**out, **top, "ss": {"effect": budget["ss_effect"], "error": budget["ss_error"]}, "effects": effects,
+            "residual_shapiro_w": float(sw.statistic), "residual_shapiro_p": float(sw.pvalue)}
+
+
+def _long(y: np.ndarray, budgets: list[int], trials: list[int], dv: str) -> pd.DataFrame:
+    """A one-factor block in long form for pingouin, budgets as integers (never strings)."""
+    return pd.DataFrame({"trial": np.repeat(trials, len(budgets)), "budget": np.tile(budgets, len(trials)), dv: y.ravel()})
+
+
+def series_blocks(trials: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
+    """The trials of each series (every level but the budget's), in the design's order."""
+    if "series" not in trials.columns:
+        return [("", trials)]
+    return [(s, trials.filter(pl.col("series") == s)) for s in dict.fromkeys(trials["series"].to_list())]
+
+
+def holm(p: list[float]) -> list[float]:
+    """Holm's step-down adjusted p values, in the given order."""
+    order = np.argsort(p)
+    adjusted, running = np.empty(len(p)), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p) - rank) * p[i]))
+        adjusted[i] = running
+    return adjusted.tolist()
 
 
 def posthoc(trials: pl.DataFrame, dv: str) -> list[dict[str, Any]]:
-    """Paired t-tests between every pair of budgets, Holm-corrected (one pair needs no correction), with Hedges' g."""
+    """Paired t-tests between every pair of budgets within each series, Holm-corrected within the series
+    (one pair needs no correction), with Hedges' g."""
     import pingouin as pg
 
-    y, budgets, kept, _ = complete_block(trials, dv)
-    if len(budgets) < 2 or len(kept) < 3:
+    rows = []
+    for series, block in series_blocks(trials):
+        y, factors, levels, kept, _ = complete_block(block, dv, ["budget"])
+        if factors != ["budget"] or len(kept) < 3:
+            continue
+        table = pg.pairwise_tests(data=_long(y, levels[0], kept, dv), dv=dv, within="budget", subject="trial", padjust="holm",
+                                  effsize="hedges")
+        rows += [{"dv": dv, "series": series, "budget_a": int(r["A"]), "budget_b": int(r["B"]), "t": float(r["T"]),
+                  "df": float(r["dof"]), "p_unc": float(r["p_unc"]), "p_holm": float(r.get("p_corr", r["p_unc"])),
+                  "hedges_g": float(r["hedges"])} for _, r in table.iterrows()]
+    return rows
+
+
+def simple_effects(trials: pl.DataFrame, dv: str) -> list[dict[str, Any]]:
+    """The budget's effect within each series (each level, or combination of levels, of the other factors):
+    a one-way RM-ANOVA per series, its p values (GG-corrected where sphericity applies) Holm-corrected
+    across the series. Empty in a one-factor study, where it is the main effect."""
+    blocks = series_blocks(trials)
+    if len(blocks) < 2:
         return []
-    long = _long(y, budgets, kept, dv)
-    table = pg.pairwise_tests(data=long, dv=dv, within="budget", subject="trial", padjust="holm", effsize="hedges")
-    return [{"dv": dv, "budget_a": int(r["A"]), "budget_b": int(r["B"]), "t": float(r["T"]), "df": float(r["dof"]),
-             "p_unc": float(r["p_unc"]), "p_holm": float(r.get("p_corr", r["p_unc"])), "hedges_g": float(r["hedges"])} for _, r in table.iterrows()]
+    rows = []
+    for series, block in blocks:
+        a = rm_anova(block, dv)  # the other factors are constant within a series, so only the budget varies
+        rows.append({"dv": dv, "series": series, "status": a["status"], "n_trials": a["n_trials"],
+                     **({k: a.get(k) for k in ("F", "df1", "df2", "p", "p_gg", "eta2_g", "apa")} if a["status"] == "ok"
+                        else {"message": a["message"]})})
+    tested = [r for r in rows if r["status"] == "ok"]
+    for r, p in zip(tested, holm([r["p_gg"] if r.get("p_gg") is not None else r["p"] for r in tested])):
+        r["p_holm"] = p
+    return rows
+
+
+def interaction_contrasts(trials: pl.DataFrame, dv: str) -> list[dict[str, Any]]:
+    """Does the budget's effect differ between two series? For every pair of series, a paired t-test of the
+    per-trial change from the smallest to the largest budget in one series against the other, Holm-corrected."""
+    from scipy.stats import ttest_rel
+
+    changes = {}
+    for series, block in series_blocks(trials):
+        y, factors, levels, kept, _ = complete_block(block, dv, ["budget"])
+        if factors == ["budget"]:
+            changes[series] = dict(zip(kept, y[:, -1] - y[:, 0]))
+    rows = []
+    for a, b in itertools.combinations(changes, 2):
+        common = sorted(set(changes[a]) & set(changes[b]))
+        if len(common) < 3:
+            continue
+        da, db = np.array([changes[a][t] for t in common]), np.array([changes[b][t] for t in common])
+        if np.allclose(da - db, (da - db)[0]):
+            continue  # identical differences: t is undefined
+        t = ttest_rel(da, db)
+        rows.append({"dv": dv, "series_a": a, "series_b": b, "change_a": float(da.mean()), "change_b": float(db.mean()),
+                     "t": float(t.statistic), "df": len(common) - 1, "p_unc": float(t.pvalue)})
+    for r, p in zip(rows, holm([r["p_unc"] for r in rows])):
+        r["p_holm"] = p
+    return rows
 
 
 def friedman(trials: pl.DataFrame, dv: str) -> dict[str, Any]:
-    """Friedman test and Kendall's W: the rank-based check on the ANOVA."""
+    """Friedman test and Kendall's W of the budget: the rank-based check on the ANOVA (with further factors,
+    on each trial's mean over them, the budget's main effect)."""
     import pingouin as pg
 
-    y, budgets, kept, _ = complete_block(trials, dv)
-    if len(budgets) < 2 or len(kept) < 3:
+    y, factors, levels, kept, _ = complete_block(trials, dv)
+    if "budget" not in factors or len(kept) < 3:
         return {"dv": dv, "status": "not tested"}
-    long = _long(y, budgets, kept, dv)
+    axis = factors.index("budget") + 1
+    y = y.mean(axis=tuple(i for i in range(1, y.ndim) if i != axis)) if y.ndim > 2 else y
+    long = _long(y, levels[factors.index("budget")], kept, dv)
     r = pg.friedman(data=long, dv=dv, within="budget", subject="trial").iloc[0]
     q, df, p, w = float(r["Q"]), int(r["ddof1"]), float(r["p_unc"]), float(r["W"])
     return {"dv": dv, "status": "ok", "Q": q, "df": df, "p": p, "kendall_w": w,
@@ -142,6 +288,8 @@ def analyse(trials: pl.DataFrame, measures: list[str]) -> dict[str, Any]:
     return {
         "anova": {m: rm_anova(trials, m) for m in present},
         "posthoc": [row for m in present for row in posthoc(trials, m)],
+        "simple_effects": [row for m in present for row in simple_effects(trials, m)],
+        "interaction_contrasts": [row for m in present for row in interaction_contrasts(trials, m)],
         "friedman": {m: friedman(trials, m) for m in present},
         "not_measured": {m: f"{m}: no values (e.g. meter none records no energy)" for m in absent},
     }
@@ -157,7 +305,7 @@ def analyse_study(trials: pl.DataFrame, measures: list[str], exclude_flagged: bo
     unflagged ones, whichever the primary did not use (the sensitivity analysis)."""
     clean = without_flagged(trials)
     primary, other = (clean, trials) if exclude_flagged else (trials, clean)
-    flagged = trials.filter(pl.col("quality") == "flagged").select("budget", "trial").rows() if "quality" in trials.columns else []
+    flagged = trials.filter(pl.col("quality") == "flagged").select("cell" if "cell" in trials.columns else "budget", "trial").rows() if "quality" in trials.columns else []
     result = analyse(primary, measures)
     result["primary_trials"] = "unflagged trials only" if exclude_flagged else "every trial"
     result["flagged"] = [list(r) for r in flagged]

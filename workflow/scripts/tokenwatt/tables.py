@@ -8,15 +8,20 @@ import polars as pl
 
 # Column types of conditions.csv and changes.csv, for writing and for reading back: an all-null
 # column (e.g. energy with meter none) would otherwise come back from CSV as strings.
-CONDITIONS_SCHEMA = {"budget": pl.Int64, "measure": pl.String, "n": pl.Int64, "mean": pl.Float64, "sd": pl.Float64,
+CONDITIONS_SCHEMA = {"series": pl.String, "budget": pl.Int64, "measure": pl.String, "n": pl.Int64, "mean": pl.Float64, "sd": pl.Float64,
                      "sem": pl.Float64, "ci95_low": pl.Float64, "ci95_high": pl.Float64, "pct_change_from_previous": pl.Float64}
-CHANGES_SCHEMA = {"from_budget": pl.Int64, "to_budget": pl.Int64, "perplexity_reduction_pct": pl.Float64,
+CHANGES_SCHEMA = {"series": pl.String, "from_budget": pl.Int64, "to_budget": pl.Int64, "perplexity_reduction_pct": pl.Float64,
                   "pe_drop_pct": pl.Float64, "power_change_pct": pl.Float64, "energy_change_pct": pl.Float64}
 
 
 def read_conditions(path: str | Path) -> pl.DataFrame:
-    return pl.read_csv(path, schema=CONDITIONS_SCHEMA)
+    return _series_text(pl.read_csv(path, schema=CONDITIONS_SCHEMA))
 
 
 def read_changes(path: str | Path) -> pl.DataFrame:
-    return pl.read_csv(path, schema=CHANGES_SCHEMA)
+    return _series_text(pl.read_csv(path, schema=CHANGES_SCHEMA))
+
+
+def _series_text(table: pl.DataFrame) -> pl.DataFrame:
+    """A one-factor study's series is "", which CSV gives back as null."""
+    return table.with_columns(pl.col("series").fill_null(""))

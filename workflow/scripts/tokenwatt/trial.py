@@ -79,9 +79,11 @@ def versions() -> dict[str, str]:
 def run_trial(
     *, budget: int, trial: int, seed: int, subset: dict[str, Any], train_chunks: pl.DataFrame, eval_chunks: pl.DataFrame,
     tokenizer: dict[str, Any], model_cfg: dict[str, Any], train_cfg: dict[str, Any], meter_cfg: dict[str, Any],
-    check_cfg: dict[str, Any], log: Callable[[str], None] = print, nvml=None,
+    check_cfg: dict[str, Any], levels: dict[str, str] | None = None, cell: str | None = None, log: Callable[[str], None] = print, nvml=None,
 ) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame]:
-    """Train one (budget, trial); ``check_cfg`` (matmul_size, window_s, windows) sizes the throughput
+    """Train one (cell, trial): the budget and ``levels``, the cell's level of every further factor
+    (recorded as they are; the settings they stand for come in ``model_cfg`` and ``train_cfg``) and ``cell``, the
+    cell's id (a one-factor study's ``b{budget}`` when not given); ``check_cfg`` (matmul_size, window_s, windows) sizes the throughput
     checks taken right before and right after training, diagnostics of drift against the device profile."""
     t_start, started_at = time.perf_counter(), time.time()
     torch.set_num_threads(train_cfg["threads"])
@@ -153,7 +155,7 @@ def run_trial(
         raise TrainingError(f"budget {budget}, trial {trial}: non-finite eval loss {eval_loss}")
 
     metrics = {
-        "budget": budget, "trial": trial, "seed": seed, "status": "diverged" if diverged else "ok", "started_at_unix_s": started_at,
+        "budget": budget, "trial": trial, "levels": dict(levels or {}), "cell": cell or f"b{budget}", "seed": seed, "status": "diverged" if diverged else "ok", "started_at_unix_s": started_at,
         **({"diverged_at_step": diverged.step, "diverged_in_epoch": diverged.epoch} if diverged else {}),
         "subset_chunks": subset["n_chunks"], "subset_real_tokens": subset["real_tokens"],
         "real_tokens": result.real_tokens, "padded_tokens": result.padded_tokens or None, "steps": result.n_steps,

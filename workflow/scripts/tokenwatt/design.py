@@ -1,0 +1,207 @@
+"""The study's design as data: the config turned into cells, their settings and their paths.
+
+The budget is the within-subject factor every study has (``study.budgets``); ``design`` adds
+further within-subject factors (model, precision, lr, batch_size, hardware), each a named list of
+levels. A cell is one level of every factor; trial *i* runs under every cell (the subject of the
+repeated-measures design), on the data subset of its budget and trial alone, so every level trains
+on the same tokens in the same order.
+
+This is the one module that spells a factor's name. Paths are stable and readable: a one-factor
+study keeps ``trials/b{budget}/t{trial}``; a factorial one nests the other levels above it,
+``trials/model=small/precision=bf16-mixed/b{budget}/t{trial}``. The analysis never asks the config:
+each record carries its levels (``levels``), and the tables' ``levels_<factor>`` columns and
+``series`` (every level but the budget's) are all it needs.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+# The further factors, in the order of path parts, columns and labels.
+FACTORS = ("model", "precision", "lr", "batch_size", "hardware")
+# Column prefix of a factor's level in the analysis tables (a record's nested ``levels`` flattened).
+LEVEL_PREFIX = "levels_"
+# Snakemake wildcard patterns of the path fragments below.
+CELL_PATTERN = r"(?:[a-z_]+=[^/]+/)*b\d+"
+TOKENIZER_PATTERN = r"(?:tok=[^/]+/)?"
+PROFILE_PATTERN = r"(?:[a-z_]+=[^/]+/)*"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One condition: a budget and one level of every further factor, as (factor, level name) pairs."""
+
+    budget: int
+    levels: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def series(self) -> str:
+        """Every level but the budget's ("" in a one-factor study): the line a figure draws across budgets."""
+        return series_of(dict(self.levels))
+
+    @property
+    def id(self) -> str:
+        """The cell's path fragment: ``b10000`` or ``model=small/precision=fp32/b10000``."""
+        return f"{self.series}/b{self.budget}" if self.levels else f"b{self.budget}"
+
+
+def series_of(levels: dict[str, str]) -> str:
+    return "/".join(f"{f}={levels[f]}" for f in FACTORS if f in levels)
+
+
+def series_label(series: str) -> str:
+    """``model=small/precision=fp32`` -> ``model small, precision fp32``."""
+    return ", ".join(part.replace("=", " ", 1) for part in series.split("/") if part)
+
+
+def parse_cell(cell_id: str) -> Cell:
+    *parts, budget = cell_id.split("/")
+    return Cell(int(budget.removeprefix("b")), tuple(tuple(p.split("=", 1)) for p in parts))
+
+
+def cell_label(cell_id: str) -> str:
+    """How messages name a cell: ``budget 10000`` or ``model small, budget 10000``."""
+    cell = parse_cell(cell_id)
+    return ", ".join(filter(None, [series_label(cell.series), f"budget {cell.budget}"]))
+
+
+def within_factors(columns: list[str]) -> list[str]:
+    """The analysis tables' within-subject factor columns, budget first, in the design's order."""
+    return ["budget", *(LEVEL_PREFIX + f for f in FACTORS if LEVEL_PREFIX + f in columns)]
+
+
+def factor_name(column: str) -> str:
+    return column.removeprefix(LEVEL_PREFIX)
+
+
+def level_name(factor: str, value: Any) -> str:
+    """A level's name in paths and tables: the key for named levels, the value for listed ones."""
+    return f"{value:g}" if factor == "lr" else str(value)
+
+
+def profile_key_of(levels: dict[str, str]) -> str:
+    """The device profile a cell's PE and matmul checks use: one per hardware level and precision."""
+    return "".join(f"{f}={levels[f]}/" for f in ("hardware", "precision") if f in levels)
+
+
+def per_profile(value: Any, levels: dict[str, str]) -> Any:
+    """A per-device-profile value (a mapping by profile key) for a trial's levels; a plain value is every trial's."""
+    return value.get(profile_key_of(levels)) if isinstance(value, dict) else value
+
+
+class Design:
+    """The cells, trials and per-cell settings of a validated config."""
+
+    def __init__(self, config: dict[str, Any]):
+        self.config = config
+        study, design = config["study"], config.get("design") or {}
+        self.budgets: list[int] = sorted(study["budgets"])
+        self.trials: list[int] = list(range(1, study["trials"] + 1))
+        self.factors: dict[str, dict[str, Any]] = {
+            f: ({name: spec for name, spec in design[f].items()} if isinstance(design[f], dict)
+                else {level_name(f, v): v for v in design[f]})
+            for f in FACTORS if f in design
+        }
+        combos = itertools.product(*[[(f, name) for name in levels] for f, levels in self.factors.items()])
+        self.series: list[str] = []
+        self.cells: list[Cell] = []
+        for combo in combos:
+            self.series.append(series_of(dict(combo)))
+            self.cells.extend(Cell(b, tuple(combo)) for b in self.budgets)
+        self._by_id = {c.id: c for c in self.cells}
+
+    @property
+    def factorial(self) -> bool:
+        return bool(self.factors)
+
+    def shape(self) -> str:
+        """How the design makes its trials, for the plan: ``3 budgets × 2 model levels × 5 trials``."""
+        parts = [f"{len(self.budgets)} budget{'s' * (len(self.budgets) > 1)}"]
+        parts += [f"{len(levels)} {f} level{'s' * (len(levels) > 1)}" for f, levels in self.factors.items()]
+        return " × ".join([*parts, f"{len(self.trials)} trial{'s' * (len(self.trials) > 1)}"])
+
+    def cell(self, cell_id: str) -> Cell:
+        return self._by_id[cell_id]
+
+    def keys(self) -> list[tuple[str, int]]:
+        """Every (cell id, trial) the study runs, cell by cell."""
+        return [(c.id, t) for c in self.cells for t in self.trials]
+
+    def budget_of(self, cell_id: str) -> int:
+        return self._by_id[cell_id].budget
+
+    # --- per-cell settings (each also keys the trial's cache through the rule's params)
+    def _level(self, cell: Cell, factor: str) -> Any:
+        name = dict(cell.levels).get(factor)
+        return None if name is None else self.factors[factor][name]
+
+    def model_config(self, cell: Cell) -> dict[str, Any]:
+        spec = self._level(cell, "model")
+        if spec is None:
+            return self.config["model"]
+        return merged_model(self.config["model"], spec)
+
+    def tokenizer_config(self, tokenizer_key: str) -> dict[str, Any]:
+        level = tokenizer_key.removeprefix("tok=").removesuffix("/")
+        if not level:
+            return self.config["tokenizer"]
+        return {**self.config["tokenizer"], **self.factors["model"][level]["tokenizer"]}
+
+    def tokenizer_key(self, cell: Cell) -> str:
+        """``""`` for the study's tokenizer, ``tok=<model level>/`` for a model level that brings its own."""
+        name = dict(cell.levels).get("model")
+        return f"tok={name}/" if name is not None and "tokenizer" in self.factors["model"][name] else ""
+
+    def tokenizer_keys(self) -> list[str]:
+        return sorted({self.tokenizer_key(c) for c in self.cells})
+
+    def train_config(self, cell: Cell) -> dict[str, Any]:
+        train = dict(self.config["train"])
+        for factor in ("precision", "lr", "batch_size"):
+            if (value := self._level(cell, factor)) is not None:
+                train[factor] = value
+        if (hardware := self._level(cell, "hardware")) is not None:
+            train["device"] = hardware["device"]
+        return train
+
+    def levels(self, cell: Cell) -> dict[str, str]:
+        return dict(cell.levels)
+
+    def profile_key(self, cell: Cell) -> str:
+        return profile_key_of(dict(cell.levels))
+
+    def profile_keys(self) -> list[str]:
+        return sorted({self.profile_key(c) for c in self.cells})
+
+    def profile_cell(self, key: str) -> Cell:
+        """A cell whose trials a device profile serves (they share its hardware and precision)."""
+        return next(c for c in self.cells if self.profile_key(c) == key)
+
+    def profile_settings(self, key: str) -> dict[str, Any]:
+        """Device and precision of a device profile: those of its trials."""
+        train = self.train_config(self.profile_cell(key))
+        return {"device": train["device"], "precision": train["precision"]}
+
+    def resources(self, cell: Cell) -> dict[str, Any]:
+        """Scheduler resources of a cell's trials: its hardware level's GPU model, partition and constraint."""
+        hardware = self._level(cell, "hardware") or {}
+        names = {"gpu_model": "gpu_model", "partition": "slurm_partition", "constraint": "constraint"}
+        return {res: hardware[key] for key, res in names.items() if hardware.get(key)}
+
+
+def merged_model(base: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """A model level over the study's ``model`` section (its ``tokenizer`` belongs to the tokenizer).
+
+    A level that names a preset or pretrained weights replaces what the base said about the other
+    source, so ``{preset: llama-small}`` never inherits the base's overrides by accident.
+    """
+    model = copy.deepcopy(base)
+    level = {k: v for k, v in spec.items() if k != "tokenizer"}
+    if "preset" in level and "overrides" not in level:
+        model["overrides"] = {}
+    model.update(copy.deepcopy(level))
+    return model
+
