@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Bring up a single-node SLURM cluster on this machine (loopback only) for tests and trials:
-# munge + slurmctld + slurmd from Debian's packages, no accounting database, one fake GPU
-# (gres gpu:1 backed by /dev/null) so GPU requests schedule. Needs root.
+# munge + slurmctld + slurmd from Debian's packages, no accounting database, two fake GPUs of two
+# types (gres gpu:a100 and gpu:h100, backed by /dev/null and /dev/zero) so GPU requests, and GPU
+# model requests, schedule. Needs root.
 #
 #   cluster/slurm-up.sh      # then sbatch/squeue/snakemake --profile profiles/slurm work
 #   cluster/slurm-down.sh    # stops exactly the daemons this script started
@@ -69,14 +70,15 @@ MinJobAge=600
 ReturnToService=2
 SchedulerType=sched/backfill
 GresTypes=gpu
-NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$MEM_MB Gres=gpu:1 State=UNKNOWN
+NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$MEM_MB Gres=gpu:a100:1,gpu:h100:1 State=UNKNOWN
 PartitionName=$PARTITION Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
 CONF
 echo "# written by tokenwatt cluster/slurm-up.sh" >> "$DIR/slurm.conf"
 # slurmd loads a cgroup plugin whatever ProctrackType says; the autodetected one dies in containers.
 printf 'CgroupPlugin=cgroup/v1\nIgnoreSystemd=yes\n' > "$DIR/cgroup.conf"
-# The fake GPU: a gres with no hardware behind it; jobs that ask for it get CUDA_VISIBLE_DEVICES=0.
-printf 'AutoDetect=off\nName=gpu File=/dev/null\n' > "$DIR/gres.conf"
+# Two fake GPUs of two types (gres with no hardware behind them), so a job that asks for a GPU
+# model lands on that type: jobs get CUDA_VISIBLE_DEVICES=0 or 1.
+printf 'AutoDetect=off\nName=gpu Type=a100 File=/dev/null\nName=gpu Type=h100 File=/dev/zero\n' > "$DIR/gres.conf"
 
 mkdir -p /etc/slurm
 for f in slurm.conf cgroup.conf gres.conf; do

@@ -231,5 +231,5 @@ def test_snakemakes_own_report_builds_with_our_captions_and_categories(study):
     proc = snakemake(study, *TINY, "--report", "smk-report.html")
     assert "Could not detect mimetype" not in proc.stdout + proc.stderr
     page = (study / "smk-report.html").read_text()
-    for text in ("Figures", "Tables", "Tests", "each grey line joins one trial across budgets"):
+    for text in ("Figures", "Tables", "Tests", "each thin line joins one trial across budgets"):
         assert text in page, text

@@ -72,7 +72,8 @@ def trials_table(records: Iterable[dict[str, Any] | str | None], expected: list[
             continue
         kept.append((rec, trace, st))
     if not kept:  # nothing finished: an empty table that still has its key columns
-        return pl.DataFrame(schema={"series": pl.String, "budget": pl.Int64, "trial": pl.Int64, "quality": pl.String}), missing
+        return pl.DataFrame(schema={"series": pl.String, "cell": pl.String, "budget": pl.Int64, "trial": pl.Int64,
+                                    "quality": pl.String}), missing
     recs = [r for r, _, _ in kept]
     verdicts = assess(recs, [tr for _, tr, _ in kept], [st for _, _, st in kept], reference_tflops, quality)
     order = sorted(range(len(recs)), key=lambda i: recs[i]["started_at_unix_s"])
