@@ -88,15 +88,15 @@ def test_a_rerun_completes_the_study_without_redoing_finished_trials(cancelled_r
     assert set(pl.read_parquet(work / "results/analysis/trials.parquet")["cuda_visible_devices"]) <= {"0", "1"}
 
 
-def _allocated_gpu_types() -> dict[str, set[str]]:
-    """Per training job that SLURM still knows (MinJobAge keeps finished ones), by its wildcards: the GPU
-    types it was allocated (the job's TRES, e.g. gres/gpu:h100=1)."""
-    out = subprocess.run(["scontrol", "show", "job", "-o"], capture_output=True, text=True).stdout
+def _allocated_gpu_types() -> dict[str, tuple[str, set[str]]]:
+    """Per training job that SLURM still knows (MinJobAge keeps finished ones), by job id: its wildcards
+    and the GPU types it was allocated (the job's detailed record, e.g. JOB_GRES=gpu:h100:1)."""
+    out = subprocess.run(["scontrol", "-d", "show", "job", "-o"], capture_output=True, text=True).stdout
     found = {}
     for line in out.splitlines():
         comment = re.search(r"Comment=rule_train_trial_wildcards_(\S+)", line)
         if comment:
-            found[comment.group(1)] = set(re.findall(r"gres/gpu:(\w+)=1", line))
+            found[re.search(r"JobId=(\d+)", line).group(1)] = (comment.group(1), set(re.findall(r"JOB_GRES=gpu:(\w+):1", line)))
     return found
 
 
@@ -107,10 +107,10 @@ def test_a_hardware_factor_puts_each_levels_trials_on_its_gpu_type(slurm, tmp_pa
                                    "study: {name: hardware, seed: 11, budgets: [1000], trials: 2}\n")
     before = set(_allocated_gpu_types())
     snakemake(work, *TINY, "config/hardware-slurm.yaml", "cpu.yaml", *PROFILE)
-    jobs = {k: v for k, v in _allocated_gpu_types().items() if k not in before}
+    jobs = [job for jobid, job in _allocated_gpu_types().items() if jobid not in before]
     assert len(jobs) == 4, jobs
-    for wildcards, types in jobs.items():
-        level = re.search(r"hardware=(\w+)", wildcards).group(1)
+    for wildcards, types in jobs:
+        level = re.search(r"hardware=([a-z0-9]+)", wildcards).group(1)
         assert types == {level}, (wildcards, types)
     records = pl.read_parquet(work / "results/analysis/trials.parquet")
     assert sorted(records["levels_hardware"].to_list()) == ["a100", "a100", "h100", "h100"]

@@ -146,3 +146,69 @@ def test_statistics_bounded_by_one_drop_the_leading_zero():
     from tokenwatt.stats import bounded
 
     assert (bounded(0.7134), bounded(0.05), bounded(1.0)) == (".713", ".050", "1.000")
+
+
+def _factorial(n=8, seed=0, models=("tiny", "small"), precisions=None) -> pl.DataFrame:
+    """Trials × budgets × models (× precisions): a budget effect that grows with the model, plus noise."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for t in range(1, n + 1):
+        subject = rng.normal()
+        for b in BUDGETS:
+            for i, m in enumerate(models):
+                for p in precisions or [None]:
+                    levels = {"levels_model": m, **({"levels_precision": p} if p else {})}
+                    series = f"model={m}" + (f"/precision={p}" if p else "")
+                    rows.append({"trial": t, "budget": b, **levels, "series": series,
+                                 "pe": subject + b / 1e6 * (1 + i) + (p == "bf16") * 0.3 + rng.normal() * 0.5})
+    return pl.DataFrame(rows)
+
+
+@pytest.mark.parametrize("precisions", [None, ("fp32", "bf16")])
+def test_factorial_f_matches_statsmodels_for_every_effect(precisions):
+    trials = _factorial(precisions=precisions)
+    within = ["budget", "levels_model", *(["levels_precision"] if precisions else [])]
+    theirs = AnovaRM(trials.to_pandas(), depvar="pe", subject="trial", within=within).fit().anova_table["F Value"].to_list()
+    ours = [e["F"] for e in rm_anova(trials, "pe")["effects"]]
+    assert ours == pytest.approx(theirs, rel=1e-8)
+
+
+def test_two_way_greenhouse_geisser_and_generalized_eta_squared_match_pingouin():
+    import pingouin as pg
+
+    trials = _factorial()
+    theirs = pg.rm_anova(data=trials.to_pandas(), dv="pe", within=["budget", "levels_model"], subject="trial", effsize="ng2")
+    ours = rm_anova(trials, "pe")["effects"]
+    assert [e["eta2_g"] for e in ours] == pytest.approx(theirs["ng2"].to_list(), rel=1e-8)
+    assert ours[0]["eps_gg"] == pytest.approx(theirs["eps"][0], rel=1e-8)
+    assert ours[2]["eps_gg"] == pytest.approx(theirs["eps"][2], rel=1e-8)
+    assert ours[2]["p_gg"] == pytest.approx(theirs["p_GG_corr"][2], rel=1e-8)
+
+
+def test_mauchly_matches_pingouin_for_one_factor():
+    import pingouin as pg
+
+    trials = _trials(_study_like(n=12, seed=5))
+    theirs = pg.sphericity(trials.to_pandas(), dv="pe", within="budget", subject="trial")
+    ours = rm_anova(trials, "pe")
+    assert (ours["mauchly_w"], ours["mauchly_p"]) == pytest.approx((theirs.W, theirs.pval), rel=1e-8)
+
+
+def test_simple_effects_test_the_budget_within_each_level_holm_corrected():
+    from tokenwatt.stats import holm, simple_effects
+
+    trials = _factorial()
+    rows = simple_effects(trials, "pe")
+    assert [r["series"] for r in rows] == ["model=tiny", "model=small"]
+    alone = rm_anova(trials.filter(pl.col("series") == "model=small").drop("levels_model", "series"), "pe")
+    assert rows[1]["F"] == pytest.approx(alone["F"], rel=1e-12)
+    assert [r["p_holm"] for r in rows] == pytest.approx(holm([r["p_gg"] for r in rows]))
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+
+
+def test_an_interaction_contrast_compares_the_budget_change_between_two_levels():
+    from tokenwatt.stats import interaction_contrasts
+
+    row = interaction_contrasts(_factorial(), "pe")[0]
+    assert (row["series_a"], row["series_b"], row["df"]) == ("model=tiny", "model=small", 7)
+    assert row["change_b"] > row["change_a"]  # the budget effect grows with the model

@@ -106,16 +106,8 @@ class Design:
             for f in FACTORS if f in design
         }
         combos = itertools.product(*[[(f, name) for name in levels] for f, levels in self.factors.items()])
-        self.series: list[str] = []
-        self.cells: list[Cell] = []
-        for combo in combos:
-            self.series.append(series_of(dict(combo)))
-            self.cells.extend(Cell(b, tuple(combo)) for b in self.budgets)
+        self.cells: list[Cell] = [Cell(b, tuple(combo)) for combo in combos for b in self.budgets]
         self._by_id = {c.id: c for c in self.cells}
-
-    @property
-    def factorial(self) -> bool:
-        return bool(self.factors)
 
     def shape(self) -> str:
         """How the design makes its trials, for the plan: ``3 budgets × 2 model levels × 5 trials``."""

@@ -1,0 +1,92 @@
+"""The design module: the config turned into cells, their settings and their paths."""
+
+import copy
+
+import pytest
+import yaml
+
+from tokenwatt.config import ConfigError, load_schema, validate_config
+from tokenwatt.design import Design, cell_label, parse_cell, profile_key_of
+from workflow_helpers import ROOT
+
+SCHEMA = load_schema(ROOT / "workflow/schemas/config.schema.yaml")
+DEFAULT = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+
+
+def _design(**design) -> Design:
+    return Design(validate_config({**copy.deepcopy(DEFAULT), "design": design}, SCHEMA))
+
+
+def test_a_one_factor_study_keeps_its_paths_and_settings():
+    d = _design()
+    assert [c.id for c in d.cells] == ["b10000", "b20000", "b40000"]
+    assert d.keys()[:2] == [("b10000", 1), ("b10000", 2)] and len(d.keys()) == 15
+    cell = d.cell("b10000")
+    assert d.model_config(cell) == d.config["model"] and d.train_config(cell) == d.config["train"]
+    assert (d.profile_keys(), d.tokenizer_keys(), d.resources(cell)) == ([""], [""], {})
+
+
+def test_every_cell_is_one_level_of_every_factor_with_a_readable_path():
+    d = _design(model={"tiny": {"preset": "llama-tiny"}, "base": {"preset": "llama-small"}}, precision=["fp32", "bf16-mixed"])
+    assert len(d.cells) == 2 * 2 * 3
+    assert d.cells[0].id == "model=tiny/precision=fp32/b10000"
+    assert d.shape() == "3 budgets × 2 model levels × 2 precision levels × 5 trials"
+    assert parse_cell("model=tiny/precision=fp32/b10000") == d.cells[0]
+    assert cell_label("model=tiny/b10000") == "model tiny, budget 10000"
+
+
+def test_named_levels_keep_the_order_they_were_written_in():
+    d = _design(model={"tiny": {"preset": "llama-tiny"}, "base": {"preset": "llama-small"}, "mid": {"preset": "llama-tiny"}})
+    assert list(d.factors["model"]) == ["tiny", "base", "mid"]
+
+
+def test_a_model_level_replaces_the_base_model_and_a_preset_level_drops_the_base_overrides():
+    config = copy.deepcopy(DEFAULT)
+    config["model"]["overrides"] = {"hidden_size": 16}
+    config["design"] = {"model": {"small": {"preset": "llama-small"}, "wide": {"overrides": {"hidden_size": 64}}}}
+    d = Design(validate_config(config, SCHEMA))
+    small, wide = (d.model_config(c) for c in (d.cell("model=small/b10000"), d.cell("model=wide/b10000")))
+    assert (small["preset"], small["overrides"]) == ("llama-small", {})
+    assert (wide["preset"], wide["overrides"]) == ("llama-tiny", {"hidden_size": 64})
+
+
+def test_precision_lr_batch_size_and_hardware_levels_set_the_training_settings_and_resources():
+    d = _design(precision=["bf16-mixed"], lr=[0.0003], batch_size=[4],
+                hardware={"a100": {"device": "cuda", "gpu_model": "a100", "partition": "gpu"}})
+    cell = d.cells[0]
+    assert cell.id == "precision=bf16-mixed/lr=0.0003/batch_size=4/hardware=a100/b10000"
+    train = d.train_config(cell)
+    assert (train["precision"], train["lr"], train["batch_size"], train["device"]) == ("bf16-mixed", 0.0003, 4, "cuda")
+    assert d.resources(cell) == {"gpu_model": "a100", "slurm_partition": "gpu"}
+
+
+def test_each_hardware_level_and_precision_has_its_own_device_profile():
+    d = _design(precision=["fp32", "bf16-mixed"], hardware={"a": {"device": "cpu"}, "b": {"device": "cpu"}})
+    assert d.profile_keys() == ["hardware=a/precision=bf16-mixed/", "hardware=a/precision=fp32/",
+                                "hardware=b/precision=bf16-mixed/", "hardware=b/precision=fp32/"]
+    assert d.profile_settings("hardware=b/precision=bf16-mixed/") == {"device": "cpu", "precision": "bf16-mixed"}
+    assert profile_key_of({"model": "x", "lr": "0.001"}) == ""  # model and lr share the device's profile
+
+
+def test_a_model_level_with_its_own_tokenizer_gets_its_own_data():
+    d = _design(model={"plain": {"preset": "llama-tiny"}, "own": {"preset": "llama-tiny", "tokenizer": {"vocab_size": 512}}})
+    assert d.tokenizer_keys() == ["", "tok=own/"]
+    assert d.tokenizer_config("tok=own/")["vocab_size"] == 512 and d.tokenizer_config("")["vocab_size"] == 1024
+
+
+@pytest.mark.parametrize("level,message", [
+    ({"preset": "nope"}, "design.model.bad.model.preset: 'nope' is not a preset"),
+    ({"source": "pretrained"}, "design.model.bad.model.name: model.source is pretrained"),
+    ({"preset": "llama-tiny", "overrides": {"rope_scaling": {}}}, "design.model.bad.model.overrides: ['rope_scaling'] need"),
+    ({"source": "elsewhere"}, "design.model.bad.source: 'elsewhere' is not one of"),
+])
+def test_a_bad_model_level_is_named_by_its_key_before_any_job(level, message):
+    config = {**copy.deepcopy(DEFAULT), "design": {"model": {"good": {"preset": "llama-tiny"}, "bad": level}}}
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        validate_config(config, SCHEMA)
+
+
+def test_an_empty_or_repeated_level_list_is_rejected():
+    for design in ({"precision": []}, {"lr": [0.001, 0.001]}):
+        with pytest.raises(ConfigError, match="design"):
+            validate_config({**copy.deepcopy(DEFAULT), "design": design}, SCHEMA)
