@@ -38,6 +38,8 @@ sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
 import polars as pl  # noqa: E402
 import yaml  # noqa: E402
 
+from tokenwatt.config import load_schema, validate_config  # noqa: E402
+from tokenwatt.design import Design, parse_cell  # noqa: E402
 from tokenwatt.runorder import run_order  # noqa: E402
 
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
@@ -74,8 +76,10 @@ def quiet_run(work: Path) -> pl.DataFrame:
 
 
 def planned_order(work: Path) -> list[tuple[int, int]]:
-    study = yaml.safe_load((work / "config/config.yaml").read_text())["study"]
-    return run_order(study["budgets"], list(range(1, study["trials"] + 1)), study["seed"], study.get("run_order", "interleaved"))
+    config = validate_config(yaml.safe_load((work / "config/config.yaml").read_text()),
+                             load_schema(work / "workflow/schemas/config.schema.yaml"))
+    order = run_order(Design(config).keys(), config["study"]["seed"], config["study"]["run_order"])
+    return [(parse_cell(cell).budget, trial) for cell, trial in order]  # the default study is one-way
 
 
 def hogged(order: list[tuple[int, int]]) -> set[tuple[int, int]]:
