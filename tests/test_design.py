@@ -90,3 +90,14 @@ def test_an_empty_or_repeated_level_list_is_rejected():
     for design in ({"precision": []}, {"lr": [0.001, 0.001]}):
         with pytest.raises(ConfigError, match="design"):
             validate_config({**copy.deepcopy(DEFAULT), "design": design}, SCHEMA)
+
+
+def test_a_hardware_level_may_name_one_local_gpu_and_a_cpu_only_machine_says_it_has_none():
+    from tokenwatt.devices import DeviceError, resolve_device
+
+    d = _design(hardware={"first": {"device": "cuda:0"}, "second": {"device": "cuda:1"}})
+    assert d.train_config(d.cell("hardware=second/b10000"))["device"] == "cuda:1"
+    with pytest.raises(DeviceError, match="cuda:1 but no CUDA device is visible"):
+        resolve_device("cuda:1")
+    with pytest.raises(ConfigError, match="design.hardware.x.device"):
+        validate_config({**copy.deepcopy(DEFAULT), "design": {"hardware": {"x": {"device": "gpu1"}}}}, SCHEMA)

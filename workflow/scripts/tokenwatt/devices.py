@@ -20,8 +20,10 @@ class DeviceError(RuntimeError):
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise DeviceError("train.device is cuda but no CUDA device is visible; use train.device: cpu or auto")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise DeviceError(f"train.device is {name} but no CUDA device is visible; use train.device: cpu or auto")
+    if name.startswith("cuda:") and int(name[5:]) >= torch.cuda.device_count():
+        raise DeviceError(f"the hardware level's device is {name} but only {torch.cuda.device_count()} CUDA device(s) are visible")
     return torch.device(name)
 
 
