@@ -115,3 +115,16 @@ def test_a_precision_factor_gets_a_device_profile_per_level(factorial):
     jobs = planned_jobs(factorial, *change)
     # new paths for every trial (one more level in each), and a profile per precision
     assert jobs["device_profile"] == 2 and jobs["train_trial"] == 36
+
+
+def test_a_model_level_with_its_own_tokenizer_trains_on_its_own_chunks_of_the_same_documents(tmp_path):
+    work = clone(tmp_path)
+    (work / "own.yaml").write_text(
+        "study: {name: own tokenizer, seed: 11, budgets: [1000], trials: 3}\n"
+        "design: {model: {shared: {preset: llama-tiny}, own: {preset: llama-tiny, tokenizer: {vocab_size: 280}}}}\n")
+    snakemake(work, "--configfile", "tests/data/tiny.yaml", "own.yaml", "--cores", "2", "--resources", "gpu=1")
+    assert (work / "results/data/tok=own/tokenizer").is_dir() and (work / "results/subsets/tok=own/b1000/t1.json").exists()
+    trials = _trials(work)
+    vocab = dict(trials.group_by("levels_model").agg(pl.col("tokenizer_vocab_size").first()).iter_rows())
+    assert vocab["own"] < vocab["shared"] <= 300
+    assert (work / "results/report.html").exists()
