@@ -8,7 +8,9 @@ rule device_profile:
     cache: True
     params:
         profile={k: config["profile"][k] for k in ("matmul_size", "warmup_s", "windows", "window_s", "max_cv", "attempts")},
-        # Per hardware level and precision: each profile is measured the way its trials train.
+        # Per hardware level and precision: each profile is measured the way its trials train. Its key
+        # keys the between-workflow cache too (two GPU types with the same settings differ only by it).
+        key=lambda wildcards: wildcards.profile,
         device=lambda wildcards: DESIGN.profile_settings(wildcards.profile)["device"],
         precision=lambda wildcards: DESIGN.profile_settings(wildcards.profile)["precision"],
         threads=config["train"]["threads"],
