@@ -212,3 +212,10 @@ def test_an_interaction_contrast_compares_the_budget_change_between_two_levels()
     row = interaction_contrasts(_factorial(), "pe")[0]
     assert (row["series_a"], row["series_b"], row["df"]) == ("model=tiny", "model=small", 7)
     assert row["change_b"] > row["change_a"]  # the budget effect grows with the model
+
+
+def test_with_one_budget_the_other_factors_are_still_tested():
+    trials = _factorial().filter(pl.col("budget") == BUDGETS[0])
+    ours = rm_anova(trials, "pe")
+    assert ours["status"] == "not tested" and "only 1 budget" in ours["message"]
+    assert [e["effect"] for e in ours["effects"]] == ["model"] and ours["effects"][0]["status"] == "ok"

@@ -151,13 +151,13 @@ def _summary_html(trials: pl.DataFrame, stats: dict[str, Any], missing: list[str
                     mean, low, high, n = got
                     said.append(f"{name}{where} changed by {mean:+.1f} % from {budget_label(first)} to {budget_label(last)} tokens "
                                 f"(mean over {n} trials, 95 % CI {low:+.1f} to {high:+.1f} %).")
-        a = stats["anova"].get("pe", {})
-        if a.get("status") == "ok":
-            said.extend(effect_sentence(e, "PE") for e in a["effects"])
-        elif a:
-            said.append(f"PE was not tested: {a.get('message', 'no values')}.")
     else:
         said.append(f"With one budget ({budget_label(budgets[0])}) the study describes it but cannot test a budget effect.")
+    a = stats["anova"].get("pe", {})
+    if a.get("effects"):
+        said.extend(effect_sentence(e, "PE") for e in a["effects"])
+    elif a and len(budgets) >= 2:
+        said.append(f"PE was not tested: {a.get('message', 'no values')}.")
     if "energy_j" in trials.columns and trials["energy_j"].drop_nulls().len():
         energy = float(trials["energy_j"].drop_nulls().sum())
         said.append(f"Training used {energy / 3.6e6:.4g} kWh ({energy / 1e3:,.1f} kJ{', ESTIMATED' if estimated else ''}) "
@@ -205,7 +205,9 @@ def _stats_html(stats: dict[str, Any]) -> str:
             head += f"; dropped as incomplete: trials {esc(', '.join(map(str, a['dropped_trials'])))}"
         head += "): "
         if a["status"] != "ok":
-            parts.append(head + f'<span class="bad">{esc(a["message"])}</span></p>')
+            others = "".join(f'<br>{esc(e["effect"])}: <span class="apa">{esc(e.get("apa", e.get("message")))}</span>'
+                             for e in a.get("effects", []))
+            parts.append(head + f'<span class="bad">{esc(a["message"])}</span>{others}</p>')
             continue
         fr = stats["friedman"].get(dv, {})
         effects = a.get("effects", [])

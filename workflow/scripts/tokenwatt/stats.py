@@ -156,17 +156,17 @@ def rm_anova(trials: pl.DataFrame, dv: str) -> dict[str, Any]:
     """RM-ANOVA of ``dv`` over every within factor with two or more levels: each effect (``effects``), the
     budget's main effect also at the top level (the study's question), or a message saying why not."""
     y, factors, levels, kept, dropped = complete_block(trials, dv)
-    out: dict[str, Any] = {"dv": dv, "factors": [factor_name(f) for f in factors],
-                           "budgets": levels[factors.index("budget")] if "budget" in factors else sorted(set(trials["budget"].to_list())) if trials.height else [],
+    budgets = sorted(set(trials["budget"].to_list())) if trials.height else []
+    out: dict[str, Any] = {"dv": dv, "factors": [factor_name(f) for f in factors], "budgets": budgets,
                            "n_trials": len(kept), "dropped_trials": dropped}
     if trials.height == 0 or dv not in trials.columns:
         return {**out, "status": "not tested", "message": f"{dv}: no trials to test"}
-    if "budget" not in factors:
-        n = len(out["budgets"])
-        return {**out, "status": "not tested", "message": f"{dv}: only {n} budget; an ANOVA needs at least 2"}
     if len(kept) < 3:
         return {**out, "status": "not tested", "message": f"{dv}: only {len(kept)} complete trials; the analysis needs at least 3"}
-    effects = anova_effects(y, factors)
+    effects = anova_effects(y, factors) if factors else []
+    if "budget" not in factors:  # one budget: the other factors' effects are still tested
+        return {**out, "effects": effects, "status": "not tested",
+                "message": f"{dv}: only {len(budgets)} budget; an ANOVA needs at least 2 budgets to test one"}
     budget = effects[factors.index("budget")]
     if budget["status"] != "ok":
         return {**out, "effects": effects, "status": "not tested", "message": f"{dv}: no error variance across trials (every trial "
