@@ -11,7 +11,7 @@ from scipy import stats as sps
 from .cost import trial_cost
 from .design import cell_label, per_profile, series_of
 from .efficiency import derived_metrics
-from .tables import CHANGES_SCHEMA, CONDITIONS_SCHEMA
+from .tables import CHANGES_SCHEMA, CONDITIONS_SCHEMA, series_blocks
 from .measures import MEASURES
 from .quality import assess
 
@@ -97,11 +97,6 @@ def _summary(values: np.ndarray) -> dict[str, float | int | None]:
             "ci95_low": None if half is None else mean - half, "ci95_high": None if half is None else mean + half}
 
 
-def series_order(table: pl.DataFrame) -> list[str]:
-    """The series of a table in the design's order (the order its rows come in)."""
-    return list(dict.fromkeys(table["series"].to_list())) if table.height else []
-
-
 def conditions_table(trials: pl.DataFrame) -> pl.DataFrame:
     """Long table: series × budget × measure with n, mean, sd, sem, 95 % t-interval and % change from the
     previous budget of the same series (the series: the levels of every other factor, "" in a one-factor study).
@@ -110,8 +105,7 @@ def conditions_table(trials: pl.DataFrame) -> pl.DataFrame:
     """
     rows = []
     budgets = sorted(trials["budget"].unique().to_list()) if trials.height else []
-    for series in series_order(trials):
-        mine = trials.filter(pl.col("series") == series)
+    for series, mine in series_blocks(trials):
         for measure in MEASURES:
             if measure not in trials.columns:
                 continue
@@ -131,9 +125,8 @@ def changes_table(conditions: pl.DataFrame) -> pl.DataFrame:
     """The study's own trade-off table: for each step between budgets (within each series), perplexity
     reduction, PE drop and power change in percent (positive reduction/drop = it went down)."""
     rows = []
-    for series in series_order(conditions):
-        wide = (conditions.filter(pl.col("series") == series)
-                .pivot(on="measure", index="budget", values="pct_change_from_previous").sort("budget"))
+    for series, block in series_blocks(conditions):
+        wide = block.pivot(on="measure", index="budget", values="pct_change_from_previous").sort("budget")
         budgets = wide["budget"].to_list()
         get = lambda m: wide[m].to_list() if m in wide.columns else [None] * len(budgets)  # noqa: E731
         ppl, pe, power, energy = get("perplexity"), get("pe"), get("power_rms_w"), get("energy_j")

@@ -20,6 +20,8 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
+from .measures import budget_label
+
 # The further factors, in the order of path parts, columns and labels.
 FACTORS = ("model", "precision", "lr", "batch_size", "hardware")
 # Column prefix of a factor's level in the analysis tables (a record's nested ``levels`` flattened).
@@ -60,6 +62,11 @@ def series_label(series: str) -> str:
 def parse_cell(cell_id: str) -> Cell:
     *parts, budget = cell_id.split("/")
     return Cell(int(budget.removeprefix("b")), tuple(tuple(p.split("=", 1)) for p in parts))
+
+
+def condition_name(series: str, budget: int) -> str:
+    """A cell in tables, figures and terminal lines: ``10K`` or ``model small, 10K``."""
+    return ", ".join(filter(None, [series_label(series), budget_label(budget)]))
 
 
 def cell_label(cell_id: str) -> str:

@@ -10,8 +10,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from .design import LEVEL_PREFIX, factor_name, parse_cell, series_label  # noqa: E402
+from .design import LEVEL_PREFIX, condition_name, factor_name, parse_cell, series_label  # noqa: E402
 from .measures import MEASURES, budget_label, display_exponent, label, power_of_ten  # noqa: E402
+from .tables import series_blocks  # noqa: E402
 
 
 
@@ -20,7 +21,7 @@ def _estimate_note(estimated: bool) -> str:
 
 
 def _series(table: pl.DataFrame) -> list[str]:
-    return list(dict.fromkeys(table["series"].to_list())) if "series" in table.columns and table.height else [""]
+    return [s for s, _ in series_blocks(table)]
 
 
 def _of(table: pl.DataFrame, series: str) -> pl.DataFrame:
@@ -181,14 +182,9 @@ def power_traces(traces: dict[tuple[str, int], pl.DataFrame], estimated: bool):
     return fig
 
 
-def _condition_name(series: str, budget: int) -> str:
-    """``10K`` or ``model small, 10K``."""
-    return ", ".join(filter(None, [series_label(series), budget_label(budget)]))
-
-
 def _cell_name(cell: str) -> str:
     parsed = parse_cell(cell)
-    return _condition_name(parsed.series, parsed.budget)
+    return condition_name(parsed.series, parsed.budget)
 
 
 def measurement_quality(trials: pl.DataFrame, estimated: bool):
@@ -244,7 +240,7 @@ def quality_vs_cost(trials: pl.DataFrame, conditions: pl.DataFrame, estimated: b
                 continue
             half = lambda r: [[r["mean"] - (r["ci95_low"] or r["mean"])], [(r["ci95_high"] or r["mean"]) - r["mean"]]]  # noqa: E731
             ax.errorbar(x["mean"] * scale, y["mean"], xerr=np.array(half(x)) * scale, yerr=half(y), color=f"C{i % 10}", marker="s",
-                        ms=7, capsize=4, label=f"{_condition_name(series, b)}: mean ± 95 % CI")
+                        ms=7, capsize=4, label=f"{condition_name(series, b)}: mean ± 95 % CI")
         ax.set_xlabel(f"{name} ({unit}{power_of_ten(exponent)}){note}")
         ax.set_ylabel(label("inv_ppl"))
         ax.grid(alpha=0.3)

@@ -12,13 +12,12 @@ from typing import Any
 
 import polars as pl
 
-from .design import Design, parse_cell, series_label, series_of
-from .measures import budget_label
+from .design import Design, condition_name, parse_cell, series_of
 from .quality import assess, quality_settings
 
 
 def _condition(budget: int, levels: dict[str, str]) -> str:
-    return ", ".join(filter(None, [series_label(series_of(levels)), budget_label(budget)]))
+    return condition_name(series_of(levels), budget)
 
 
 def trial_started(budget: int, trial: int, levels: dict[str, str] | None = None) -> str:

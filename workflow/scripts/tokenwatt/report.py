@@ -13,8 +13,9 @@ import polars as pl
 from .measures import FAMILIES, TESTED, budget_label, display_exponent, fixed, label, power_of_ten
 from .provenance import utc
 from .quality import device_load
-from .design import series_label
-from .stats import bounded, fmt_p, p_value, series_blocks
+from .design import condition_name, series_label
+from .stats import bounded, fmt_p, p_value
+from .tables import series_blocks
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
@@ -90,11 +91,6 @@ def _conditions_html(conditions: pl.DataFrame) -> str:
             parts.append(f"<h3>{esc(family)}</h3>" + table(header, rows))
     return ("<p>Each cell: the mean over trials [95 % t-interval of the mean], then the change from the previous "
             "budget. Where a row's label ends in ×10ⁿ, its numbers are in that unit.</p>" + "".join(parts))
-
-
-def condition_name(series: str, budget: int) -> str:
-    """A cell in words: ``10K`` or ``model small, 10K``."""
-    return ", ".join(filter(None, [series_label(series), budget_label(budget)]))
 
 
 def _size_word(eta2_g: float) -> str:

@@ -21,7 +21,8 @@ import polars as pl
 from scipy import linalg
 from scipy import stats as sps
 
-from .design import factor_name, series_label, within_factors
+from .design import factor_name, within_factors
+from .tables import series_blocks
 
 
 def _levels(trials: pl.DataFrame, factor: str) -> list[Any]:
@@ -182,13 +183,6 @@ def rm_anova(trials: pl.DataFrame, dv: str) -> dict[str, Any]:
 def _long(y: np.ndarray, budgets: list[int], trials: list[int], dv: str) -> pd.DataFrame:
     """A one-factor block in long form for pingouin, budgets as integers (never strings)."""
     return pd.DataFrame({"trial": np.repeat(trials, len(budgets)), "budget": np.tile(budgets, len(trials)), dv: y.ravel()})
-
-
-def series_blocks(trials: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
-    """The trials of each series (every level but the budget's), in the design's order."""
-    if "series" not in trials.columns:
-        return [("", trials)]
-    return [(s, trials.filter(pl.col("series") == s)) for s in dict.fromkeys(trials["series"].to_list())]
 
 
 def holm(p: list[float]) -> list[float]:

@@ -22,6 +22,14 @@ def read_changes(path: str | Path) -> pl.DataFrame:
     return _series_text(pl.read_csv(path, schema=CHANGES_SCHEMA))
 
 
+def series_blocks(table: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
+    """The rows of each series (the levels of every factor but the budget's) in the design's order, the order
+    the rows come in; a table without the column is one series, ""."""
+    if "series" not in table.columns:
+        return [("", table)]
+    return [(s, table.filter(pl.col("series") == s)) for s in dict.fromkeys(table["series"].to_list())]
+
+
 def _series_text(table: pl.DataFrame) -> pl.DataFrame:
     """A one-factor study's series is "", which CSV gives back as null."""
     return table.with_columns(pl.col("series").fill_null(""))
