@@ -110,11 +110,16 @@ def test_compiled_training_repeats_bit_for_bit_and_leaves_the_weights_untouched(
     assert curves[0] == curves[1] and len(curves[0]) == 3  # batches of 4, 4 and 2: both shapes compiled
 
 
-def test_an_eager_native_trial_imports_neither_transformers_nor_dynamo():
+def test_an_eager_native_trial_imports_neither_transformers_nor_dynamo_up_to_its_last_step():
+    # Built, made deterministic and trained (torch.optim's optimizers would import torch._dynamo at their first call).
     code = ("import sys, torch; from tokenwatt.model import build_model, preset_sizes; "
             "from tokenwatt.devices import make_deterministic; import tokenwatt.trial; "
+            "from tokenwatt.train import TrainSettings, train; "
             "make_deterministic(torch.device('cpu'), compiling=False); "
-            f"build_model(preset_sizes('llama-tiny', {{}}, {TOK!r}, 16), 0, 'native'); "
+            f"m = build_model(preset_sizes('llama-tiny', {{}}, {TOK!r}, 16), 0, 'native'); "
+            "ids = torch.randint(3, 96, (4, 16)); "
+            "s = TrainSettings(epochs=1, batch_size=2, lr=1e-3, weight_decay=0.0, precision='fp32', seed=0, log_every=1); "
+            "assert train(m, ids, torch.ones_like(ids), torch.device('cpu'), s).n_steps == 2; "
             "print(sorted(m for m in ('transformers', 'torch._dynamo', 'scipy') if m in sys.modules)); "
             "print(torch.are_deterministic_algorithms_enabled())")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "workflow" / "scripts")}

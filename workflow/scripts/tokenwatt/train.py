@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from .devices import PRECISIONS
+from .optim import FusedAdamW
 
 IGNORE = -100
 
@@ -121,14 +122,6 @@ def evaluate(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, devi
     return (total / count).item()
 
 
-def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float) -> tuple[torch.optim.Optimizer, str]:
-    """Fused AdamW where the device supports it (fewer kernel launches), else foreach."""
-    try:
-        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, fused=True), "adamw-fused"
-    except (RuntimeError, ValueError):
-        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, foreach=True), "adamw-foreach"
-
-
 def should_compile(setting: bool | str, device: torch.device, steps: int, min_steps: int) -> bool:
     """``train.compile``: true/false as given; auto compiles a CUDA trial of at least ``min_steps`` steps.
     On a CPU a compile (18–60 s cold) outweighs what it saves in a trial of minutes."""
@@ -171,12 +164,12 @@ def train(
     steps, where the non-finite check also happens."""
     forward = model if forward is None else forward
     model.to(device).train()
-    optimizer, optimizer_name = make_optimizer(model, cfg.lr, cfg.weight_decay)
+    optimizer = FusedAdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16-mixed")
     ids, mask = ids.to(device), mask.to(device)
     targets = next_token_targets(ids, mask)
     n_real_per_chunk = mask.sum(dim=1)
-    result = TrainResult(optimizer=optimizer_name)
+    result = TrainResult(optimizer=optimizer.name)
     order_gen = torch.Generator().manual_seed(cfg.seed)
     losses = torch.empty(cfg.epochs * math.ceil(len(ids) / cfg.batch_size), device=device)
     logged = 0  # steps whose losses are in the loss curve
