@@ -68,6 +68,16 @@ def test_same_weights_give_the_same_logits_and_loss(precision, atol):
     assert ln.item() == pytest.approx(lh.item(), rel=1e-5 if dtype is None else 1e-2)
 
 
+def test_positions_beyond_max_position_embeddings_rotate_as_transformers_does():
+    short = {**sizes(), "max_position_embeddings": 16}  # the batch has 24 positions: past the precomputed tables
+    hf = LlamaForCausalLM(LlamaConfig(**short))
+    native = build_model(short, 0, "native")
+    native.load_state_dict(hf.state_dict())
+    ids, mask = right_padded_batch()
+    with torch.no_grad():
+        torch.testing.assert_close(real_logits(native, ids, mask), real_logits(hf, ids, mask), atol=1e-5, rtol=0)
+
+
 def test_training_either_implementation_reaches_the_same_eval_loss():
     ids, mask = right_padded_batch(n=48, seed=1)
     settings = TrainSettings(epochs=2, batch_size=4, lr=3e-3, weight_decay=0.0, precision="fp32", seed=3, log_every=6)

@@ -157,10 +157,16 @@ class NativeLlama(nn.Module):
         self.config = sizes
         self.model = Backbone(sizes)
         self.lm_head = nn.Linear(sizes.hidden_size, sizes.vocab_size, bias=False)
-        # RoPE inverse frequencies, computed on the CPU in float32 as transformers does (a non-persistent buffer).
+        # RoPE inverse frequencies, computed on the CPU in float32 as transformers does, and the cosine and
+        # signed sine of every position up to max_position_embeddings made from them once (non-persistent
+        # buffers: they move with the model and are not weights). Each position's angle is the same product
+        # transformers forms per step, so a slice of the tables holds the values it computes.
         dim = self.config.dim_per_head
         inv_freq = 1.0 / (self.config.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
         self.register_buffer("inv_freq", inv_freq, persistent=False)
+        cos, signed_sin = rope_tables(inv_freq, sizes.max_position_embeddings)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_signed_sin", signed_sin, persistent=False)
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.model.embed_tokens
@@ -168,15 +174,24 @@ class NativeLlama(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Logits; ``attention_mask`` is accepted and unused (right-padded chunks, see the module docstring)."""
         x = self.model.embed_tokens(input_ids)
-        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
-        with torch.autocast(device_type=input_ids.device.type, enabled=False):
-            freqs = positions[None, :, None].float() * self.inv_freq.float()
-            cos = torch.cat((freqs, freqs), dim=-1).cos().to(x.dtype)[:, None]
-            sin = freqs.sin()
-            signed_sin = torch.cat((-sin, sin), dim=-1).to(x.dtype)[:, None]
+        t = input_ids.shape[1]
+        if t <= self.rope_cos.shape[2]:
+            cos, signed_sin = self.rope_cos[:, :, :t], self.rope_signed_sin[:, :, :t]
+        else:  # longer than max_position_embeddings: transformers extrapolates, and so does this
+            cos, signed_sin = rope_tables(self.inv_freq, t)
+        cos, signed_sin = cos.to(x.dtype), signed_sin.to(x.dtype)
         for layer in self.model.layers:
             x = layer(x, cos, signed_sin)
         return self.lm_head(self.model.norm(x))
+
+
+def rope_tables(inv_freq: torch.Tensor, positions: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE's cosine and signed sine (see ``rotate``) for positions 0..positions-1, in float32, shaped
+    (1, 1, positions, head_dim) to broadcast over batch and heads."""
+    with torch.autocast(device_type=inv_freq.device.type, enabled=False):
+        freqs = torch.arange(positions, device=inv_freq.device)[:, None].float() * inv_freq.float()
+        sin = freqs.sin()
+        return torch.cat((freqs, freqs), dim=-1).cos()[None, None], torch.cat((-sin, sin), dim=-1)[None, None]
 
 
 def init_weights(model: nn.Module, seed: int, std: float, pad_token_id: int | None) -> None:
