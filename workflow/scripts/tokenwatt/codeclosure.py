@@ -8,6 +8,7 @@ source itself, so no hand-kept list can drift from what the code really imports.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 from pathlib import Path
 
@@ -17,8 +18,10 @@ PACKAGE = "tokenwatt"
 DISPLAY_ONLY = {"tokenwatt.progress"}
 
 
-def _imported(source: str, module: str) -> set[str]:
-    """Dotted names of the ``tokenwatt`` modules that one module's source imports (at any depth of the code)."""
+@functools.lru_cache(maxsize=None)
+def _imported(source: str, module: str) -> frozenset[str]:
+    """Dotted names of the ``tokenwatt`` modules that one module's source imports (at any depth of the code).
+    Cached by source text: every rule's digest walks the same shared modules, and parsing is the cost."""
     package = module.rsplit(".", 1)[0] if "." in module else module
     found = set()
     for node in ast.walk(ast.parse(source)):
@@ -32,7 +35,7 @@ def _imported(source: str, module: str) -> set[str]:
                 continue
             found.add(base)
             found.update(f"{base}.{a.name}" for a in node.names)  # `from tokenwatt import figures` names a module
-    return found
+    return frozenset(found)
 
 
 def closure(script: Path, scripts_dir: Path) -> list[Path]:

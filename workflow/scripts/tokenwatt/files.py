@@ -6,9 +6,10 @@ import contextlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-import polars as pl
+if TYPE_CHECKING:  # only a type here: the Snakefile reads records through this module at every start
+    import polars as pl
 
 
 def _atomic(path: str | Path, write) -> None:

@@ -12,8 +12,9 @@ from typing import Any
 
 import polars as pl
 
+from .config import quality_settings
 from .design import Design, condition_name, parse_cell, series_of
-from .quality import assess, quality_settings
+from .quality import assess
 
 
 def _condition(budget: int, levels: dict[str, str]) -> str:

@@ -22,13 +22,6 @@ from .design import per_profile, profile_key_of
 Diagnostics = dict[str, Any]
 
 
-def quality_settings(config: dict[str, Any]) -> dict[str, Any]:
-    """What the rules judge by: ``quality.*``, plus the cooldown target (the start-temperature limit)
-    and ``profile.max_cv`` (how steady the device profile must be)."""
-    return {**config["quality"], "start_below_c": config["meter"]["cooldown_below_c"],
-            "profile_cv_max": config["profile"]["max_cv"]}
-
-
 def window_rates(steps: pl.DataFrame) -> np.ndarray:
     """Tokens/s of each loss-curve window (between consecutive records), the first left out:
     it carries the warm-up (allocation, first kernels) that every trial pays."""
