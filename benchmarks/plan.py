@@ -3,7 +3,8 @@
 Plans (``snakemake -n``) the embedded study scaled to ``--trials`` trials per budget (3 budgets,
 so 3 × trials subsets and 3 × trials training jobs), and, alternating with it, a bare Snakefile
 whose rules do nothing but have the same job graph (a subset and a trial per budget × trial,
-one aggregation). Also times the dry runs of ``config/paper.yaml`` and of the embedded default
+one aggregation), and the same graph with every directive tokenwatt's rules carry, which splits
+the difference into Snakemake's price for the directives and tokenwatt's own code. Also times the dry runs of ``config/paper.yaml`` and of the embedded default
 (nothing built yet: every job planned). Prints medians and the ratio tokenwatt / bare.
 
 Usage: .venv/bin/python benchmarks/plan.py [--trials 5000] [--repeats 2]
@@ -47,6 +48,64 @@ rule train:
     shell: "touch {{output}}"
 """
 
+# The same job graph with every directive tokenwatt's rules carry (a log, params computed from the
+# wildcards, a priority function, resources, three outputs, four inputs from an input function, a
+# conda env, a script), each doing no work of its own: what Snakemake charges for the directives,
+# apart from what tokenwatt's own code (config check, design, paths, run order) adds.
+DIRECTIVES = """
+BUDGETS = [10000, 20000, 40000]
+TRIALS = range(1, {trials} + 1)
+PRIORITY = {{(b, t): i for i, (b, t) in enumerate((b, t) for t in TRIALS for b in BUDGETS)}}
+
+rule all:
+    input: "results/analysis/trials.csv"
+
+rule aggregate:
+    input: expand("results/trials/b{{budget}}/t{{trial}}/metrics.json", budget=BUDGETS, trial=TRIALS)
+    output: "results/analysis/trials.csv"
+    shell: "touch {{output}}"
+
+rule data:
+    output: "data/chunks_train.parquet", "data/chunks_eval.parquet", directory("data/tokenizer")
+    shell: "touch {{output}}"
+
+rule subset:
+    input: "data/chunks_train.parquet"
+    output: "results/subsets/b{{budget}}/t{{trial}}.json"
+    params:
+        budget=lambda wildcards: int(wildcards.budget),
+        trial=lambda wildcards: int(wildcards.trial),
+        seed=1,
+    log: "results/logs/subset/b{{budget}}/t{{trial}}.log"
+    priority: 100000
+    threads: 1
+    resources: mem_mb=2000
+    conda: "environment.yml"
+    script: "noop.py"
+
+rule train:
+    input:
+        unpack(lambda wildcards: {{"subset": f"results/subsets/b{{wildcards.budget}}/t{{wildcards.trial}}.json",
+                                  "train": "data/chunks_train.parquet", "eval": "data/chunks_eval.parquet",
+                                  "tokenizer": "data/tokenizer"}}),
+    output:
+        multiext("results/trials/b{{budget}}/t{{trial}}/", metrics="metrics.json", power="power.parquet", steps="steps.parquet"),
+    params:
+        budget=lambda wildcards: int(wildcards.budget),
+        trial=lambda wildcards: int(wildcards.trial),
+        cell=lambda wildcards: "b" + wildcards.budget,
+        levels=lambda wildcards: {{}},
+        model=lambda wildcards: {{"source": "config"}},
+        train=lambda wildcards: {{"lr": 0.003}},
+        seed=1,
+    log: "results/logs/train/b{{budget}}/t{{trial}}.log"
+    priority: lambda wildcards: PRIORITY[(int(wildcards.budget), int(wildcards.trial))]
+    threads: 1
+    resources: gpu=1, mem_mb=8000, runtime=60
+    conda: "environment.yml"
+    script: "noop.py"
+"""
+
 
 def timed(cmd: list[str], cwd: Path) -> float:
     t0 = time.perf_counter()
@@ -72,16 +131,21 @@ def main() -> None:
         study = work / "study"
         shutil.copytree(ROOT, study, ignore=shutil.ignore_patterns(".git", ".venv", "results", ".snakemake", "benchmarks"))
         (study / "big.yaml").write_text(f"study: {{trials: {args.trials}}}\nresults: results-big\n")
-        bare = work / "bare"
+        bare, directives = work / "bare", work / "directives"
         bare.mkdir()
         (bare / "Snakefile").write_text(BARE.format(trials=args.trials))
+        directives.mkdir()
+        (directives / "Snakefile").write_text(DIRECTIVES.format(trials=args.trials))
+        (directives / "noop.py").write_text("")
+        (directives / "environment.yml").write_text("dependencies: [python]\n")
         ours_cmd = [SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/config.yaml", "big.yaml"]
         bare_cmd = [SNAKEMAKE, "-n", "--cores", "1"]
-        print(f"jobs planned: tokenwatt {jobs(ours_cmd, study)}, bare {jobs(bare_cmd, bare)}", flush=True)
-        times: dict[str, list[float]] = {"tokenwatt": [], "bare": [], "paper.yaml -n": [], "default -n": []}
+        print(f"jobs planned: tokenwatt {jobs(ours_cmd, study)}, bare {jobs(bare_cmd, bare)}, "
+              f"bare with tokenwatt's directives {jobs(bare_cmd, directives)}", flush=True)
+        times: dict[str, list[float]] = {"tokenwatt": [], "bare": [], "directives": [], "paper.yaml -n": [], "default -n": []}
         for r in range(args.repeats):
-            pair = [("tokenwatt", ours_cmd, study), ("bare", bare_cmd, bare)]
-            for name, cmd, cwd in pair if r % 2 == 0 else pair[::-1]:
+            trio = [("tokenwatt", ours_cmd, study), ("bare", bare_cmd, bare), ("directives", bare_cmd, directives)]
+            for name, cmd, cwd in trio if r % 2 == 0 else trio[::-1]:
                 times[name].append(timed(cmd, cwd))
             times["paper.yaml -n"].append(timed([SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/paper.yaml"], study))
             times["default -n"].append(timed([SNAKEMAKE, "-n", "--cores", "1"], study))
@@ -89,6 +153,8 @@ def main() -> None:
         med = {k: statistics.median(v) for k, v in times.items()}
         print(f"\ndry run, {3 * args.trials} trials: tokenwatt {med['tokenwatt']:.1f} s, bare Snakefile {med['bare']:.1f} s, "
               f"ratio {med['tokenwatt'] / med['bare']:.2f}")
+        print(f"  a bare Snakefile with tokenwatt's directives: {med['directives']:.1f} s; Snakemake's price for the "
+              f"directives {med['directives'] / med['bare']:.2f} × bare, tokenwatt's own code {med['tokenwatt'] / med['directives']:.2f} × that")
         print(f"dry run of config/paper.yaml: {med['paper.yaml -n']:.1f} s; of the embedded default: {med['default -n']:.1f} s")
     finally:
         shutil.rmtree(work, ignore_errors=True)
