@@ -4,8 +4,9 @@ Plans (``snakemake -n``) the embedded study scaled to ``--trials`` trials per bu
 so 3 × trials subsets and 3 × trials training jobs), and, alternating with it, a bare Snakefile
 whose rules do nothing but have the same job graph (a subset and a trial per budget × trial,
 one aggregation), and the same graph with every directive tokenwatt's rules carry, which splits
-the difference into Snakemake's price for the directives and tokenwatt's own code. Also times the dry runs of ``config/paper.yaml`` and of the embedded default
-(nothing built yet: every job planned). Prints medians and the ratio tokenwatt / bare.
+the difference into Snakemake's price for the directives and tokenwatt's own code. Also times
+the dry runs of ``config/paper.yaml`` and of the embedded default (nothing built yet: every job
+planned). Prints medians and the ratios.
 
 Usage: .venv/bin/python benchmarks/plan.py [--trials 5000] [--repeats 2]
 """

@@ -30,7 +30,7 @@ def test_steps_equal_torch_fused_adamw_bit_for_bit():
     opt_theirs = torch.optim.AdamW(theirs.parameters(), lr=3e-3, weight_decay=0.1, fused=True)
     for step in range(25):
         for model, opt in ((ours, opt_ours), (theirs, opt_theirs)):
-            opt.zero_grad(set_to_none=True)
+            opt.zero_grad()
             loss_of(model, step).backward()
             opt.step()
     assert_same_parameters(ours, theirs)
@@ -44,7 +44,7 @@ def test_under_a_grad_scaler_it_steps_and_skips_like_torch():
     scalers = [torch.amp.GradScaler("cpu", init_scale=2.0**10) for _ in opts]
     for step in range(8):
         for model, opt, scaler in zip((ours, theirs), opts, scalers):
-            opt.zero_grad(set_to_none=True)
+            opt.zero_grad()
             loss = loss_of(model, step) * (float("inf") if step == 3 else 1.0)  # step 3 overflows: skipped
             scaler.scale(loss).backward()
             scaler.step(opt)

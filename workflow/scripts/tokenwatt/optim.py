@@ -38,7 +38,8 @@ class FusedAdamW:
         self.exp_avg_sqs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
         self.state_steps = [torch.zeros((), dtype=torch.float32, device=p.device) for p in self.params]
 
-    def zero_grad(self, set_to_none: bool = True) -> None:
+    def zero_grad(self) -> None:
+        """Gradients to None (torch's default), so the next backward writes them instead of adding."""
         for p in self.params:
             p.grad = None
 

@@ -147,7 +147,7 @@ def compile_model(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
         with autocast(device, precision):
             loss, _ = token_loss_sum(compiled, ids[:size].to(device), mask[:size].to(device))
         loss.backward()
-    model.zero_grad(set_to_none=True)
+    model.zero_grad()
     return compiled, time.perf_counter() - t0
 
 
@@ -184,7 +184,7 @@ def train(
             with autocast(device, cfg.precision):
                 loss_sum, n_targets = token_loss_sum(forward, epoch_ids[start:end], epoch_mask[start:end], epoch_targets[start:end])
             loss = loss_sum / n_targets.clamp(min=1)
-            optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad()
             scaler.scale(loss).backward()
             scaler.step(optimizer)
             scaler.update()
