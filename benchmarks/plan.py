@@ -26,7 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 
-BARE = """
+# Both Snakefiles below: the trials, the default target and the aggregation.
+GRAPH = """
 BUDGETS = [10000, 20000, 40000]
 TRIALS = range(1, {trials} + 1)
 
@@ -37,7 +38,9 @@ rule aggregate:
     input: expand("results/trials/b{{budget}}/t{{trial}}/metrics.json", budget=BUDGETS, trial=TRIALS)
     output: "results/analysis/trials.csv"
     shell: "touch {{output}}"
+"""
 
+BARE = GRAPH + """
 rule subset:
     output: "results/subsets/b{{budget}}/t{{trial}}.json"
     shell: "touch {{output}}"
@@ -53,18 +56,8 @@ rule train:
 # wildcards, a priority function, resources, three outputs, four inputs from an input function, a
 # conda env, a script), each doing no work of its own: what Snakemake charges for the directives,
 # apart from what tokenwatt's own code (config check, design, paths, run order) adds.
-DIRECTIVES = """
-BUDGETS = [10000, 20000, 40000]
-TRIALS = range(1, {trials} + 1)
+DIRECTIVES = GRAPH + """
 PRIORITY = {{(b, t): i for i, (b, t) in enumerate((b, t) for t in TRIALS for b in BUDGETS)}}
-
-rule all:
-    input: "results/analysis/trials.csv"
-
-rule aggregate:
-    input: expand("results/trials/b{{budget}}/t{{trial}}/metrics.json", budget=BUDGETS, trial=TRIALS)
-    output: "results/analysis/trials.csv"
-    shell: "touch {{output}}"
 
 rule data:
     output: "data/chunks_train.parquet", "data/chunks_eval.parquet", directory("data/tokenizer")
