@@ -30,9 +30,11 @@ class FusedAdamW:
     def __init__(self, params: Iterable[torch.nn.Parameter], lr: float, weight_decay: float,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
         self.params = [p for p in params if p.requires_grad]
-        if len({(p.device, p.dtype) for p in self.params}) > 1:
-            raise ValueError("FusedAdamW needs every parameter on one device in one dtype")
-        self.param_groups = [{"params": self.params, "lr": lr, "weight_decay": weight_decay, "betas": betas, "eps": eps}]
+        kinds = sorted({f"{p.dtype} on {p.device}" for p in self.params})
+        if len(kinds) > 1:
+            raise ValueError(f"the model's trainable parameters are {', '.join(kinds)}; the fused AdamW step needs one "
+                             "dtype on one device (load the model in one dtype, on train.device)")
+        self.param_groups = [{"params": self.params}]  # all that GradScaler reads (to unscale and check for infs)
         self.lr, self.weight_decay, self.betas, self.eps = lr, weight_decay, betas, eps
         self.exp_avgs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
         self.exp_avg_sqs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
