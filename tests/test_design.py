@@ -1,6 +1,7 @@
 """The design module: the config turned into cells, their settings and their paths."""
 
 import copy
+import math
 
 import pytest
 import yaml
@@ -22,7 +23,9 @@ def test_a_one_factor_study_keeps_its_paths_and_settings():
     assert [c.id for c in d.cells] == ["b10000", "b20000", "b40000"]
     assert d.keys()[:2] == [("b10000", 1), ("b10000", 2)] and len(d.keys()) == 15
     cell = d.cell("b10000")
-    assert d.model_config(cell) == d.config["model"] and d.train_config(cell) == d.config["train"]
+    assert d.model_config(cell) == d.config["model"]
+    # compile: auto resolved for the study (its 10K cell trains at least 471 steps, under 1000)
+    assert d.train_config(cell) == {**d.config["train"], "compile": False}
     assert (d.profile_keys(), d.tokenizer_keys(), d.resources(cell)) == ([""], [""], {})
 
 
@@ -48,6 +51,33 @@ def test_a_model_level_replaces_the_base_model_and_a_preset_level_drops_the_base
     small, wide = (d.model_config(c) for c in (d.cell("model=small/b10000"), d.cell("model=wide/b10000")))
     assert (small["preset"], small["overrides"]) == ("llama-small", {})
     assert (wide["preset"], wide["overrides"]) == ("llama-tiny", {"hidden_size": 64})
+
+
+def _with_train(budgets, **train) -> Design:
+    config = copy.deepcopy(DEFAULT)
+    config["study"]["budgets"] = budgets
+    config["train"].update(train)
+    return Design(validate_config(config, SCHEMA))
+
+
+def test_a_cells_fewest_steps_are_its_budget_in_full_chunks_and_batches_times_the_epochs():
+    d = _with_train([10000], epochs=3, batch_size=4)
+    assert d.min_steps(d.cells[0]) == 3 * math.ceil(math.ceil(10000 / 64) / 4)
+
+
+def test_compile_auto_is_decided_once_for_the_whole_study_by_its_shortest_cell():
+    mixed = _with_train([10000, 400000], device="cuda")  # 471 and 18 750 steps at the least, around the default 1000
+    assert {mixed.train_config(c)["compile"] for c in mixed.cells} == {False}
+    assert "budget 10000 trains at least 471 steps" in mixed.compile_note()
+    long = _with_train([100000, 400000], device="cuda")
+    assert {long.train_config(c)["compile"] for c in long.cells} == {"auto"} and long.compile_note() is None
+
+
+def test_the_compile_note_speaks_only_where_a_cuda_study_gave_compiling_up():
+    assert _with_train([10000, 400000]).compile_note() is None  # device auto: on a CPU auto never compiles
+    assert _with_train([10000, 20000], device="cuda").compile_note() is None  # no cell would have compiled
+    forced = _with_train([10000, 400000], device="cuda", compile=True)
+    assert {forced.train_config(c)["compile"] for c in forced.cells} == {True} and forced.compile_note() is None
 
 
 def test_precision_lr_batch_size_and_hardware_levels_set_the_training_settings_and_resources():

@@ -191,6 +191,8 @@ if workflow.is_main_process:
 
     logger.info(cost_preview({(c, t): DESIGN.budget_of(c) for c, t in EXPECTED}, DESIGN.shape(), config["train"]["epochs"],
                              _finished_trials(), config["cost"]))
+    if (note := DESIGN.compile_note()) is not None:
+        logger.info(note)
 
 
 def warn_if_report_is_stale():

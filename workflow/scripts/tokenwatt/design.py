@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,6 +116,11 @@ class Design:
         combos = itertools.product(*[[(f, name) for name in levels] for f, levels in self.factors.items()])
         self.cells: list[Cell] = [Cell(b, tuple(combo)) for combo in combos for b in self.budgets]
         self._by_id = {c.id: c for c in self.cells}
+        # train.compile: auto decides once for the whole study, by its shortest cell: compiled and eager
+        # training differ in speed, power and the last digits of the loss, so a study whose small budgets
+        # ran eager and large ones compiled would confound the budget with the training stack.
+        self.shortest: Cell = min(self.cells, key=self.min_steps)
+        self.auto_compiles: bool = self.min_steps(self.shortest) >= config["train"]["compile_min_steps"]
 
     def shape(self) -> str:
         """How the design makes its trials, for the plan: ``3 budgets × 2 model levels × 5 trials``."""
@@ -158,6 +164,12 @@ class Design:
         return sorted({self.tokenizer_key(c) for c in self.cells})
 
     def train_config(self, cell: Cell) -> dict[str, Any]:
+        train = self._train_settings(cell)
+        if train["compile"] == "auto" and not self.auto_compiles:
+            train["compile"] = False
+        return train
+
+    def _train_settings(self, cell: Cell) -> dict[str, Any]:
         train = dict(self.config["train"])
         for factor in ("precision", "lr", "batch_size"):
             if (value := self._level(cell, factor)) is not None:
@@ -165,6 +177,25 @@ class Design:
         if (hardware := self._level(cell, "hardware")) is not None:
             train["device"] = hardware["device"]
         return train
+
+    def min_steps(self, cell: Cell) -> int:
+        """The fewest optimizer steps a cell's trials can take: its budget in full chunks (a chunk holds
+        at most ``chunk.length`` real tokens), in batches, times the epochs."""
+        train = self._train_settings(cell)
+        chunks = math.ceil(cell.budget / self.config["chunk"]["length"])
+        return train["epochs"] * math.ceil(chunks / train["batch_size"])
+
+    def compile_note(self) -> str | None:
+        """Why ``train.compile: auto`` compiles no trial of a study that asks for CUDA, where its longer cells
+        alone would have compiled (``device: auto`` says nothing: on a CPU auto never compiles)."""
+        cuda = [c for c in self.cells if self._train_settings(c)["device"] == "cuda"]
+        threshold = self.config["train"]["compile_min_steps"]
+        if (self.config["train"]["compile"] != "auto" or self.auto_compiles
+                or max(map(self.min_steps, cuda), default=0) < threshold):
+            return None
+        return (f"train.compile auto: no trial compiles, because {cell_label(self.shortest.id)} trains at least "
+                f"{self.min_steps(self.shortest):,} steps, under train.compile_min_steps ({threshold:,}); one mode for the "
+                "whole study keeps its conditions comparable. Set train.compile: true to compile every trial.")
 
     def levels(self, cell: Cell) -> dict[str, str]:
         return dict(cell.levels)

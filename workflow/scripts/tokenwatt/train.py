@@ -124,7 +124,8 @@ def evaluate(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, devi
 
 def should_compile(setting: bool | str, device: torch.device, steps: int, min_steps: int) -> bool:
     """``train.compile``: true/false as given; auto compiles a CUDA trial of at least ``min_steps`` steps.
-    On a CPU a compile (18–60 s cold) outweighs what it saves in a trial of minutes."""
+    On a CPU a compile (18–60 s cold) outweighs what it saves in a trial of minutes. (A study decides auto
+    once, by its shortest cell: ``Design.train_config`` turns it into false where that cell is too short.)"""
     if setting == "auto":
         return device.type == "cuda" and steps >= min_steps
     return bool(setting)
