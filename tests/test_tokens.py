@@ -1,3 +1,7 @@
+import os
+import subprocess
+import sys
+
 import numpy as np
 import polars as pl
 import pytest
@@ -7,6 +11,7 @@ from tokenwatt.chunking import ChunkError, chunk_documents, chunk_ids, with_spec
 from tokenwatt.split import SplitError, split_documents
 from tokenwatt.subsets import SubsetError, draw_subset, trial_seed
 from tokenwatt.tokenizer import TokenizerError, load_tokenizer, save_tokenizer, tokenizer_info
+from workflow_helpers import ROOT
 
 
 def test_chunks_are_cut_at_length_and_the_last_is_padded():
@@ -52,6 +57,18 @@ def test_tokenizer_round_trips_through_auto_tokenizer(tmp_path, small_tokenizer)
     assert loaded.decode(loaded(text)["input_ids"]) == text
     info = tokenizer_info(loaded, "train")
     assert info["vocab_size"] == 400 and info["pad_token_id"] == 0
+
+
+def test_a_trained_tokenizer_loads_as_auto_tokenizer_would_without_its_model_mapping(tmp_path, small_tokenizer):
+    save_tokenizer(small_tokenizer, tmp_path)
+    text = "Once upon a time, Bolika the fox found a shiny zibblo."
+    auto = AutoTokenizer.from_pretrained(tmp_path)
+    code = (f"import sys; from tokenwatt.tokenizer import load_tokenizer; t = load_tokenizer({str(tmp_path)!r}); "
+            f"print(type(t).__name__, t({text!r})['input_ids'], t.pad_token_id); "
+            "print('transformers.models.auto.tokenization_auto' in sys.modules)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "workflow" / "scripts")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout.split("\n")
+    assert out[:2] == [f"{type(auto).__name__} {auto(text)['input_ids']} {auto.pad_token_id}", "False"]
 
 
 def test_eval_split_is_by_document_and_disjoint():
