@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tokenwatt.model import ModelError, build_model, check_tokenizer_matches, load_pretrained, preset_sizes
-from tokenwatt.train import TrainSettings, TrainingError, check_precision, evaluate, labels_for, train
+from tokenwatt.train import TrainSettings, TrainingError, check_precision, evaluate, labels_for, should_compile, train
 from tokenwatt.trial import run_trial
 
 TOK = {"vocab_size": 64, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
@@ -218,3 +218,10 @@ def test_a_trial_records_its_training_stack_and_settle_pause():
     metrics, _, _ = _run("estimate")
     assert (metrics["implementation"], metrics["compiled"], metrics["compile_s"]) == ("native", False, None)
     assert metrics["architecture"] == "NativeLlama" and metrics["settle_s"] == 0.0
+
+
+def test_compile_auto_compiles_a_cuda_trial_from_min_steps_and_never_a_cpu_one():
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert [should_compile("auto", cuda, steps, 1000) for steps in (999, 1000)] == [False, True]
+    assert should_compile("auto", cpu, 10**6, 1000) is False
+    assert (should_compile(True, cpu, 1, 1000), should_compile(False, cuda, 10**6, 1000)) == (True, False)
