@@ -69,6 +69,9 @@ def test_compile_auto_is_decided_once_for_the_whole_study_by_its_shortest_cell()
     mixed = _with_train([10000, 400000], device="cuda")  # 471 and 18 750 steps at the least, around the default 1000
     assert {mixed.train_config(c)["compile"] for c in mixed.cells} == {False}
     assert "budget 10000 trains at least 471 steps" in mixed.compile_note()
+    config = copy.deepcopy(DEFAULT)
+    config["study"]["budgets"], config["design"] = [10000, 400000], {"hardware": {"h200": {"device": "cuda:1"}}}
+    assert "hardware h200, budget 10000 trains at least 471 steps" in Design(validate_config(config, SCHEMA)).compile_note()
     long = _with_train([100000, 400000], device="cuda")
     assert {long.train_config(c)["compile"] for c in long.cells} == {"auto"} and long.compile_note() is None
 

@@ -188,7 +188,7 @@ class Design:
     def compile_note(self) -> str | None:
         """Why ``train.compile: auto`` compiles no trial of a study that asks for CUDA, where its longer cells
         alone would have compiled (``device: auto`` says nothing: on a CPU auto never compiles)."""
-        cuda = [c for c in self.cells if self._train_settings(c)["device"] == "cuda"]
+        cuda = [c for c in self.cells if self._train_settings(c)["device"].startswith("cuda")]  # cuda or cuda:N
         threshold = self.config["train"]["compile_min_steps"]
         if (self.config["train"]["compile"] != "auto" or self.auto_compiles
                 or max(map(self.min_steps, cuda), default=0) < threshold):
