@@ -3,7 +3,8 @@ import math
 import polars as pl
 import pytest
 
-from tokenwatt.aggregate import changes_table, conditions_table, cs_tflops_of
+from tokenwatt.aggregate import cs_tflops_of
+from tokenwatt.analysis.conditions import changes_table, conditions_table
 from tokenwatt.measures import budget_label
 from trial_records import aggregate, raw_record
 
@@ -59,20 +60,37 @@ def test_every_trial_carries_a_quality_verdict_and_its_place_in_the_run_order():
     assert "throughput" in trials["quality_reasons"][2]
 
 
-def test_conditions_have_mean_sd_sem_and_a_t_interval():
-    recs = [raw_record(1000, t, power_rms_w=p) for t, p in enumerate([1.0, 2.0, 3.0], 1)]
+def test_a_log_scale_measure_is_summarised_by_its_geometric_mean_and_a_back_transformed_interval():
+    recs = [raw_record(1000, t, power_rms_w=p) for t, p in enumerate([1.0, 2.0, 4.0], 1)]
     cond = conditions_table(aggregate(recs, [(1000, t) for t in (1, 2, 3)])[0])
     row = cond.filter(pl.col("measure") == "power_rms_w").row(0, named=True)
-    assert (row["n"], row["mean"], row["sd"]) == (3, 2.0, 1.0)
-    assert row["sem"] == pytest.approx(1 / 3**0.5)
-    assert row["ci95_high"] - row["mean"] == pytest.approx(4.302653 / 3**0.5, rel=1e-6)
+    assert (row["scale"], row["n"], row["mean"]) == ("log", 3, pytest.approx(7 / 3))
+    assert row["center"] == pytest.approx(2.0)  # (1 · 2 · 4)^(1/3)
+    half = 4.302653 * math.log(2) / 3**0.5  # t(.975, 2) × sd of the logs (ln 2) / √3
+    assert (row["ci95_low"], row["ci95_high"]) == pytest.approx((2 * math.exp(-half), 2 * math.exp(half)), rel=1e-6)
+
+
+def test_a_raw_scale_measure_is_summarised_by_its_mean_and_a_t_interval():
+    recs = [raw_record(1000, t, eval_loss=v) for t, v in enumerate([1.0, 2.0, 3.0], 1)]
+    row = conditions_table(aggregate(recs, [(1000, t) for t in (1, 2, 3)])[0]).filter(pl.col("measure") == "eval_loss").row(0, named=True)
+    assert (row["scale"], row["n"], row["mean"], row["sd"], row["center"]) == ("raw", 3, 2.0, 1.0, 2.0)
+    assert row["ci95_high"] - row["center"] == pytest.approx(4.302653 / 3**0.5, rel=1e-6)
+
+
+def test_the_change_between_budgets_is_the_geometric_mean_of_the_paired_ratios():
+    # trial 1 halves, trial 2 quarters its PE: the paired change is −(1 − √(1/8)) = −64.6 %,
+    # while the change of the arithmetic means would be misleading in level-weighted ways.
+    trials = pl.DataFrame({"series": [""] * 4, "budget": [1, 2, 1, 2], "trial": [1, 1, 2, 2], "pe": [4e-8, 2e-8, 1e-8, 0.25e-8]})
+    row = conditions_table(trials).filter((pl.col("measure") == "pe") & (pl.col("budget") == 2)).row(0, named=True)
+    assert row["change"] == pytest.approx(100 * (math.sqrt(0.5 * 0.25) - 1))
+    assert (row["change_n"], row["change_unit"]) == (2, "%")
 
 
 def test_null_energy_is_left_out_not_counted_as_zero():
     recs = [raw_record(1000, 1, energy_j=None)]
     cond = conditions_table(aggregate(recs, [(1000, 1)])[0])
     energy = cond.filter(pl.col("measure") == "energy_j").row(0, named=True)
-    assert energy["n"] == 0 and energy["mean"] is None
+    assert energy["n"] == 0 and energy["mean"] is None and energy["center"] is None
 
 
 def test_changes_table_reports_the_studys_percentages():

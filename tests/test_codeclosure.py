@@ -60,3 +60,20 @@ def test_the_trial_digest_leaves_out_the_analysis_so_a_formula_change_never_retr
     covered = _names(closure(SCRIPTS / "train_trial.py", SCRIPTS), SCRIPTS)
     assert "tokenwatt/efficiency.py" not in covered and "tokenwatt/quality.py" not in covered
     assert "tokenwatt/train.py" in covered and "tokenwatt/meters.py" in covered
+
+
+def test_the_closure_follows_imports_inside_and_out_of_nested_packages(tmp_path):
+    root = _tree(tmp_path, {
+        "run.py": "from tokenwatt.analysis.stats import f\n",
+        "tokenwatt/__init__.py": "",
+        "tokenwatt/design.py": "",
+        "tokenwatt/analysis/__init__.py": "",
+        "tokenwatt/analysis/stats.py": "from .scale import s\nfrom ..design import d\nfrom .. import cost\n",
+        "tokenwatt/analysis/scale.py": "from . import apa\n",
+        "tokenwatt/analysis/apa.py": "",
+        "tokenwatt/cost.py": "",
+        "tokenwatt/unused.py": "",
+    })
+    assert _names(closure(root / "run.py", root), root) == [
+        "run.py", "tokenwatt/__init__.py", "tokenwatt/analysis/__init__.py", "tokenwatt/analysis/apa.py",
+        "tokenwatt/analysis/scale.py", "tokenwatt/analysis/stats.py", "tokenwatt/cost.py", "tokenwatt/design.py"]

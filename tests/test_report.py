@@ -9,10 +9,10 @@ import polars as pl
 import pytest
 
 from tokenwatt import figures as F
-from tokenwatt.aggregate import changes_table, conditions_table
+from tokenwatt.analysis.conditions import changes_table, conditions_table
 from tokenwatt.measures import FIGURES, TESTED
 from tokenwatt.report import render_report
-from tokenwatt.stats import analyse_study
+from tokenwatt.analysis.stats import analyse_study
 from trial_records import COST, QUALITY, aggregate, raw_record
 
 BUDGETS = [10_000, 20_000, 40_000]
@@ -130,7 +130,7 @@ def test_the_quality_section_repeats_the_statistics_without_flagged_trials(analy
     assert stats["flagged"] == [["b40000", 5]]  # (cell, trial)
     assert stats["anova"]["pe"]["n_trials"] == 5 and stats["sensitivity"]["anova"]["pe"]["n_trials"] == 4
     page = _report(analysed, figures)
-    assert "sensitivity analysis repeats them on unflagged trials only" in page
+    assert "sensitivity analysis repeats them on subjects without a flagged trial (4 subjects)" in page
     assert html.escape(stats["sensitivity"]["anova"]["pe"]["apa"]) in page
 
 
@@ -245,8 +245,8 @@ def test_the_summary_says_what_changed_how_sure_we_are_what_it_cost_and_the_cave
     page = _report(analysed, figures)
     summary = page[page.index('<p class="summary">'):]
     summary = summary[:summary.index("</p>")]
-    assert "PE changed by" in summary and "from 10K to 40K tokens (mean over 5 trials, 95 % CI" in summary
-    assert "The budget effect on PE is" in summary and "η²G = " in summary
+    assert "PE changed by" in summary and "from 10K to 40K tokens (geometric mean ratio over 5 trials, 95 % CI" in summary
+    assert "The budget effect on log PE is statistically significant (p" in summary and "Its size is large (η²G = ." in summary
     assert "kWh" in summary and "ESTIMATED" in summary
     assert "Caveats: energy and power are estimated" in summary and "1 trial(s) were flagged" in summary
 

@@ -39,13 +39,15 @@ def steady_steps(n: int = 6) -> pl.DataFrame:
 
 def aggregate(records: list, expected: list[tuple[int | str, int]], *, cs_tflops: float = 0.15, metric: dict | None = None,
               quality: dict | None = None, traces: list | None = None, steps: list | None = None, cost: dict | None = None,
-              intensity: float | None = None):
-    """trials_table over records with steady traces and loss curves unless given; ``expected`` names each
-    trial's cell by its id or, in a one-factor study, by its budget."""
+              intensity: float | None = None, exclude_flagged: bool = False):
+    """trials_table over records with steady traces and loss curves unless given, its analysis frame marked as the
+    aggregate rule marks it; ``expected`` names each trial's cell by its id or, in a one-factor study, by its budget."""
     from tokenwatt.aggregate import trials_table
+    from tokenwatt.analysis.frame import mark
 
     n = len(expected)
     expected = [(f"b{cell}" if isinstance(cell, int) else cell, trial) for cell, trial in expected]
-    return trials_table(records, expected, traces=traces or [steady_trace()] * n, steps=steps or [steady_steps()] * n,
-                        cs_tflops=cs_tflops, metric=metric or METRIC, quality=quality or QUALITY, reference_tflops=cs_tflops,
-                        cost=cost or COST, intensity_g_per_kwh=intensity)
+    trials, missing = trials_table(records, expected, traces=traces or [steady_trace()] * n, steps=steps or [steady_steps()] * n,
+                                   cs_tflops=cs_tflops, metric=metric or METRIC, quality=quality or QUALITY,
+                                   reference_tflops=cs_tflops, cost=cost or COST, intensity_g_per_kwh=intensity)
+    return mark(trials, dict.fromkeys(c for c, _ in expected), exclude_flagged), missing

@@ -25,6 +25,8 @@ rule aggregate:
         metric=config["metric"],
         quality=QUALITY_SETTINGS,
         cost=config["cost"],
+        exclude_flagged=config["quality"]["exclude_flagged"],
+        require_complete=True,
         code=code_digest("aggregate.py"),
     log:
         logfile("aggregate"),

@@ -29,6 +29,9 @@ use rule aggregate as interim_aggregate with:
         metric=config["metric"],
         quality=QUALITY_SETTINGS,
         cost=config["cost"],
+        exclude_flagged=config["quality"]["exclude_flagged"],
+        # Mid-study most subjects are incomplete: describe every finished trial (the tests use complete ones).
+        require_complete=False,
         code=code_digest("aggregate.py"),
     log:
         logfile("interim_aggregate"),

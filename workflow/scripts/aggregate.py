@@ -1,6 +1,8 @@
 """Rule aggregate: trials.parquet (measured + derived + quality), conditions, changes, quality flags, missing trials."""
 import polars as pl
-from tokenwatt.aggregate import changes_table, conditions_table, cost_summary, cs_tflops_of, trials_table
+from tokenwatt.aggregate import cost_summary, cs_tflops_of, trials_table
+from tokenwatt.analysis.conditions import changes_table, conditions_table
+from tokenwatt.analysis.frame import frame_note, mark
 from tokenwatt.cost import carbon_intensity
 from tokenwatt.design import profile_key_of
 from tokenwatt.files import logged, read_json, write_json, write_parquet, write_text
@@ -45,6 +47,10 @@ with logged(snakemake.log[0]):
     )
     for line in missing:
         print(f"MISSING: {line}")
+    # The analysis frame, marked once: every later table, figure and test reads `in_frame`.
+    cells = list(dict.fromkeys(c for c, _ in expected))
+    trials = mark(trials, cells, p.exclude_flagged, require_complete=p.require_complete)
+    print(frame_note(trials, p.exclude_flagged))
     conditions = conditions_table(trials)
     write_parquet(out.trials, trials)
     conditions.write_csv(out.conditions)

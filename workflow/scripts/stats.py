@@ -2,7 +2,7 @@
 import polars as pl
 from tokenwatt.files import logged, write_json
 from tokenwatt.measures import TESTED
-from tokenwatt.stats import analyse_study
+from tokenwatt.analysis.stats import analyse_study
 
 with logged(snakemake.log[0]):
     result = analyse_study(pl.read_parquet(snakemake.input[0]), TESTED, snakemake.params.exclude_flagged)
@@ -14,5 +14,5 @@ with logged(snakemake.log[0]):
             for dv, a in result["anova"].items() for e in a.get("effects", [])]
     flat += [{k: v for k, v in a.items() if not isinstance(v, (dict, list))} for a in result["anova"].values() if "effects" not in a]
     pl.DataFrame(flat, infer_schema_length=None).write_csv(snakemake.output.anova)
-    pl.DataFrame(result["posthoc"], schema=["dv", "series", "budget_a", "budget_b", "t", "df", "p_unc", "p_holm", "hedges_g"],
-                 orient="row").write_csv(snakemake.output.posthoc)
+    columns = ["dv", "scale", "series", "budget_a", "budget_b", "t", "df", "p_unc", "p_holm", "hedges_g", "ratio", "difference"]
+    pl.DataFrame([[r[c] for c in columns] for r in result["posthoc"]], schema=columns, orient="row").write_csv(snakemake.output.posthoc)

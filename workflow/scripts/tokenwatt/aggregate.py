@@ -1,18 +1,14 @@
-"""Per-trial table (measured, derived, quality verdict) and per-condition summaries, with missing trials named."""
+"""Per-trial table (measured, derived, quality verdict), with missing trials named."""
 
 from __future__ import annotations
 
 from typing import Any, Iterable
 
-import numpy as np
 import polars as pl
-from scipy import stats as sps
 
 from .cost import trial_cost
 from .design import cell_label, per_profile, series_of
 from .efficiency import derived_metrics
-from .tables import CHANGES_SCHEMA, CONDITIONS_SCHEMA, series_blocks
-from .measures import MEASURES
 from .quality import assess
 
 
@@ -85,52 +81,3 @@ def trials_table(records: Iterable[dict[str, Any] | str | None], expected: list[
                      **trial_cost({**rec, **derived}, cost, intensity_g_per_kwh),
                      "cost_is_estimate": rec["meter_is_estimate"], **verdict, "run_position": position[i]})
     return pl.DataFrame(rows, infer_schema_length=None), missing
-
-
-def _summary(values: np.ndarray) -> dict[str, float | int | None]:
-    n = len(values)
-    mean = float(values.mean()) if n else None
-    sd = float(values.std(ddof=1)) if n > 1 else None
-    sem = sd / np.sqrt(n) if sd is not None else None
-    half = float(sps.t.ppf(0.975, n - 1) * sem) if sem is not None else None
-    return {"n": n, "mean": mean, "sd": sd, "sem": sem,
-            "ci95_low": None if half is None else mean - half, "ci95_high": None if half is None else mean + half}
-
-
-def conditions_table(trials: pl.DataFrame) -> pl.DataFrame:
-    """Long table: series × budget × measure with n, mean, sd, sem, 95 % t-interval and % change from the
-    previous budget of the same series (the series: the levels of every other factor, "" in a one-factor study).
-
-    Nulls (e.g. energy with meter none) are left out of n, never counted as zero.
-    """
-    rows = []
-    budgets = sorted(trials["budget"].unique().to_list()) if trials.height else []
-    for series, mine in series_blocks(trials):
-        for measure in MEASURES:
-            if measure not in trials.columns:
-                continue
-            previous = None
-            for budget in budgets:
-                values = mine.filter(pl.col("budget") == budget)[measure].drop_nulls().cast(pl.Float64).to_numpy()
-                row = {"series": series, "budget": budget, "measure": measure, **_summary(values)}
-                row["pct_change_from_previous"] = (
-                    None if previous is None or row["mean"] is None or not previous else 100.0 * (row["mean"] - previous) / previous
-                )
-                previous = row["mean"]
-                rows.append(row)
-    return pl.DataFrame(rows, schema=CONDITIONS_SCHEMA, orient="row")
-
-
-def changes_table(conditions: pl.DataFrame) -> pl.DataFrame:
-    """The study's own trade-off table: for each step between budgets (within each series), perplexity
-    reduction, PE drop and power change in percent (positive reduction/drop = it went down)."""
-    rows = []
-    for series, block in series_blocks(conditions):
-        wide = block.pivot(on="measure", index="budget", values="pct_change_from_previous").sort("budget")
-        budgets = wide["budget"].to_list()
-        get = lambda m: wide[m].to_list() if m in wide.columns else [None] * len(budgets)  # noqa: E731
-        ppl, pe, power, energy = get("perplexity"), get("pe"), get("power_rms_w"), get("energy_j")
-        neg = lambda x: None if x is None else -x  # noqa: E731
-        rows += [{"series": series, "from_budget": budgets[i - 1], "to_budget": budgets[i], "perplexity_reduction_pct": neg(ppl[i]),
-                  "pe_drop_pct": neg(pe[i]), "power_change_pct": power[i], "energy_change_pct": energy[i]} for i in range(1, len(budgets))]
-    return pl.DataFrame(rows, schema=CHANGES_SCHEMA, orient="row")

@@ -29,8 +29,11 @@ def _imported(source: str, module: str) -> frozenset[str]:
             found.update(a.name for a in node.names if a.name.split(".")[0] == PACKAGE)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
-            if node.level:  # relative: from .x import y / from . import x
-                base = f"{package}.{base}".rstrip(".") if node.level == 1 else base
+            if node.level:  # relative at any depth: from .x import y, from . import x, from ..x import y
+                parts = package.split(".")
+                if node.level - 1 >= len(parts):
+                    continue  # beyond the top-level package: not ours
+                base = ".".join([*parts[: len(parts) - node.level + 1], *([base] if base else [])])
             if base.split(".")[0] != PACKAGE:
                 continue
             found.add(base)

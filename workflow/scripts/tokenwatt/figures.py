@@ -11,9 +11,9 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from .design import LEVEL_PREFIX, condition_name, factor_name, parse_cell, series_label  # noqa: E402
-from .measures import MEASURES, budget_label, display_exponent, label, power_of_ten  # noqa: E402
+from .analysis.frame import frame  # noqa: E402
+from .measures import MEASURES, budget_label, display_exponent, label, power_of_ten, scale_of  # noqa: E402
 from .tables import series_blocks  # noqa: E402
-
 
 
 def _estimate_note(estimated: bool) -> str:
@@ -28,8 +28,13 @@ def _of(table: pl.DataFrame, series: str) -> pl.DataFrame:
     return table.filter(pl.col("series") == series) if "series" in table.columns else table
 
 
+def _centre_name(measure: str) -> str:
+    return "geometric mean ± 95 % CI" if scale_of(measure) == "log" else "mean ± 95 % CI"
+
+
 def _paired(ax, trials: pl.DataFrame, conditions: pl.DataFrame, measure: str, scale: float = 1.0, unit_label: str | None = None) -> None:
-    """Every trial as a point, its budgets joined by a line, and the mean ± 95 % CI: one line per series
+    """Every trial as a point, its budgets joined by a line, and the centre ± 95 % CI on the measure's scale
+    (a log-scale measure: geometric mean, on a log axis, where equal ratios look equal): one line per series
     (the levels of the other factors), an interaction plot when there are several."""
     budgets = sorted(trials["budget"].unique().to_list())
     x = {b: i for i, b in enumerate(budgets)}
@@ -45,17 +50,19 @@ def _paired(ax, trials: pl.DataFrame, conditions: pl.DataFrame, measure: str, sc
             dodge = 0.12 * (i / max(len(groups) - 1, 1) - 0.5) + (0 if one else 0.06 * (k - (len(all_series) - 1) / 2))
             ax.plot([x[b] + dodge for b in grp["budget"]], vals.to_numpy() * scale, color="0.6" if one else colour,
                     lw=0.8, alpha=0.6 if one else 0.25, marker="o", ms=3)
-        summary = _of(conditions, series).filter(pl.col("measure") == measure).sort("budget").drop_nulls("mean")
+        summary = _of(conditions, series).filter(pl.col("measure") == measure).sort("budget").drop_nulls("center")
         if summary.height:
-            mean = summary["mean"].to_numpy() * scale
-            err = np.vstack([mean - summary["ci95_low"].fill_null(summary["mean"]).to_numpy() * scale,
-                             summary["ci95_high"].fill_null(summary["mean"]).to_numpy() * scale - mean])
-            ax.errorbar([x[b] for b in summary["budget"]], mean, yerr=err, color=colour, lw=2, capsize=5, marker="s", ms=7,
-                        label="mean ± 95 % CI" if one else f"{series_label(series)}: mean ± 95 % CI")
+            centre = summary["center"].to_numpy() * scale
+            err = np.vstack([centre - summary["ci95_low"].fill_null(summary["center"]).to_numpy() * scale,
+                             summary["ci95_high"].fill_null(summary["center"]).to_numpy() * scale - centre])
+            ax.errorbar([x[b] for b in summary["budget"]], centre, yerr=err, color=colour, lw=2, capsize=5, marker="s", ms=7,
+                        label=_centre_name(measure) if one else f"{series_label(series)}: {_centre_name(measure)}")
+    if scale_of(measure) == "log" and trials[measure].drop_nulls().min() is not None and trials[measure].drop_nulls().min() > 0:
+        ax.set_yscale("log")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best", fontsize=8)
     ax.set_xticks(range(len(budgets)), [budget_label(b) for b in budgets])
-    ax.set_xlabel("Training-token budget (real tokens per epoch)")
+    ax.set_xlabel("Training-token budget (real tokens per epoch; equal steps: the budgets' own spacing)")
     ax.set_ylabel(unit_label or label(measure))
     ax.grid(alpha=0.3)
 
@@ -99,7 +106,7 @@ def efficiency_layers(trials, conditions, estimated: bool):
             continue
         exponent = display_exponent(trials[measure].drop_nulls().to_list())
         _paired(ax, trials, conditions, measure, scale=10.0**-exponent, unit_label=label(measure) + power_of_ten(exponent))
-        ax.set_title(MEASURES[measure][0], fontsize=9)
+        ax.set_title(MEASURES[measure].label, fontsize=9)
     fig.suptitle("The efficiency layers by token budget" + _estimate_note(estimated), fontsize=10)
     return fig
 
@@ -129,13 +136,14 @@ def perplexity_vs_tokens(trials, conditions, estimated: bool):
     all_series = _series(trials)
     for k, series in enumerate(all_series):
         means = _of(trials, series).group_by("budget").agg(pl.col("real_tokens").mean()).join(
-            _of(conditions, series).filter(pl.col("measure") == "perplexity").select("budget", "mean", "ci95_low", "ci95_high"),
-            on="budget").sort("budget")
-        mean = means["mean"].to_numpy()
-        err = np.vstack([mean - means["ci95_low"].fill_null(means["mean"]).to_numpy(),
-                         means["ci95_high"].fill_null(means["mean"]).to_numpy() - mean])
-        ax.errorbar(means["real_tokens"], mean, yerr=err, color="C3" if len(all_series) == 1 else f"C{k}", marker="s", lw=2,
-                    capsize=5, label="budget mean ± 95 % CI" if len(all_series) == 1 else f"{series_label(series)}: mean ± 95 % CI")
+            _of(conditions, series).filter(pl.col("measure") == "perplexity").select("budget", "center", "ci95_low", "ci95_high"),
+            on="budget").sort("budget").drop_nulls("center")
+        centre = means["center"].to_numpy()
+        err = np.vstack([centre - means["ci95_low"].fill_null(means["center"]).to_numpy(),
+                         means["ci95_high"].fill_null(means["center"]).to_numpy() - centre])
+        name = _centre_name("perplexity")
+        ax.errorbar(means["real_tokens"], centre, yerr=err, color="C3" if len(all_series) == 1 else f"C{k}", marker="s", lw=2,
+                    capsize=5, label=f"budget {name}" if len(all_series) == 1 else f"{series_label(series)}: {name}")
     ax.set_xscale("log")
     ax.set_xlabel("Real tokens processed (budget × epochs, log scale)")
     ax.set_ylabel("Eval perplexity")
@@ -227,7 +235,7 @@ def quality_vs_cost(trials: pl.DataFrame, conditions: pl.DataFrame, estimated: b
     fig, axes = plt.subplots(1, 2 if priced else 1, figsize=(11 if priced else 6.5, 4.5), layout="constrained", squeeze=False)
     panels = [("kwh", "Energy per trial at the facility", "kWh", " — estimated" if estimated else "")]
     if priced:
-        panels.append(("total_cost", "Cost per trial", currency or "cost.currency", " — from estimated energy" if estimated else ""))
+        panels.append(("total_cost", "Cost per trial", currency, " — from estimated energy" if estimated else ""))
     summary = {(r["measure"], r["series"], r["budget"]): r for r in conditions.iter_rows(named=True)}
     conditions_shown = [(s_, b) for s_ in _series(trials) for b in sorted(trials["budget"].unique().to_list())]
     for ax, (column, name, unit, note) in zip(axes[0], panels):
@@ -236,11 +244,11 @@ def quality_vs_cost(trials: pl.DataFrame, conditions: pl.DataFrame, estimated: b
             mine = _of(trials, series).filter(pl.col("budget") == b).drop_nulls([column, "inv_ppl"])
             ax.scatter(mine[column].to_numpy() * scale, mine["inv_ppl"], s=14, alpha=0.5, color=f"C{i % 10}")
             x, y = summary.get((column, series, b)), summary.get(("inv_ppl", series, b))
-            if not x or not y or x["mean"] is None or y["mean"] is None:
+            if not x or not y or x["center"] is None or y["center"] is None:
                 continue
-            half = lambda r: [[r["mean"] - (r["ci95_low"] or r["mean"])], [(r["ci95_high"] or r["mean"]) - r["mean"]]]  # noqa: E731
-            ax.errorbar(x["mean"] * scale, y["mean"], xerr=np.array(half(x)) * scale, yerr=half(y), color=f"C{i % 10}", marker="s",
-                        ms=7, capsize=4, label=f"{condition_name(series, b)}: mean ± 95 % CI")
+            half = lambda r: [[r["center"] - (r["ci95_low"] or r["center"])], [(r["ci95_high"] or r["center"]) - r["center"]]]  # noqa: E731
+            ax.errorbar(x["center"] * scale, y["center"], xerr=np.array(half(x)) * scale, yerr=half(y), color=f"C{i % 10}", marker="s",
+                        ms=7, capsize=4, label=f"{condition_name(series, b)}: geometric mean ± 95 % CI")
         ax.set_xlabel(f"{name} ({unit}{power_of_ten(exponent)}){note}")
         ax.set_ylabel(label("inv_ppl"))
         ax.grid(alpha=0.3)
@@ -264,7 +272,9 @@ def _has(trials: pl.DataFrame, column: str) -> bool:
 
 def make_all(trials: pl.DataFrame, conditions: pl.DataFrame, changes: pl.DataFrame,
              traces: dict[tuple[str, int], pl.DataFrame], estimated: bool, currency: str = "") -> dict:
-    """Every figure of the report by name; one that has no data to show says why instead."""
+    """Every figure of the report by name; one that has no data to show says why instead. Every figure but the
+    measurement-quality one (which judges every trial) draws the analysis frame, the trials the tests use."""
+    everything, trials = trials, frame(trials)
     none_measured = "not measured: meter none records no power or energy"
     no_trials = "no finished trials yet"
     plans = {
@@ -275,7 +285,7 @@ def make_all(trials: pl.DataFrame, conditions: pl.DataFrame, changes: pl.DataFra
         "perplexity_vs_tokens": (lambda: perplexity_vs_tokens(trials, conditions, estimated), "perplexity", no_trials),
         "tradeoff": (lambda: tradeoff(changes, estimated), None, "needs PE at two or more budgets"),
         "power_traces": (lambda: power_traces(traces, estimated), None, f"Power {none_measured}"),
-        "measurement_quality": (lambda: measurement_quality(trials, estimated), "run_position", no_trials),
+        "measurement_quality": (lambda: measurement_quality(everything, estimated), "run_position", no_trials),
         "quality_vs_cost": (lambda: quality_vs_cost(trials, conditions, estimated, currency), "kwh", f"Energy {none_measured}"),
     }
     available = {
@@ -284,6 +294,8 @@ def make_all(trials: pl.DataFrame, conditions: pl.DataFrame, changes: pl.DataFra
     }
     made = {}
     for name, (draw, column, reason) in plans.items():
-        ok = available[name] if column is None else _has(trials, column)
-        made[name] = draw() if ok else placeholder(name.replace("_", " ").capitalize(), reason if trials.height else no_trials)
+        drawn = everything if name == "measurement_quality" else trials
+        ok = available[name] if column is None else _has(drawn, column)
+        why = reason if drawn.height else no_trials if not everything.height else "no complete subject in the analysis frame"
+        made[name] = draw() if ok else placeholder(name.replace("_", " ").capitalize(), why)
     return made

@@ -3,31 +3,53 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
-# name -> (label, unit); the order is the order of tables and figures.
-MEASURES: dict[str, tuple[str, str]] = {
-    "pe": ("PE (energy-aware parameter efficiency)", "a.u."),
-    "quality_per_mparam": ("Quality per parameter", "invPPL / M params"),
-    "quality_per_pflop": ("Quality per compute", "invPPL / PFLOP"),
-    "quality_per_kj": ("Quality per energy", "invPPL / kJ"),
-    "power_rms_w": ("RMS power", "W"),
-    "power_mean_w": ("Mean power", "W"),
-    "energy_j": ("Energy", "J"),
-    "dynamic_energy_j": ("Energy above idle", "J"),
-    "joules_per_token": ("Energy per token", "J/token"),
-    "train_s": ("Training time", "s"),
-    "tokens_per_s": ("Throughput", "tokens/s"),
-    "eval_loss": ("Eval loss", "nats/token"),
-    "perplexity": ("Perplexity", ""),
-    "inv_ppl": ("Quality (invPPL = 1 / perplexity)", ""),
-    "kwh": ("Energy at the facility (× PUE)", "kWh"),
-    "kg_co2e": ("Emissions", "kg CO2e"),
-    "electricity_cost": ("Electricity cost", "cost.currency"),
-    "device_cost": ("Device-hour cost", "cost.currency"),
-    "total_cost": ("Cost, electricity + device", "cost.currency"),
-    "cost_per_inv_ppl": ("Cost per unit of quality", "cost.currency / invPPL"),
+class Measure(NamedTuple):
+    """A measure's label and unit, and the scale it is analysed on.
+
+    ``log``: a ratio-scale quantity whose effects multiply (PE ∝ invPPL / (params · tokens · W); energy =
+    power × time), so factors that change its level change its differences in proportion. Tested on log
+    values, summarised as geometric means, compared as ratios: on the raw scale two series that both halve
+    per doubling of the budget would show an "interaction" that is their difference in level.
+    ``raw``: additive quantities (eval loss is already a log: log perplexity), and differences that can be
+    zero or negative (energy above idle).
+    """
+
+    label: str
+    unit: str
+    scale: str
+
+
+# name -> Measure; the order is the order of tables and figures; the scale is declared here only.
+MEASURES: dict[str, Measure] = {
+    "pe": Measure("PE (energy-aware parameter efficiency)", "a.u.", "log"),
+    "quality_per_mparam": Measure("Quality per parameter", "invPPL / M params", "log"),
+    "quality_per_pflop": Measure("Quality per compute", "invPPL / PFLOP", "log"),
+    "quality_per_kj": Measure("Quality per energy", "invPPL / kJ", "log"),
+    "power_rms_w": Measure("RMS power", "W", "log"),
+    "power_mean_w": Measure("Mean power", "W", "log"),
+    "energy_j": Measure("Energy", "J", "log"),
+    "dynamic_energy_j": Measure("Energy above idle", "J", "raw"),
+    "joules_per_token": Measure("Energy per token", "J/token", "log"),
+    "train_s": Measure("Training time", "s", "log"),
+    "tokens_per_s": Measure("Throughput", "tokens/s", "log"),
+    "eval_loss": Measure("Eval loss", "nats/token", "raw"),
+    "perplexity": Measure("Perplexity", "", "log"),
+    "inv_ppl": Measure("Quality (invPPL = 1 / perplexity)", "", "log"),
+    "kwh": Measure("Energy at the facility (× PUE)", "kWh", "log"),
+    "kg_co2e": Measure("Emissions", "kg CO2e", "log"),
+    "electricity_cost": Measure("Electricity cost", "{currency}", "log"),
+    "device_cost": Measure("Device-hour cost", "{currency}", "log"),
+    "total_cost": Measure("Cost, electricity + device-hours", "{currency}", "log"),
+    "cost_per_inv_ppl": Measure("Cost per unit of quality", "{currency} / invPPL", "log"),
 }
+
+
+def scale_of(name: str) -> str:
+    """``log`` or ``raw``: the scale every test and summary of ``name`` uses."""
+    return MEASURES[name].scale
+
 
 # The report's conditions tables: one per family of measures.
 FAMILIES: dict[str, list[str]] = {
@@ -70,8 +92,10 @@ def power_of_ten(exponent: int) -> str:
     return f" ×10{str(exponent).translate(str.maketrans('-0123456789', '⁻⁰¹²³⁴⁵⁶⁷⁸⁹'))}" if exponent else ""
 
 
-def label(name: str) -> str:
-    text, unit = MEASURES[name]
+def label(name: str, currency: str = "") -> str:
+    """ "Energy (J)"; a money unit names the study's currency (``cost.currency``)."""
+    text, unit, _ = MEASURES[name]
+    unit = unit.format(currency=currency or "currency")
     return f"{text} ({unit})" if unit else text
 
 

@@ -10,11 +10,13 @@ from typing import Any
 
 import polars as pl
 
-from .measures import FAMILIES, TESTED, budget_label, display_exponent, fixed, label, power_of_ten
+from .analysis.apa import bounded, df, fmt_p, p_value
+from .analysis.frame import frame, frame_note
+from .analysis.scale import paired_change
+from .design import condition_name, series_label
+from .measures import FAMILIES, TESTED, budget_label, display_exponent, fixed, label, power_of_ten, scale_of
 from .provenance import utc
 from .quality import device_load
-from .design import condition_name, series_label
-from .stats import bounded, fmt_p, p_value
 from .tables import series_blocks
 
 CSS = """
@@ -55,10 +57,18 @@ class _Raw(str):
     """Already-escaped HTML for a table cell."""
 
 
-def _conditions_html(conditions: pl.DataFrame) -> str:
+def _change_text(r: dict[str, Any], unit: str, scale: int) -> str:
+    """The paired change from the previous budget: a % change of the geometric mean on the log scale,
+    a difference in the measure's unit on the raw scale."""
+    if r["scale"] == "log":
+        return f"{r['change']:+.1f} %"
+    return f"{'+' if r['change'] >= 0 else '−'}{fixed(abs(r['change']), scale)}{(' ' + unit) if unit else ''}"
+
+
+def _conditions_html(conditions: pl.DataFrame, currency: str = "") -> str:
     """One compact table per family of measures: a row per measure, a column per cell (series × budget), each
-    cell the mean with its 95 % CI and the change from the previous budget of its series; a row's power of
-    ten in its label."""
+    cell the centre on the measure's scale (geometric mean, or mean) with its 95 % CI and the change from the
+    previous budget of its series, paired by trial; a row's power of ten in its label."""
     if conditions.height == 0:
         return "<p>No finished trials, so no conditions to summarise.</p>"
     budgets = sorted(conditions["budget"].unique().to_list())
@@ -72,25 +82,32 @@ def _conditions_html(conditions: pl.DataFrame) -> str:
             got = {(r["series"], r["budget"]): r for r in conditions.filter(pl.col("measure") == measure).iter_rows(named=True)}
             if not got or all(r["mean"] is None for r in got.values()):
                 continue
-            scale = display_exponent([v for r in got.values() for v in (r["mean"], r["ci95_low"], r["ci95_high"])])
-            name = esc(label(measure) + power_of_ten(scale))
+            scale = display_exponent([v for r in got.values() for v in (r["center"], r["ci95_low"], r["ci95_high"])])
+            kind = "geometric mean" if scale_of(measure) == "log" else "mean"
+            name = esc(label(measure, currency) + power_of_ten(scale)) + f'<br><span class="ci">{kind}</span>'
+            unit = label(measure, currency).rpartition("(")[2].rstrip(")") if "(" in label(measure, currency) else ""
             cells = []
             for key in columns:
                 r = got.get(key)
-                if r is None or r["mean"] is None:
-                    cells.append(_Raw("—"))
+                if r is None or r["center"] is None:
+                    why = f"{r['nonpositive']} value(s) ≤ 0: no geometric mean" if r is not None and r["nonpositive"] else ""
+                    cells.append(_Raw(f'—{f" <span class=ci>({esc(why)})</span>" if why else ""}'))
                     continue
-                cell = f"{fixed(r['mean'], scale)} <span class=\"ci\">[{fixed(r['ci95_low'], scale)}, {fixed(r['ci95_high'], scale)}]</span>"
+                cell = f"{fixed(r['center'], scale)} <span class=\"ci\">[{fixed(r['ci95_low'], scale)}, {fixed(r['ci95_high'], scale)}]</span>"
                 if r["n"] != n_of[key]:
                     cell += f" <span class=\"ci\">(n = {r['n']})</span>"
-                if r["pct_change_from_previous"] is not None:
-                    cell += f"<br><span class=\"chg\">{r['pct_change_from_previous']:+.1f} % from {esc(budget_label(budgets[budgets.index(key[1]) - 1]))}</span>"
+                if r["change"] is not None:
+                    cell += (f"<br><span class=\"chg\">{esc(_change_text(r, unit, scale))} from "
+                             f"{esc(budget_label(budgets[budgets.index(key[1]) - 1]))}</span>")
                 cells.append(_Raw(cell))
             rows.append([_Raw(name), *cells])
         if rows:
             parts.append(f"<h3>{esc(family)}</h3>" + table(header, rows))
-    return ("<p>Each cell: the mean over trials [95 % t-interval of the mean], then the change from the previous "
-            "budget. Where a row's label ends in ×10ⁿ, its numbers are in that unit.</p>" + "".join(parts))
+    return ("<p>Each cell: the centre over trials [95 % t-interval], then the change from the previous budget, paired by "
+            "trial. Ratio-scale measures (PE, its layers, power, energy, time, cost) are summarised on the log scale: the "
+            "geometric mean, its interval back-transformed, and the change as the geometric mean of the per-trial ratios in "
+            "%. Eval loss (and energy above idle, which can be ≤ 0) are summarised as means and mean differences. "
+            "Where a row's label ends in ×10ⁿ, its numbers are in that unit.</p>" + "".join(parts))
 
 
 def _size_word(eta2_g: float) -> str:
@@ -98,21 +115,17 @@ def _size_word(eta2_g: float) -> str:
     return "large" if eta2_g >= 0.26 else "medium" if eta2_g >= 0.13 else "small" if eta2_g >= 0.02 else "negligible"
 
 
-def _paired_change(trials: pl.DataFrame, measure: str, first: int, last: int) -> tuple[float, float, float, int] | None:
-    """Mean per-trial % change of ``measure`` from budget ``first`` to ``last``, its 95 % t-interval, and n."""
-    from scipy import stats as sps
-
+def _paired_change(trials: pl.DataFrame, measure: str, first: int, last: int) -> dict[str, Any] | None:
+    """The per-trial change of ``measure`` from budget ``first`` to ``last`` on its scale (the same computation as
+    the conditions table's changes), or None without two pairs."""
     if measure not in trials.columns:
         return None
     wide = trials.filter(pl.col("budget").is_in([first, last])).pivot(on="budget", index="trial", values=measure)
     if str(first) not in wide.columns or str(last) not in wide.columns:
         return None
-    pairs = wide.drop_nulls([str(first), str(last)]).filter(pl.col(str(first)) != 0)
-    change = (100 * (pairs[str(last)] / pairs[str(first)] - 1)).to_numpy()
-    if len(change) < 2:
-        return None
-    half = float(sps.t.ppf(0.975, len(change) - 1) * change.std(ddof=1) / math.sqrt(len(change)))
-    return float(change.mean()), float(change.mean() - half), float(change.mean() + half), len(change)
+    pairs = wide.drop_nulls([str(first), str(last)])
+    got = paired_change(pairs[str(first)].to_numpy(), pairs[str(last)].to_numpy(), scale_of(measure))
+    return got if got["change_n"] >= 2 and got["change_ci95_low"] is not None else None
 
 
 def _cost_sentences(cost: dict[str, Any]) -> list[str]:
@@ -132,26 +145,35 @@ def _cost_sentences(cost: dict[str, Any]) -> list[str]:
 
 def _summary_html(trials: pl.DataFrame, stats: dict[str, Any], missing: list[str], estimated: bool, n_flagged: int,
                   profile_check: list[dict[str, Any]], cost: dict[str, Any]) -> str:
-    """The answer in plain words: what changed with the budget, how sure we are, what it cost, what to beware of."""
+    """The answer in plain words: what changed with the budget (on the analysis frame), how sure we are, what the
+    whole study cost (every trial), what to beware of."""
     if trials.height == 0:
+        diverged = [m for m in missing if "diverged" in m]
+        if missing and len(diverged) == len(missing):
+            return ("<p><b>Summary.</b> Every trial diverged (its training loss became non-finite), so there is no result to "
+                    "summarise; the measurements are not at fault. Lower <code>train.lr</code> (or use <code>train.precision: "
+                    "fp32</code>) and run the study again.</p>")
         return "<p><b>Summary.</b> No trial has finished, so there is nothing to summarise yet.</p>"
+    analysed = frame(trials)
     budgets = sorted(trials["budget"].unique().to_list())
     said = []
-    if len(budgets) >= 2:
+    if not analysed.height:
+        said.append("No subject finished every cell of the design (see Conditions), so no change between budgets is computed.")
+    elif len(budgets) >= 2:
         first, last = budgets[0], budgets[-1]
-        for series, block in series_blocks(trials):
+        for series, block in series_blocks(analysed):
             where = f" ({series_label(series)})" if series else ""
             for measure, name in (("pe", "PE"), ("perplexity", "Perplexity")):
                 got = _paired_change(block, measure, first, last)
                 if got:
-                    mean, low, high, n = got
-                    said.append(f"{name}{where} changed by {mean:+.1f} % from {budget_label(first)} to {budget_label(last)} tokens "
-                                f"(mean over {n} trials, 95 % CI {low:+.1f} to {high:+.1f} %).")
+                    said.append(f"{name}{where} changed by {got['change']:+.1f} % from {budget_label(first)} to "
+                                f"{budget_label(last)} tokens (geometric mean ratio over {got['change_n']} trials, 95 % CI "
+                                f"{got['change_ci95_low']:+.1f} to {got['change_ci95_high']:+.1f} %).")
     else:
         said.append(f"With one budget ({budget_label(budgets[0])}) the study describes it but cannot test a budget effect.")
     a = stats["anova"].get("pe", {})
     if a.get("effects"):
-        said.extend(effect_sentence(e, "PE") for e in a["effects"])
+        said.extend(effect_sentence(e, "PE", a.get("scale", "raw")) for e in a["effects"])
     elif a and len(budgets) >= 2:
         said.append(f"PE was not tested: {a.get('message', 'no values')}.")
     if "energy_j" in trials.columns and trials["energy_j"].drop_nulls().len():
@@ -174,18 +196,21 @@ def _summary_html(trials: pl.DataFrame, stats: dict[str, Any], missing: list[str
     return f'<p class="summary"><b>Summary.</b> {esc(" ".join(said))}</p>'
 
 
-def effect_sentence(e: dict[str, Any], measure: str) -> str:
-    """One effect of the ANOVA in plain words, with its size and (sphericity-corrected where it applies) p."""
+def effect_sentence(e: dict[str, Any], measure: str, scale: str = "raw") -> str:
+    """One effect of the ANOVA in plain words: the verdict in one sentence, its size in the next, with the scale
+    the test used and the (sphericity-corrected where it applies) p."""
+    on = f"log {measure}" if scale == "log" else measure
     if e.get("status") != "ok":
-        return f"The {e['effect']} effect on {measure} was not tested: {e.get('message', '')}."
+        return f"The {e['effect']} effect on {on} was not tested: {e.get('message', '')}."
     p = e.get("p_gg", e["p"])
     corrected = ", sphericity-corrected" if "p_gg" in e else ""
     if len(e["factors"]) == 1:
-        what = f"The {e['effect']} effect on {measure}"
+        what = f"The {e['effect']} effect on {on}"
     else:
-        what = f"The interaction {e['effect']} on {measure} (does the effect of one depend on the level of the other?)"
-    verdict = "is" if p < 0.05 else "is not statistically significant and"
-    return f"{what} {verdict} {_size_word(e['eta2_g'])} (η²G = {e['eta2_g']:.3f}, {fmt_p(p)}{corrected})."
+        what = f"The {e['effect']} interaction on {on} (does the effect of one depend on the level of the other?)"
+    verdict = "is statistically significant" if p < 0.05 else "is not statistically significant"
+    return (f"{what} {verdict} ({fmt_p(p)}{corrected}). Its size is {_size_word(e['eta2_g'])} "
+            f"(η²G = {bounded(e['eta2_g'])}).")
 
 
 def _stats_html(stats: dict[str, Any]) -> str:
@@ -196,7 +221,8 @@ def _stats_html(stats: dict[str, Any]) -> str:
             if dv in stats.get("not_measured", {}):
                 parts.append(f"<p><b>{esc(label(dv))}</b>: {esc(stats['not_measured'][dv])}</p>")
             continue
-        head = f"<p><b>{esc(label(dv))}</b> — RM-ANOVA (n = {esc(a['n_trials'])} trials"
+        on = "on log values" if a.get("scale") == "log" else "on raw values"
+        head = f"<p><b>{esc(label(dv))}</b> — RM-ANOVA {on} (n = {esc(a['n_trials'])} trials"
         if a["dropped_trials"]:
             head += f"; dropped as incomplete: trials {esc(', '.join(map(str, a['dropped_trials'])))}"
         head += "): "
@@ -218,17 +244,30 @@ def _stats_html(stats: dict[str, Any]) -> str:
         parts.append("<h3>Simple effects of the budget within each level of the other factors</h3>"
                      "<p>A one-way RM-ANOVA of the budget per level; p (GG-corrected where it applies) Holm-corrected across levels.</p>"
                      + table(["measure", "within", "RM-ANOVA", "p (Holm)"], simple, left=3))
-    contrasts = [[_Raw(esc(label(r["dv"]))), _Raw(f"{esc(series_label(r['series_a']))} vs {esc(series_label(r['series_b']))}"),
-                  r["change_a"], r["change_b"], r["t"], r["df"], _Raw(p_value(r["p_unc"])), _Raw(p_value(r["p_holm"]))]
-                 for r in stats.get("interaction_contrasts", [])]
+    contrasts = []
+    for r in stats.get("interaction_contrasts", []):
+        unit = r.get("change_unit", "")
+        change = lambda v: _Raw(f"{v:+.1f} %" if unit == "%" else esc(fixed(v)))  # noqa: E731
+        tested = r.get("status", "ok") == "ok"
+        contrasts.append([_Raw(esc(label(r["dv"]))), _Raw(f"{esc(series_label(r['series_a']))} vs {esc(series_label(r['series_b']))}"),
+                          _Raw(esc(r.get("scale", "raw"))), change(r["change_a"]), change(r["change_b"]),
+                          r["t"] if tested else _Raw(esc(r.get("message", ""))), _Raw(df(r["df"])),
+                          _Raw(p_value(r["p_unc"]) if tested else "—"), _Raw(p_value(r["p_holm"]) if tested else "—")])
     if contrasts:
         parts.append("<h3>Interaction contrasts</h3><p>Does the change from the smallest to the largest budget differ between two "
-                     "levels? A paired t-test of the per-trial changes, Holm-corrected.</p>"
-                     + table(["measure", "levels", "change A", "change B", "t", "df", "p (uncorrected)", "p (Holm)"], contrasts, left=2))
+                     "levels? A paired t-test of the per-trial changes on the measure's scale (log ratios for a ratio-scale "
+                     "measure, so the question is whether it changed by a different factor, shown as % changes of the geometric "
+                     "mean), Holm-corrected.</p>"
+                     + table(["measure", "levels", "scale", "change A", "change B", "t", "df", "p (uncorrected)", "p (Holm)"],
+                             contrasts, left=3))
     post = [[_Raw(esc(label(r["dv"]))), _Raw(esc(condition_name(r.get("series", ""), r["budget_a"])) + " vs " + esc(budget_label(r["budget_b"]))),
-             r["t"], r["df"], _Raw(p_value(r["p_unc"])), _Raw(p_value(r["p_holm"])), r["hedges_g"]] for r in stats["posthoc"]]
+             _Raw(esc(r.get("scale", "raw"))),
+             _Raw(f"×{r['ratio']:.3f}" if r.get("ratio") is not None else esc(fixed(r.get("difference")))),
+             r["t"], _Raw(df(r["df"])), _Raw(p_value(r["p_unc"])), _Raw(p_value(r["p_holm"])), r["hedges_g"]] for r in stats["posthoc"]]
     if post:
-        parts.append("<h3>Post-hoc paired t-tests (Holm-corrected)</h3>" + table(["measure", "pair", "t", "df", "p (uncorrected)", "p (Holm)", "Hedges' g"], post, left=2))
+        parts.append("<h3>Post-hoc paired t-tests (Holm-corrected)</h3><p>On the measure's scale: for a log-scale measure the "
+                     "effect is the geometric mean ratio B / A; for a raw one the mean difference B − A.</p>"
+                     + table(["measure", "pair", "scale", "effect", "t", "df", "p (uncorrected)", "p (Holm)", "Hedges' g"], post, left=3))
     return "\n".join(parts)
 
 
@@ -330,8 +369,11 @@ def _quality_html(trials: pl.DataFrame, stats: dict[str, Any], profiles: dict[st
                 continue
             rows.append([_Raw(esc(label(dv))), _Raw(esc(a.get("apa", a.get("message")))), _Raw(esc(b.get("apa", b.get("message"))))])
         parts.append(f"<p>The primary statistics above use <b>{esc(primary)}</b> (<code>quality.exclude_flagged: "
-                     f"{str(exclude_flagged).lower()}</code>); the sensitivity analysis repeats them on {esc(sens.get('trials', ''))}. "
-                     "A flagged trial's subject leaves every condition, since the design is repeated measures.</p>")
+                     f"{str(exclude_flagged).lower()}</code>); the sensitivity analysis repeats them on {esc(sens.get('trials', ''))} "
+                     f"({esc(sens.get('subjects', 0))} subjects). A flagged trial's subject leaves every condition, since the design is "
+                     "repeated measures.</p>")
+        if sens.get("message"):
+            parts.append(f'<p class="warn">{esc(sens["message"])}</p>')
         if rows:
             parts.append(table(["measure", f"primary ({primary})", f"sensitivity ({sens.get('trials', '')})"], rows, left=3))
         parts.append("<p>To measure exactly the flagged trials again (each retrains; the analysis and report follow; add the "
@@ -433,7 +475,8 @@ Budgets {esc(budgets)} real tokens per epoch{esc(further)}, {esc(study['trials']
 {''.join(warnings)}
 {_summary_html(trials, stats, missing, "estimate" in meters, n_flagged, profile_check, cost)}
 <h2>Conditions</h2>
-{_conditions_html(conditions)}
+<p>{esc(frame_note(trials, exclude_flagged))}</p>
+{_conditions_html(conditions, config.get("cost", {}).get("currency", ""))}
 <h2>Statistics</h2>
 {_stats_html(stats)}
 <h2>Figures</h2>

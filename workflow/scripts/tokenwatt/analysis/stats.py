@@ -1,5 +1,6 @@
 """Repeated-measures statistics: the trial is the subject; the budget and every further factor of
-the design (``levels_<factor>`` columns) are within-subject factors.
+the design (``levels_<factor>`` columns) are within-subject factors. Every test runs on the measure's
+declared scale (``tokenwatt.measures``): log values for ratio-scale measures, raw values for additive ones.
 
 The ANOVA is computed here from orthonormal contrasts, for any number of within factors: per effect
 its sums of squares, F, generalized η² (Olejnik & Algina 2003: every subject and error term in the
@@ -21,8 +22,12 @@ import polars as pl
 from scipy import linalg
 from scipy import stats as sps
 
-from .design import factor_name, within_factors
-from .tables import series_blocks
+from ..design import factor_name, within_factors
+from ..measures import scale_of
+from ..tables import series_blocks
+from .apa import anova_text, friedman_text
+from .frame import MIN_SUBJECTS, frame, sensitivity_set, subjects
+from .scale import transformed
 
 
 def _levels(trials: pl.DataFrame, factor: str) -> list[Any]:
@@ -33,15 +38,17 @@ def _levels(trials: pl.DataFrame, factor: str) -> list[Any]:
 
 def complete_block(trials: pl.DataFrame, dv: str, factors: list[str] | None = None
                    ) -> tuple[np.ndarray, list[str], list[list[Any]], list[int], list[int]]:
-    """Array trials × levels of each factor (factors with one level left out) of ``dv``, the factors and
-    their levels, the complete trials and the trials dropped as incomplete (a missing or non-finite cell)."""
+    """Array trials × levels of each factor (factors with one level left out) of ``dv`` on its scale (log values
+    for a log-scale measure), the factors and their levels, the complete trials and the trials dropped as
+    incomplete (a missing or non-finite cell, or a value ≤ 0 on the log scale)."""
     if trials.height == 0 or dv not in trials.columns:
         return np.empty((0,)), [], [], [], []
     factors = [f for f in (factors or within_factors(trials.columns)) if trials[f].n_unique() > 1]
     levels = [_levels(trials, f) for f in factors]
     values: dict[int, dict[tuple, float]] = {}
-    for row in trials.select("trial", *factors, dv).iter_rows():
-        values.setdefault(row[0], {})[tuple(row[1:-1])] = row[-1]
+    scaled = transformed(dv, trials[dv].cast(pl.Float64).fill_null(float("nan")).to_numpy())
+    for row, value in zip(trials.select("trial", *factors).iter_rows(), scaled):
+        values.setdefault(row[0], {})[tuple(row[1:])] = value
     cells = list(itertools.product(*levels))
     kept, dropped, rows = [], [], []
     for trial in sorted(values):
@@ -120,37 +127,8 @@ def anova_effects(y: np.ndarray, factors: list[str]) -> list[dict[str, Any]]:
             e.update(df1_gg=e["df1"] * eps, df2_gg=e["df2"] * eps, p_gg=float(sps.f.sf(e["F"], e["df1"] * eps, e["df2"] * eps)))
             if "mauchly_p" in e:
                 e["sphericity_ok"] = e["mauchly_p"] > 0.05
-        e["apa"] = _apa(e)
+        e["apa"] = anova_text(e)
     return effects
-
-
-def p_value(p: float) -> str:
-    """A p value in APA style, for a table cell: ".042", "< .001" (no leading zero, three decimals)."""
-    return "< .001" if p < 0.001 else f"{p:.3f}".removeprefix("0")
-
-
-def bounded(x: float) -> str:
-    """A statistic that cannot exceed 1 (η², ε, W) in APA style: three decimals, no leading zero."""
-    return f"{x:.3f}".removeprefix("0")
-
-
-def fmt_p(p: float) -> str:
-    """A p value in APA style, in a sentence: "p = .042", "p < .001"."""
-    shown = p_value(p)
-    return f"p {shown}" if shown.startswith("<") else f"p = {shown}"
-
-
-def _num(x: float) -> str:
-    return f"{x:.2f}" if abs(x) >= 0.01 or x == 0 else f"{x:.3g}"
-
-
-def _apa(r: dict[str, Any]) -> str:
-    s = f"F({r['df1']:g}, {r['df2']:g}) = {_num(r['F'])}, {fmt_p(r['p'])}, η²G = {bounded(r['eta2_g'])}, η²p = {bounded(r['eta2_p'])}"
-    if r.get("eps_gg") is not None:
-        s += f"; GG ε = {bounded(r['eps_gg'])}, corrected F({r['df1_gg']:.2f}, {r['df2_gg']:.2f}), {fmt_p(r['p_gg'])}"
-    if r.get("mauchly_w") is not None:
-        s += f"; Mauchly W = {bounded(r['mauchly_w'])}, {fmt_p(r['mauchly_p'])}"
-    return s
 
 
 def rm_anova(trials: pl.DataFrame, dv: str) -> dict[str, Any]:
@@ -158,12 +136,13 @@ def rm_anova(trials: pl.DataFrame, dv: str) -> dict[str, Any]:
     budget's main effect also at the top level (the study's question), or a message saying why not."""
     y, factors, levels, kept, dropped = complete_block(trials, dv)
     budgets = sorted(set(trials["budget"].to_list())) if trials.height else []
-    out: dict[str, Any] = {"dv": dv, "factors": [factor_name(f) for f in factors], "budgets": budgets,
+    out: dict[str, Any] = {"dv": dv, "scale": scale_of(dv), "factors": [factor_name(f) for f in factors], "budgets": budgets,
                            "n_trials": len(kept), "dropped_trials": dropped}
     if trials.height == 0 or dv not in trials.columns:
         return {**out, "status": "not tested", "message": f"{dv}: no trials to test"}
-    if len(kept) < 3:
-        return {**out, "status": "not tested", "message": f"{dv}: only {len(kept)} complete trials; the analysis needs at least 3"}
+    if len(kept) < MIN_SUBJECTS:
+        return {**out, "status": "not tested",
+                "message": f"{dv}: only {len(kept)} complete trials; the analysis needs at least {MIN_SUBJECTS}"}
     effects = anova_effects(y, factors) if factors else []
     if "budget" not in factors:  # one budget: the other factors' effects are still tested
         return {**out, "effects": effects, "status": "not tested",
@@ -196,20 +175,27 @@ def holm(p: list[float]) -> list[float]:
 
 
 def posthoc(trials: pl.DataFrame, dv: str) -> list[dict[str, Any]]:
-    """Paired t-tests between every pair of budgets within each series, Holm-corrected within the series
-    (one pair needs no correction), with Hedges' g."""
+    """Paired t-tests between every pair of budgets within each series, on the measure's scale, Holm-corrected
+    within the series (one pair needs no correction), with Hedges' g; on the log scale with the geometric
+    mean ratio B / A beside it."""
     import pingouin as pg
 
     rows = []
     for series, block in series_blocks(trials):
         y, factors, levels, kept, _ = complete_block(block, dv, ["budget"])
-        if factors != ["budget"] or len(kept) < 3:
+        if factors != ["budget"] or len(kept) < MIN_SUBJECTS:
             continue
         table = pg.pairwise_tests(data=_long(y, levels[0], kept, dv), dv=dv, within="budget", subject="trial", padjust="holm",
                                   effsize="hedges")
-        rows += [{"dv": dv, "series": series, "budget_a": int(r["A"]), "budget_b": int(r["B"]), "t": float(r["T"]),
-                  "df": float(r["dof"]), "p_unc": float(r["p_unc"]), "p_holm": float(r.get("p_corr", r["p_unc"])),
-                  "hedges_g": float(r["hedges"])} for _, r in table.iterrows()]
+        column = {b: i for i, b in enumerate(levels[0])}
+        for _, r in table.iterrows():
+            a, b = int(r["A"]), int(r["B"])
+            diff = float((y[:, column[b]] - y[:, column[a]]).mean())
+            rows.append({"dv": dv, "scale": scale_of(dv), "series": series, "budget_a": a, "budget_b": b, "t": float(r["T"]),
+                         "df": int(r["dof"]), "p_unc": float(r["p_unc"]), "p_holm": float(r.get("p_corr", r["p_unc"])),
+                         "hedges_g": float(r["hedges"]),
+                         "ratio": float(np.exp(diff)) if scale_of(dv) == "log" else None,
+                         "difference": diff if scale_of(dv) == "raw" else None})
     return rows
 
 
@@ -234,7 +220,12 @@ def simple_effects(trials: pl.DataFrame, dv: str) -> list[dict[str, Any]]:
 
 def interaction_contrasts(trials: pl.DataFrame, dv: str) -> list[dict[str, Any]]:
     """Does the budget's effect differ between two series? For every pair of series, a paired t-test of the
-    per-trial change from the smallest to the largest budget in one series against the other, Holm-corrected."""
+    per-trial change from the smallest to the largest budget in one series against the other, on the measure's
+    scale (log ratios for a log-scale measure: "does PE fall by a different factor?"), Holm-corrected.
+
+    A pair whose per-trial differences are all equal (relative to their size) has no t; it is kept, with a
+    message, never dropped.
+    """
     from scipy.stats import ttest_rel
 
     changes = {}
@@ -242,18 +233,26 @@ def interaction_contrasts(trials: pl.DataFrame, dv: str) -> list[dict[str, Any]]
         y, factors, levels, kept, _ = complete_block(block, dv, ["budget"])
         if factors == ["budget"]:
             changes[series] = dict(zip(kept, y[:, -1] - y[:, 0]))
+    log = scale_of(dv) == "log"
+    shown = (lambda v: 100.0 * float(np.expm1(v))) if log else float  # a log change as a % change
     rows = []
     for a, b in itertools.combinations(changes, 2):
         common = sorted(set(changes[a]) & set(changes[b]))
-        if len(common) < 3:
+        if len(common) < MIN_SUBJECTS:
             continue
         da, db = np.array([changes[a][t] for t in common]), np.array([changes[b][t] for t in common])
-        if np.allclose(da - db, (da - db)[0]):
-            continue  # identical differences: t is undefined
+        row = {"dv": dv, "scale": scale_of(dv), "series_a": a, "series_b": b, "change_a": shown(da.mean()),
+               "change_b": shown(db.mean()), "change_unit": "%" if log else "", "df": len(common) - 1,
+               "ratio_of_changes": float(np.exp((da - db).mean())) if log else None}
+        d = da - db
+        if d.std(ddof=1) <= 1e-12 * max(float(np.abs(np.concatenate([da, db])).max()), 1e-300):
+            rows.append({**row, "status": "not tested",
+                         "message": "every trial's changes differ by the same amount, so t is undefined"})
+            continue
         t = ttest_rel(da, db)
-        rows.append({"dv": dv, "series_a": a, "series_b": b, "change_a": float(da.mean()), "change_b": float(db.mean()),
-                     "t": float(t.statistic), "df": len(common) - 1, "p_unc": float(t.pvalue)})
-    for r, p in zip(rows, holm([r["p_unc"] for r in rows])):
+        rows.append({**row, "status": "ok", "t": float(t.statistic), "p_unc": float(t.pvalue)})
+    tested = [r for r in rows if r["status"] == "ok"]
+    for r, p in zip(tested, holm([r["p_unc"] for r in tested])):
         r["p_holm"] = p
     return rows
 
@@ -264,15 +263,14 @@ def friedman(trials: pl.DataFrame, dv: str) -> dict[str, Any]:
     import pingouin as pg
 
     y, factors, levels, kept, _ = complete_block(trials, dv)
-    if "budget" not in factors or len(kept) < 3:
+    if "budget" not in factors or len(kept) < MIN_SUBJECTS:
         return {"dv": dv, "status": "not tested"}
     axis = factors.index("budget") + 1
     y = y.mean(axis=tuple(i for i in range(1, y.ndim) if i != axis)) if y.ndim > 2 else y
     long = _long(y, levels[factors.index("budget")], kept, dv)
     r = pg.friedman(data=long, dv=dv, within="budget", subject="trial").iloc[0]
-    q, df, p, w = float(r["Q"]), int(r["ddof1"]), float(r["p_unc"]), float(r["W"])
-    return {"dv": dv, "status": "ok", "Q": q, "df": df, "p": p, "kendall_w": w,
-            "apa": f"χ²F({df}) = {_num(q)}, {fmt_p(p)}, Kendall's W = {bounded(w)}"}
+    q, dof, p, w = float(r["Q"]), int(r["ddof1"]), float(r["p_unc"]), float(r["W"])
+    return {"dv": dv, "status": "ok", "Q": q, "df": dof, "p": p, "kendall_w": w, "apa": friedman_text(q, dof, p, w)}
 
 
 def analyse(trials: pl.DataFrame, measures: list[str]) -> dict[str, Any]:
@@ -289,22 +287,23 @@ def analyse(trials: pl.DataFrame, measures: list[str]) -> dict[str, Any]:
     }
 
 
-def without_flagged(trials: pl.DataFrame) -> pl.DataFrame:
-    """The trials whose measurement was not flagged (a flagged subject then drops out of every condition)."""
-    return trials.filter(pl.col("quality") == "ok") if "quality" in trials.columns else trials
-
-
 def analyse_study(trials: pl.DataFrame, measures: list[str], exclude_flagged: bool) -> dict[str, Any]:
-    """The primary analysis and, beside it, the same tests on the other trial set: every trial, or only
-    unflagged ones, whichever the primary did not use (the sensitivity analysis)."""
-    clean = without_flagged(trials)
-    primary, other = (clean, trials) if exclude_flagged else (trials, clean)
-    flagged = trials.filter(pl.col("quality") == "flagged").select("cell" if "cell" in trials.columns else "budget", "trial").rows() if "quality" in trials.columns else []
+    """The primary analysis on the study's frame (``analysis.frame``) and, where a trial was flagged, the same
+    ANOVAs on the other set of subjects (the sensitivity analysis), or a sentence saying why it cannot run:
+    a subject leaves every cell or none, so too few remaining subjects mean no test, never a smaller design."""
+    primary = frame(trials)
+    flagged = trials.filter(pl.col("quality") == "flagged").select("cell", "trial").rows() if "quality" in trials.columns else []
     result = analyse(primary, measures)
-    result["primary_trials"] = "unflagged trials only" if exclude_flagged else "every trial"
+    result["primary_trials"] = ("complete subjects without a flagged trial (quality.exclude_flagged)" if exclude_flagged
+                                else "every complete subject")
+    result["subjects"] = subjects(primary)
     result["flagged"] = [list(r) for r in flagged]
-    result["sensitivity"] = {
-        "trials": "every trial" if exclude_flagged else "unflagged trials only",
-        "anova": {m: rm_anova(other, m) for m in measures if m in result["anova"]} if flagged else {},
-    }
+    name, other = sensitivity_set(trials, exclude_flagged)
+    sensitivity: dict[str, Any] = {"trials": name, "subjects": subjects(other), "anova": {}}
+    if flagged and subjects(other) < MIN_SUBJECTS:
+        sensitivity["message"] = (f"No sensitivity analysis is possible: only {subjects(other)} subject(s) are {name}, and a "
+                                  f"repeated-measures test needs at least {MIN_SUBJECTS}; a subject enters every cell or none.")
+    elif flagged:
+        sensitivity["anova"] = {m: rm_anova(other, m) for m in measures if m in result["anova"]}
+    result["sensitivity"] = sensitivity
     return result
