@@ -28,5 +28,9 @@ rule data:
         DATA_TARGETS,
 
 
+onstart:
+    refuse_missing_downloads()
+
+
 onerror:
     warn_if_report_is_stale()

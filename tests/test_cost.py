@@ -20,7 +20,14 @@ def test_cost_of_a_trial_matches_a_hand_computation():
 def test_without_measured_energy_there_is_no_co2_or_electricity_cost_but_device_time_still_costs():
     got = trial_cost({"energy_j": None, "run_s": 3600.0, "inv_ppl": 0.5}, PRICED, 400.0)
     assert got["kwh"] is None and got["kg_co2e"] is None and got["electricity_cost"] is None
-    assert got["device_cost"] == pytest.approx(2.0) and got["total_cost"] == pytest.approx(2.0)
+    assert got["device_cost"] == pytest.approx(2.0)
+    assert got["total_cost"] is None  # electricity is priced but unmeasured: the device cost alone is no total
+
+
+def test_the_total_is_the_sum_of_the_priced_parts_only():
+    device_only = trial_cost({"energy_j": None, "run_s": 3600.0, "inv_ppl": 0.5}, {**PRICED, "electricity_price_per_kwh": None}, None)
+    assert device_only["total_cost"] == pytest.approx(2.0)
+    assert trial_cost({"energy_j": 7.2e6, "run_s": 1.0, "inv_ppl": 0.5}, COST, None)["total_cost"] is None  # nothing priced
 
 
 def test_a_country_code_is_looked_up_offline_in_codecarbons_energy_mix():

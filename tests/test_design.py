@@ -134,3 +134,21 @@ def test_a_hardware_level_may_name_one_local_gpu_and_a_cpu_only_machine_says_it_
         resolve_device("cuda:1")
     with pytest.raises(ConfigError, match="design.hardware.x.device"):
         validate_config({**copy.deepcopy(DEFAULT), "design": {"hardware": {"x": {"device": "gpu1"}}}}, SCHEMA)
+
+
+def test_a_reference_precision_gives_every_precision_of_a_device_one_cs_tflops_profile():
+    d = _design(precision=["fp32", "bf16-mixed"], hardware={"a": {"device": "cpu"}})
+    d.config["metric"]["cs_basis"] = "fp32"
+    cs = d.cs_profile_keys()
+    assert cs["precision=bf16-mixed/hardware=a/b10000"] == cs["precision=fp32/hardware=a/b10000"] == "hardware=a/precision=fp32/"
+    # bf16's own profile stays: its matmul checks are judged against its own precision
+    assert d.profile_keys() == ["hardware=a/precision=bf16-mixed/", "hardware=a/precision=fp32/"]
+
+
+def test_a_reference_precision_the_study_does_not_train_adds_its_profile():
+    d = _design()
+    d.config["train"]["precision"], d.config["metric"]["cs_basis"] = "bf16-mixed", "fp32"
+    assert d.profile_keys() == ["", "precision=fp32/"]
+    assert d.profile_settings("precision=fp32/")["precision"] == "fp32"
+    assert d.profile_settings("")["precision"] == "bf16-mixed"
+    assert set(d.cs_profile_keys().values()) == {"precision=fp32/"}

@@ -37,3 +37,26 @@ def test_derived_metrics_of_a_trial_record_use_its_architecture_and_the_given_co
     assert got["flops"] == training_flops(1100, 100, 2, 8, 64, 10)
     assert (got["idle_energy_j"], got["dynamic_energy_j"]) == (2.0, 3.0)
     assert got["pe"] == pytest.approx(math.exp(-1.0) * 2.0 / (1100 * 10 * 4.0))
+
+
+def test_a_head_tied_to_the_embedding_keeps_its_matmul_in_the_flops():
+    untied = training_flops(params=1100, embedding_params=100, n_layers=2, hidden=8, context=64, tokens=10)
+    tied = training_flops(params=1100, embedding_params=100, n_layers=2, hidden=8, context=64, tokens=10, tied_embeddings=True)
+    assert tied - untied == 6 * 100 * 10  # the shared matrix, multiplied once per token as the output head
+
+
+def test_flops_count_the_padded_positions_the_model_computes():
+    rec = {"params": 1100, "embedding_params": 100, "n_layers": 2, "hidden_size": 8, "context": 64, "real_tokens": 10,
+           "padded_tokens": 16, "energy_j": 5.0, "idle_power_w": 1.0, "duration_s": 2.0, "eval_loss": 1.0, "train_s": 1.0,
+           "power_rms_w": 4.0}
+    assert derived_metrics(rec, cs_tflops=2.0, K=1.0, tt_scale=1.0)["flops"] == training_flops(1100, 100, 2, 8, 64, 16)
+
+
+def test_a_tied_transformers_llama_is_described_as_tied():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from tokenwatt.model import describe
+
+    cfg = dict(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2)
+    assert describe(LlamaForCausalLM(LlamaConfig(**cfg, tie_word_embeddings=True)))["tied_embeddings"] is True
+    assert describe(LlamaForCausalLM(LlamaConfig(**cfg, tie_word_embeddings=False)))["tied_embeddings"] is False

@@ -171,3 +171,70 @@ def test_nvml_falls_back_to_the_averaged_reading_without_the_instant_field():
 def test_nvml_meter_asks_the_trial_to_let_a_burst_fade_before_its_window():
     assert NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.05).settle_s >= 1.0
     assert EstimateMeter(tdp_w=65.0, interval_s=0.05).settle_s == 0.0
+
+
+def test_mean_and_rms_power_are_weighted_by_the_time_each_sample_stands_for():
+    import polars as pl
+
+    # Utilisation-style samples (each the mean since the previous): 10 W for 0.2 s, then, after a skipped poll, 100 W for 1 s.
+    meter = EstimateMeter(tdp_w=65.0, interval_s=0.1)
+    meter._errors, meter._thread_cpu_s = [], None
+    trace = pl.DataFrame({"t_s": [0.0, 0.1, 0.2, 1.2], "power_w": [10.0, 10.0, 10.0, 100.0]}).with_columns(
+        temperature_c=pl.lit(None, pl.Float64), sm_clock_mhz=pl.lit(None, pl.Float64), utilization_pct=pl.lit(None, pl.Float64))
+    out = meter._summarise(trace, 1.2, None, None)
+    assert out["power_mean_w"] == pytest.approx((10 * 0.2 + 100 * 1.0) / 1.2)
+    assert out["power_rms_w"] == pytest.approx(((100 * 0.2 + 10_000 * 1.0) / 1.2) ** 0.5)
+    assert out["energy_j"] == pytest.approx(10 * 0.2 + 100 * 1.0)
+
+
+def test_instant_readings_are_weighted_by_the_trapezoid_rule():
+    from tokenwatt.meters import sample_weights
+
+    assert list(sample_weights([0.0, 1.0, 3.0], "instant")) == [0.5, 1.5, 1.0]
+    assert list(sample_weights([0.0, 1.0, 3.0], "previous")) == [0.0, 1.0, 2.0]
+
+
+def test_estimated_power_does_not_depend_on_the_cores_the_process_may_use(monkeypatch):
+    import os
+
+    readings = []
+    for allowed in ({0}, {0, 1}):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid, allowed=allowed: allowed)
+        monkeypatch.setattr(os, "cpu_count", lambda: 2)
+        meter = EstimateMeter(tdp_w=65.0, interval_s=0.05)
+        clock = iter([(0.0, 0.0), (1.0, 1.0)])  # one CPU-second of work in one second
+        monkeypatch.setattr(time, "monotonic", lambda: clock_now[0])
+        monkeypatch.setattr(time, "process_time", lambda: clock_now[1])
+        clock_now = next(clock)
+        meter._last = clock_now
+        clock_now = next(clock)
+        readings.append(meter._sample()["power_w"])
+    assert readings == [32.5, 32.5]  # half of the machine's two CPUs' TDP, under either affinity mask
+
+
+def test_the_poller_shortens_its_interval_so_a_short_trial_gets_its_samples():
+    from tokenwatt.meters import Pace
+
+    meter = EstimateMeter(tdp_w=65.0, interval_s=0.2)
+    meter.target_samples = 40
+    pace = Pace(planned=100)
+    meter.start(pace)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 0.4:  # a "trial" of 0.4 s, 100 steps
+        pace.done = min(100, int((time.monotonic() - t0) / 0.004) + 1)
+        time.sleep(0.001)
+    out = meter.stop()
+    assert out["samples_with_power"] >= 20  # at the configured 0.2 s it would get 3
+    assert out["interval_final_s"] < 0.02 and out["interval_requested_s"] == 0.2
+
+
+def test_the_poller_never_polls_faster_than_its_floor():
+    from tokenwatt.meters import Pace
+
+    meter = EstimateMeter(tdp_w=65.0, interval_s=0.2)
+    meter.target_samples = 10_000
+    pace = Pace(planned=10)
+    meter.start(pace)
+    pace.done = 10
+    time.sleep(0.1)
+    assert meter.stop()["interval_final_s"] == meter.min_interval_s

@@ -166,3 +166,15 @@ def test_device_load_is_the_median_power_over_idle_of_finished_trials():
 def test_device_load_is_unknown_without_power():
     assert device_load(pl.DataFrame({"status": ["ok"], "power_mean_w": [None], "idle_power_w": [None]},
                                     schema={"status": pl.Utf8, "power_mean_w": pl.Float64, "idle_power_w": pl.Float64})) is None
+
+
+def test_a_trial_on_another_device_than_its_cs_tflops_profile_is_flagged():
+    from tokenwatt.aggregate import trials_table
+    from trial_records import COST, METRIC, QUALITY, raw_record, steady_steps, steady_trace
+
+    recs = [raw_record(1000, t, device_name=name) for t, name in ((1, "NVIDIA H200"), (2, "NVIDIA A100-SXM4-80GB"))]
+    trials, _ = trials_table(recs, [("b1000", 1), ("b1000", 2)], traces=[steady_trace()] * 2, steps=[steady_steps()] * 2,
+                             cs_tflops={"": 0.15}, metric=METRIC, quality=QUALITY, reference_tflops={"": 0.15}, cost=COST,
+                             intensity_g_per_kwh=None, profile_devices={"": "NVIDIA H200"})
+    assert trials["flag_profile_device"].to_list() == [False, True]
+    assert "measured on NVIDIA H200" in trials["quality_reasons"][1]

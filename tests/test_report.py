@@ -268,3 +268,10 @@ def test_a_barely_loaded_device_gets_a_warning_that_energy_is_mostly_idle_power(
     trials, *rest = analysed
     idle_like = trials.with_columns((pl.col("power_mean_w") * 0.98).alias("idle_power_w"))
     assert "The device was barely loaded</b>: training's mean power was +2.0 % off the idle baseline" in _report((idle_like, *rest), figures)
+
+
+@pytest.mark.parametrize("basis,words", [("training", "carries the ratio of their matmul peaks"), ("fp32", "at one yardstick")])
+def test_the_report_says_what_a_precision_comparison_of_pe_means_under_its_cs_basis(analysed, figures, basis, words):
+    from tokenwatt.report import cs_basis_sentence
+
+    assert words in cs_basis_sentence(basis)

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from workflow_helpers import TINY, copy_of_study, planned_jobs, snakemake
+from workflow_helpers import TINY, clone, copy_of_study, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -30,6 +30,60 @@ def test_a_bad_config_stops_before_any_job_naming_the_key(study, text, message):
     proc = _dry(study, text)
     assert proc.returncode != 0
     assert message in proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="module")
+def bare(tmp_path_factory):
+    """A fresh clone with nothing built: all a config that must fail before any job needs."""
+    return clone(tmp_path_factory.mktemp("bare"))
+
+
+@pytest.mark.parametrize("text,message", [
+    ("train: {lr: .inf}", "train.lr: .inf is not a finite number; give a finite value"),
+    ("metric: {cs_tflops: 0}", 'metric.cs_tflops: 0 is not allowed; give "measure" or a number > 0'),
+    ("train: {lr: 3e-4}", "train.lr: '3e-4' is a string (YAML reads 3e-4 without a dot as text); write 3.0e-4"),
+    ("design: {model: {big: {preset: llama-tiny, overrides: {num_attention_heads: 5}}}}",
+     "design.model.big.overrides.num_attention_heads: num_attention_heads 5 does not divide hidden_size 32"),
+])
+def test_a_config_that_cannot_work_stops_before_any_job_with_a_sentence(bare, text, message):
+    proc = _dry(bare, text)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and message in out
+    assert "Building DAG of jobs" not in out  # refused while parsing, before any job is planned
+
+
+def test_weights_not_downloaded_yet_let_a_study_be_planned_but_not_started(bare):
+    text, message = ("model: {source: pretrained, name: org/never-downloaded}",
+                     "model.name: no folder org/never-downloaded here, and no Hub id org/never-downloaded in the local Hugging Face cache")
+    plan = _dry(bare, text)
+    assert plan.returncode == 0 and "this study cannot run yet (a dry run is fine)" in plan.stderr and message in plan.stderr
+    run = snakemake(bare, *TINY, "case.yaml", "--cores", "1", check=False)
+    assert run.returncode != 0 and "tokenwatt cannot start this study" in run.stderr and message in run.stderr
+    assert not (bare / "results").exists()  # refused before any job
+
+
+def test_a_key_given_twice_in_a_config_file_stops_before_any_job_naming_file_key_and_line(bare):
+    proc = _dry(bare, "design:\n  model:\n    big: {preset: llama-tiny}\n    big: {preset: llama-small}\n", "twice.yaml")
+    assert proc.returncode != 0
+    assert "twice.yaml line 4: design.model.big is given twice (first on line 3)" in proc.stdout + proc.stderr
+
+
+def test_command_line_config_overrides_still_plan_beside_the_duplicate_check(bare):
+    assert snakemake(bare, *TINY, "--config", "results=elsewhere", "-n", check=False).returncode == 0
+
+
+def test_a_tokenwatt_error_in_a_job_reads_as_a_sentence_and_its_traceback_stays_in_the_log(tmp_path):
+    work = clone(tmp_path / "work")
+    (work / "bad.txt").write_bytes(b"a good line\n\xff\xfe a bad one\n")
+    (work / "bad.yaml").write_text("corpus: {source: local, local: {files: [bad.txt]}}\n")
+    proc = snakemake(work, "results/data/corpus.parquet", *TINY, "bad.yaml", "--cores", "1", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Error in rule corpus" in out  # the job is failed, as before
+    assert ("tokenwatt: corpus file bad.txt is not valid UTF-8 (byte 12: invalid start byte); re-encode it as UTF-8, or set "
+            "corpus.local.encoding_errors: replace to substitute U+FFFD (the traceback is in results/logs/corpus.log)") in out
+    assert "Traceback" not in out
+    assert "Traceback (most recent call last)" in (work / "results/logs/corpus.log").read_text()
+    assert not (work / "results/data/corpus.parquet").exists()
 
 
 def test_whole_numbers_written_as_floats_plan_exactly_the_same_jobs(study):

@@ -21,6 +21,7 @@ rule aggregate:
         expected=EXPECTED,
         paths=[trial_metrics(c, t) for c, t in EXPECTED],
         profiles=PROFILES,
+        cs_keys=DESIGN.cs_profile_keys(),
         absent="no metrics",
         metric=config["metric"],
         quality=QUALITY_SETTINGS,

@@ -11,15 +11,28 @@ SCRIPTS = Path(workflow.basedir) / "workflow" / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
 from tokenwatt.codeclosure import code_digest as _closure_digest  # noqa: E402
-from tokenwatt.config import ConfigError, config_hash, load_schema, quality_settings, validate_config  # noqa: E402
+from tokenwatt.config import ConfigError, checked_config, config_hash, load_schema, quality_settings  # noqa: E402
 from tokenwatt.design import CELL_PATTERN, PROFILE_PATTERN, TOKENIZER_PATTERN, Design  # noqa: E402
 from tokenwatt.measures import FIGURES  # noqa: E402
 from tokenwatt.runorder import trial_priorities  # noqa: E402
 
 try:
-    _validated = validate_config(config, load_schema(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"))
+    # The files Snakemake read the config from (--configfile, then the Snakefile's configfile:), re-read for
+    # duplicate keys; none when a module is given its config as a dict (its configfile: is skipped then).
+    # Weights not downloaded yet do not stop a plan (-n); `refuse_missing_downloads` stops a run before any job.
+    DOWNLOADS_NEEDED = []
+    _validated = checked_config(config, load_schema(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"),
+                                [] if workflow.modifier.skip_configfile else workflow.configfiles, DOWNLOADS_NEEDED)
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
+for _line in DOWNLOADS_NEEDED:
+    print(f"WARNING: this study cannot run yet (a dry run is fine): {_line}", file=sys.stderr)
+
+
+def refuse_missing_downloads():
+    """At the start of a real run (onstart, which dry runs skip): weights a job would download mid-study."""
+    if DOWNLOADS_NEEDED:
+        raise WorkflowError("tokenwatt cannot start this study:\n  " + "\n  ".join(DOWNLOADS_NEEDED))
 # Replaced, not updated: update() would keep the user's key order, and params compare by it.
 config.clear()
 config.update(_validated)

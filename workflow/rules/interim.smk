@@ -25,6 +25,7 @@ use rule aggregate as interim_aggregate with:
         expected=EXPECTED,
         paths=[trial_metrics(c, t) for c, t in EXPECTED],
         profiles=PROFILES,
+        cs_keys=DESIGN.cs_profile_keys(),
         absent="not finished yet",
         metric=config["metric"],
         quality=QUALITY_SETTINGS,

@@ -53,7 +53,8 @@ rule train_trial:
         study_seed=STUDY["seed"],
         model=lambda wildcards: DESIGN.model_config(cell_of(wildcards)),
         train=lambda wildcards: DESIGN.train_config(cell_of(wildcards)),
-        meter=config["meter"],
+        # quality.min_samples sizes the poller's interval to the trial (meters.Meter.target_samples).
+        meter={**config["meter"], "min_samples": config["quality"]["min_samples"]},
         check={
             "matmul_size": config["profile"]["matmul_size"],
             "window_s": config["profile"]["window_s"],
@@ -63,7 +64,8 @@ rule train_trial:
     log:
         logfile("train_trial", "{cell}", "t{trial}"),
     priority: train_priority
-    threads: config["train"]["threads"]
+    # Metered: alone on the machine unless train.run_alone is false (nothing else loads the measurement).
+    threads: workflow.cores if config["train"]["run_alone"] else config["train"]["threads"]
     resources:
         gpu=1,
         mem_mb=8000,

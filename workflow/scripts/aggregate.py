@@ -44,6 +44,7 @@ with logged(snakemake.log[0]):
     trials, missing = trials_table(
         records, expected, traces=traces, steps=steps, absent=p.absent, cs_tflops=cs, metric=p.metric, quality=p.quality,
         reference_tflops={v["profile"]: v["reference_tflops"] for v in verdicts}, cost=p.cost, intensity_g_per_kwh=intensity[0],
+        cs_keys=p.cs_keys, profile_devices={key: (profile or {}).get("device_name") for key, profile in profiles.items()},
     )
     for line in missing:
         print(f"MISSING: {line}")

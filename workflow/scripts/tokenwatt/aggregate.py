@@ -7,7 +7,7 @@ from typing import Any, Iterable
 import polars as pl
 
 from .cost import trial_cost
-from .design import cell_label, per_profile, series_of
+from .design import cell_label, profile_key_of, series_of
 from .efficiency import derived_metrics
 from .quality import assess
 
@@ -47,15 +47,18 @@ def trials_table(records: Iterable[dict[str, Any] | str | None], expected: list[
                  traces: Iterable[pl.DataFrame | None], steps: Iterable[pl.DataFrame | None],
                  cs_tflops: float | None | dict[str, float | None], metric: dict[str, Any], quality: dict[str, Any],
                  reference_tflops: float | None | dict[str, float | None], cost: dict[str, Any],
-                 intensity_g_per_kwh: float | None, absent: str = "no metrics") -> tuple[pl.DataFrame, list[str]]:
+                 intensity_g_per_kwh: float | None, absent: str = "no metrics", cs_keys: dict[str, str] | None = None,
+                 profile_devices: dict[str, str | None] | None = None) -> tuple[pl.DataFrame, list[str]]:
     """One row per finished trial, in the design's order: what it recorded, what the analysis derives from it
     (PE, layers, FLOPs, idle energy) and its measurement-quality verdict; and the names of missing or failed trials.
 
     ``records``, ``traces`` and ``steps`` pair with ``expected`` (cell id, trial); None means no file
     (named with ``absent``), a string says why a record could not be used. ``cs_tflops`` and
     ``reference_tflops`` are one value or one per device profile (``design.profile_key_of``); without
-    ``cs_tflops`` (no device profile yet) PE and MFU are null. ``series`` names a trial's levels of every
-    factor but the budget ("" in a one-factor study).
+    ``cs_tflops`` (no device profile yet) PE and MFU are null. ``cs_keys`` maps a cell id to the profile of its
+    CS_TFLOPS (``metric.cs_basis``; its own profile when not given) and ``profile_devices`` a profile key to the
+    device it was measured on, so that a trial trained on another device is flagged. ``series`` names a trial's
+    levels of every factor but the budget ("" in a one-factor study).
     """
     kept, missing = [], []
     for (cell, trial), rec, trace, st in zip(expected, records, traces, steps):
@@ -71,13 +74,17 @@ def trials_table(records: Iterable[dict[str, Any] | str | None], expected: list[
         return pl.DataFrame(schema={"series": pl.String, "cell": pl.String, "budget": pl.Int64, "trial": pl.Int64,
                                     "quality": pl.String}), missing
     recs = [r for r, _, _ in kept]
-    verdicts = assess(recs, [tr for _, tr, _ in kept], [st for _, _, st in kept], reference_tflops, quality)
+    cs_key = lambda rec: (cs_keys or {}).get(rec["cell"], profile_key_of(rec["levels"]))  # noqa: E731
+    measured_on = [(profile_devices or {}).get(cs_key(r)) for r in recs]
+    verdicts = assess(recs, [tr for _, tr, _ in kept], [st for _, _, st in kept], reference_tflops, quality, measured_on)
     order = sorted(range(len(recs)), key=lambda i: recs[i]["started_at_unix_s"])
     position = {i: pos + 1 for pos, i in enumerate(order)}
     rows = []
     for i, (rec, verdict) in enumerate(zip(recs, verdicts)):
-        derived = derived_metrics(rec, cs_tflops=per_profile(cs_tflops, rec["levels"]), K=metric["K"], tt_scale=metric["tt_scale"])
+        cs = cs_tflops.get(cs_key(rec)) if isinstance(cs_tflops, dict) else cs_tflops
+        derived = derived_metrics(rec, cs_tflops=cs, K=metric["K"], tt_scale=metric["tt_scale"])
         rows.append({"series": series_of(rec["levels"]), **_flatten(rec), **derived,
+                     "cs_basis": metric.get("cs_basis", "training"), "cs_profile": cs_key(rec),
                      **trial_cost({**rec, **derived}, cost, intensity_g_per_kwh),
                      "cost_is_estimate": rec["meter_is_estimate"], **verdict, "run_position": position[i]})
     return pl.DataFrame(rows, infer_schema_length=None), missing

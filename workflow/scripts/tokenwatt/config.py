@@ -9,6 +9,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +46,102 @@ def _key_path(parts) -> str:
     return out or "(top level)"
 
 
+def _show(value: Any) -> str:
+    """A value as the config file spells it: .inf, null, true, 'text', 0.5."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else ("-.inf" if value < 0 else ".inf")
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    return repr(value)
+
+
+def _non_finite(value: Any, path: tuple = ()) -> list[tuple[tuple, str]]:
+    """Every .inf, -.inf and .nan in the config, at any depth (YAML and JSON both read them as numbers,
+    and the schema's bounds let .inf through): (path, problem)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [(path, f"{_key_path(path)}: {_show(value)} is not a finite number; give a finite value")]
+    if isinstance(value, dict):
+        return [found for k, v in value.items() for found in _non_finite(v, (*path, k))]
+    if isinstance(value, list):
+        return [found for i, v in enumerate(value) for found in _non_finite(v, (*path, i))]
+    return []
+
+
+# A number as text: PyYAML (YAML 1.1) reads a float only with a dot and, with an exponent, a signed one,
+# so 3e-4 and 1.0e4 arrive as strings.
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def _kinds(schema: Any) -> set[str]:
+    kinds = schema.get("type", []) if isinstance(schema, dict) else []
+    return set(kinds if isinstance(kinds, list) else [kinds])
+
+
+def _yaml_number(text: str, integer: bool) -> str:
+    """How to write ``text`` so that YAML reads a number: 3.0e-4, 1.0e+4, 1000000."""
+    value = float(text)
+    if integer and value.is_integer():
+        return str(int(value))
+    if "e" not in text.lower():
+        return text
+    mantissa, exponent = re.split("[eE]", text)
+    mantissa = mantissa if "." in mantissa else mantissa + ".0"
+    return f"{mantissa}e{exponent if exponent[0] in '+-' else '+' + exponent}"
+
+
+def _number_as_text(error) -> str | None:
+    """The sentence for a number that arrived as a string, where the schema asks for a number."""
+    value = error.instance
+    if not isinstance(value, str) or not _NUMBER.fullmatch(value.strip()):
+        return None
+    branches = error.validator_value if error.validator in ("oneOf", "anyOf") else [error.schema]
+    kinds = set().union(*(_kinds(b) for b in branches))
+    if error.validator not in ("type", "oneOf", "anyOf") or not kinds & {"number", "integer"}:
+        return None
+    text = value.strip()
+    fix = _yaml_number(text, "number" not in kinds)
+    if "e" in text.lower() and "." not in re.split("[eE]", text)[0]:
+        why = f"YAML reads {text} without a dot as text"
+    elif "e" in text.lower():
+        why = f"YAML reads {text}, an exponent without a sign, as text"
+    else:
+        return (f"{_show(value)} is a string, not a number (quoted in a file, or nested in --config, which passes "
+                f"nested values as text); write {fix} without quotes in a config file")
+    return f"{_show(value)} is a string ({why}); write {fix}"
+
+
+def _branch(schema: dict[str, Any]) -> str:
+    """One alternative of a oneOf in words: "measure", null, a number > 0, a 3-letter country code."""
+    if "const" in schema:
+        return json.dumps(schema["const"])
+    if "enum" in schema:
+        return " or ".join(json.dumps(v) for v in schema["enum"])
+    if "description" in schema:
+        return schema["description"]
+    kinds = sorted(_kinds(schema))
+    if kinds == ["null"]:
+        return "null"
+    noun = {"number": "a number", "integer": "a whole number", "string": "a string", "boolean": "true or false",
+            "array": "a list", "object": "a mapping"}
+    words = " or ".join(noun.get(k, k) for k in kinds) or "a value"
+    bounds = [f"{op} {schema[k]}" for k, op in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"),
+                                                  ("exclusiveMaximum", "<")) if k in schema]
+    if "pattern" in schema:
+        bounds.append(f"matching {schema['pattern']}")
+    return " ".join([words, *bounds])
+
+
+def _message(error, with_key: bool = True) -> str:
+    """A schema error as a sentence naming the key and what is allowed."""
+    text = _number_as_text(error)
+    if text is None and error.validator in ("oneOf", "anyOf") and error.context:  # no branch fits (not: two fit)
+        options = [_branch(b) for b in error.validator_value]
+        allowed = options[0] if len(options) == 1 else ", ".join(options[:-1]) + " or " + options[-1]
+        text = f"{_show(error.instance)} is not allowed; give {allowed}"
+    text = text or error.message
+    return f"{_key_path(error.absolute_path)}: {text}" if with_key else text
+
+
 def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> None:
     for key, sub in schema.get("properties", {}).items():
         if key not in config and "default" in sub:
@@ -65,16 +164,27 @@ def _requirements(cfg: dict[str, Any], schema: dict[str, Any]) -> list[str]:
             carbon_intensity(cfg["cost"]["carbon_intensity"])
         except CostError as err:
             problems.append(str(err))
-    problems += _model_problems(cfg["model"], cfg["tokenizer"], "")
+    base = _model_problems(cfg["model"], cfg["tokenizer"], "")
+    base += _architecture_problems(cfg["model"], lambda f: _base_key(cfg["model"], f), "")
+    base += _pretrained_problems(cfg["model"], cfg["tokenizer"], "model.", "tokenizer.")
+    problems += base
     for level, spec in cfg["design"].get("model", {}).items():
         prefix = f"design.model.{level}."
         model = merged_model(cfg["model"], spec)
         tokenizer = {**cfg["tokenizer"], **spec.get("tokenizer", {})}
-        found = [f"{prefix}{_key_path(e.absolute_path) if e.absolute_path else '(level)'}: {e.message}"
+        found = [f"{prefix}{_key_path(e.absolute_path) if e.absolute_path else '(level)'}: {_message(e, with_key=False)}"
                  for e in Draft202012Validator(schema["properties"]["model"]).iter_errors(model)]
-        found += [f"{prefix}tokenizer.{_key_path(e.absolute_path)}: {e.message}"
+        found += [f"{prefix}tokenizer.{_key_path(e.absolute_path)}: {_message(e, with_key=False)}"
                   for e in Draft202012Validator(schema["properties"]["tokenizer"]).iter_errors(tokenizer)]
-        problems += found or _model_problems(model, tokenizer, prefix)
+        if not found:
+            found = _model_problems(model, tokenizer, prefix)
+            found += _architecture_problems(model, lambda f, spec=spec, prefix=prefix: _level_key(cfg["model"], spec, prefix, f),
+                                            f" (design.model.{level})")
+            # A level's own keys are named under it; what it inherits was checked (and named) as the base's.
+            found += _pretrained_problems(model if {"source", "name", "revision"} & set(spec) else None,
+                                          tokenizer if "tokenizer" in spec else None, prefix, prefix + "tokenizer.")
+        # What the level inherits unchanged fails as the base's does: named once, as the base's.
+        problems += [p for p in found if p not in base and p.replace(f" (design.model.{level})", "", 1) not in base]
     return problems
 
 
@@ -82,12 +192,8 @@ def _model_problems(model: dict[str, Any], tokenizer: dict[str, Any], prefix: st
     """What a model and its tokenizer need beyond the schema; ``prefix`` places them (a design level)."""
     problems = []
     for section, spec in (("tokenizer", tokenizer), ("model", model)):
-        name = spec["name"]
-        if spec["source"] == "pretrained" and not name:
+        if spec["source"] == "pretrained" and not spec["name"]:
             problems.append(f"{prefix}{section}.name: {section}.source is pretrained, so give a Hub id or a local path")
-        if spec["source"] == "pretrained" and name and name.startswith(("/", "./", "../", "~")) \
-                and not Path(name).expanduser().exists():
-            problems.append(f"{prefix}{section}.name: the folder {name} does not exist; give an existing folder or a Hub id")
     if model["source"] == "config" and model["preset"] not in PRESETS:
         problems.append(f"{prefix}model.preset: {model['preset']!r} is not a preset; choose one of {', '.join(sorted(PRESETS))}")
     if model["implementation"] == "native" and model["source"] == "pretrained":
@@ -97,6 +203,91 @@ def _model_problems(model: dict[str, Any], tokenizer: dict[str, Any], prefix: st
     if model["source"] == "config" and model["implementation"] != "hf" and unsupported:
         problems.append(f"{prefix}model.overrides: {unsupported} need model.implementation: hf (the native Llama supports "
                         f"{', '.join(sorted(NATIVE_FIELDS))})")
+    return problems
+
+
+# How tokenwatt.hub words a name that is a valid Hub id but not downloaded yet.
+NOT_CACHED = "in the local Hugging Face cache"
+
+
+def _pretrained_problems(model: dict[str, Any] | None, tokenizer: dict[str, Any] | None, model_key: str,
+                         tokenizer_key: str) -> list[str]:
+    """A pretrained name that is neither a folder here nor a Hub id in the local cache (``tokenwatt.hub``)."""
+    problems = []
+    for kind, spec, key in (("tokenizer", tokenizer, tokenizer_key), ("model", model, model_key)):
+        if spec is not None and spec["source"] == "pretrained" and spec["name"]:
+            from .hub import pretrained_problem  # huggingface_hub only when a pretrained name is configured
+
+            if (problem := pretrained_problem(kind, spec["name"], spec["revision"], key + "name")) is not None:
+                problems.append(problem)
+    return problems
+
+
+# --- architecture: what the Llama built from a preset and its overrides needs (tokenwatt/model.py, llama.py)
+# Set from the tokenizer by model.preset_sizes, whatever the overrides say: an override of them does nothing.
+FROM_TOKENIZER = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id")
+WHOLE_SIZES = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+OPTIONAL_SIZES = ("num_key_value_heads", "head_dim")  # null: the LlamaConfig default
+
+
+def _base_key(model: dict[str, Any], field: str) -> str:
+    return f"model.overrides.{field}" if field in model["overrides"] else "model.preset"
+
+
+def _level_key(base: dict[str, Any], spec: dict[str, Any], prefix: str, field: str) -> str:
+    """The key that set ``field`` of a model level: its own overrides or preset, else what it inherits."""
+    if field in spec.get("overrides", {}):
+        return f"{prefix}overrides.{field}"
+    if "preset" in spec:
+        return f"{prefix}preset"
+    if "overrides" in spec or field not in base["overrides"]:
+        return "model.preset"
+    return f"model.overrides.{field}"
+
+
+def _divisors(n: int) -> str:
+    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
+
+
+def _architecture_problems(model: dict[str, Any], key_of, where: str) -> list[str]:
+    """Heads that divide the hidden size, KV heads that divide the heads, an even head dimension (rotary
+    embeddings rotate pairs), whole positive sizes, no override the tokenizer decides; ``key_of(field)``
+    names the key that set a field, ``where`` the design level when that key is the base model's."""
+    if model["source"] != "config" or model["preset"] not in PRESETS:
+        return []
+    sizes = {**PRESETS[model["preset"]], **model["overrides"]}
+    at = lambda field: f"{key_of(field)}{where if not key_of(field).startswith('design.') else ''}"  # noqa: E731
+    problems = [f"{at(f)}: {f} comes from the tokenizer (a trained BPE's tokenizer.vocab_size, or the pretrained "
+                "tokenizer's own), never from the model; remove it" for f in FROM_TOKENIZER if f in model["overrides"]]
+    if model["overrides"].get("tie_word_embeddings"):
+        problems.append(f"{at('tie_word_embeddings')}: tokenwatt always unties the input and output embeddings; remove it")
+    bad = [f for f in (*WHOLE_SIZES, *OPTIONAL_SIZES) if f in sizes and not (sizes[f] is None and f in OPTIONAL_SIZES)
+           and not (isinstance(sizes[f], int) and not isinstance(sizes[f], bool) and sizes[f] >= 1)]
+    problems += [f"{at(f)}: {_show(sizes[f])} is not allowed; give a whole number ≥ 1"
+                 + (" (or null: the LlamaConfig default)" if f in OPTIONAL_SIZES else "") for f in bad]
+    if bad:
+        return problems
+    hidden, heads = sizes["hidden_size"], sizes["num_attention_heads"]
+    kv, head_dim = sizes.get("num_key_value_heads") or heads, sizes.get("head_dim")
+    native = model["implementation"] != "hf"  # auto builds a preset natively
+    heads_key = "num_attention_heads" if "num_attention_heads" in model["overrides"] else "hidden_size"
+    divides = hidden % heads == 0
+    if not divides and not (native and head_dim):  # transformers' LlamaConfig asks for it even with head_dim
+        problems.append(f"{at(heads_key)}: num_attention_heads {heads} does not divide hidden_size {hidden}; "
+                        f"give num_attention_heads one of {_divisors(hidden)}, or hidden_size a multiple of {heads}")
+    elif (dim := head_dim or hidden // heads) % 2:
+        if head_dim:
+            problems.append(f"{at('head_dim')}: head_dim {head_dim} is odd; rotary position embeddings rotate pairs of "
+                            "dimensions, so give an even head_dim")
+        else:
+            even = ", ".join(str(d) for d in range(1, hidden + 1) if hidden % d == 0 and (hidden // d) % 2 == 0) or "none"
+            problems.append(f"{at(heads_key)}: the head dimension hidden_size / num_attention_heads = {hidden} / {heads} = {dim} "
+                            f"is odd; rotary position embeddings rotate pairs of dimensions, so give num_attention_heads "
+                            f"one of {even}")
+    if heads % kv:
+        kv_key = "num_key_value_heads" if "num_key_value_heads" in model["overrides"] else "num_attention_heads"
+        problems.append(f"{at(kv_key)}: num_key_value_heads {kv} does not divide num_attention_heads {heads}; "
+                        f"give num_key_value_heads one of {_divisors(heads)}")
     return problems
 
 
@@ -124,17 +315,104 @@ def canonical(value: Any, schema: dict[str, Any]) -> Any:
     return value
 
 
-def validate_config(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
-    """Return a validated, canonical copy of ``config`` with every default filled in."""
+def validate_config(config: dict[str, Any], schema: dict[str, Any], downloads: list[str] | None = None) -> dict[str, Any]:
+    """Return a validated, canonical copy of ``config`` with every default filled in (``downloads``: see ``checked_config``)."""
     cfg = copy.deepcopy(config)
-    errors = sorted(Draft202012Validator(schema).iter_errors(cfg), key=lambda e: [str(p) for p in e.absolute_path])
-    problems = [f"{_key_path(e.absolute_path)}: {e.message}" for e in errors]
+    non_finite = _non_finite(cfg)
+    bad_paths = {path for path, _ in non_finite}
+    errors = sorted((e for e in Draft202012Validator(schema).iter_errors(cfg) if tuple(e.absolute_path) not in bad_paths),
+                    key=lambda e: [str(p) for p in e.absolute_path])
+    problems = sorted([problem for _, problem in non_finite] + [_message(e) for e in errors])
     if not problems:
         _fill_defaults(cfg, schema)
         problems = _requirements(cfg, schema)
+        if downloads is not None:
+            downloads += [p for p in problems if NOT_CACHED in p]
+            problems = [p for p in problems if NOT_CACHED not in p]
     if problems:
         raise ConfigError("invalid tokenwatt config:\n  " + "\n  ".join(problems))
     return canonical(cfg, schema)
+
+
+class _KeyLoader(yaml.SafeLoader):
+    """Composes a YAML file's nodes (nothing is constructed but keys), to see every key as written."""
+
+
+def _key_value(loader: _KeyLoader, node: yaml.Node) -> Any:
+    try:
+        return loader.construct_object(node, deep=True) if isinstance(node, yaml.ScalarNode) else repr(node.value)
+    except yaml.YAMLError:
+        return (node.tag, node.value)
+
+
+def _repeated_keys(loader: _KeyLoader, node: yaml.Node, path: tuple, name: str) -> list[str]:
+    problems = []
+    if isinstance(node, yaml.MappingNode):
+        first: dict[Any, yaml.Mark] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: keys written beside it override it, by design
+                continue
+            key = _key_value(loader, key_node)
+            mark = key_node.start_mark
+            here = (*path, key)
+            try:
+                seen = first.get(key)
+            except TypeError:  # an unhashable key: not a config key anyway
+                continue
+            if seen is None:
+                first[key] = mark
+            else:
+                where = (f"line {mark.line + 1}" if seen.line != mark.line
+                         else f"line {mark.line + 1}, column {mark.column + 1}")
+                before = f"line {seen.line + 1}" + (f", column {seen.column + 1}" if seen.line == mark.line else "")
+                problems.append(f"{name} {where}: {_key_path(here)} is given twice (first on {before}); the loader keeps "
+                                "only the last, so remove or rename one")
+            problems += _repeated_keys(loader, value_node, here, name)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            problems += _repeated_keys(loader, item, (*path, i), name)
+    return problems
+
+
+def duplicate_keys(paths) -> list[str]:
+    """A key written twice in one mapping of a config file, with the file and both lines.
+
+    Snakemake's loader (PyYAML, and json.load for JSON) keeps the last of two equal keys without a
+    word, so a design with two levels of one name would silently lose one. A file that cannot be read
+    or parsed is left to Snakemake, which has loaded it already and says so itself.
+    """
+    problems = []
+    for path in paths:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        name = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
+        loader = _KeyLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is not None:
+                problems += _repeated_keys(loader, node, (), name)
+        except yaml.YAMLError:
+            continue
+        finally:
+            loader.dispose()
+    return problems
+
+
+def checked_config(config: dict[str, Any], schema: dict[str, Any], configfiles=(),
+                   downloads: list[str] | None = None) -> dict[str, Any]:
+    """``validate_config`` after the config files' duplicate keys, every problem in one ConfigError; with
+    ``downloads`` (a list: a dry run), a pretrained name that is only missing from the local cache is put there
+    instead of refused, so a study can be planned before its weights are downloaded."""
+    problems = duplicate_keys(configfiles)
+    try:
+        validated = validate_config(config, schema, downloads)
+    except ConfigError as err:
+        problems += str(err).split("\n  ")[1:]
+    if problems:
+        raise ConfigError("invalid tokenwatt config:\n  " + "\n  ".join(problems))
+    return validated
 
 
 def config_hash(cfg: dict[str, Any]) -> str:

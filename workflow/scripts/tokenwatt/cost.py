@@ -40,7 +40,11 @@ def trial_cost(trial: dict[str, Any], cost: dict[str, Any], intensity_g_per_kwh:
     price = cost["electricity_price_per_kwh"]
     electricity = None if kwh is None or price is None else kwh * price
     device = None if cost["device_hour_price"] is None else trial["run_s"] / 3600 * cost["device_hour_price"]
-    total = None if electricity is None and device is None else (electricity or 0.0) + (device or 0.0)
+    # The sum of every priced part, or nothing: with energy unmeasured but a price set, the device cost alone
+    # is not "electricity + device".
+    parts = [(price, electricity), (cost["device_hour_price"], device)]
+    priced = [value for set_, value in parts if set_ is not None]
+    total = None if not priced or any(v is None for v in priced) else float(sum(priced))
     quality = trial.get("inv_ppl")
     return {"kwh": kwh, "kg_co2e": kg, "electricity_cost": electricity, "device_cost": device, "total_cost": total,
             "cost_per_inv_ppl": None if total is None or not quality else total / quality,

@@ -95,6 +95,15 @@ def profile_key_of(levels: dict[str, str]) -> str:
     return "".join(f"{f}={levels[f]}/" for f in ("hardware", "precision") if f in levels)
 
 
+def cs_profile_key_of(levels: dict[str, str], basis: str, precision: str) -> str:
+    """The device profile whose CS_TFLOPS a cell's PE uses (``metric.cs_basis``): its own (``training``), or the one
+    of the reference precision on the same hardware level; ``precision`` is the study's (``train.precision``)."""
+    if basis == "training" or levels.get("precision", precision) == basis:
+        return profile_key_of(levels)
+    hardware = f"hardware={levels['hardware']}/" if "hardware" in levels else ""
+    return f"{hardware}precision={basis}/"
+
+
 def per_profile(value: Any, levels: dict[str, str]) -> Any:
     """A per-device-profile value (a mapping by profile key) for a trial's levels; a plain value is every trial's."""
     return value.get(profile_key_of(levels)) if isinstance(value, dict) else value
@@ -203,17 +212,28 @@ class Design:
     def profile_key(self, cell: Cell) -> str:
         return profile_key_of(dict(cell.levels))
 
+    def cs_profile_key(self, cell: Cell) -> str:
+        """The profile whose CS_TFLOPS the cell's PE uses (``metric.cs_basis``)."""
+        return cs_profile_key_of(dict(cell.levels), self.config["metric"]["cs_basis"], self.config["train"]["precision"])
+
     def profile_keys(self) -> list[str]:
-        return sorted({self.profile_key(c) for c in self.cells})
+        """Every profile to measure: each cell's own (its matmul checks are judged against it) and its CS_TFLOPS one."""
+        return sorted({k for c in self.cells for k in (self.profile_key(c), self.cs_profile_key(c))})
+
+    def cs_profile_keys(self) -> dict[str, str]:
+        """Cell id -> the profile key of its CS_TFLOPS."""
+        return {c.id: self.cs_profile_key(c) for c in self.cells}
 
     def profile_cell(self, key: str) -> Cell:
-        """A cell whose trials a device profile serves (they share its hardware and precision)."""
-        return next(c for c in self.cells if self.profile_key(c) == key)
+        """A cell on the hardware of a device profile (for its device and scheduler resources)."""
+        hardware = key.split("/")[0] + "/" if key.startswith("hardware=") else ""
+        return next(c for c in self.cells if self.profile_key(c) == key or self.profile_key(c).startswith(hardware))
 
     def profile_settings(self, key: str) -> dict[str, Any]:
-        """Device and precision of a device profile: those of its trials."""
+        """Device and precision of a device profile: those of its trials (or the reference precision it names)."""
         train = self.train_config(self.profile_cell(key))
-        return {"device": train["device"], "precision": train["precision"]}
+        named = [part.removeprefix("precision=") for part in key.split("/") if part.startswith("precision=")]
+        return {"device": train["device"], "precision": named[0] if named else train["precision"]}
 
     def resources(self, cell: Cell) -> dict[str, Any]:
         """Scheduler resources of a cell's trials: its hardware level's GPU model, partition and constraint."""

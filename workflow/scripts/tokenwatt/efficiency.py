@@ -8,13 +8,15 @@ import math
 from typing import Any
 
 
-def training_flops(params: int, embedding_params: int, n_layers: int, hidden: int, context: int, tokens: int) -> float:
-    """6·N·T for the dense weights plus 6·L·C·d·T for attention scores (Kaplan et al. 2020).
+def training_flops(params: int, embedding_params: int, n_layers: int, hidden: int, context: int, tokens: int,
+                   tied_embeddings: bool = False) -> float:
+    """6·N·T for the dense weights plus 6·L·C·d·T for attention scores (Kaplan et al. 2020), T the positions
+    the model computes (padding included: a padded position costs the same arithmetic).
 
-    N excludes the input embedding table: a lookup does no multiply-adds (the output
-    projection, a real matmul, stays in). An estimate, labelled as one in the outputs.
+    N excludes the input embedding table where it is only a lookup, which does no multiply-adds; a table tied
+    to the output head is also that head's matmul, so it stays in. An estimate, labelled as one in the outputs.
     """
-    dense = 6.0 * (params - embedding_params) * tokens
+    dense = 6.0 * (params - (0 if tied_embeddings else embedding_params)) * tokens
     attention = 6.0 * n_layers * context * hidden * tokens
     return dense + attention
 
@@ -56,7 +58,8 @@ def efficiency_record(
 def derived_metrics(trial: dict[str, Any], *, cs_tflops: float | None, K: float, tt_scale: float) -> dict[str, Any]:
     """Everything the analysis derives from one trial's record: FLOPs, idle and dynamic energy, PE and its layers."""
     flops = training_flops(trial["params"], trial["embedding_params"], trial["n_layers"], trial["hidden_size"],
-                           trial["context"], trial["real_tokens"])
+                           trial["context"], trial.get("padded_tokens") or trial["real_tokens"],
+                           bool(trial.get("tied_embeddings", False)))
     energy, idle_w = trial["energy_j"], trial["idle_power_w"]
     idle_j = None if idle_w is None else idle_w * trial["duration_s"]
     return {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -42,13 +43,44 @@ def write_parquet(path: str | Path, df: pl.DataFrame) -> None:
 
 @contextlib.contextmanager
 def logged(log_path: str | Path) -> Iterator[None]:
-    """Send stdout/stderr (prints, warnings, tracebacks) to the rule's log file."""
-    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "w", buffering=1, encoding="utf-8") as fh, contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
-        try:
-            yield
-        except BaseException:
-            import traceback
+    """Send stdout/stderr (prints, warnings, tracebacks) to the rule's log file.
 
-            traceback.print_exc(file=fh)
+    Snakemake runs a ``script:`` as its own Python process and fails the job on a non-zero exit. An
+    error tokenwatt expects (its own exceptions, whose messages name the key or file and the fix; a
+    full disk) ends that process with exit status 1 and one sentence on the terminal, the traceback
+    kept in the log; any other exception is a bug and propagates, its traceback on the terminal too.
+    """
+    terminal = sys.stderr  # before the redirect: where the user looks
+    sentence = None
+    try:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        fh = open(log_path, "w", buffering=1, encoding="utf-8")
+    except OSError as err:  # no log to keep a traceback in: a full disk is still said in words
+        from .failures import explain
+
+        if (sentence := explain(err)) is None:
             raise
+        print(f"tokenwatt: {sentence}", file=terminal, flush=True)
+        raise SystemExit(1) from None
+    try:
+        with contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
+            try:
+                yield
+            except BaseException as err:
+                import traceback
+
+                from .failures import explain
+
+                sentence = explain(err) if isinstance(err, Exception) else None
+                with contextlib.suppress(OSError):  # the log's disk may be the full one
+                    traceback.print_exc(file=fh)
+                    if sentence is not None:
+                        print(f"tokenwatt: {sentence}", file=fh)
+                if sentence is None:
+                    raise
+    finally:
+        with contextlib.suppress(OSError):
+            fh.close()
+    if sentence is not None:
+        print(f"tokenwatt: {sentence} (the traceback is in {log_path})", file=terminal, flush=True)
+        raise SystemExit(1)

@@ -30,6 +30,30 @@ class MeterError(RuntimeError):
     pass
 
 
+class Pace:
+    """Steps done of steps planned: the training loop sets ``done`` after every step (a Python int, no device
+    sync), the poller reads it to size its interval to the trial's expected length."""
+
+    def __init__(self, planned: int) -> None:
+        self.planned = planned
+        self.done = 0
+
+
+def sample_weights(times, covers: str):
+    """Seconds each power sample stands for, so that mean and RMS power are time-weighted whatever the
+    spacing (a skipped poll, the closing sample). ``previous``: a sample is the mean over the time since the
+    one before it (utilisation, RAPL deltas); ``instant``: a reading at its instant (trapezoid weights)."""
+    import numpy as np
+
+    t = np.asarray(times, dtype=float)
+    if len(t) < 2:
+        return np.ones(len(t))
+    gaps = np.diff(t)
+    if covers == "previous":
+        return np.concatenate([[0.0], gaps])
+    return np.concatenate([[gaps[0] / 2], (gaps[1:] + gaps[:-1]) / 2, [gaps[-1] / 2]])
+
+
 def _nothing() -> None:
     return None
 
@@ -46,10 +70,19 @@ class Meter:
     # Seconds a burst of work keeps showing in this meter's power readings after it ended;
     # the trial waits this long between its throughput check and the metered window.
     settle_s = 0.0
+    # What one power sample stands for (``sample_weights``).
+    covers = "instant"
+    # The shortest interval worth polling at: below it the sensor repeats itself or the poller costs the trial.
+    min_interval_s = 0.005
 
     def __init__(self, interval_s: float, sync: Callable[[], None] = _nothing) -> None:
         self.interval_s = interval_s
         self.sync = sync
+        # With a pace and a target, the poller shortens its interval (never below min_interval_s, never above
+        # interval_s) so that a trial of any length gets about ``target_samples`` samples.
+        self.target_samples = 0
+        self._pace: Pace | None = None
+        self._interval_now = interval_s
         self.note = ""
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -65,17 +98,30 @@ class Meter:
         return {}
 
     # -- polling
+    def _adapt(self) -> None:
+        """The interval that gives ``target_samples`` over the trial's expected length (elapsed × planned ÷ done)."""
+        pace = self._pace
+        if pace is None or not self.target_samples or pace.done <= 0:
+            return
+        expected_s = (time.monotonic() - self._t0) * pace.planned / pace.done
+        self._interval_now = min(self.interval_s, max(self.min_interval_s, expected_s / self.target_samples))
+
     def _poll(self) -> None:
         next_t = time.monotonic()
         while not self._stop.is_set():
             self._record()
-            next_t += self.interval_s
-            # Fixed-rate schedule; if a sample ran long, skip ahead instead of bursting.
-            delay = next_t - time.monotonic()
-            if delay < 0:
-                next_t = time.monotonic()
-                delay = 0
-            self._stop.wait(delay)
+            scheduled = next_t
+            while not self._stop.is_set():
+                # Fixed-rate schedule at the current interval, re-sized while waiting (at least every 50 ms), so a
+                # long configured interval never delays the first samples of a short trial; a late sample skips
+                # ahead instead of bursting.
+                self._adapt()
+                next_t = scheduled + self._interval_now
+                delay = next_t - time.monotonic()
+                if delay <= 0:
+                    next_t = time.monotonic()
+                    break
+                self._stop.wait(min(delay, 0.05))
         self._thread_cpu_s = time.thread_time()  # the poller's own CPU cost, reported beside the samples
 
     def _record(self) -> None:
@@ -87,8 +133,10 @@ class Meter:
             sample = {}
         self._rows.append({"t_s": t, **{k: sample.get(k) for k in TRACE_COLUMNS[1:]}})
 
-    def start(self) -> None:
+    def start(self, pace: Pace | None = None) -> None:
+        """Open the window; with ``pace`` the interval follows the trial's progress (see ``target_samples``)."""
         self.sync()
+        self._pace, self._interval_now = pace, self.interval_s
         self._rows: list[dict[str, Any]] = []
         self._errors: list[str] = []
         self._t0 = time.monotonic()
@@ -129,36 +177,41 @@ class Meter:
 
     # -- results
     def _summarise(self, trace: pl.DataFrame, duration: float, c0: float | None, c1: float | None) -> dict[str, Any]:
-        power = trace["power_w"].drop_nulls()
+        import numpy as np
+
+        valid = trace.drop_nulls("power_w")
+        p = valid["power_w"].to_numpy()
+        w = sample_weights(valid["t_s"].to_numpy(), self.covers)
+        if len(p) and w.sum() <= 0:  # every sample at one instant
+            w = np.ones(len(p))
         times = trace["t_s"].to_numpy()
         kind, note = self.kind, self.note
         energy = None
         if c0 is not None and c1 is not None:
             energy = c1 - c0
-        elif len(power) >= 2:
-            # Trapezoid over the polled power: all we have without a counter.
-            valid = trace.drop_nulls("power_w")
-            t, p = valid["t_s"].to_numpy(), valid["power_w"].to_numpy()
-            energy = float(((p[1:] + p[:-1]) / 2 * (t[1:] - t[:-1])).sum())
+        elif len(p) >= 2:
+            # The time-weighted integral of the polled power: all we have without a counter.
+            energy = float((w * p).sum())
             if self.kind == "nvml-energy":
                 kind, note = "nvml-power", "energy counter unavailable in this window; integrated polled power"
-        elif len(power) == 1:
-            energy = float(power[0]) * duration
-        has_power = len(power) > 0
+        elif len(p) == 1:
+            energy = float(p[0]) * duration
+        has_power = len(p) > 0
         return {
             "meter": kind,
             "meter_is_estimate": self.is_estimate,
             "meter_note": note,
             "energy_j": energy,
             "duration_s": duration,
-            "power_rms_w": float(math.sqrt((power**2).mean())) if has_power else None,
-            "power_mean_w": float(power.mean()) if has_power else None,
-            "power_max_w": float(power.max()) if has_power else None,
+            "power_rms_w": float(math.sqrt((w * p**2).sum() / w.sum())) if has_power else None,
+            "power_mean_w": float((w * p).sum() / w.sum()) if has_power else None,
+            "power_max_w": float(p.max()) if has_power else None,
             "samples": trace.height,
-            "samples_with_power": len(power),
+            "samples_with_power": len(p),
             "sample_errors": len(self._errors),
             "sample_error_messages": self._errors[:20],
             "interval_requested_s": self.interval_s,
+            "interval_final_s": self._interval_now,
             "interval_achieved_s": float((times[1:] - times[:-1]).mean()) if len(times) > 1 else None,
             "meter_thread_cpu_s": self._thread_cpu_s,
             "temperature_max_c": trace["temperature_c"].max(),
@@ -186,6 +239,8 @@ class NvmlMeter(Meter):
 
     kind = "nvml-energy"
     settle_s = 1.0
+    # NVML's power reading updates every few tens of ms at best: faster polls repeat it.
+    min_interval_s = 0.02
 
     def __init__(self, nvml, uuid: str, interval_s: float, sync: Callable[[], None] = _nothing) -> None:
         super().__init__(interval_s, sync)
@@ -261,6 +316,7 @@ class RaplMeter(Meter):
     """
 
     kind = "rapl"
+    covers = "previous"
 
     def __init__(self, root: str | Path, interval_s: float, sync: Callable[[], None] = _nothing) -> None:
         super().__init__(interval_s, sync)
@@ -283,9 +339,9 @@ class RaplMeter(Meter):
             self._total += step
             return step, dt
 
-    def start(self) -> None:
+    def start(self, pace: Pace | None = None) -> None:
         self._last, self._last_t, self._total = self._raw(), time.monotonic(), 0.0
-        super().start()
+        super().start(pace)
 
     def _counter_j(self) -> float:
         self._advance()
@@ -301,14 +357,17 @@ class EstimateMeter(Meter):
 
     kind = "estimate"
     is_estimate = True
+    covers = "previous"
 
     def __init__(self, tdp_w: float, interval_s: float, sync: Callable[[], None] = _nothing) -> None:
         super().__init__(interval_s, sync)
         self.tdp_w = tdp_w
-        self.cores = len(os.sched_getaffinity(0))
-        self.note = (f"ESTIMATE: {tdp_w:g} W TDP × this process's CPU utilisation over {self.cores} cores; no power sensor was "
-                     "read. Its energy is work-based (CPU time × a share of the TDP) and its power depends on the CPU the "
-                     "trial got: another load on the machine lowers it")
+        # Every CPU of the machine, not the ones this process may use: each core-second of work is then the same
+        # share of the package's TDP whether the scheduler (SLURM's cpus_per_task, taskset) allows 1 core or all.
+        self.cores = os.cpu_count() or 1
+        self.note = (f"ESTIMATE: {tdp_w:g} W TDP × this process's CPU seconds per second ÷ the machine's {self.cores} CPUs; no "
+                     "power sensor was read. Its energy is work-based (CPU time × a share of the TDP) and its power depends "
+                     "on the CPU the trial got: another load on the machine lowers it")
         self._last: tuple[float, float] | None = None
 
     def _sample(self) -> dict[str, Any]:
@@ -319,9 +378,9 @@ class EstimateMeter(Meter):
         utilisation = min(1.0, (cpu - last[1]) / ((now - last[0]) * self.cores))
         return {"power_w": self.tdp_w * utilisation, "utilization_pct": 100.0 * utilisation}
 
-    def start(self) -> None:
+    def start(self, pace: Pace | None = None) -> None:
         self._last = (time.monotonic(), time.process_time())
-        super().start()
+        super().start(pace)
 
 
 def make_meter(

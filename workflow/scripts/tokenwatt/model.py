@@ -94,9 +94,12 @@ def parameter_count(model: torch.nn.Module) -> int:
 def describe(model: torch.nn.Module) -> dict[str, Any]:
     """Architecture facts the FLOP estimate needs."""
     cfg = model.config
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     return {
         "params": parameter_count(model),
         "embedding_params": model.get_input_embeddings().weight.numel(),
+        # A head that shares the embedding's matrix still multiplies by it: the FLOP estimate must keep it.
+        "tied_embeddings": head is not None and head.weight is model.get_input_embeddings().weight,
         "n_layers": cfg.num_hidden_layers,
         "hidden_size": cfg.hidden_size,
         "vocab_size": model.get_input_embeddings().num_embeddings,

@@ -112,11 +112,13 @@ def device_load(trials: pl.DataFrame) -> float | None:
 
 
 def diagnose(trials: list[dict[str, Any]], traces: list[pl.DataFrame], steps: list[pl.DataFrame],
-             reference_tflops: float | None | dict[str, float | None], q: dict[str, Any]) -> list[Diagnostics]:
+             reference_tflops: float | None | dict[str, float | None], q: dict[str, Any],
+             profile_devices: list[str | None] | None = None) -> list[Diagnostics]:
     """The numbers the rules judge, per trial (same order as ``trials``); ``reference_tflops`` is the
     matmul checks' reference from ``profile_verdict``, one per device profile (by profile key) or one for all.
     A trial's throughput is judged against its cell's median, its idle power against that of the trials
-    measured on the same device profile (hardware level and precision)."""
+    measured on the same device profile (hardware level and precision). ``profile_devices`` names, per trial, the
+    device its CS_TFLOPS profile ran on (None: no profile)."""
     by_condition: dict[Any, list[float]] = {}
     by_device: dict[str, list[float]] = {}
     for t in trials:
@@ -125,7 +127,7 @@ def diagnose(trials: list[dict[str, Any]], traces: list[pl.DataFrame], steps: li
     condition_tps = {c: _median(v) for c, v in by_condition.items()}
     idle_medians = {k: _median(v) for k, v in by_device.items()}
     out = []
-    for t, trace, st in zip(trials, traces, steps):
+    for t, trace, st, measured_on in zip(trials, traces, steps, profile_devices or [None] * len(trials)):
         tps = t["real_tokens"] / t["train_s"]
         device = profile_key_of(t["levels"])
         reference = per_profile(reference_tflops, t["levels"])
@@ -140,6 +142,7 @@ def diagnose(trials: list[dict[str, Any]], traces: list[pl.DataFrame], steps: li
             "idle_power_median_w": idle_median,
             "power_step": power_step(trace, q["power_step_window"]),
             "temperature_start_c": first_temperature(trace),
+            "profile_device_name": measured_on,
         })
     return out
 
@@ -209,6 +212,14 @@ def _errors(t, d, q):
     return None
 
 
+def _profile_device(t, d, q):
+    # On SLURM the profile job and a trial can land on different GPU models: its CS_TFLOPS is then another device's.
+    if d["profile_device_name"] and d["profile_device_name"] != t["device_name"]:
+        return (f"trained on {t['device_name']} but its CS_TFLOPS was measured on {d['profile_device_name']} (pin the "
+                "hardware level to one device model, e.g. design.hardware.<level>.gpu_model)")
+    return None
+
+
 def _temperature(t, d, q):
     target, start = q.get("start_below_c"), d["temperature_start_c"]
     if target is not None and start is not None and start >= target:
@@ -219,15 +230,16 @@ def _temperature(t, d, q):
 RULES: dict[str, Rule] = {
     "throughput": _throughput, "unsteady": _steady, "matmul_check": _check, "idle_power": _idle,
     "power_step": _step, "few_samples": _samples, "sample_interval": _interval, "sample_errors": _errors,
-    "start_temperature": _temperature,
+    "start_temperature": _temperature, "profile_device": _profile_device,
 }
 
 
 def assess(trials: list[dict[str, Any]], traces: list[pl.DataFrame], steps: list[pl.DataFrame],
-           reference_tflops: float | None | dict[str, float | None], q: dict[str, Any]) -> list[dict[str, Any]]:
+           reference_tflops: float | None | dict[str, float | None], q: dict[str, Any],
+           profile_devices: list[str | None] | None = None) -> list[dict[str, Any]]:
     """Per trial: its diagnostics, one ``flag_<rule>`` per rule, ``quality`` (ok | flagged) and the reasons in words."""
     out = []
-    for t, d in zip(trials, diagnose(trials, traces, steps, reference_tflops, q)):
+    for t, d in zip(trials, diagnose(trials, traces, steps, reference_tflops, q, profile_devices)):
         reasons = {name: rule(t, d, q) for name, rule in RULES.items()}
         said = [r for r in reasons.values() if r]
         out.append({**d, **{f"flag_{name}": r is not None for name, r in reasons.items()},

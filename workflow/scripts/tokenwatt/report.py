@@ -329,10 +329,12 @@ def _profile_warning(check: list[dict[str, Any]]) -> str:
 
 def _quality_html(trials: pl.DataFrame, stats: dict[str, Any], profiles: dict[str, dict[str, Any] | None],
                   cs: dict[str, tuple[float | None, str]], rerun: list[str], exclude_flagged: bool,
-                  profile_check: list[dict[str, Any]]) -> str:
-    """CS_TFLOPS and its drift per device profile, the flags with their reasons, the sensitivity analysis and the rerun command."""
+                  profile_check: list[dict[str, Any]], cs_basis: str = "training") -> str:
+    """CS_TFLOPS and its drift per device profile, what a precision comparison of PE means, the flags with their
+    reasons, the sensitivity analysis and the rerun command."""
     parts = [f"<p><b>CS_TFLOPS{esc(' (' + series_label(key.rstrip('/')) + ')' if key else '')}</b> = {num(value)} TFLOP/s — "
              f"{esc(source)}.</p>" for key, (value, source) in cs.items()]
+    parts.append(f"<p>{esc(cs_basis_sentence(cs_basis))}</p>")
     parts.append(_profile_warning(profile_check))
     for key, profile in profiles.items():
         if not profile:
@@ -380,6 +382,17 @@ def _quality_html(trials: pl.DataFrame, stats: dict[str, Any], profiles: dict[st
                      "<code>--configfile</code> you ran the study with):</p>"
                      f"<pre>snakemake --cores 1 --resources gpu=1 --forcerun {esc(' '.join(rerun))}</pre>")
     return "\n".join(parts)
+
+
+def cs_basis_sentence(basis: str) -> str:
+    """What comparing PE between precisions means under ``metric.cs_basis``."""
+    if basis == "training":
+        return ("CS_TFLOPS is each trial's own precision's (metric.cs_basis: training), the metric as defined: between "
+                "precisions, PE's ratio carries the ratio of their matmul peaks (on an H200 bf16's is about 12× fp32's), so a "
+                "precision comparison of PE asks how well each used what its precision offers, not which is more efficient "
+                "at one yardstick; set metric.cs_basis: fp32 for that.")
+    return (f"CS_TFLOPS is the {basis} matmul throughput of each trial's device (metric.cs_basis: {basis}), whatever precision "
+            "the trial trained in: PE compares precisions at one yardstick, so a faster precision shows as higher PE.")
 
 
 def distinct(trials: pl.DataFrame, column: str) -> str:
@@ -482,7 +495,7 @@ Budgets {esc(budgets)} real tokens per epoch{esc(further)}, {esc(study['trials']
 <h2>Figures</h2>
 {figs}
 <h2 id="quality">Measurement quality</h2>
-{_quality_html(trials, stats, profiles, cs, rerun, exclude_flagged, profile_check)}
+{_quality_html(trials, stats, profiles, cs, rerun, exclude_flagged, profile_check, config.get("metric", {}).get("cs_basis", "training"))}
 <h2>Against the reference study</h2>
 {_reference_html(reference, conditions, changes, stats)}
 <h2>Provenance</h2>

@@ -155,10 +155,11 @@ def compile_model(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
 def train(
     model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, device: torch.device, cfg: TrainSettings,
     *, eval_data: tuple[torch.Tensor, torch.Tensor] | None = None, on_log: Callable[[dict[str, Any]], None] = lambda r: None,
-    sync: Callable[[], None] = lambda: None, forward: Callable[..., Any] | None = None,
+    sync: Callable[[], None] = lambda: None, forward: Callable[..., Any] | None = None, pace: Any = None,
 ) -> TrainResult:
     """Train in place; the data order of each epoch is a permutation drawn from ``cfg.seed``.
-    ``forward`` is the model as the steps call it (compiled by ``compile_model``), the model itself by default.
+    ``forward`` is the model as the steps call it (compiled by ``compile_model``), the model itself by default;
+    ``pace`` (a ``meters.Pace``) learns each step as it is queued, so the power meter can size its interval.
 
     A step runs only what training needs: targets are made once, each epoch's order is applied
     once, and a step's loss goes into a device buffer that is read (one sync) every ``log_every``
@@ -191,6 +192,8 @@ def train(
             scaler.update()
             losses[step] = loss.detach()
             step += 1
+            if pace is not None:
+                pace.done = step
             if step % cfg.log_every == 0:
                 _log_window(result, losses[logged:step], logged, epoch, t0, n_real_per_chunk, order[:end], sync, on_log)
                 logged = step

@@ -21,7 +21,7 @@ import torch
 from . import __version__
 from .devices import compute_dtype, device_name, device_sync, gpu_uuid, make_deterministic, resolve_device
 from .llama import check_right_padded
-from .meters import Meter, NvmlMeter, make_meter
+from .meters import Meter, NvmlMeter, Pace, make_meter
 from .model import build_model, check_tokenizer_matches, describe, load_pretrained, preset_sizes
 from .throughput import measure_throughput
 from .train import (Diverged, TrainSettings, TrainingError, check_precision, compile_model, evaluate, should_compile,
@@ -110,6 +110,8 @@ def run_trial(
     meter, why = make_meter(meter_cfg["kind"], device.type, interval_s=meter_cfg["interval_s"], cpu_tdp_w=meter_cfg["cpu_tdp_w"],
                             rapl_root=meter_cfg["rapl_root"], gpu_uuid=gpu_uuid(device, nvml), nvml=nvml, sync=sync)
     log(why)
+    # Sampling sized to the trial: about twice quality.min_samples over training, whatever its length.
+    meter.target_samples = 2 * meter_cfg.get("min_samples", 0)
     cooled = cooldown(meter, meter_cfg["cooldown_s"], meter_cfg["cooldown_below_c"], meter_cfg["cooldown_timeout_s"], log)
     idle = meter.measure(meter_cfg["idle_seconds"]) if meter_cfg["idle_seconds"] > 0 else None
     idle_w = None if idle is None or idle["energy_j"] is None else idle["energy_j"] / idle["duration_s"]
@@ -134,10 +136,11 @@ def run_trial(
     check_before = check("before") if check_cfg["windows"] else []
     time.sleep(meter.settle_s)
     diverged = None
-    meter.start()
+    pace = Pace(steps_planned)
+    meter.start(pace)
     try:
         result = train(model, ids, mask, device, settings, eval_data=(eval_ids, eval_mask), on_log=progress, sync=sync,
-                       forward=forward)
+                       forward=forward, pace=pace)
     except Diverged as err:
         if train_cfg["on_divergence"] == "fail":
             raise TrainingError(f"budget {budget}, trial {trial}: {err}") from None
