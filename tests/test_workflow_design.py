@@ -128,3 +128,17 @@ def test_a_model_level_with_its_own_tokenizer_trains_on_its_own_chunks_of_the_sa
     vocab = dict(trials.group_by("levels_model").agg(pl.col("tokenizer_vocab_size").first()).iter_rows())
     assert vocab["own"] < vocab["shared"] <= 300
     assert (work / "results/report.html").exists()
+
+
+def _trial_threads(work, *args):
+    out = snakemake(work, "-n", "--cores", "2", "--configfile", "tests/data/tiny.yaml", *args).stdout
+    blocks = [b for b in out.split("\nrule ")[1:] if b.startswith("train_trial:")]
+    # Snakemake prints a job's threads only when there are more than one
+    return {int(line.split(":")[1]) for b in blocks for line in b.splitlines()[:12] if "threads:" in line} or {1}
+
+
+def test_a_metered_trial_reserves_every_local_core_so_nothing_runs_beside_it(tmp_path):
+    work = clone(tmp_path / "work")
+    assert _trial_threads(work) == {2}
+    (work / "shared.yaml").write_text("train: {run_alone: false}\n")
+    assert _trial_threads(work, "shared.yaml") == {1}  # asked otherwise: train.threads
