@@ -45,8 +45,9 @@ def test_nvml_error_mid_run_is_counted_not_dropped():
     meter = NvmlMeter(fake, GPU_A, interval_s=0.02)
     fake.fail["nvmlDeviceGetPowerUsage"] = 3
     out = _window(meter)
-    assert out["samples_with_power"] == 3
-    assert out["sample_errors"] == out["samples"] - 3 > 0
+    trace = out["trace"]  # the whole session: the poller's first sample may land just before the window opens
+    assert trace["power_w"].drop_nulls().len() == 3
+    assert out["sample_errors"] == trace.height - 3 > 0
     assert "GPU is lost" in out["sample_error_messages"][0]
 
 
@@ -63,7 +64,7 @@ def test_sample_count_and_achieved_interval_are_recorded():
     out = _window(NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.05), seconds=0.5)
     assert 8 <= out["samples"] <= 13
     assert out["interval_achieved_s"] == pytest.approx(0.05, rel=0.3)
-    assert out["trace"].height == out["samples"]
+    assert out["trace"].filter(out["trace"]["window"] == "train").height == out["samples"]
 
 
 def _powercap(tmp_path, energy_uj, max_uj):
@@ -179,9 +180,11 @@ def test_mean_and_rms_power_are_weighted_by_the_time_each_sample_stands_for():
     # Utilisation-style samples (each the mean since the previous): 10 W for 0.2 s, then, after a skipped poll, 100 W for 1 s.
     meter = EstimateMeter(tdp_w=65.0, interval_s=0.1)
     meter._errors, meter._thread_cpu_s = [], None
-    trace = pl.DataFrame({"t_s": [0.0, 0.1, 0.2, 1.2], "power_w": [10.0, 10.0, 10.0, 100.0]}).with_columns(
+    meter._windows = [{"name": "train", "start_s": 0.0, "end_s": 1.2, "counter_j": None}]
+    trace = pl.DataFrame({"t_s": [0.0, 0.1, 0.2, 1.2], "power_w": [10.0, 10.0, 10.0, 100.0],
+                          "window": [None, "train", "train", "train"]}).with_columns(
         temperature_c=pl.lit(None, pl.Float64), sm_clock_mhz=pl.lit(None, pl.Float64), utilization_pct=pl.lit(None, pl.Float64))
-    out = meter._summarise(trace, 1.2, None, None)
+    out = meter._summarise(trace)
     assert out["power_mean_w"] == pytest.approx((10 * 0.2 + 100 * 1.0) / 1.2)
     assert out["power_rms_w"] == pytest.approx(((100 * 0.2 + 10_000 * 1.0) / 1.2) ** 0.5)
     assert out["energy_j"] == pytest.approx(10 * 0.2 + 100 * 1.0)
@@ -238,3 +241,48 @@ def test_the_poller_never_polls_faster_than_its_floor():
     pace.done = 10
     time.sleep(0.1)
     assert meter.stop()["interval_final_s"] == meter.min_interval_s
+
+
+def _windows(meter, plan):
+    """A session of back-to-back windows: ``plan`` is [(name, seconds)]."""
+    meter.open()
+    for i, (name, seconds) in enumerate(plan):
+        meter.switch(name) if i else meter.begin(name)
+        time.sleep(seconds)
+    meter.end()
+    return meter.close()
+
+
+def test_counter_windows_add_up_to_the_counter_over_the_whole_session():
+    fake = FakeNvml({GPU_A: 100.0})
+    out = _windows(NvmlMeter(fake, GPU_A, interval_s=0.02), [("idle", 0.1), ("train_1", 0.15), ("eval_1", 0.05), ("train_2", 0.15)])
+    windows = out["windows"]
+    assert [w["name"] for w in windows] == ["idle", "train_1", "eval_1", "train_2"]
+    span = windows[-1]["end_s"] - windows[0]["start_s"]
+    assert sum(w["energy_j"] for w in windows) == pytest.approx(100.0 * span, rel=0.05)
+    assert out["energy_j"] == pytest.approx(windows[1]["energy_j"] + windows[3]["energy_j"])  # training: its segments
+    assert out["eval_energy_j"] == pytest.approx(windows[2]["energy_j"])
+    assert out["duration_s"] == pytest.approx(windows[1]["duration_s"] + windows[3]["duration_s"])
+
+
+def test_polled_windows_add_up_to_the_integral_over_the_whole_session():
+    from tokenwatt.meters import integrate
+
+    out = _windows(EstimateMeter(tdp_w=65.0, interval_s=0.02), [("idle", 0.1), ("train_1", 0.2), ("eval_1", 0.1)])
+    trace = out["trace"].drop_nulls("power_w")
+    whole = integrate(trace["t_s"].to_numpy(), trace["power_w"].to_numpy(), "previous", out["windows"][0]["start_s"],
+                      out["windows"][-1]["end_s"])
+    assert sum(w["energy_j"] for w in out["windows"]) == pytest.approx(whole, rel=1e-9)
+
+
+def test_the_trace_says_which_window_each_sample_belongs_to():
+    out = _windows(NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.02), [("idle", 0.1), ("train_1", 0.1)])
+    labels = set(out["trace"]["window"].drop_nulls().to_list())
+    assert labels == {"idle", "train_1"}
+
+
+def test_a_window_shorter_than_the_sensors_update_period_is_said_to_be_so():
+    out = _windows(NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.02), [("train_1", 0.2), ("eval_1", 0.01)])
+    short = {w["name"]: w["note"] for w in out["windows"]}
+    assert short["train_1"] == "" and "shorter (" in short["eval_1"] and "than the sensor's update period (100 ms)" in short["eval_1"]
+    assert out["short_windows"] == 1

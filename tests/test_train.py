@@ -137,31 +137,31 @@ def _chunks(ids, mask):
                          "attention_mask": mask.numpy().astype(np.int8), "n_real": mask.sum(1).numpy()})
 
 
-def _run(meter_kind, **train_overrides):
+def _run(meter_kind, eval_cfg=None, **train_overrides):
     ids, mask = _data(n=24)
     chunks = _chunks(ids, mask)
     train_cfg = {**dict(epochs=1, batch_size=2, lr=3e-3, weight_decay=0.0, precision="fp32", device="cpu", threads=1,
-                        log_every=4, eval_every_epoch=False, eval_batch_size=8, on_divergence="record", compile=False, compile_min_steps=1000), **train_overrides}
+                        log_every=4, eval_batch_size=8, on_divergence="record", compile=False, compile_min_steps=1000), **train_overrides}
     meter_cfg = dict(kind=meter_kind, interval_s=0.05, idle_seconds=0.1, cpu_tdp_w=65.0, rapl_root="/nonexistent",
                      cooldown_s=0, cooldown_below_c=None, cooldown_timeout_s=0)
     return run_trial(
         budget=100, trial=1, seed=5, subset={"chunk_ids": list(range(16)), "n_chunks": 16, "real_tokens": int(mask[:16].sum())},
         train_chunks=chunks, eval_chunks=chunks[16:], tokenizer=TOK,
         model_cfg={"source": "config", "preset": "llama-tiny", "overrides": SIZES}, train_cfg=train_cfg, meter_cfg=meter_cfg,
-        check_cfg={"matmul_size": 64, "window_s": 0.01, "windows": 2}, log=lambda s: None,
+        check_cfg={"matmul_size": 64, "window_s": 0.01, "windows": 2}, eval_cfg=eval_cfg, log=lambda s: None,
     )
 
 
 def test_a_trial_with_the_estimate_meter_records_energy_and_labels_the_estimate():
-    metrics, power, steps = _run("estimate")
+    metrics, power, steps, _ = _run("estimate")
     assert metrics["meter"] == "estimate" and metrics["meter_is_estimate"]
     assert metrics["energy_j"] > 0 and "ESTIMATE" in metrics["meter_note"]
     assert metrics["real_tokens"] == metrics["subset_real_tokens"]
-    assert power.height == metrics["samples"] and steps.height >= 2
+    assert power.filter(power["window"].str.starts_with("train")).height == metrics["samples"] and steps.height >= 2
 
 
 def test_a_trial_records_measurements_only_never_derived_metrics():
-    metrics, _, _ = _run("estimate")
+    metrics, _, _, _ = _run("estimate")
     for derived in ("pe", "cs_tflops", "flops", "mfu", "quality_per_kj", "joules_per_token", "dynamic_energy_j"):
         assert derived not in metrics, derived
 
@@ -169,28 +169,29 @@ def test_a_trial_records_measurements_only_never_derived_metrics():
 def test_a_trial_record_satisfies_the_metrics_schema(root):
     from tokenwatt.records import load_validator, problems
 
-    metrics, _, _ = _run("estimate")
+    metrics, _, _, _ = _run("estimate")
     assert problems(metrics, load_validator(root / "workflow/schemas/metrics.schema.yaml")) == []
 
 
 def test_a_trial_takes_throughput_checks_before_and_after_training():
-    metrics, _, _ = _run("none")
+    metrics, _, _, _ = _run("none")
     assert len(metrics["check_before_tflops"]) == 2 and len(metrics["check_after_tflops"]) == 2
     assert all(x > 0 for x in metrics["check_before_tflops"] + metrics["check_after_tflops"])
 
 
 def test_a_trial_without_a_meter_has_null_energy_and_power():
-    metrics, _, _ = _run("none")
+    metrics, _, _, _ = _run("none")
     assert metrics["energy_j"] is None and metrics["power_rms_w"] is None and metrics["idle_power_w"] is None
 
 
 def test_a_diverged_trial_is_recorded_as_a_result_with_its_step_and_partial_loss_curve(root):
     from tokenwatt.records import load_validator, problems
 
-    metrics, power, steps = _run("estimate", lr=1e30, log_every=1)
+    metrics, power, steps, curve = _run("estimate", lr=1e30, log_every=1)
     assert metrics["status"] == "diverged" and metrics["diverged_at_step"] >= 1 and metrics["eval_loss"] is None
     assert steps.height == metrics["diverged_at_step"] - 1  # every record before the non-finite step
-    assert metrics["energy_j"] > 0 and power.height == metrics["samples"]
+    assert metrics["energy_j"] > 0 and power.filter(power["window"].str.starts_with("train")).height == metrics["samples"]
+    assert not curve["final"].any()  # no final evaluation of a diverged model
     assert problems(metrics, load_validator(root / "workflow/schemas/metrics.schema.yaml")) == []
 
 
@@ -199,9 +200,31 @@ def test_a_diverged_trial_fails_when_asked_to():
         _run("none", lr=1e30, on_divergence="fail")
 
 
-def test_per_epoch_evaluation_is_recorded_in_the_loss_curve():
-    _, _, steps = _run("none", eval_every_epoch=True)
-    assert steps["eval_loss"].drop_nulls().len() == 1
+def test_every_trial_has_its_eval_curve_ending_in_the_final_evaluation_on_the_whole_set():
+    metrics, _, _, curve = _run("estimate", eval_cfg={"points": 3, "first_fraction": 0.25, "max_tokens": 20})
+    assert curve["point"].to_list() == [1, 2, 3] and curve["final"].to_list() == [False, False, True]
+    assert curve["real_tokens"].is_sorted() and curve["real_tokens"][-1] == metrics["real_tokens"]
+    assert curve["eval_loss"][-1] == metrics["eval_loss"] and curve["eval_tokens"][-1] == metrics["eval_tokens"]
+    assert curve["eval_tokens"][0] <= 20  # intermediate evaluations on the eval set's leading chunks
+    assert curve["train_energy_j"].is_sorted() and curve["train_energy_j"][-1] == pytest.approx(metrics["energy_j"])
+    assert (curve["eval_energy_j"] > 0).all() and curve["train_s"][-1] == pytest.approx(metrics["train_s"])
+
+
+def test_evaluations_are_metered_beside_training_never_inside_it():
+    metrics, _, steps, curve = _run("estimate", eval_cfg={"points": 3, "first_fraction": 0.25})
+    names = [w["name"] for w in metrics["windows"]]
+    assert names == ["idle", "check_before", "train_1", "eval_1", "train_2", "eval_2", "train_3", "check_after", "eval_final"]
+    training = sum(w["energy_j"] for w in metrics["windows"] if w["name"].startswith("train"))
+    assert metrics["energy_j"] == pytest.approx(training)
+    assert metrics["eval_energy_j"] == pytest.approx(sum(w["energy_j"] for w in metrics["windows"] if w["name"].startswith("eval")))
+    assert metrics["train_s"] <= sum(w["duration_s"] for w in metrics["windows"] if w["name"].startswith("train")) + 1e-6
+    assert steps["elapsed_s"][-1] <= metrics["train_s"] + 1e-6  # the loss curve's clock stops while evaluating
+
+
+def test_training_with_pauses_for_evaluation_is_the_same_training_bit_for_bit():
+    _, _, plain, _ = _run("none", log_every=1)
+    _, _, paused, _ = _run("none", eval_cfg={"points": 4, "first_fraction": 0.1}, log_every=1)
+    assert plain["loss"].to_list() == paused["loss"].to_list()
 
 
 def test_a_model_name_that_is_neither_a_folder_nor_a_hub_id_names_the_key():
@@ -215,7 +238,7 @@ def test_a_model_embedding_larger_than_the_tokenizer_is_noted_not_silent():
 
 
 def test_a_trial_records_its_training_stack_and_settle_pause():
-    metrics, _, _ = _run("estimate")
+    metrics, _, _, _ = _run("estimate")
     assert (metrics["implementation"], metrics["compiled"], metrics["compile_s"]) == ("native", False, None)
     assert metrics["architecture"] == "NativeLlama" and metrics["settle_s"] == 0.0
 

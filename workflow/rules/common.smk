@@ -75,7 +75,7 @@ def code_digest(script):
 # --- paths; the design module names every cell's folder ({cell}: b10000, or model=small/b10000)
 def trial_files(cell, trial):
     prefix = res("trials", cell, f"t{trial}") + "/"
-    return [prefix + name for name in ("metrics.json", "power.parquet", "steps.parquet")]
+    return [prefix + name for name in ("metrics.json", "power.parquet", "steps.parquet", "curve.parquet")]
 
 
 def trial_metrics(cell, trial):

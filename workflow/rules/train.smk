@@ -41,6 +41,7 @@ rule train_trial:
             metrics="metrics.json",
             power="power.parquet",
             steps="steps.parquet",
+            curve="curve.parquet",
         ),
     cache: True
     params:
@@ -60,6 +61,7 @@ rule train_trial:
             "window_s": config["profile"]["window_s"],
             "windows": config["profile"]["check_windows"],
         },
+        evaluation=config["eval"],
         code=code_digest("train_trial.py"),
     log:
         logfile("train_trial", "{cell}", "t{trial}"),

@@ -1,6 +1,6 @@
 """Rule aggregate: trials.parquet (measured + derived + quality), conditions, changes, quality flags, missing trials."""
 import polars as pl
-from tokenwatt.aggregate import cost_summary, cs_tflops_of, trials_table
+from tokenwatt.aggregate import cost_summary, cs_tflops_of, curves_table, trials_table
 from tokenwatt.analysis.conditions import changes_table, conditions_table
 from tokenwatt.analysis.frame import frame_note, mark
 from tokenwatt.cost import carbon_intensity
@@ -14,13 +14,14 @@ with logged(snakemake.log[0]):
     validator = load_validator(inp.schema)
     expected = [tuple(e) for e in p.expected]
     # The inputs are every expected trial (final report) or the finished ones (interim report).
-    present = {m: (pw, st) for m, pw, st in zip(inp.metrics, inp.power, inp.steps)}
-    records, traces, steps = [], [], []
+    present = {m: (pw, st, cv) for m, pw, st, cv in zip(inp.metrics, inp.power, inp.steps, inp.curves)}
+    records, traces, steps, curves = [], [], [], []
     for path in p.paths:
         if path not in present:
             records.append(None)
             traces.append(None)
             steps.append(None)
+            curves.append(None)
             continue
         try:
             records.append(read_record(path, validator))
@@ -28,6 +29,7 @@ with logged(snakemake.log[0]):
             records.append(str(err))
         traces.append(pl.read_parquet(present[path][0]))
         steps.append(pl.read_parquet(present[path][1]))
+        curves.append(pl.read_parquet(present[path][2]))
     # One device profile per hardware level and precision (profile key -> file); those measured so far.
     measured = set(inp.profile)
     profiles = {key: read_json(path) if path in measured else None for key, path in p.profiles.items()}
@@ -54,6 +56,7 @@ with logged(snakemake.log[0]):
     print(frame_note(trials, p.exclude_flagged))
     conditions = conditions_table(trials)
     write_parquet(out.trials, trials)
+    write_parquet(out.curves, curves_table(records, curves))
     conditions.write_csv(out.conditions)
     changes_table(conditions).write_csv(out.changes)
     trials.select([c for c in QUALITY_COLUMNS if c in trials.columns]).write_csv(out.quality)  # all of them once a trial finished

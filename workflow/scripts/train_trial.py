@@ -31,15 +31,17 @@ p, out = snakemake.params, snakemake.output
 terminal(trial_started(p.budget, p.trial, p.levels))
 with logged(snakemake.log[0]):
     try:
-        metrics, power, steps = run_trial(
+        metrics, power, steps, curve = run_trial(
             budget=p.budget, trial=p.trial, seed=trial_seed(p.study_seed, p.trial), subset=read_json(snakemake.input.subset),
             train_chunks=pl.read_parquet(snakemake.input.train), eval_chunks=pl.read_parquet(snakemake.input.eval),
             tokenizer=read_json(f"{snakemake.input.tokenizer}/tokenwatt.json"),
-            model_cfg=p.model, train_cfg=p.train, meter_cfg=p.meter, check_cfg=p.check, levels=p.levels, cell=p.cell,
+            model_cfg=p.model, train_cfg=p.train, meter_cfg=p.meter, check_cfg=p.check, eval_cfg=p.evaluation, levels=p.levels,
+            cell=p.cell,
         )
         check_record(metrics, load_validator(snakemake.input.schema), out.metrics)
         write_parquet(out.power, power)
         write_parquet(out.steps, steps)
+        write_parquet(out.curve, curve)
         write_json(out.metrics, metrics)  # last: its presence marks a finished trial
     except BaseException:
         for path in out:  # never leave a half trial that aggregation could pick up

@@ -32,6 +32,18 @@ def cost_summary(trials: pl.DataFrame, cost: dict[str, Any], intensity: tuple[fl
             **{f"total_{c}": total(c) for c in ("kwh", "kg_co2e", "electricity_cost", "device_cost", "total_cost")}}
 
 
+def curves_table(records: Iterable[dict[str, Any] | str | None], curves: Iterable[pl.DataFrame | None]) -> pl.DataFrame:
+    """Every trial's eval curve in one long table, each row carrying its trial's cell, series, budget and trial
+    (what the curve analysis groups by); trials without a readable record or curve are left out (the trials
+    table names them)."""
+    parts = [curve.with_columns(pl.lit(rec["cell"]).alias("cell"), pl.lit(series_of(rec["levels"])).alias("series"),
+                                pl.lit(rec["budget"]).cast(pl.Int64).alias("budget"), pl.lit(rec["trial"]).cast(pl.Int64).alias("trial"))
+             for rec, curve in zip(records, curves) if isinstance(rec, dict) and curve is not None]
+    if not parts:
+        return pl.DataFrame(schema={"cell": pl.String, "series": pl.String, "budget": pl.Int64, "trial": pl.Int64})
+    return pl.concat(parts, how="diagonal_relaxed").select("cell", "series", "budget", "trial", pl.exclude("cell", "series", "budget", "trial"))
+
+
 def _flatten(rec: dict[str, Any]) -> dict[str, Any]:
     """Nested records flattened (versions -> versions_torch), lists dropped."""
     flat = {}

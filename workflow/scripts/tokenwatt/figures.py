@@ -14,6 +14,7 @@ from .design import LEVEL_PREFIX, condition_name, factor_name, parse_cell, serie
 from .analysis.frame import frame  # noqa: E402
 from .measures import MEASURES, budget_label, display_exponent, label, power_of_ten, scale_of  # noqa: E402
 from .tables import series_blocks  # noqa: E402
+from .traces import training_samples  # noqa: E402
 
 
 def _estimate_note(estimated: bool) -> str:
@@ -179,7 +180,7 @@ def power_traces(traces: dict[tuple[str, int], pl.DataFrame], estimated: bool):
     """The polled power of one trial per cell over its training window; ``traces`` maps (cell id, trial) to a trace."""
     fig, ax = plt.subplots(figsize=(8, 4.5), layout="constrained")
     for (cell, trial), trace in traces.items():
-        valid = trace.drop_nulls("power_w")
+        valid = training_samples(trace)
         ax.plot(valid["t_s"], valid["power_w"], lw=1.2, label=f"{_cell_name(cell)} (trial {trial})")
     ax.set_xlabel("Time since training started (s)")
     ax.set_ylabel("Power (W)" + (" — estimated" if estimated else ""))

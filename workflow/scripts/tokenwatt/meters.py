@@ -74,6 +74,8 @@ class Meter:
     covers = "instant"
     # The shortest interval worth polling at: below it the sensor repeats itself or the poller costs the trial.
     min_interval_s = 0.005
+    # How often the sensor's value changes; a window shorter than this is said to be so.
+    update_period_s = 0.0
 
     def __init__(self, interval_s: float, sync: Callable[[], None] = _nothing) -> None:
         self.interval_s = interval_s
@@ -124,27 +126,92 @@ class Meter:
                 self._stop.wait(min(delay, 0.05))
         self._thread_cpu_s = time.thread_time()  # the poller's own CPU cost, reported beside the samples
 
-    def _record(self) -> None:
-        t = time.monotonic() - self._t0
-        try:
-            sample = self._sample()
-        except Exception as err:  # a failed read is counted and kept, never dropped silently
-            self._errors.append(f"t={t:.2f}s: {type(err).__name__}: {err}")
-            sample = {}
-        self._rows.append({"t_s": t, **{k: sample.get(k) for k in TRACE_COLUMNS[1:]}})
+    def _record(self) -> float:
+        """Take one sample now, labelled with the open window; returns its time (s since the session opened)."""
+        with self._record_lock:  # the poller and a window's ends both record; a sample's state (e.g. the last CPU time) is shared
+            t = time.monotonic() - self._t0
+            try:
+                sample = self._sample()
+            except Exception as err:  # a failed read is counted and kept, never dropped silently
+                self._errors.append(f"t={t:.2f}s: {type(err).__name__}: {err}")
+                sample = {}
+            self._rows.append({"t_s": t, **{k: sample.get(k) for k in TRACE_COLUMNS[1:]}, "window": self._window})
+            return t
 
-    def start(self, pace: Pace | None = None) -> None:
-        """Open the window; with ``pace`` the interval follows the trial's progress (see ``target_samples``)."""
+    # -- a session of named windows (Zeus's begin_window / end_window)
+    def open(self, pace: Pace | None = None) -> None:
+        """Start polling; windows are then measured with ``begin`` and ``end``. With ``pace`` the interval follows
+        the trial's progress (see ``target_samples``)."""
         self.sync()
         self._pace, self._interval_now = pace, self.interval_s
+        self._record_lock = threading.Lock()
         self._rows: list[dict[str, Any]] = []
         self._errors: list[str] = []
+        self._windows: list[dict[str, Any]] = []
+        self._window: str | None = None
         self._t0 = time.monotonic()
-        self._counter0 = self._read_counter()
         self._stop.clear()
         self._thread_cpu_s = None
         self._thread = threading.Thread(target=self._poll, name=f"meter-{self.kind}", daemon=True)
         self._thread.start()
+
+    def begin(self, name: str) -> None:
+        """Open the window ``name``, its start synchronised with the device; a sample closes what came before."""
+        self.sync()
+        if self.covers == "instant":  # a reading at the window's start belongs to it
+            self._window = name
+        counter = self._read_counter()
+        self._opened = (name, self._record(), counter)  # windows meet exactly at their boundary samples
+        self._window = name
+
+    def end(self) -> dict[str, Any]:
+        """Close the open window (its end synchronised with the device) and return its record."""
+        self.sync()
+        counter = self._read_counter()
+        closed = self._close_window(self._record(), counter)
+        self._window = None
+        return closed
+
+    def switch(self, name: str) -> dict[str, Any]:
+        """Close the open window and open ``name`` at the same synchronised instant (one boundary sample and
+        counter read), so that back-to-back windows (training segments and evaluations) add up to their span."""
+        self.sync()
+        counter = self._read_counter()
+        t = self._record()
+        closed = self._close_window(t, counter)
+        self._opened, self._window = (name, t, counter), name
+        return closed
+
+    def _close_window(self, end_s: float, counter: float | None) -> dict[str, Any]:
+        name, start_s, counter0 = self._opened
+        window = {"name": name, "start_s": start_s, "end_s": end_s,
+                  "counter_j": None if counter0 is None or counter is None else counter - counter0}
+        self._windows.append(window)
+        return window
+
+    def window(self, name: str, seconds: float) -> dict[str, Any]:
+        """A window of ``seconds`` with nothing else running (the idle baseline)."""
+        self.begin(name)
+        time.sleep(seconds)
+        return self.end()
+
+    def close(self) -> dict[str, Any]:
+        """Stop polling; the session's summary: every window's energy, and the training windows' (``train*``)
+        energy, time and power, which is what a trial reports as its training measurement."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        trace = pl.DataFrame(self._rows, schema={**{c: pl.Float64 for c in TRACE_COLUMNS}, "window": pl.String}, orient="row")
+        return self._summarise(trace)
+
+    def start(self, pace: Pace | None = None) -> None:
+        """One training window: ``open`` then ``begin("train")``."""
+        self.open(pace)
+        self.begin("train")
+
+    def stop(self) -> dict[str, Any]:
+        self.end()
+        return self.close()
 
     def _read_counter(self) -> float | None:
         try:
@@ -158,67 +225,82 @@ class Meter:
         rows = getattr(self, "_rows", None)
         return rows[-1]["power_w"] if rows else None
 
-    def stop(self) -> dict[str, Any]:
-        self.sync()
-        counter1 = self._read_counter()
-        duration = time.monotonic() - self._t0
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        self._record()  # the closing sample, so short windows are never empty
-        trace = pl.DataFrame(self._rows, schema={c: pl.Float64 for c in TRACE_COLUMNS}, orient="row")
-        return self._summarise(trace, duration, self._counter0, counter1)
-
-    def measure(self, seconds: float) -> dict[str, Any]:
-        """A window of ``seconds`` with nothing else running: the idle baseline."""
-        self.start()
-        time.sleep(seconds)
-        return self.stop()
-
     # -- results
-    def _summarise(self, trace: pl.DataFrame, duration: float, c0: float | None, c1: float | None) -> dict[str, Any]:
+    def _summarise(self, trace: pl.DataFrame) -> dict[str, Any]:
         import numpy as np
 
         valid = trace.drop_nulls("power_w")
-        p = valid["power_w"].to_numpy()
-        w = sample_weights(valid["t_s"].to_numpy(), self.covers)
-        if len(p) and w.sum() <= 0:  # every sample at one instant
-            w = np.ones(len(p))
-        times = trace["t_s"].to_numpy()
+        t_all, p_all = valid["t_s"].to_numpy(), valid["power_w"].to_numpy()
+        windows, fell_back = [], False
+        for w in self._windows:
+            duration = w["end_s"] - w["start_s"]
+            energy = w["counter_j"]
+            if energy is None and len(p_all):
+                fell_back = True
+                energy = integrate(t_all, p_all, self.covers, w["start_s"], w["end_s"])
+            note = (f"shorter ({duration * 1000:.0f} ms) than the sensor's update period ({self.update_period_s * 1000:.0f} ms): "
+                    "its energy is less certain than the others'" if duration < self.update_period_s else "")
+            windows.append({"name": w["name"], "start_s": w["start_s"], "end_s": w["end_s"], "duration_s": duration,
+                            "energy_j": energy, "samples": int((trace["window"] == w["name"]).sum()), "note": note})
+        training = [w for w in windows if w["name"].startswith("train")]
+        evals = [w for w in windows if w["name"].startswith("eval")]
+        total = lambda ws, k: None if not ws or any(w[k] is None for w in ws) else float(sum(w[k] for w in ws))  # noqa: E731
+        # Power over the training windows' samples, each weighted by the time it stands for.
+        names = pl.Series([w["name"] for w in training], dtype=pl.String).implode()
+        in_training = valid["window"].is_in(names).fill_null(False).to_numpy()
+        p = p_all[in_training]
+        wts = sample_weights(t_all, self.covers)[in_training]
+        if len(p) and wts.sum() <= 0:  # every sample at one instant
+            wts = np.ones(len(p))
+        times = trace.filter(pl.col("window").is_in(names).fill_null(False))["t_s"].to_numpy()
         kind, note = self.kind, self.note
-        energy = None
-        if c0 is not None and c1 is not None:
-            energy = c1 - c0
-        elif len(p) >= 2:
-            # The time-weighted integral of the polled power: all we have without a counter.
-            energy = float((w * p).sum())
-            if self.kind == "nvml-energy":
-                kind, note = "nvml-power", "energy counter unavailable in this window; integrated polled power"
-        elif len(p) == 1:
-            energy = float(p[0]) * duration
+        if fell_back and self.kind == "nvml-energy":
+            kind, note = "nvml-power", "energy counter unavailable in a window; integrated polled power there"
         has_power = len(p) > 0
         return {
             "meter": kind,
             "meter_is_estimate": self.is_estimate,
             "meter_note": note,
-            "energy_j": energy,
-            "duration_s": duration,
-            "power_rms_w": float(math.sqrt((w * p**2).sum() / w.sum())) if has_power else None,
-            "power_mean_w": float((w * p).sum() / w.sum()) if has_power else None,
+            "energy_j": total(training, "energy_j"),
+            "duration_s": total(training, "duration_s") or 0.0,
+            "eval_energy_j": total(evals, "energy_j"),
+            "eval_window_s": total(evals, "duration_s"),
+            "windows": windows,
+            "short_windows": sum(bool(w["note"]) for w in windows),
+            "power_rms_w": float(math.sqrt((wts * p**2).sum() / wts.sum())) if has_power else None,
+            "power_mean_w": float((wts * p).sum() / wts.sum()) if has_power else None,
             "power_max_w": float(p.max()) if has_power else None,
-            "samples": trace.height,
+            "samples": len(times),
             "samples_with_power": len(p),
             "sample_errors": len(self._errors),
             "sample_error_messages": self._errors[:20],
             "interval_requested_s": self.interval_s,
             "interval_final_s": self._interval_now,
-            "interval_achieved_s": float((times[1:] - times[:-1]).mean()) if len(times) > 1 else None,
+            "interval_achieved_s": float(np.diff(times).mean()) if len(times) > 1 else None,
             "meter_thread_cpu_s": self._thread_cpu_s,
             "temperature_max_c": trace["temperature_c"].max(),
             "sm_clock_mean_mhz": trace["sm_clock_mhz"].mean(),
             **self.static_info(),
             "trace": trace,
         }
+
+
+def integrate(times, power, covers: str, a: float, b: float) -> float:
+    """∫ power dt over [a, b] from samples: ``previous`` — each sample the mean since the one before it (a step
+    function); ``instant`` — readings at their instants (linear between them, held flat beyond the ends)."""
+    import numpy as np
+
+    t, p = np.asarray(times, dtype=float), np.asarray(power, dtype=float)
+    if b <= a or not len(t):
+        return 0.0
+    if covers == "previous":
+        lo, hi = np.concatenate([[-np.inf], t[:-1]]), t
+        overlap = np.clip(np.minimum(hi, b) - np.maximum(lo, a), 0, None)
+        tail = max(0.0, b - max(a, t[-1])) * p[-1]  # after the last sample: its level held
+        return float((overlap * p).sum() + tail)
+    knots = np.unique(np.concatenate([[a, b], t[(t > a) & (t < b)]]))
+    values = np.interp(knots, t, p)
+    return float(((values[1:] + values[:-1]) / 2 * np.diff(knots)).sum())
 
 
 class NullMeter(Meter):
@@ -239,8 +321,10 @@ class NvmlMeter(Meter):
 
     kind = "nvml-energy"
     settle_s = 1.0
-    # NVML's power reading updates every few tens of ms at best: faster polls repeat it.
+    # NVML's power reading updates every few tens of ms at best: faster polls repeat it; its energy counter and
+    # power average are refreshed about every 100 ms.
     min_interval_s = 0.02
+    update_period_s = 0.1
 
     def __init__(self, nvml, uuid: str, interval_s: float, sync: Callable[[], None] = _nothing) -> None:
         super().__init__(interval_s, sync)
@@ -317,6 +401,7 @@ class RaplMeter(Meter):
 
     kind = "rapl"
     covers = "previous"
+    update_period_s = 0.001  # the RAPL counters update about every millisecond
 
     def __init__(self, root: str | Path, interval_s: float, sync: Callable[[], None] = _nothing) -> None:
         super().__init__(interval_s, sync)
@@ -339,9 +424,9 @@ class RaplMeter(Meter):
             self._total += step
             return step, dt
 
-    def start(self, pace: Pace | None = None) -> None:
+    def open(self, pace: Pace | None = None) -> None:
         self._last, self._last_t, self._total = self._raw(), time.monotonic(), 0.0
-        super().start(pace)
+        super().open(pace)
 
     def _counter_j(self) -> float:
         self._advance()
@@ -358,6 +443,7 @@ class EstimateMeter(Meter):
     kind = "estimate"
     is_estimate = True
     covers = "previous"
+    update_period_s = 0.01  # CPU-time accounting resolves a few ms
 
     def __init__(self, tdp_w: float, interval_s: float, sync: Callable[[], None] = _nothing) -> None:
         super().__init__(interval_s, sync)
@@ -378,9 +464,9 @@ class EstimateMeter(Meter):
         utilisation = min(1.0, (cpu - last[1]) / ((now - last[0]) * self.cores))
         return {"power_w": self.tdp_w * utilisation, "utilization_pct": 100.0 * utilisation}
 
-    def start(self, pace: Pace | None = None) -> None:
+    def open(self, pace: Pace | None = None) -> None:
         self._last = (time.monotonic(), time.process_time())
-        super().start(pace)
+        super().open(pace)
 
 
 def make_meter(

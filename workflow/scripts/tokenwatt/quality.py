@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from .design import per_profile, profile_key_of
+from .traces import training_samples
 Diagnostics = dict[str, Any]
 
 
@@ -53,8 +54,8 @@ def steady_deviation(steps: pl.DataFrame, window: int) -> float | None:
 
 
 def power_step(trace: pl.DataFrame, window: int) -> float | None:
-    """Level change of the polled power during training."""
-    return level_change(trace.drop_nulls("power_w")["power_w"].to_numpy(), window)
+    """Level change of the polled power during training (its training windows only)."""
+    return level_change(training_samples(trace)["power_w"].to_numpy(), window)
 
 
 def first_temperature(trace: pl.DataFrame) -> float | None:

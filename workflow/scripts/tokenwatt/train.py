@@ -42,7 +42,6 @@ class TrainSettings:
     precision: str
     seed: int
     log_every: int
-    eval_every_epoch: bool = False
     eval_batch_size: int = 32
 
 
@@ -154,17 +153,23 @@ def compile_model(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
 
 def train(
     model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, device: torch.device, cfg: TrainSettings,
-    *, eval_data: tuple[torch.Tensor, torch.Tensor] | None = None, on_log: Callable[[dict[str, Any]], None] = lambda r: None,
+    *, on_log: Callable[[dict[str, Any]], None] = lambda r: None,
     sync: Callable[[], None] = lambda: None, forward: Callable[..., Any] | None = None, pace: Any = None,
+    pause_at_tokens: list[int] | None = None, on_pause: Callable[[dict[str, Any]], None] = lambda r: None,
 ) -> TrainResult:
     """Train in place; the data order of each epoch is a permutation drawn from ``cfg.seed``.
     ``forward`` is the model as the steps call it (compiled by ``compile_model``), the model itself by default;
     ``pace`` (a ``meters.Pace``) learns each step as it is queued, so the power meter can size its interval.
+    After the first step at which the real tokens trained on reach each of ``pause_at_tokens``, training pauses
+    (the device synchronised) and calls ``on_pause`` with the step, epoch, real tokens and training seconds so
+    far (an evaluation, in its own metered window); the pause is left out of every training time.
 
     A step runs only what training needs: targets are made once, each epoch's order is applied
     once, and a step's loss goes into a device buffer that is read (one sync) every ``log_every``
     steps, where the non-finite check also happens."""
     forward = model if forward is None else forward
+    n_real_host = mask.sum(dim=1).cpu()  # before the move: where to pause is planned on the host, never synced
+    pending = sorted(t for t in set(pause_at_tokens or []) if 0 < t < int(n_real_host.sum()) * cfg.epochs)
     model.to(device).train()
     optimizer = FusedAdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16-mixed")
@@ -176,10 +181,14 @@ def train(
     losses = torch.empty(cfg.epochs * math.ceil(len(ids) / cfg.batch_size), device=device)
     logged = 0  # steps whose losses are in the loss curve
     step = 0
+    paused = 0.0
     sync()
     t0 = time.perf_counter()
+    clock = lambda: time.perf_counter() - t0 - paused  # noqa: E731  training seconds, pauses left out
     for epoch in range(cfg.epochs):
-        order = torch.randperm(len(ids), generator=order_gen).to(device)
+        host_order = torch.randperm(len(ids), generator=order_gen)
+        order = host_order.to(device)
+        pause_steps = _pause_steps(n_real_host, host_order, cfg.batch_size, epoch, step, pending)
         epoch_ids, epoch_mask, epoch_targets = ids[order], mask[order], targets[order]
         for start in range(0, len(order), cfg.batch_size):
             end = start + cfg.batch_size
@@ -195,16 +204,21 @@ def train(
             if pace is not None:
                 pace.done = step
             if step % cfg.log_every == 0:
-                _log_window(result, losses[logged:step], logged, epoch, t0, n_real_per_chunk, order[:end], sync, on_log)
+                _log_window(result, losses[logged:step], logged, epoch, clock, n_real_per_chunk, order[:end], sync, on_log)
                 logged = step
+            if step in pause_steps:
+                if step > logged:  # a loss record (and the non-finite check) at every pause
+                    _log_window(result, losses[logged:step], logged, epoch, clock, n_real_per_chunk, order[:end], sync, on_log)
+                    logged = step
+                sync()
+                paused_at = time.perf_counter()
+                on_pause({"step": step, "epoch": epoch + 1, "real_tokens": pause_steps[step], "train_s": clock()})
+                paused += time.perf_counter() - paused_at
         if step > logged:
-            _log_window(result, losses[logged:step], logged, epoch, t0, n_real_per_chunk, order, sync, on_log)
+            _log_window(result, losses[logged:step], logged, epoch, clock, n_real_per_chunk, order, sync, on_log)
             logged = step
-        if cfg.eval_every_epoch and eval_data is not None:
-            eval_loss = evaluate(model, *eval_data, device, cfg.precision, cfg.eval_batch_size)
-            result.steps[-1]["eval_loss"] = eval_loss  # the epoch's last record carries its eval
     sync()
-    result.train_s = time.perf_counter() - t0
+    result.train_s = clock()
     result.n_steps = step
     result.real_tokens = int(n_real_per_chunk.sum().item()) * cfg.epochs
     result.padded_tokens = ids.numel() * cfg.epochs
@@ -212,22 +226,39 @@ def train(
     return result
 
 
-def _log_window(result: TrainResult, window: torch.Tensor, first_step: int, epoch: int, t0: float, n_real: torch.Tensor,
-                done: torch.Tensor, sync: Callable[[], None], on_log: Callable[[dict[str, Any]], None]) -> None:
+def _pause_steps(n_real: torch.Tensor, order: torch.Tensor, batch_size: int, epoch: int, steps_before: int,
+                 pending: list[int]) -> dict[int, int]:
+    """Step (counted over the whole run) -> real tokens trained on after it, for the first step of this epoch
+    at which each pending threshold is reached; computed on the host from the epoch's order."""
+    values = n_real[order]
+    padded = torch.nn.functional.pad(values, (0, -len(values) % batch_size))
+    per_batch = padded.reshape(-1, batch_size).sum(dim=1)
+    before = int(n_real.sum()) * epoch
+    reached = (before + per_batch.cumsum(0)).tolist()
+    out: dict[int, int] = {}
+    for threshold in pending:
+        if before < threshold <= reached[-1]:
+            i = next(i for i, r in enumerate(reached) if r >= threshold)
+            out[steps_before + i + 1] = int(reached[i])
+    return out
+
+
+def _log_window(result: TrainResult, window: torch.Tensor, first_step: int, epoch: int, clock: Callable[[], float],
+                n_real: torch.Tensor, done: torch.Tensor, sync: Callable[[], None], on_log: Callable[[dict[str, Any]], None]) -> None:
     """Every ``log_every`` steps: one host sync, one loss-curve record, the non-finite check.
     ``window`` holds the losses of the steps since the last record; ``done`` the chunks of this epoch trained so far."""
     values = window.tolist()
     bad = next((first_step + i + 1 for i, v in enumerate(values) if not math.isfinite(v)), None)
     if bad is not None:
-        result.n_steps, result.train_s = bad, time.perf_counter() - t0
+        result.n_steps, result.train_s = bad, clock()
         result.real_tokens = result.steps[-1]["tokens"] if result.steps else 0
         raise Diverged(bad, epoch + 1, result)
     sync()
     tokens = int(n_real.sum().item()) * epoch + int(n_real[done].sum().item())
-    elapsed = time.perf_counter() - t0
+    elapsed = clock()
     record = {
         "step": first_step + len(values), "epoch": epoch + 1, "tokens": tokens, "loss": sum(values) / len(values),
-        "elapsed_s": elapsed, "tokens_per_s": tokens / elapsed if elapsed > 0 else None, "eval_loss": None,
+        "elapsed_s": elapsed, "tokens_per_s": tokens / elapsed if elapsed > 0 else None,
     }
     result.steps.append(record)
     on_log(record)

@@ -1,7 +1,9 @@
-"""One trial, end to end: model, idle baseline, metered training, eval, throughput checks.
+"""One trial, end to end: model, idle baseline, metered training, evaluations, throughput checks.
 
-``run_trial`` takes data and settings and returns (metrics, power trace, loss curve): raw
-measurements only. Everything derived from a formula or a constant (PE, its layers, FLOPs,
+``run_trial`` takes data and settings and returns (metrics, power trace, loss curve, eval curve): raw
+measurements only. One meter session covers the trial, in named windows (idle, check_before,
+train_1, eval_1, train_2, …, check_after, eval_final): training energy and time are the sum of the
+training segments, each evaluation is metered in its own window beside them. Everything derived from a formula or a constant (PE, its layers, FLOPs,
 J/token, MFU, quality verdicts) is computed in the analysis, so changing it never retrains.
 The Snakemake script around it only reads and writes files.
 """
@@ -21,6 +23,7 @@ import torch
 from . import __version__
 from .devices import compute_dtype, device_name, device_sync, gpu_uuid, make_deterministic, resolve_device
 from .llama import check_right_padded
+from .evalplan import eval_thresholds, subset_chunks
 from .meters import Meter, NvmlMeter, Pace, make_meter
 from .model import build_model, check_tokenizer_matches, describe, load_pretrained, preset_sizes
 from .throughput import measure_throughput
@@ -79,12 +82,13 @@ def versions() -> dict[str, str]:
 def run_trial(
     *, budget: int, trial: int, seed: int, subset: dict[str, Any], train_chunks: pl.DataFrame, eval_chunks: pl.DataFrame,
     tokenizer: dict[str, Any], model_cfg: dict[str, Any], train_cfg: dict[str, Any], meter_cfg: dict[str, Any],
-    check_cfg: dict[str, Any], levels: dict[str, str] | None = None, cell: str | None = None, log: Callable[[str], None] = print, nvml=None,
-) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame]:
+    check_cfg: dict[str, Any], eval_cfg: dict[str, Any] | None = None, levels: dict[str, str] | None = None, cell: str | None = None, log: Callable[[str], None] = print, nvml=None,
+) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Train one (cell, trial): the budget and ``levels``, the cell's level of every further factor
     (recorded as they are; the settings they stand for come in ``model_cfg`` and ``train_cfg``) and ``cell``, the
     cell's id (a one-factor study's ``b{budget}`` when not given); ``check_cfg`` (matmul_size, window_s, windows) sizes the throughput
-    checks taken right before and right after training, diagnostics of drift against the device profile."""
+    checks taken right before and right after training, diagnostics of drift against the device profile; ``eval_cfg``
+    (``eval.*``: points or at_tokens, first_fraction, max_tokens) schedules the evaluations (none: the final one only)."""
     t_start, started_at = time.perf_counter(), time.time()
     torch.set_num_threads(train_cfg["threads"])
     device = resolve_device(train_cfg["device"])
@@ -113,19 +117,23 @@ def run_trial(
     # Sampling sized to the trial: about twice quality.min_samples over training, whatever its length.
     meter.target_samples = 2 * meter_cfg.get("min_samples", 0)
     cooled = cooldown(meter, meter_cfg["cooldown_s"], meter_cfg["cooldown_below_c"], meter_cfg["cooldown_timeout_s"], log)
-    idle = meter.measure(meter_cfg["idle_seconds"]) if meter_cfg["idle_seconds"] > 0 else None
-    idle_w = None if idle is None or idle["energy_j"] is None else idle["energy_j"] / idle["duration_s"]
+    precision, eval_batch = train_cfg["precision"], train_cfg["eval_batch_size"]
+    total_tokens = int(mask.sum()) * train_cfg["epochs"]
+    eval_cfg = eval_cfg or {}
+    thresholds = eval_thresholds(total_tokens, eval_cfg)
+    n_sub = subset_chunks(eval_mask, eval_cfg.get("max_tokens"))
 
     def check(when: str) -> list[float]:
-        got = measure_throughput(device, compute_dtype(train_cfg["precision"]), size=check_cfg["matmul_size"],
+        meter.begin(f"check_{when}")
+        got = measure_throughput(device, compute_dtype(precision), size=check_cfg["matmul_size"],
                                  window_s=check_cfg["window_s"], windows=check_cfg["windows"], warmup_s=0.0, sync=sync)
+        meter.end()
         log(f"throughput check {when} training: {got['median_tflops']:.4g} TFLOP/s (median of {got['windows']} windows)")
         return got["windows_tflops"]
 
     settings = TrainSettings(
         epochs=train_cfg["epochs"], batch_size=train_cfg["batch_size"], lr=train_cfg["lr"], weight_decay=train_cfg["weight_decay"],
-        precision=train_cfg["precision"], seed=seed, log_every=train_cfg["log_every"],
-        eval_every_epoch=train_cfg["eval_every_epoch"], eval_batch_size=train_cfg["eval_batch_size"],
+        precision=precision, seed=seed, log_every=train_cfg["log_every"], eval_batch_size=eval_batch,
     )
 
     def progress(r: dict[str, Any]) -> None:
@@ -133,29 +141,63 @@ def run_trial(
         log(f"step {r['step']:>7} epoch {r['epoch']} tokens {r['tokens']:>10,} loss {r['loss']:.4f} "
             f"{r['tokens_per_s'] or 0:,.0f} tok/s " + (f"{watts:.1f} W" if watts is not None else "- W"))
 
+    points: list[dict[str, Any]] = []  # the curve; energies are filled in from the windows once the meter closes
+
+    def evaluation(at: dict[str, Any]) -> None:
+        """A pause in training: the segment's window closes, the evaluation gets its own, training resumes in the next."""
+        k = len(points) + 1
+        meter.switch(f"eval_{k}")
+        t = time.perf_counter()
+        loss = evaluate(model, eval_ids[:n_sub], eval_mask[:n_sub], device, precision, eval_batch)
+        eval_s = time.perf_counter() - t
+        meter.switch(f"train_{k + 1}")
+        points.append({**at, "point": k, "eval_loss": loss, "eval_s": eval_s, "eval_tokens": int(eval_mask[:n_sub].sum()),
+                       "final": False})
+        log(f"evaluation {k} at {at['real_tokens']:,} real tokens: eval loss {loss:.4f} ({eval_s:.2f} s, outside training)")
+
+    pace = Pace(steps_planned)
+    meter.open(pace)
+    idle = meter.window("idle", meter_cfg["idle_seconds"]) if meter_cfg["idle_seconds"] > 0 else None
     check_before = check("before") if check_cfg["windows"] else []
     time.sleep(meter.settle_s)
     diverged = None
-    pace = Pace(steps_planned)
-    meter.start(pace)
+    meter.begin("train_1")
     try:
-        result = train(model, ids, mask, device, settings, eval_data=(eval_ids, eval_mask), on_log=progress, sync=sync,
-                       forward=forward, pace=pace)
+        result = train(model, ids, mask, device, settings, on_log=progress, sync=sync, forward=forward, pace=pace,
+                       pause_at_tokens=thresholds, on_pause=evaluation)
     except Diverged as err:
         if train_cfg["on_divergence"] == "fail":
+            meter.end()
+            meter.close()
             raise TrainingError(f"budget {budget}, trial {trial}: {err}") from None
         log(f"DIVERGED: budget {budget}, trial {trial}: {err}; recorded as a result (train.on_divergence: record)")
         diverged, result = err, err.partial
     except TrainingError as err:
+        meter.end()
+        meter.close()
         raise TrainingError(f"budget {budget}, trial {trial}: {err}") from None
-    finally:
-        energy = meter.stop()
+    meter.end()
     check_after = check("after") if check_cfg["windows"] else []
-    t_eval = time.perf_counter()
-    eval_loss = None if diverged else evaluate(model, eval_ids, eval_mask, device, train_cfg["precision"], train_cfg["eval_batch_size"])
-    eval_s = time.perf_counter() - t_eval
-    if eval_loss is not None and not math.isfinite(eval_loss):
-        raise TrainingError(f"budget {budget}, trial {trial}: non-finite eval loss {eval_loss}")
+    eval_loss, eval_s = None, 0.0
+    if not diverged:
+        meter.begin("eval_final")
+        t_eval = time.perf_counter()
+        eval_loss = evaluate(model, eval_ids, eval_mask, device, precision, eval_batch)
+        eval_s = time.perf_counter() - t_eval
+        meter.end()
+        if not math.isfinite(eval_loss):
+            meter.close()
+            raise TrainingError(f"budget {budget}, trial {trial}: non-finite eval loss {eval_loss}")
+        points.append({"step": result.n_steps, "epoch": settings.epochs, "real_tokens": result.real_tokens, "train_s": result.train_s,
+                       "point": len(points) + 1, "eval_loss": eval_loss, "eval_s": eval_s, "eval_tokens": int(eval_mask.sum()),
+                       "final": True})
+    energy = meter.close()
+    windows = {w["name"]: w for w in energy["windows"]}
+    idle_w = None if idle is None or windows["idle"]["energy_j"] is None else windows["idle"]["energy_j"] / windows["idle"]["duration_s"]
+    for w in energy["windows"]:
+        if w["note"]:
+            log(f"NOTE: window {w['name']}: {w['note']}")
+    curve = trial_curve(points, windows, subset["real_tokens"])
 
     metrics = {
         "budget": budget, "trial": trial, "levels": dict(levels or {}), "cell": cell or f"b{budget}", "seed": seed, "status": "diverged" if diverged else "ok", "started_at_unix_s": started_at,
@@ -165,7 +207,9 @@ def run_trial(
         "epochs": settings.epochs, "batch_size": settings.batch_size, "lr": settings.lr, "precision": settings.precision,
         "optimizer": result.optimizer, "eval_loss": eval_loss, "final_train_loss": result.final_train_loss,
         "eval_tokens": int(eval_mask.sum()), "train_s": result.train_s, "eval_s": eval_s, **cooled,
-        "settle_s": meter.settle_s, "energy_j": energy["energy_j"], "idle_power_w": idle_w, "idle_seconds": None if idle is None else idle["duration_s"],
+        "eval_points": len(points), "eval_subset_tokens": int(eval_mask[:n_sub].sum()),
+        "settle_s": meter.settle_s, "energy_j": energy["energy_j"], "idle_power_w": idle_w,
+        "idle_seconds": None if idle is None else windows["idle"]["duration_s"],
         **{k: v for k, v in energy.items() if k not in ("trace", "energy_j")},
         "device": device.type, "device_name": device_name(device),
         "device_uuid": meter.static_info().get("meter_device_uuid") or gpu_uuid(device, nvml), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
@@ -175,5 +219,24 @@ def run_trial(
         "run_s": time.perf_counter() - t_start,
     }
     steps = pl.DataFrame(result.steps, schema={"step": pl.Int64, "epoch": pl.Int64, "tokens": pl.Int64, "loss": pl.Float64,
-                                               "elapsed_s": pl.Float64, "tokens_per_s": pl.Float64, "eval_loss": pl.Float64}, orient="row")
-    return metrics, energy["trace"], steps
+                                               "elapsed_s": pl.Float64, "tokens_per_s": pl.Float64}, orient="row")
+    return metrics, energy["trace"], steps, curve
+
+
+# The columns of curve.parquet: one row per evaluation point of a trial.
+CURVE_SCHEMA = {"point": pl.Int64, "step": pl.Int64, "epoch": pl.Int64, "real_tokens": pl.Int64, "distinct_tokens": pl.Int64,
+                "train_s": pl.Float64, "train_energy_j": pl.Float64, "eval_loss": pl.Float64, "eval_s": pl.Float64,
+                "eval_energy_j": pl.Float64, "eval_tokens": pl.Int64, "final": pl.Boolean}
+
+
+def trial_curve(points: list[dict[str, Any]], windows: dict[str, dict[str, Any]], distinct_total: int) -> pl.DataFrame:
+    """The evaluation points with their energies from the meter's windows: cumulative training energy (the training
+    segments up to the point) and the evaluation's own; distinct tokens cap at the subset's (epoch one sees each once)."""
+    rows = []
+    for p in points:
+        segments = [windows[f"train_{i}"]["energy_j"] for i in range(1, p["point"] + 1) if f"train_{i}" in windows]
+        own = windows.get("eval_final" if p["final"] else f"eval_{p['point']}", {})
+        rows.append({**p, "distinct_tokens": min(p["real_tokens"], distinct_total),
+                     "train_energy_j": None if not segments or None in segments else float(sum(segments)),
+                     "eval_energy_j": own.get("energy_j")})
+    return pl.DataFrame([{k: r.get(k) for k in CURVE_SCHEMA} for r in rows], schema=CURVE_SCHEMA, orient="row")

@@ -1,0 +1,36 @@
+"""The evaluation schedule of a trial: where on its way through the tokens it is evaluated, and on what.
+
+The points are spaced evenly in log real tokens (a learning curve changes fastest early), the last at the
+end of training; intermediate evaluations may use a fixed leading part of the eval set, the same for every
+trial, to bound their cost, and the final one the whole set.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+def eval_thresholds(total_tokens: int, schedule: dict[str, Any]) -> list[int]:
+    """Real-token counts after which training pauses for an intermediate evaluation (``eval.at_tokens``, or
+    ``eval.points`` log-spaced from ``eval.first_fraction`` of the total to the total); the final evaluation, at
+    the end, is not among them."""
+    if schedule.get("at_tokens"):
+        return sorted({int(t) for t in schedule["at_tokens"] if 0 < t < total_tokens})
+    points = schedule.get("points", 0)
+    if points <= 1 or total_tokens <= 1:
+        return []
+    first = max(1.0, total_tokens * schedule.get("first_fraction", 0.01))
+    ratio = (total_tokens / first) ** (1 / (points - 1))
+    return sorted({int(round(first * ratio**i)) for i in range(points - 1)} - {total_tokens})
+
+
+def subset_chunks(mask: torch.Tensor, max_tokens: int | None) -> int:
+    """How many leading eval chunks an intermediate evaluation uses: as many as fit in ``max_tokens`` real tokens
+    (at least one), or all of them without a limit."""
+    if not max_tokens:
+        return len(mask)
+    fits = (mask.sum(dim=1).cumsum(0) <= max_tokens).sum().item()
+    return max(1, int(fits))
+
