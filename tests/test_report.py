@@ -247,8 +247,17 @@ def test_the_summary_says_what_changed_how_sure_we_are_what_it_cost_and_the_cave
     summary = summary[:summary.index("</p>")]
     assert "PE changed by" in summary and "from 10K to 40K tokens (geometric mean ratio over 5 trials, 95 % CI" in summary
     assert "The budget effect on log PE is statistically significant (p" in summary and "Its size is large (η²G = ." in summary
-    assert "kWh" in summary and "ESTIMATED" in summary
+    assert "Wh (" in summary and "ESTIMATED" in summary
+    assert "e-0" not in summary and "0.0000" not in summary  # SI prefixes, never exponents or runs of zeros
     assert "Caveats: energy and power are estimated" in summary and "1 trial(s) were flagged" in summary
+
+
+def test_report_numbers_take_si_prefixes_instead_of_exponents_or_runs_of_zeros():
+    from tokenwatt.measures import duration, si
+
+    assert (si(0.2998, "Wh"), si(8.994e-05, "EUR"), si(1.5e4, "J"), si(0.0, "J")) == (
+        "299.8 mWh", "89.94 µEUR", "15.00 kJ", "0 J")
+    assert (duration(42.0), duration(210.0), duration(9000.0)) == ("42.0 s", "3.5 min", "2.5 h")
 
 
 def test_generated_sentences_have_no_doubled_punctuation(analysed, figures):

@@ -24,7 +24,8 @@ def cs_tflops_of(metric: dict[str, Any], profile: dict[str, Any] | None) -> tupl
 
 def cost_summary(trials: pl.DataFrame, cost: dict[str, Any], intensity: tuple[float | None, str]) -> dict[str, Any]:
     """The study's totals of energy, CO2 and money, with the settings and where the carbon intensity came from."""
-    total = lambda c: float(trials[c].drop_nulls().sum()) if c in trials.columns and trials[c].drop_nulls().len() else None  # noqa: E731
+    # A total over every trial or none: a sum that silently skipped the trials without a figure would be too low.
+    total = lambda c: float(trials[c].sum()) if c in trials.columns and trials.height and trials[c].null_count() == 0 else None  # noqa: E731
     return {"carbon_intensity_g_per_kwh": intensity[0], "carbon_intensity_source": intensity[1], "pue": cost["pue"],
             "currency": cost["currency"], "electricity_price_per_kwh": cost["electricity_price_per_kwh"],
             "device_hour_price": cost["device_hour_price"], "trials": trials.height,

@@ -14,7 +14,7 @@ from .analysis.apa import bounded, df, fmt_p, p_value
 from .analysis.frame import frame, frame_note
 from .analysis.scale import paired_change
 from .design import condition_name, series_label
-from .measures import FAMILIES, TESTED, budget_label, display_exponent, fixed, label, power_of_ten, scale_of
+from .measures import FAMILIES, TESTED, budget_label, display_exponent, duration, fixed, label, power_of_ten, scale_of, si
 from .provenance import utc
 from .quality import device_load
 from .tables import series_blocks
@@ -134,10 +134,14 @@ def _cost_sentences(cost: dict[str, Any]) -> list[str]:
     out = []
     if cost.get("total_kg_co2e") is not None:
         out.append(f"At {cost['carbon_intensity_g_per_kwh']:.0f} gCO2e/kWh ({cost['carbon_intensity_source']}) and PUE "
-                   f"{cost['pue']:g}, that is {fixed(cost['total_kg_co2e'] * 1000)} g CO2e{label}.")
+                   f"{cost['pue']:g}, that is {si(cost['total_kg_co2e'] * 1000, 'g')} CO2e{label}.")
     if cost.get("total_total_cost") is not None:
-        out.append(f"It cost {fixed(cost['total_total_cost'])} {cost['currency']} (electricity "
-                   f"{fixed(cost['total_electricity_cost'])}, device-hours {fixed(cost['total_device_cost'])}){label}.")
+        money = lambda x: si(x, cost["currency"]) if x is not None else "not priced"  # noqa: E731
+        out.append(f"It cost {money(cost['total_total_cost'])} (electricity {money(cost['total_electricity_cost'])}, "
+                   f"device-hours {money(cost['total_device_cost'])}){label}.")
+    elif cost.get("total_device_cost") is not None:
+        out.append(f"Its device-hours cost {si(cost['total_device_cost'], cost['currency'])}; with its energy unmeasured, the "
+                   "electricity is not priced, so there is no total.")
     if not out and cost:
         out.append("No CO2 or money figures: set cost.carbon_intensity and the prices in the config.")
     return out
@@ -178,8 +182,8 @@ def _summary_html(trials: pl.DataFrame, stats: dict[str, Any], missing: list[str
         said.append(f"PE was not tested: {a.get('message', 'no values')}.")
     if "energy_j" in trials.columns and trials["energy_j"].drop_nulls().len():
         energy = float(trials["energy_j"].drop_nulls().sum())
-        said.append(f"Training used {energy / 3.6e6:.4g} kWh ({energy / 1e3:,.1f} kJ{', ESTIMATED' if estimated else ''}) "
-                    f"over {float(trials['train_s'].sum()) / 60:,.1f} min of training in {trials.height} trials.")
+        said.append(f"Training used {si(energy / 3600, 'Wh')} ({si(energy, 'J')}{', ESTIMATED' if estimated else ''}) "
+                    f"over {duration(float(trials['train_s'].sum()))} of training in {trials.height} trials.")
         said.extend(_cost_sentences(cost))
     else:
         said.append("Energy was not measured.")
@@ -280,14 +284,16 @@ def _reference_html(reference: dict[str, Any], conditions: pl.DataFrame, changes
                 "<code>resources/reference_study.json</code>; run <code>config/paper.yaml</code> to reproduce them.</p>")
     ours = {m: conditions.filter(pl.col("measure") == m).sort("budget") for m in ("pe", "power_rms_w", "train_s")}
     budgets = ours["pe"]["budget"].to_list()
+    pe_exp = display_exponent(ours["pe"]["mean"].drop_nulls().to_list() if ours["pe"].height else [])
     rows = []
     for i, ref in enumerate(reference["conditions"]):
         got = lambda m, col="mean": ours[m][col][i] if i < len(budgets) and ours[m].height > i else None  # noqa: E731
         ob = budget_label(budgets[i]) if i < len(budgets) else "—"
         rows.append([_Raw(f"{esc(budget_label(ref['budget']))} / {esc(ob)}"), _Raw(f"{ref['pe_mean']} ({ref['pe_sd']})"),
-                     _Raw(f"{num(got('pe'))} ({num(got('pe', 'sd'))})"), ref["power_rms_w"], got("power_rms_w"),
+                     _Raw(f"{fixed(got('pe'), pe_exp)} ({fixed(got('pe', 'sd'), pe_exp)})"), ref["power_rms_w"], got("power_rms_w"),
                      ref["train_min"], None if got("train_s") is None else got("train_s") / 60])
-    cond = table(["budget (reference / ours)", "PE mean (sd), reference", "PE mean (sd), ours", "RMS power W, reference", "RMS power W, ours",
+    cond = table(["budget (reference / ours)", "PE mean (sd), reference", f"PE mean (sd), ours{power_of_ten(pe_exp)}",
+                  "RMS power W, reference", "RMS power W, ours",
                   "time min, reference", "time min, ours"], rows)
     ch_rows = []
     ours_ch = changes.sort("from_budget").to_dicts()
