@@ -43,6 +43,7 @@ MEASURES: dict[str, Measure] = {
     "device_cost": Measure("Device-hour cost", "{currency}", "log"),
     "total_cost": Measure("Cost, electricity + device-hours", "{currency}", "log"),
     "cost_per_inv_ppl": Measure("Cost per unit of quality", "{currency} / invPPL", "log"),
+    "energy_to_target_j": Measure("Training energy to reach a target quality", "J", "log"),
 }
 
 
@@ -85,6 +86,25 @@ def fixed(x: Any, scale: int = 0) -> str:
     v = x / 10**scale
     digits = max(0, 3 - math.floor(math.log10(abs(v)))) if v else 0
     return f"{v:,.{digits}f}"
+
+
+_PREFIXES = {-12: "p", -9: "n", -6: "µ", -3: "m", 0: "", 3: "k", 6: "M", 9: "G"}
+
+
+def si(x: float | None, unit: str) -> str:
+    """A quantity with an SI prefix and four significant digits: 0.2998 Wh -> "299.8 mWh", 8.994e-05 EUR ->
+    "89.94 µEUR"; never exponent notation."""
+    if x is None or x != x:
+        return "—"
+    exponent = 0 if x == 0 else max(-12, min(9, int(math.floor(math.log10(abs(x)) / 3) * 3)))
+    return f"{fixed(x, exponent)} {_PREFIXES[exponent]}{unit}"
+
+
+def duration(seconds: float) -> str:
+    """ "42.0 s", "3.5 min", "2.1 h"."""
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 def power_of_ten(exponent: int) -> str:
