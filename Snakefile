@@ -17,9 +17,17 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/interim.smk"
 
 
+# Every file a user reads, so the default target rebuilds one that was deleted (Snakemake does not rerun a job for
+# a missing output that no job to be run needs): trials and report (ALL_TARGETS), device profiles, analysis, figures.
+ANALYSIS_OUTPUTS = [getattr(rules, name).output for name in ("aggregate", "stats", "curves", "scaling", "figures")
+                    if rules.has(name)]
+
+
 rule all:
     input:
         ALL_TARGETS,
+        DEVICE_PROFILES,
+        ANALYSIS_OUTPUTS,
     default_target: True
 
 
@@ -30,6 +38,7 @@ rule data:
 
 onstart:
     refuse_missing_downloads()
+    mark_forced_jobs()
 
 
 onerror:

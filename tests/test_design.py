@@ -153,3 +153,11 @@ def test_a_reference_precision_the_study_does_not_train_adds_its_profile():
     assert d.profile_settings("precision=fp32/")["precision"] == "fp32"
     assert d.profile_settings("")["precision"] == "bf16-mixed"
     assert set(d.cs_profile_keys().values()) == {"precision=fp32/"}
+
+
+def test_a_stopping_level_sets_its_cells_train_stop_and_pairs_them_on_the_same_subsets():
+    rule = {"rule": "marginal", "min_gain_per_kj": 5.0, "patience": 2}
+    d = _design(stopping={"full": "none", "early": rule})
+    early, full = d.cell("stopping=early/b10000"), d.cell("stopping=full/b10000")
+    assert d.train_config(early)["stop"] == rule and d.train_config(full)["stop"] == "none"
+    assert d.tokenizer_key(early) == d.tokenizer_key(full) and early.budget == full.budget  # same subset, paired by trial

@@ -248,3 +248,19 @@ def test_compile_auto_compiles_a_cuda_trial_from_min_steps_and_never_a_cpu_one()
     assert [should_compile("auto", cuda, steps, 1000) for steps in (999, 1000)] == [False, True]
     assert should_compile("auto", cpu, 10**6, 1000) is False
     assert (should_compile(True, cpu, 1, 1000), should_compile(False, cuda, 10**6, 1000)) == (True, False)
+
+
+def test_a_stopping_rule_ends_training_at_an_evaluation_point_and_the_trial_says_where_and_why():
+    # Any gain is below 1e12 nats/kJ: the rule stops at the second point, after one segment of patience.
+    metrics, _, _, curve = _run("estimate", eval_cfg={"points": 4, "first_fraction": 0.1},
+                                stop={"rule": "marginal", "min_gain_per_kj": 1e12, "patience": 1})
+    assert metrics["stopped"] and metrics["stopped_at_point"] == 2 and "fell below 1e+12 nats/kJ" in metrics["stop_reason"]
+    assert metrics["real_tokens"] == metrics["stopped_at_tokens"] < metrics["subset_real_tokens"]
+    assert curve["final"].to_list() == [False, False, True] and curve["real_tokens"][-1] == metrics["real_tokens"]
+    assert [w["name"] for w in metrics["windows"]][-3:] == ["eval_2", "check_after", "eval_final"]
+    assert "train_3" not in [w["name"] for w in metrics["windows"]]  # no training window opened after the stop
+
+
+def test_without_a_rule_every_trial_trains_all_its_tokens():
+    metrics, _, _, _ = _run("estimate", eval_cfg={"points": 4, "first_fraction": 0.1})
+    assert not metrics["stopped"] and metrics["stop_rule"] == {"rule": "none"}

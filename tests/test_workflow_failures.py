@@ -10,7 +10,18 @@ from workflow_helpers import TINY, clone, copy_of_study, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
 
-ANALYSIS = {"aggregate": 1, "stats": 1, "figures": 1, "report": 1}
+ANALYSIS = {"aggregate": 1, "stats": 1, "figures": 1, "report": 1}  # and any analysis rule added beside them
+STUDY_RULES = ("corpus", "normalize", "split", "tokenizer", "chunk", "subset", "device_profile", "train_trial")
+
+
+def _study_jobs(plan):
+    """The jobs of a plan that compute or measure something (the analysis reruns after any of them, in seconds)."""
+    return {rule: n for rule, n in plan.items() if rule in STUDY_RULES}
+
+
+def _reruns(plan, study_jobs):
+    """A plan runs exactly these jobs of the study, then the analysis."""
+    return _study_jobs(plan) == study_jobs and ANALYSIS.items() <= plan.items()
 
 
 def _dry(study, text, name="case.yaml"):
@@ -102,7 +113,7 @@ def test_a_deleted_trace_is_rebuilt_by_the_default_target_and_only_its_trial_rer
     original, stat = path.read_bytes(), path.stat()
     path.unlink()
     try:
-        assert planned_jobs(study, *TINY) == {"train_trial": 1, **ANALYSIS}
+        assert _reruns(planned_jobs(study, *TINY), {"train_trial": 1})
     finally:
         path.write_bytes(original)
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
@@ -118,9 +129,9 @@ def test_a_hand_edited_trial_record_is_named_in_the_report_with_the_fix(study, t
     snakemake(work, *TINY, "--cores", "1", "--forcerun", "aggregate")
     page = (work / "results/report.html").read_text()
     assert "results/trials/b1000/t3/metrics.json is not a valid trial record" in page
-    assert "delete it and rerun to train that trial again" in page
+    assert "delete it and rerun snakemake" in page and "its trial is restored from the store" in page
     path.unlink()
-    assert planned_jobs(work, *TINY) == {"train_trial": 1, **ANALYSIS}
+    assert _reruns(planned_jobs(work, *TINY), {"train_trial": 1})
 
 
 def test_an_interim_report_reads_the_finished_trials_and_lists_the_rest_without_training(study, tmp_path):
@@ -142,3 +153,115 @@ def test_after_a_failed_run_an_old_report_of_another_config_is_called_out(study,
     assert proc.returncode != 0
     assert "results/report.html was made from another config than this run's" in proc.stdout + proc.stderr
     assert (work / "results/report.html").exists()  # kept: nothing computed is deleted
+
+
+# --- nothing finished is lost to a failed rerun; a reverted config trains nothing (the result store)
+KEPT = ("results/trials", "results/device", "results/subsets", "results/data/tokenizer", "results/data/chunks_train.parquet")
+# A value the config check cannot refuse (it is well-formed) that fails inside a job, and what that job says.
+BROKEN = {
+    "pretrained": ("model: {source: pretrained, name: ./empty-model}\n", "model.name './empty-model' could not be loaded"),
+    "lr": ("train: {lr: 1.0e+30, on_divergence: fail}\n", "non-finite loss"),
+    "corpus": ("corpus: {source: local, local: {files: [empty.txt]}}\n", "corpus.local.files: empty.txt is empty"),
+}
+
+
+def _bytes(work):
+    files = []
+    for kept in KEPT:
+        path = work / kept
+        files += sorted(p for p in path.rglob("*") if p.is_file() and p.name != ".snakemake_timestamp") if path.is_dir() else [path]
+    return {str(p.relative_to(work)): p.read_bytes() for p in files}
+
+
+@pytest.mark.parametrize("case", BROKEN)
+def test_a_failed_rerun_loses_nothing_finished_and_reverting_the_config_trains_nothing(study, tmp_path, case):
+    work = copy_of_study(study, tmp_path / "copy")
+    (work / "empty-model").mkdir()
+    (work / "empty.txt").write_text("")
+    text, message = BROKEN[case]
+    (work / "broken.yaml").write_text(text)
+    before = _bytes(work)
+    failed = snakemake(work, *TINY, "broken.yaml", "--cores", "2", "--resources", "gpu=1", check=False)
+    assert failed.returncode != 0 and message in failed.stdout + failed.stderr
+    gone = sorted(set(before) - set(_bytes(work)))  # Snakemake deleted the failed job's outputs when it started
+    plan = _study_jobs(planned_jobs(work, *TINY))  # the config put back
+    if case == "corpus":  # a corpus job that ran replans everything below it
+        assert plan == {"corpus": 1, "normalize": 1, "split": 1, "tokenizer": 1, "chunk": 2, "subset": 6, "train_trial": 6}
+    else:
+        assert len(gone) == 4 and plan == {"train_trial": 1}
+    back = snakemake(work, *TINY, "--cores", "2", "--resources", "gpu=1")
+    restored = [line for line in (back.stdout + back.stderr).splitlines() if line.startswith("↺ results/trials/")]
+    assert len(restored) == plan["train_trial"] and "nothing trained" in restored[0]
+    assert _bytes(work) == before  # every trial, subset, chunk table, tokenizer and the device profile, byte for byte
+    assert planned_jobs(work, *TINY) == {}
+
+
+def test_a_trial_forced_to_be_measured_again_is_measured_and_then_kept(study, tmp_path):
+    work = copy_of_study(study, tmp_path / "copy")
+    metrics = work / "results/trials/b1000/t2/metrics.json"
+    before = metrics.read_bytes()
+    forced = snakemake(work, *TINY, "--cores", "1", "--forcerun", "results/trials/b1000/t2/metrics.json")
+    assert "↺" not in forced.stdout + forced.stderr and metrics.read_bytes() != before  # measured, not restored
+    measured = metrics.read_bytes()
+    for path in metrics.parent.iterdir():  # the trial's files deleted: the default target restores the new measurement
+        path.unlink()
+    again = snakemake(work, *TINY, "--cores", "1")
+    assert "↺ results/trials/b1000/t2/metrics.json: restored" in again.stdout + again.stderr
+    assert metrics.read_bytes() == measured
+
+
+# --- every file between rules is checked when read; the default target rebuilds what is missing
+def test_a_damaged_trace_is_named_and_a_deleted_one_or_device_profile_is_restored(study, tmp_path):
+    work = copy_of_study(study, tmp_path / "copy")
+    trace, profile = work / "results/trials/b2000/t2/power.parquet", work / "results/device/profile.json"
+    trace_bytes, profile_bytes = trace.read_bytes(), profile.read_bytes()
+    trace.write_bytes(trace_bytes[: len(trace_bytes) // 2])
+    profile.unlink()
+    for args in (["-n"], ["--summary"], ["--unlock"]):
+        assert snakemake(work, *TINY, *args, check=False).returncode == 0, args
+    assert _study_jobs(planned_jobs(work, *TINY)) == {"device_profile": 1}  # the default target rebuilds the profile
+    snakemake(work, *TINY, "--cores", "1")
+    assert profile.read_bytes() == profile_bytes  # restored from the store, not measured again
+    page = (work / "results/report.html").read_text()
+    assert "results/trials/b2000/t2/power.parquet is not a readable power trace (Parquet: " in page
+    assert "delete it and rerun snakemake" in page and "its trial is restored from the store" in page
+    trace.unlink()  # the fix the report gives
+    assert _study_jobs(planned_jobs(work, *TINY)) == {"train_trial": 1}
+    snakemake(work, *TINY, "--cores", "1")
+    assert trace.read_bytes() == trace_bytes and "power.parquet is not" not in (work / "results/report.html").read_text()
+
+
+def test_the_interim_report_of_a_study_in_its_data_stage_plans_no_job_of_the_study(bare):
+    plan = planned_jobs(bare, "interim", *TINY, "--nolock", "--rerun-triggers", "mtime")
+    assert plan and all(rule == "interim" or rule.startswith("interim_") for rule in plan), plan
+
+
+# --- a crash: Snakemake killed mid-trial
+def test_after_snakemake_is_killed_unlock_and_rerun_incomplete_finish_without_training(study, tmp_path):
+    import signal
+    import subprocess
+    import time
+
+    from workflow_helpers import SNAKEMAKE
+
+    work = copy_of_study(study, tmp_path / "copy")
+    trial, log = "results/trials/b1000/t2/metrics.json", work / "results/logs/train_trial/b1000/t2.log"
+    log.unlink()
+    with open(work / "killed.txt", "w") as out:
+        run = subprocess.Popen([SNAKEMAKE, *TINY, "--cores", "1", "--forcerun", trial], cwd=work, stdout=out, stderr=out)
+        deadline = time.time() + 120
+        while not (log.exists() and "store: this job was forced" in log.read_text()) and time.time() < deadline:
+            time.sleep(0.02)
+        run.send_signal(signal.SIGKILL)  # Snakemake only: its trial runs on, and finishes, as after a kill -9
+        run.wait()
+    while "store: kept in" not in log.read_text() and time.time() < deadline:
+        time.sleep(0.1)
+    time.sleep(1)  # the orphaned trial process exits
+    again = snakemake(work, *TINY, "--cores", "1", check=False)  # the same command: refused, twice over
+    assert again.returncode != 0 and "IncompleteFilesException" in again.stderr and "--rerun-incomplete" in again.stderr
+    again = snakemake(work, *TINY, "--cores", "1", "--rerun-incomplete", check=False)
+    assert again.returncode != 0 and "Directory cannot be locked" in again.stderr and "--unlock" in again.stderr
+    snakemake(work, *TINY, "--unlock")  # what the README says: unlock, then rerun with --rerun-incomplete
+    done = snakemake(work, *TINY, "--cores", "1", "--rerun-incomplete")
+    assert "↺ results/trials/b1000/t2/metrics.json: restored" in done.stdout + done.stderr  # what the killed run measured
+    assert planned_jobs(work, *TINY) == {}

@@ -68,6 +68,7 @@ rule figures:
         trials=res("analysis", "trials.parquet"),
         conditions=res("analysis", "conditions.csv"),
         changes=res("analysis", "changes.csv"),
+        curves=res("analysis", "curves.parquet"),
         traces=[trial_files(c, t)[1] for c, t in TRACE_KEYS],
     output:
         **{
@@ -94,3 +95,43 @@ rule figures:
         "../../environment.yml"
     script:
         "../scripts/figures.py"
+
+
+rule curves:
+    input:
+        trials=res("analysis", "trials.parquet"),
+        curves=res("analysis", "curves.parquet"),
+    output:
+        res("analysis", "curves.json"),
+    params:
+        settings=config["analysis"],
+        code=code_digest("curves.py"),
+    log:
+        logfile("curves"),
+    threads: 1
+    resources:
+        mem_mb=2000,
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/curves.py"
+
+
+rule scaling:
+    input:
+        trials=res("analysis", "trials.parquet"),
+        curves=res("analysis", "curves.parquet"),
+    output:
+        res("analysis", "scaling.json"),
+    params:
+        settings=config["scaling"],
+        code=code_digest("scaling.py"),
+    log:
+        logfile("scaling"),
+    threads: 1
+    resources:
+        mem_mb=2000,
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/scaling.py"

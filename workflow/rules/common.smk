@@ -118,8 +118,9 @@ ALL_TARGETS = [res("report.html"), *TRIAL_TARGETS]
 
 # --- the interim report (interim.smk): finished trials only, never retrained
 def finished():
-    """(cell, trial) of every trial whose metrics.json exists now (written last, so its trace files exist too)."""
-    return [(c, t) for c, t in EXPECTED if Path(trial_metrics(c, t)).exists()]
+    """(cell, trial) of every trial whose files all exist now (metrics.json is written and restored last; a trial
+    with one of its files deleted is left out rather than rebuilt: the interim report never runs a study's job)."""
+    return [(c, t) for c, t in EXPECTED if all(Path(f).exists() for f in trial_files(c, t))]
 
 
 def finished_files(kind):
@@ -133,6 +134,11 @@ def interim_path(*parts):
 
 def existing_profiles(wildcards):
     return [p for p in DEVICE_PROFILES if Path(p).exists()]
+
+
+def existing(*paths):
+    """An input function of the paths that exist now, each ancient: read as it is, never built for the interim report."""
+    return lambda wildcards: [ancient(p) for p in paths if Path(p).exists()]
 
 
 def interim_traces():
@@ -195,7 +201,8 @@ def _finished_trials():
             try:
                 found[(c, t)] = read_json(path)
             except (ValueError, OSError) as err:
-                logger.warning(f"{path} is unreadable ({err}); delete it and rerun to train that trial again")
+                logger.warning(f"{path} is unreadable ({err}); delete it and rerun: its trial is restored from the store, "
+                               "or trained again if the store has none")
     return found
 
 
@@ -206,6 +213,17 @@ if workflow.is_main_process:
                              _finished_trials(), config["cost"]))
     if (note := DESIGN.compile_note()) is not None:
         logger.info(note)
+
+
+def mark_forced_jobs():
+    """onstart (a real run, before any job): the jobs the user forced (--forcerun/-R, -F, -f) compute again rather than
+    restore from the result store (tokenwatt/store.py), so a trial forced to be measured again is measured again.
+    Passed in the environment, which every job inherits (a local script, an sbatch job: --export=ALL)."""
+    from tokenwatt.store import FORCED_ENV, forced_spec
+
+    settings = workflow.dag_settings
+    os.environ[FORCED_ENV] = forced_spec(settings.forceall, settings.forcerun, settings.targets if settings.forcetargets else (),
+                                         [r.name for r in workflow.rules])
 
 
 def warn_if_report_is_stale():

@@ -12,6 +12,8 @@ rule report:
         flagged=res("analysis", "flagged.txt"),
         profile=DEVICE_PROFILES,
         stats=res("analysis", "stats.json"),
+        curves=res("analysis", "curves.json"),
+        scaling=res("analysis", "scaling.json"),
         figures=[res("figures", f"{name}.png") for name in FIGURES],
         captions=[f"workflow/report/{name}.rst" for name in FIGURES],
         reference="resources/reference_study.json",

@@ -5,7 +5,8 @@ from tokenwatt.analysis.conditions import changes_table, conditions_table
 from tokenwatt.analysis.frame import frame_note, mark
 from tokenwatt.cost import carbon_intensity
 from tokenwatt.design import profile_key_of
-from tokenwatt.files import logged, read_json, write_json, write_parquet, write_text
+from tokenwatt.files import (DamagedFileError, logged, read_curve, read_power_trace, read_profile, read_steps, write_json,
+                             write_parquet, write_text)
 from tokenwatt.quality import QUALITY_COLUMNS, profile_verdict
 from tokenwatt.records import RecordError, load_validator, read_record
 
@@ -23,16 +24,16 @@ with logged(snakemake.log[0]):
             steps.append(None)
             curves.append(None)
             continue
-        try:
-            records.append(read_record(path, validator))
-        except RecordError as err:  # named in the report as a missing trial, with the fix
-            records.append(str(err))
-        traces.append(pl.read_parquet(present[path][0]))
-        steps.append(pl.read_parquet(present[path][1]))
-        curves.append(pl.read_parquet(present[path][2]))
+        try:  # every file of the trial checked; a damaged one is named in the report as a missing trial, with the fix
+            found = (read_record(path, validator), read_power_trace(present[path][0]), read_steps(present[path][1]),
+                     read_curve(present[path][2]))
+        except (RecordError, DamagedFileError) as err:
+            found = (str(err), None, None, None)
+        for kept, value in zip((records, traces, steps, curves), found):
+            kept.append(value)
     # One device profile per hardware level and precision (profile key -> file); those measured so far.
     measured = set(inp.profile)
-    profiles = {key: read_json(path) if path in measured else None for key, path in p.profiles.items()}
+    profiles = {key: read_profile(path) if path in measured else None for key, path in p.profiles.items()}
     valid = [r for r in records if isinstance(r, dict)]
     cs, verdicts = {}, []
     for key, profile in profiles.items():

@@ -1,19 +1,20 @@
 """Rule figures: every figure as PNG and SVG."""
 import matplotlib.pyplot as plt
-import polars as pl
 from tokenwatt import figures as F
+from tokenwatt.analysis.curves import in_frame
 from tokenwatt.tables import read_changes, read_conditions
-from tokenwatt.files import logged
+from tokenwatt.files import logged, read_power_trace, read_table
 
 with logged(snakemake.log[0]):
     style = snakemake.params.style
     plt.style.use(style["style"])
-    trials = pl.read_parquet(snakemake.input.trials)
+    trials = read_table(snakemake.input.trials, "trials table")
     conditions = read_conditions(snakemake.input.conditions)
     changes = read_changes(snakemake.input.changes)
     estimated = "meter" in trials.columns and "estimate" in trials["meter"].to_list()
-    traces = {tuple(key): pl.read_parquet(p) for key, p in zip(snakemake.params.trace_keys, snakemake.input.traces)}
-    made = F.make_all(trials, conditions, changes, traces, estimated, snakemake.params.currency)
+    traces = {tuple(key): read_power_trace(p) for key, p in zip(snakemake.params.trace_keys, snakemake.input.traces)}
+    curves = in_frame(read_table(snakemake.input.curves, "eval curves table"), trials)
+    made = F.make_all(trials, conditions, changes, traces, estimated, snakemake.params.currency, curves)
     for name, fig in made.items():
         fig.savefig(snakemake.output[f"{name}_png"], dpi=style["dpi"])
         fig.savefig(snakemake.output[f"{name}_svg"], metadata={"Date": None})  # no timestamp: same data, same file

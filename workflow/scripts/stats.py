@@ -1,11 +1,11 @@
 """Rule stats: RM-ANOVA (sphericity, GG, η²G, η²p), post-hoc tests, Friedman, for every tested measure."""
 import polars as pl
-from tokenwatt.files import logged, write_json
+from tokenwatt.files import logged, read_table, write_json
 from tokenwatt.measures import TESTED
 from tokenwatt.analysis.stats import analyse_study
 
 with logged(snakemake.log[0]):
-    result = analyse_study(pl.read_parquet(snakemake.input[0]), TESTED, snakemake.params.exclude_flagged)
+    result = analyse_study(read_table(snakemake.input[0], "trials table"), TESTED, snakemake.params.exclude_flagged)
     for dv, a in result["anova"].items():
         print(f"{dv}: {a.get('apa', a.get('message'))}")
     write_json(snakemake.output.json, result)

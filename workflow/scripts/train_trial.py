@@ -1,4 +1,5 @@
-"""Rule train_trial: train one (budget, trial) and write metrics.json, power.parquet, steps.parquet.
+"""Rule train_trial: train one (budget, trial) and write metrics.json, power.parquet, steps.parquet, curve.parquet,
+or restore them from the result store when a trial with the same params and inputs was stored (tokenwatt/store.py).
 
 Its full progress goes to the rule's log; the terminal gets one line when it starts, one when it
 ends, and the study's progress (sys.__stderr__ is the terminal while the log holds stdout/stderr).
@@ -15,8 +16,18 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 # results must not keep another study from reusing its trials.
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.abspath(os.path.join(snakemake.config["results"], "cache", "torchinductor")))
 
-import polars as pl  # noqa: E402
-from tokenwatt.files import logged, read_json, write_json, write_parquet  # noqa: E402
+from tokenwatt.files import logged  # noqa: E402
+from tokenwatt.store import job_store  # noqa: E402
+
+# The result store first, before torch is imported: a trial whose params and inputs match a stored one is
+# restored, never trained again, whatever happened to its files in between (tokenwatt/store.py).
+with logged(snakemake.log[0]):
+    store = job_store(snakemake, last="metrics")
+    restored = store.restore()
+if restored:
+    os._exit(0)
+
+from tokenwatt.files import read_chunks, read_json, read_subset, read_tokenizer_info, write_json, write_parquet  # noqa: E402
 from tokenwatt.progress import expected_trials, first_look, study_progress, trial_finished, trial_started  # noqa: E402
 from tokenwatt.records import check_record, load_validator  # noqa: E402
 from tokenwatt.subsets import trial_seed  # noqa: E402
@@ -29,12 +40,12 @@ def terminal(line: str) -> None:
 
 p, out = snakemake.params, snakemake.output
 terminal(trial_started(p.budget, p.trial, p.levels))
-with logged(snakemake.log[0]):
+with logged(snakemake.log[0], append=True):
     try:
         metrics, power, steps, curve = run_trial(
-            budget=p.budget, trial=p.trial, seed=trial_seed(p.study_seed, p.trial), subset=read_json(snakemake.input.subset),
-            train_chunks=pl.read_parquet(snakemake.input.train), eval_chunks=pl.read_parquet(snakemake.input.eval),
-            tokenizer=read_json(f"{snakemake.input.tokenizer}/tokenwatt.json"),
+            budget=p.budget, trial=p.trial, seed=trial_seed(p.study_seed, p.trial), subset=read_subset(snakemake.input.subset),
+            train_chunks=read_chunks(snakemake.input.train), eval_chunks=read_chunks(snakemake.input.eval),
+            tokenizer=read_tokenizer_info(snakemake.input.tokenizer),
             model_cfg=p.model, train_cfg=p.train, meter_cfg=p.meter, check_cfg=p.check, eval_cfg=p.evaluation, levels=p.levels,
             cell=p.cell,
         )
@@ -48,6 +59,7 @@ with logged(snakemake.log[0]):
             if os.path.exists(path):
                 os.remove(path)
         raise
+    store.save()  # a copy under the trial's key: a later failed rerun cannot lose it
     print(trial_finished(metrics))
 
 # The study's progress, from the finished trials beside this one (display only: read, never written;

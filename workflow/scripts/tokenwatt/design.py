@@ -24,7 +24,7 @@ from typing import Any
 from .measures import budget_label
 
 # The further factors, in the order of path parts, columns and labels.
-FACTORS = ("model", "precision", "lr", "batch_size", "hardware")
+FACTORS = ("model", "precision", "lr", "batch_size", "hardware", "stopping")
 # Column prefix of a factor's level in the analysis tables (a record's nested ``levels`` flattened).
 LEVEL_PREFIX = "levels_"
 # Snakemake wildcard patterns of the path fragments below.
@@ -185,6 +185,8 @@ class Design:
                 train[factor] = value
         if (hardware := self._level(cell, "hardware")) is not None:
             train["device"] = hardware["device"]
+        if (stop := self._level(cell, "stopping")) is not None:
+            train["stop"] = stop
         return train
 
     def min_steps(self, cell: Cell) -> int:

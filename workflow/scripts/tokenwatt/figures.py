@@ -258,6 +258,31 @@ def quality_vs_cost(trials: pl.DataFrame, conditions: pl.DataFrame, estimated: b
     return fig
 
 
+def quality_vs_energy(curves: pl.DataFrame, estimated: bool):
+    """How quality grew with the joules spent: each trial's eval perplexity against its cumulative training energy
+    (log axes), a line per trial, a colour per condition; the final evaluation (whole eval set) marked."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.8), layout="constrained")
+    cells = list(dict.fromkeys(curves.sort("series", "budget")["cell"].to_list()))
+    for i, cell in enumerate(cells):
+        mine = curves.filter(pl.col("cell") == cell)
+        for k, (_, run) in enumerate(mine.sort("point").group_by("trial", maintain_order=True)):
+            run = run.drop_nulls("train_energy_j").filter(pl.col("train_energy_j") > 0)
+            ppl = np.exp(run["eval_loss"].to_numpy())
+            ax.plot(run["train_energy_j"], ppl, color=f"C{i % 10}", lw=1, alpha=0.7, marker=".", ms=4,
+                    label=_cell_name(cell) if k == 0 else None)
+            final = run.filter(pl.col("final"))
+            ax.scatter(final["train_energy_j"], np.exp(final["eval_loss"].to_numpy()), color=f"C{i % 10}", s=22, zorder=3)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("Cumulative training energy (J, log scale; evaluations excluded)" + (" — estimated" if estimated else ""))
+    ax.set_ylabel("Eval perplexity (log scale)")
+    ax.set_title("Quality against the joules spent (large dots: final evaluation on the whole eval set)" + _estimate_note(estimated),
+                 fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    return fig
+
+
 def placeholder(title: str, reason: str):
     """A figure that says why there is nothing to draw, in place of a missing one."""
     fig, ax = plt.subplots(figsize=(6.5, 2.2), layout="constrained")
@@ -272,7 +297,8 @@ def _has(trials: pl.DataFrame, column: str) -> bool:
 
 
 def make_all(trials: pl.DataFrame, conditions: pl.DataFrame, changes: pl.DataFrame,
-             traces: dict[tuple[str, int], pl.DataFrame], estimated: bool, currency: str = "") -> dict:
+             traces: dict[tuple[str, int], pl.DataFrame], estimated: bool, currency: str = "",
+             curves: pl.DataFrame | None = None) -> dict:
     """Every figure of the report by name; one that has no data to show says why instead. Every figure but the
     measurement-quality one (which judges every trial) draws the analysis frame, the trials the tests use."""
     everything, trials = trials, frame(trials)
@@ -288,10 +314,12 @@ def make_all(trials: pl.DataFrame, conditions: pl.DataFrame, changes: pl.DataFra
         "power_traces": (lambda: power_traces(traces, estimated), None, f"Power {none_measured}"),
         "measurement_quality": (lambda: measurement_quality(everything, estimated), "run_position", no_trials),
         "quality_vs_cost": (lambda: quality_vs_cost(trials, conditions, estimated, currency), "kwh", f"Energy {none_measured}"),
+        "quality_vs_energy": (lambda: quality_vs_energy(curves, estimated), None, f"Energy {none_measured}, or no eval curves"),
     }
     available = {
         "tradeoff": changes.drop_nulls(["perplexity_reduction_pct", "pe_drop_pct"]).height > 0,
         "power_traces": any(t["power_w"].drop_nulls().len() for t in traces.values()),
+        "quality_vs_energy": curves is not None and "train_energy_j" in curves.columns and curves["train_energy_j"].drop_nulls().len() > 0,
     }
     made = {}
     for name, (draw, column, reason) in plans.items():

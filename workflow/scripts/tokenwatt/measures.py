@@ -66,7 +66,7 @@ TESTED = ["pe", "quality_per_mparam", "quality_per_pflop", "quality_per_kj", "po
 
 # Every figure of the report, in its order; each has a caption in workflow/report/<name>.rst.
 FIGURES = ["pe_by_budget", "efficiency_layers", "power_energy_by_budget", "time_by_budget", "perplexity_vs_tokens", "tradeoff", "power_traces",
-           "measurement_quality", "quality_vs_cost"]
+           "measurement_quality", "quality_vs_cost", "quality_vs_energy"]
 
 
 def display_exponent(values) -> int:

@@ -189,6 +189,21 @@ class Meter:
         self._windows.append(window)
         return window
 
+    def energy_so_far(self, prefix: str = "train") -> float | None:
+        """Energy of the closed windows whose name starts with ``prefix``, now, mid-session (a stopping rule
+        decides on it): their counter readings, or the integral of the samples taken so far; None without either."""
+        with self._record_lock:
+            rows = [(r["t_s"], r["power_w"]) for r in self._rows if r["power_w"] is not None]
+        total = 0.0
+        for w in (w for w in self._windows if w["name"].startswith(prefix)):
+            if w["counter_j"] is not None:
+                total += w["counter_j"]
+            elif rows:
+                total += integrate([t for t, _ in rows], [p for _, p in rows], self.covers, w["start_s"], w["end_s"])
+            else:
+                return None
+        return total
+
     def window(self, name: str, seconds: float) -> dict[str, Any]:
         """A window of ``seconds`` with nothing else running (the idle baseline)."""
         self.begin(name)

@@ -10,6 +10,8 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator
 
+from .files import TRIAL_FIX
+
 
 class RecordError(ValueError):
     pass
@@ -30,7 +32,7 @@ def check_record(record: Any, validator: Draft202012Validator, path: str | Path)
     found = problems(record, validator)
     if found:
         raise RecordError(f"{path} is not a valid trial record ({'; '.join(found[:5])}"
-                          f"{'; …' if len(found) > 5 else ''}); delete it and rerun to train that trial again")
+                          f"{'; …' if len(found) > 5 else ''}); {TRIAL_FIX}")
     return record
 
 
@@ -39,5 +41,5 @@ def read_record(path: str | Path, validator: Draft202012Validator) -> dict[str, 
     try:
         record = json.loads(Path(path).read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise RecordError(f"{path} is not readable JSON ({err}); delete it and rerun to train that trial again") from None
+        raise RecordError(f"{path} is not readable JSON ({err}); {TRIAL_FIX}") from None
     return check_record(record, validator, path)

@@ -148,7 +148,7 @@ def _cost_sentences(cost: dict[str, Any]) -> list[str]:
 
 
 def _summary_html(trials: pl.DataFrame, stats: dict[str, Any], missing: list[str], estimated: bool, n_flagged: int,
-                  profile_check: list[dict[str, Any]], cost: dict[str, Any]) -> str:
+                  profile_check: list[dict[str, Any]], cost: dict[str, Any], in_joules: str = "") -> str:
     """The answer in plain words: what changed with the budget (on the analysis frame), how sure we are, what the
     whole study cost (every trial), what to beware of."""
     if trials.height == 0:
@@ -175,6 +175,8 @@ def _summary_html(trials: pl.DataFrame, stats: dict[str, Any], missing: list[str
                                 f"{got['change_ci95_low']:+.1f} to {got['change_ci95_high']:+.1f} %).")
     else:
         said.append(f"With one budget ({budget_label(budgets[0])}) the study describes it but cannot test a budget effect.")
+    if in_joules:
+        said.append(in_joules)
     a = stats["anova"].get("pe", {})
     if a.get("effects"):
         said.extend(effect_sentence(e, "PE", a.get("scale", "raw")) for e in a["effects"])
@@ -314,6 +316,145 @@ def _reference_html(reference: dict[str, Any], conditions: pl.DataFrame, changes
             f"({esc(ra['note'].rstrip('.'))}). Ours: <span class=\"apa\">{ours_aov}</span>.</p>")
 
 
+def _energy_ci(r: dict[str, Any], prefix: str = "energy") -> str:
+    got = r.get(f"{prefix}_geomean_j")
+    if got is None:
+        return "—"
+    low, high = r.get(f"{prefix}_ci95_low_j"), r.get(f"{prefix}_ci95_high_j")
+    return f"{si(got, 'J')}" + (f' <span class="ci">[{si(low, "J")}, {si(high, "J")}]</span>' if low is not None else "")
+
+
+def target_sentence(curves: dict[str, Any]) -> str:
+    """The study's question answered in joules: what each budget needed to reach the first target."""
+    rows = curves.get("energy_to_target") or []
+    if not rows:
+        return ""
+    first = rows[0]["target"]
+    mine = [r for r in rows if r["target"] == first and r["energy_geomean_j"] is not None]
+    if not mine:
+        return f"No trial reached {first}."
+    parts = [f"{condition_name(r['series'], r['budget'])} needed {si(r['energy_geomean_j'], 'J')} "
+             f"(geometric mean, 95 % CI {si(r['energy_ci95_low_j'], 'J')} to {si(r['energy_ci95_high_j'], 'J')}; "
+             f"{r['n_reached']} of {r['n']} trials reached it)" if r["energy_ci95_low_j"] is not None else
+             f"{condition_name(r['series'], r['budget'])} needed {si(r['energy_geomean_j'], 'J')} ({r['n_reached']} of {r['n']} trials reached it)"
+             for r in mine]
+    never = [condition_name(r["series"], r["budget"]) for r in rows if r["target"] == first and r["energy_geomean_j"] is None]
+    text = f"To reach {first} (training energy, evaluation excluded), " + "; ".join(parts) + "."
+    return text + (f" No trial of {', '.join(never)} reached it." if never else "")
+
+
+def _curves_html(curves: dict[str, Any]) -> str:
+    """Energy to quality: energy to each target with its test, quality at equal energy, where the marginal gain
+    falls, the trajectories, and each stopping rule against the full runs."""
+    if curves.get("status") != "ok":
+        return f"<p>{esc(curves.get('message', 'No eval curves.'))}</p>"
+    parts = [f"<p>Every trial was evaluated at {curves['points_per_trial']} point(s) along its tokens, each evaluation in its "
+             "own metered window (its energy is beside the training energy, never in it). Targets: "
+             f"{esc(curves['targets_source'])}. A trial that never reached a target is <i>censored</i>: counted, never dropped "
+             "or imputed.</p>"]
+    if curves.get("message"):
+        parts.append(f"<p>{esc(curves['message'])}</p>")
+    rows = [[_Raw(esc(r["target"])), _Raw(esc(condition_name(r["series"], r["budget"]))), _Raw(f"{r['n_reached']} of {r['n']}"),
+             _Raw(si(r["energy_median_j"], "J")), _Raw(_energy_ci(r)), r["n_censored"]] for r in curves["energy_to_target"]]
+    parts.append("<h3>Training energy to reach each target</h3>"
+                 + table(["target", "condition", "reached", "median", "geometric mean [95 % CI]", "censored"], rows, left=2))
+    for t in curves["energy_to_target_tests"]:
+        a = t.get("anova") or {}
+        parts.append(f"<p>{esc(t['target'])}{' (' + esc(series_label(t['series'])) + ')' if t['series'] else ''}: "
+                     f"{esc(t['message'])} RM-ANOVA on log energy: <span class=\"apa\">{esc(a.get('apa', a.get('message', 'not tested')))}"
+                     "</span>.</p>")
+    equal = curves.get("quality_at_energy") or []
+    if equal:
+        cells = list(dict.fromkeys((r["series"], r["budget"]) for r in equal))
+        energies = list(dict.fromkeys(r["energy_j"] for r in equal))
+        got = {(r["series"], r["budget"], r["energy_j"]): r for r in equal}
+        body = [[_Raw(si(e, "J")), *[_Raw(f"{fixed(got[(s_, b, e)]['loss_mean'])}" if got.get((s_, b, e), {}).get("loss_mean") is not None
+                                          else "—") for s_, b in cells]] for e in energies]
+        parts.append("<h3>Quality at equal energy</h3><p>Each condition's mean eval loss (nats) at the same cumulative training "
+                     "energy, interpolated on log energy within each trial's own range (never extrapolated): at equal cost, "
+                     "does a smaller budget seen for more epochs or a larger one seen fewer times learn more?</p>"
+                     + table(["training energy", *[condition_name(s_, b) for s_, b in cells]], body))
+    falls = [[_Raw(esc(condition_name(r["series"], r["budget"]))), _Raw(f"{r['n_fell']} of {r['n_defined']}"),
+              _Raw(_energy_ci(r, "fall_energy"))] for r in curves.get("gain_falls") or []]
+    if falls:
+        parts.append(f"<h3>Where the marginal gain stops paying</h3><p>Quality gained per kJ (−Δ loss per kJ of training energy) "
+                     f"between evaluation points; a trial's gain has fallen once it is below {curves['gain_fraction']:g} of its "
+                     "first segment's.</p>" + table(["condition", "fell", "energy where it fell [95 % CI]"], falls))
+    trajectory = curves.get("trajectory") or {}
+    tr = [[_Raw(esc(condition_name(r["series"], r["budget"]))), r.get("n_backslides"), r.get("n_spikes"),
+           _Raw(esc(r.get("best_point"))), r.get("final_minus_best_loss")] for r in trajectory.get("trials", [])]
+    if tr:
+        parts.append(f"<h3>Trajectories</h3><p>Backslides: points whose loss rose over the previous one; spikes: rises above "
+                     f"{trajectory['spike_k']:g} × the trial's median absolute change. Per trial:</p>"
+                     + table(["condition", "backslides", "spikes", "best point", "final − best loss (nats)"], tr)
+                     + "".join(f"<p>RM-ANOVA of eval loss over the points ({esc(condition_name(a.get('series', ''), a.get('budget')))}"
+                               f"): <span class=\"apa\">{esc(a.get('apa', a.get('message', '')))}</span></p>"
+                               for a in trajectory.get("anova", [])))
+    for name, outcome in (curves.get("stopping") or {}).items():
+        rows = [[_Raw(esc(condition_name(r["series"], r["budget"]))), _Raw(f"{r['n_stopped']} of {r['n']}"),
+                 _Raw(f"{r['energy_saved_pct']:.1f} % [{r['energy_saved_pct_ci95_low']:.1f}, {r['energy_saved_pct_ci95_high']:.1f}]"
+                      if r.get("energy_saved_pct_ci95_low") is not None else "—"),
+                 _Raw(f"{r['ppl_increase_pct']:+.1f} % [{r['ppl_increase_pct_ci95_low']:+.1f}, {r['ppl_increase_pct_ci95_high']:+.1f}]"
+                      if r.get("ppl_increase_pct_ci95_low") is not None else "—")] for r in outcome["cells"]]
+        parts.append(f"<h3>Stopping rule {esc(name)}</h3><p>{esc(json.dumps(outcome['rule']))}, replayed on the full runs, paired "
+                     f"by trial. {esc(outcome['note'])}</p>"
+                     + table(["condition", "stopped", "energy saved [95 % CI]", "perplexity change [95 % CI]"], rows))
+    return "\n".join(parts)
+
+
+def _scaling_html(scaling: dict[str, Any]) -> str:
+    """The scaling law fitted on this hardware beside the published fits, e(N), and the energy- and FLOP-optimal
+    allocations."""
+    if not scaling:
+        return "<p>No scaling analysis was made.</p>"
+    if scaling.get("status") != "ok":
+        return f"<p>{esc(scaling.get('message', ''))}</p>"
+    names = ["E", "A", "B", "alpha", "beta", "a", "b"]
+    shown = {"alpha": "α", "beta": "β", "a": "a = β/(α+β)", "b": "b = α/(α+β)"}
+
+    def scaled(x: float) -> str:  # a bound far from its estimate keeps four digits, never a run of zeros
+        exponent = display_exponent([x])
+        return f"{fixed(x, exponent)}{power_of_ten(exponent)}"
+
+    def ours(law: dict[str, Any], k: str) -> _Raw:
+        ci = law["bootstrap"].get(k, {})
+        return _Raw(scaled(law[k]) + (f' <span class="ci">[{scaled(ci["ci_low"])}, {scaled(ci["ci_high"])}]</span>'
+                                      if ci.get("ci_low") is not None else ""))
+    published = scaling["published"]
+    rows = [[_Raw(esc(shown.get(k, k))), ours(scaling["law_total"], k), ours(scaling["law_non_embedding"], k),
+             *[p[k] for p in published]] for k in names]
+    law = scaling["law_total"]
+    parts = [f"<p>L(N, D) = E + A / N^α + B / D^β, fitted as Hoffmann et al. 2022 (approach 3): Huber loss (δ = "
+             f"{law['delta']:g}) on log loss, its 4 500-point start grid screened and the best {law['n_starts']} starts refined by "
+             "L-BFGS-B with analytic gradients; objective "
+             f"{law['objective']:.6g}, {'converged' if law['success'] else 'NOT converged'} ({esc(law['message'])}), largest "
+             f"gradient component {law['grad_norm']:.2g}. Points: {esc(scaling['points'])} (scaling.points), "
+             f"{law['n_points']} of them from {scaling['model_sizes']} model sizes and {scaling['budgets']} budgets; "
+             f"95 % percentile intervals from {law['n_converged']} of {law['n_resamples']} bootstrap resamples over trials. "
+             "E, A and B depend on the tokenizer and the data, so compare the exponents, which are comparable in kind.</p>",
+             table(["parameter", "ours, total N", "ours, non-embedding N", *[p["source"] for p in published]], rows)]
+    energy = [[_Raw(esc(e["hardware"] or "—")), _Raw(esc(e["energy"].replace("_", " "))),
+               _Raw(f"{e['gamma']:.3f} [{e['ci_gamma'][0]:.3f}, {e['ci_gamma'][1]:.3f}]" if e["status"] == "ok" else esc(e["message"])),
+               e.get("r2"), e.get("n_points")] for e in scaling["energy_per_token"]]
+    parts.append("<h3>Joules per token against model size</h3><p>e(N) = c · N^γ, a least-squares line on log–log axes over the "
+                 "trials (total N), per hardware level: total energy and energy above idle.</p>"
+                 + table(["hardware", "energy", "γ [95 % CI]", "R²", "trials"], energy, left=2))
+    if scaling.get("allocation_message"):
+        parts.append(f"<p>{esc(scaling['allocation_message'])}</p>")
+    alloc, flops = scaling.get("allocation_energy"), scaling.get("allocation_flops")
+    if alloc:
+        rows = [[_Raw(si(j, "J")), _Raw(f"{fixed(n / 1e6)} M"), _Raw(f"{fixed(d / 1e6)} M"), fixed(loss), fixed(d / n),
+                 _Raw(f"{fixed(fn / 1e6)} M / {fixed(fd / 1e6)} M"), _Raw("extrapolated" if x else "measured range")]
+                for j, n, d, loss, fn, fd, x in zip(alloc["budget"], alloc["N"], alloc["D"], alloc["loss"], flops["N"], flops["D"],
+                                                     alloc["extrapolated"])]
+        parts.append("<h3>The energy-optimal allocation on this hardware</h3><p>For a training-energy budget J: the N and D "
+                     "that minimise L(N, D) subject to e(N) · D = J (total N), beside the compute-optimal split of the same "
+                     "FLOPs (C = 6ND). Where the two differ, the hardware's energy per token does not scale as its FLOPs do: "
+                     "where scaling theory ends and system effects begin. Rows outside the measured N and D are extrapolations.</p>"
+                     + table(["energy budget", "N*", "D*", "L*", "D*/N*", "FLOP-optimal N* / D*", "range"], rows))
+    return "\n".join(parts)
+
+
 def _pct(x: Any) -> str:
     return "—" if x is None else f"{100 * (x - 1):+.1f} %"
 
@@ -420,6 +561,7 @@ def training_stack(trials: pl.DataFrame) -> str:
 def render_report(
     *, config: dict[str, Any], config_hash: str, trials: pl.DataFrame, conditions: pl.DataFrame,
     changes: pl.DataFrame, stats: dict[str, Any], missing: list[str], figures: dict[str, tuple[bytes, str]],
+    curves: dict[str, Any] | None = None, scaling: dict[str, Any] | None = None,
     reference: dict[str, Any], data_summary: dict[str, Any], profiles: dict[str, dict[str, Any] | None],
     cs: dict[str, tuple[float | None, str]], rerun: list[str], profile_check: list[dict[str, Any]], cost: dict[str, Any] | None = None,
     interim: bool = False, made: dict[str, Any] | None = None,
@@ -492,12 +634,16 @@ def render_report(
 Budgets {esc(budgets)} real tokens per epoch{esc(further)}, {esc(study['trials'])} trials each; trial <i>i</i> runs under every
 {"cell" if further else "budget"} (the subject of the repeated-measures analysis).</p>
 {''.join(warnings)}
-{_summary_html(trials, stats, missing, "estimate" in meters, n_flagged, profile_check, cost)}
+{_summary_html(trials, stats, missing, "estimate" in meters, n_flagged, profile_check, cost, target_sentence(curves or {}))}
 <h2>Conditions</h2>
 <p>{esc(frame_note(trials, exclude_flagged))}</p>
 {_conditions_html(conditions, config.get("cost", {}).get("currency", ""))}
 <h2>Statistics</h2>
 {_stats_html(stats)}
+<h2 id="curves">Energy to quality</h2>
+{_curves_html(curves or {})}
+<h2 id="scaling">Scaling</h2>
+{_scaling_html(scaling or {})}
 <h2>Figures</h2>
 {figs}
 <h2 id="quality">Measurement quality</h2>

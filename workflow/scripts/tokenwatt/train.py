@@ -54,6 +54,7 @@ class TrainResult:
     train_s: float = 0.0
     final_train_loss: float | None = None
     optimizer: str = ""
+    stopped: bool = False  # by a stopping rule, before the end of its tokens
 
 
 def autocast(device: torch.device, precision: str):
@@ -155,14 +156,15 @@ def train(
     model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, device: torch.device, cfg: TrainSettings,
     *, on_log: Callable[[dict[str, Any]], None] = lambda r: None,
     sync: Callable[[], None] = lambda: None, forward: Callable[..., Any] | None = None, pace: Any = None,
-    pause_at_tokens: list[int] | None = None, on_pause: Callable[[dict[str, Any]], None] = lambda r: None,
+    pause_at_tokens: list[int] | None = None, on_pause: Callable[[dict[str, Any]], bool | None] = lambda r: None,
 ) -> TrainResult:
     """Train in place; the data order of each epoch is a permutation drawn from ``cfg.seed``.
     ``forward`` is the model as the steps call it (compiled by ``compile_model``), the model itself by default;
     ``pace`` (a ``meters.Pace``) learns each step as it is queued, so the power meter can size its interval.
     After the first step at which the real tokens trained on reach each of ``pause_at_tokens``, training pauses
     (the device synchronised) and calls ``on_pause`` with the step, epoch, real tokens and training seconds so
-    far (an evaluation, in its own metered window); the pause is left out of every training time.
+    far (an evaluation, in its own metered window); the pause is left out of every training time. ``on_pause``
+    returning True stops training there (an energy-aware stopping rule); the result then holds what was trained.
 
     A step runs only what training needs: targets are made once, each epoch's order is applied
     once, and a step's loss goes into a device buffer that is read (one sync) every ``log_every``
@@ -185,6 +187,7 @@ def train(
     sync()
     t0 = time.perf_counter()
     clock = lambda: time.perf_counter() - t0 - paused  # noqa: E731  training seconds, pauses left out
+    stopped = False
     for epoch in range(cfg.epochs):
         host_order = torch.randperm(len(ids), generator=order_gen)
         order = host_order.to(device)
@@ -212,16 +215,22 @@ def train(
                     logged = step
                 sync()
                 paused_at = time.perf_counter()
-                on_pause({"step": step, "epoch": epoch + 1, "real_tokens": pause_steps[step], "train_s": clock()})
+                stopped = bool(on_pause({"step": step, "epoch": epoch + 1, "real_tokens": pause_steps[step], "train_s": clock()}))
                 paused += time.perf_counter() - paused_at
+                if stopped:
+                    break
         if step > logged:
             _log_window(result, losses[logged:step], logged, epoch, clock, n_real_per_chunk, order, sync, on_log)
             logged = step
+        if stopped:
+            break
     sync()
     result.train_s = clock()
     result.n_steps = step
-    result.real_tokens = int(n_real_per_chunk.sum().item()) * cfg.epochs
-    result.padded_tokens = ids.numel() * cfg.epochs
+    result.stopped = stopped
+    result.real_tokens = result.steps[-1]["tokens"] if stopped else int(n_real_per_chunk.sum().item()) * cfg.epochs
+    # positions computed: the epochs done, and the chunks of the epoch it stopped in
+    result.padded_tokens = (epoch * len(ids) + min(end, len(ids))) * ids.shape[1] if stopped else ids.numel() * cfg.epochs
     result.final_train_loss = result.steps[-1]["loss"] if result.steps else None
     return result
 

@@ -25,6 +25,7 @@ from .devices import compute_dtype, device_name, device_sync, gpu_uuid, make_det
 from .llama import check_right_padded
 from .evalplan import eval_thresholds, subset_chunks
 from .meters import Meter, NvmlMeter, Pace, make_meter
+from .stopping import should_stop, stop_rule
 from .model import build_model, check_tokenizer_matches, describe, load_pretrained, preset_sizes
 from .throughput import measure_throughput
 from .train import (Diverged, TrainSettings, TrainingError, check_precision, compile_model, evaluate, should_compile,
@@ -142,18 +143,29 @@ def run_trial(
             f"{r['tokens_per_s'] or 0:,.0f} tok/s " + (f"{watts:.1f} W" if watts is not None else "- W"))
 
     points: list[dict[str, Any]] = []  # the curve; energies are filled in from the windows once the meter closes
+    rule = stop_rule(train_cfg.get("stop", "none"))
+    stop: dict[str, Any] = {}
 
-    def evaluation(at: dict[str, Any]) -> None:
-        """A pause in training: the segment's window closes, the evaluation gets its own, training resumes in the next."""
+    def evaluation(at: dict[str, Any]) -> bool:
+        """A pause in training: the segment's window closes, the evaluation gets its own, training resumes in the next
+        unless the stopping rule (train.stop) says the last segments no longer paid for their energy."""
         k = len(points) + 1
         meter.switch(f"eval_{k}")
+        trained_j = meter.energy_so_far("train")
         t = time.perf_counter()
         loss = evaluate(model, eval_ids[:n_sub], eval_mask[:n_sub], device, precision, eval_batch)
         eval_s = time.perf_counter() - t
-        meter.switch(f"train_{k + 1}")
         points.append({**at, "point": k, "eval_loss": loss, "eval_s": eval_s, "eval_tokens": int(eval_mask[:n_sub].sum()),
-                       "final": False})
+                       "final": False, "train_energy_j": trained_j})
         log(f"evaluation {k} at {at['real_tokens']:,} real tokens: eval loss {loss:.4f} ({eval_s:.2f} s, outside training)")
+        reason = should_stop(points, rule) if rule.rule != "none" else None
+        if reason:
+            stop.update(stopped_at_point=k, stopped_at_tokens=at["real_tokens"], stop_reason=reason)
+            log(f"STOPPED at evaluation {k} ({at['real_tokens']:,} real tokens): {reason} (train.stop)")
+            meter.end()  # no further training window
+            return True
+        meter.switch(f"train_{k + 1}")
+        return False
 
     pace = Pace(steps_planned)
     meter.open(pace)
@@ -176,7 +188,8 @@ def run_trial(
         meter.end()
         meter.close()
         raise TrainingError(f"budget {budget}, trial {trial}: {err}") from None
-    meter.end()
+    if not result.stopped:
+        meter.end()
     check_after = check("after") if check_cfg["windows"] else []
     eval_loss, eval_s = None, 0.0
     if not diverged:
@@ -208,6 +221,7 @@ def run_trial(
         "optimizer": result.optimizer, "eval_loss": eval_loss, "final_train_loss": result.final_train_loss,
         "eval_tokens": int(eval_mask.sum()), "train_s": result.train_s, "eval_s": eval_s, **cooled,
         "eval_points": len(points), "eval_subset_tokens": int(eval_mask[:n_sub].sum()),
+        "stop_rule": rule.to_dict(), "stopped": result.stopped, **stop,
         "settle_s": meter.settle_s, "energy_j": energy["energy_j"], "idle_power_w": idle_w,
         "idle_seconds": None if idle is None else windows["idle"]["duration_s"],
         **{k: v for k, v in energy.items() if k not in ("trace", "energy_j")},

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import polars as pl
 
-from ..stopping import StopRule, segment_gain, should_stop
+from ..stopping import StopRule, segment_gain, should_stop, stop_rule
 from ..tables import series_blocks
 from .frame import MIN_SUBJECTS
 from .scale import paired_change, summary
@@ -662,3 +662,52 @@ def stopping_outcomes(curves: pl.DataFrame, rule: StopRule, targets: Sequence[Ta
     reach = [energy_to_target_summary(energy_to_target(c, targets)).select(pl.lit(name).alias("run"), pl.all())
              for name, c in (("full", curves), ("stopped", stopped))]
     return StoppingOutcomes(rule, trials, cells, pl.concat(reach), STOP_NOTE)
+
+
+def in_frame(curves: pl.DataFrame, trials: pl.DataFrame) -> pl.DataFrame:
+    """The curves of the analysis frame's trials only (``frame``): the curve analysis reads the trial set the tests do."""
+    if curves.height == 0 or "in_frame" not in trials.columns:
+        return curves
+    kept = trials.filter(pl.col("in_frame")).select("cell", pl.col("trial").cast(pl.Int64))
+    return curves.with_columns(pl.col("trial").cast(pl.Int64)).join(kept, on=["cell", "trial"], how="semi")
+
+
+def full_runs(curves: pl.DataFrame, trials: pl.DataFrame) -> pl.DataFrame:
+    """The curves of trials that trained all their tokens (no ``train.stop`` rule applied online): the runs a
+    stopping rule is replayed against."""
+    if "stop_rule_rule" not in trials.columns:
+        return curves
+    full = trials.filter(pl.col("stop_rule_rule").fill_null("none") == "none").select("cell", pl.col("trial").cast(pl.Int64))
+    return curves.join(full, on=["cell", "trial"], how="semi")
+
+
+def analyse_curves(curves: pl.DataFrame, settings: Mapping[str, Any], full: pl.DataFrame | None = None) -> dict[str, Any]:
+    """Everything the report shows of the eval curves, machine-readable: energy to each target (``analysis.targets``,
+    or the median final perplexity of each budget), quality at equal energy, where the marginal gain per kJ falls
+    below ``analysis.gain_fraction`` of its first value, the trajectory statistics, and each named stopping rule
+    (``analysis.stopping``) replayed against the full runs (``full``: those no rule stopped online; every curve
+    when not given). A study without energy or with one point per trial says so instead."""
+    if curves.height == 0:
+        return {"status": "no curves", "message": "No finished trial has an eval curve yet."}
+    points = int(curves.group_by("cell", "trial").len()["len"].max())
+    out: dict[str, Any] = {"status": "ok", "points_per_trial": points, "trajectory": trajectory(curves).to_dict()}
+    if curves["train_energy_j"].null_count() == curves.height:
+        return {**out, "status": "no energy", "message": "Energy was not measured (meter none): no energy-to-quality analysis."}
+    targets = targets_from_config(settings.get("targets") or None, curves)
+    reached = energy_to_target(curves, targets)
+    at = quality_at_energy(curves)
+    out.update(
+        targets=[t.to_dict() for t in targets], targets_source="analysis.targets" if settings.get("targets") else
+        "the median final perplexity of each budget (analysis.targets not set)",
+        energy_to_target=energy_to_target_summary(reached).to_dicts(),
+        energy_to_target_tests=[t.to_dict() for t in energy_to_target_tests(reached)],
+        quality_at_energy=quality_at_energy_summary(at).to_dicts(),
+        quality_at_energy_comparison=quality_at_energy_comparison(at).to_dicts(),
+        gain_falls=gain_falls_summary(gain_falls(curves, settings.get("gain_fraction", 0.1))).to_dicts(),
+        gain_fraction=settings.get("gain_fraction", 0.1),
+        stopping={name: stopping_outcomes(curves if full is None else full, stop_rule(rule), targets).to_dict()
+                  for name, rule in (settings.get("stopping") or {}).items()},
+    )
+    if points < 2:
+        out["message"] = "One evaluation per trial (eval.points: 0): energy to target reads the final points only."
+    return out

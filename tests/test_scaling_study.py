@@ -1,0 +1,57 @@
+"""A study's trials and eval curves turned into a scaling law, e(N) and the energy-optimal allocation."""
+
+import numpy as np
+import polars as pl
+import pytest
+
+from tokenwatt.analysis.scaling_study import analyse_scaling, points
+
+TRUTH = dict(E=1.8, A=400.0, B=900.0, alpha=0.35, beta=0.3)
+SIZES = {"s": (60_000, 16_000), "m": (250_000, 32_000), "l": (1_000_000, 64_000), "xl": (4_000_000, 128_000)}
+BUDGETS = [20_000, 40_000, 80_000, 160_000]
+
+
+def _study(seed=0, trials=3, epochs=3, points_per_trial=6):
+    """Trials × model sizes × budgets whose eval losses follow TRUTH (1 % lognormal noise) and whose joules per token
+    grow as N^0.8 (3 % noise): the shape a budget × model-size study of tokenwatt produces."""
+    rng = np.random.default_rng(seed)
+    trial_rows, curve_rows = [], []
+    for t in range(1, trials + 1):
+        for m, (params, emb) in SIZES.items():
+            for b in BUDGETS:
+                cell = f"model={m}/b{b}"
+                total = b * epochs
+                jpt = 2e-7 * params**0.8 * rng.lognormal(0, 0.03)
+                trial_rows.append({"cell": cell, "trial": t, "series": f"model={m}", "budget": b, "params": params,
+                                   "embedding_params": emb, "tied_embeddings": False, "real_tokens": total,
+                                   "energy_j": jpt * total, "dynamic_energy_j": 0.7 * jpt * total})
+                for k, d in enumerate(np.geomspace(total / 100, total, points_per_trial), 1):
+                    loss = (TRUTH["E"] + TRUTH["A"] / params ** TRUTH["alpha"] + TRUTH["B"] / d ** TRUTH["beta"]) * rng.lognormal(0, 0.01)
+                    curve_rows.append({"cell": cell, "trial": t, "point": k, "real_tokens": int(d), "distinct_tokens": min(int(d), b),
+                                       "eval_loss": loss, "final": k == points_per_trial})
+    return pl.DataFrame(curve_rows), pl.DataFrame(trial_rows)
+
+
+def test_first_epoch_points_count_distinct_tokens_only_and_final_takes_one_point_per_trial():
+    curves, trials = _study()
+    first = points(curves, trials, "first_epoch").join(trials.select("cell", "trial", "budget"), on=["cell", "trial"])
+    assert first.height > 0 and (first["tokens"] <= first["budget"]).all()
+    assert points(curves, trials, "final").height == trials.height
+
+
+def test_a_budget_by_model_size_study_gives_both_laws_e_of_n_and_an_energy_optimal_allocation():
+    curves, trials = _study()
+    got = analyse_scaling(curves, trials, {"points": "all", "bootstrap": 100, "seed": 1})
+    assert got["status"] == "ok" and got["law_total"]["success"] and got["law_non_embedding"]["success"]
+    assert got["law_total"]["alpha"] == pytest.approx(TRUTH["alpha"], abs=0.08)
+    ci = got["law_total"]["bootstrap"]["beta"]
+    assert ci["ci_low"] < got["law_total"]["beta"] < ci["ci_high"]
+    energy = next(e for e in got["energy_per_token"] if e["energy"] == "joules_per_token")
+    assert energy["gamma"] == pytest.approx(0.8, abs=0.05)
+    assert len(got["allocation_energy"]["N"]) == 9 and len(got["allocation_flops"]["N"]) == 9
+
+
+def test_fewer_than_three_sizes_or_budgets_give_a_sentence_not_a_fit():
+    curves, trials = _study()
+    few = trials.filter(pl.col("params") < 1_000_000)
+    assert "this study has 2 and 4" in analyse_scaling(curves, few, {})["message"]

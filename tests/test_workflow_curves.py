@@ -1,0 +1,61 @@
+"""Energy-to-quality curves through Snakemake: config/trajectory.yaml's protocol scaled down to the tiny data."""
+
+import json
+
+import polars as pl
+import pytest
+
+from workflow_helpers import clone, planned_jobs, snakemake
+
+pytestmark = pytest.mark.workflow
+
+# The follow-up study's protocol at the tiny study's size: synthetic stories, two budgets, four evaluation points.
+SCALED = """
+corpus: {source: synthetic, synthetic: {documents: 120, seed: 3}}
+split: {eval_documents: 10}
+tokenizer: {source: train, vocab_size: 300}
+chunk: {length: 16}
+study: {name: trajectory scaled down, seed: 5, budgets: [1000, 2000], trials: 3}
+model: {source: config, preset: llama-tiny, overrides: {hidden_size: 16, intermediate_size: 32, num_hidden_layers: 1,
+        num_attention_heads: 2, num_key_value_heads: 1}}
+train: {threads: 1, log_every: 20}
+eval: {at_tokens: [300, 600, 900], max_tokens: 64}
+meter: {kind: estimate, interval_s: 0.05, idle_seconds: 0.1}
+profile: {matmul_size: 256, warmup_s: 0.1, windows: 5, window_s: 0.02, check_windows: 2, attempts: 1}
+quality: {min_samples: 3}
+analysis: {stopping: {early: {rule: marginal, min_gain_per_kj: 1000000.0, patience: 1}}}
+"""
+RUN = ["--configfile", "config/trajectory.yaml", "scaled.yaml"]
+
+
+@pytest.fixture(scope="module")
+def trajectory(tmp_path_factory):
+    work = clone(tmp_path_factory.mktemp("trajectory"))
+    (work / "scaled.yaml").write_text(SCALED)
+    snakemake(work, *RUN, "--cores", "2", "--resources", "gpu=1")
+    return work
+
+
+def test_the_trajectory_config_plans_its_six_seeds_of_twenty_million_tokens(tmp_path):
+    out = snakemake(clone(tmp_path / "plan"), "-n", "--configfile", "config/trajectory.yaml").stdout
+    assert "1 budget × 6 trials = 6 trials" in out and "~120,000,000 of ~120,000,000 training tokens" in out
+
+
+def test_every_trial_has_its_eval_curve_with_energy_at_each_point(trajectory):
+    curves = pl.read_parquet(trajectory / "results-trajectory/analysis/curves.parquet")
+    assert curves.group_by("cell", "trial").len()["len"].to_list() == [4] * 6  # three scheduled points and the final one
+    assert curves["train_energy_j"].null_count() == 0 and curves.filter(pl.col("final")).height == 6
+
+
+def test_the_report_answers_in_joules_with_the_trajectory_and_the_stopping_rule(trajectory):
+    page = (trajectory / "results-trajectory/report.html").read_text()
+    result = json.loads((trajectory / "results-trajectory/analysis/curves.json").read_text())
+    assert result["status"] == "ok" and result["trajectory"]["anova"] and "early" in result["stopping"]
+    assert "Training energy to reach each target" in page and "RM-ANOVA of eval loss over the points" in page
+    assert "Stopping rule early" in page and "(training energy, evaluation excluded)" in page
+
+
+def test_changing_the_targets_reruns_the_curve_analysis_and_the_report_only(trajectory):
+    (trajectory / "targets.yaml").write_text("analysis: {targets: [{perplexity: 200.0}], stopping: {early: {rule: marginal, "
+                                              "min_gain_per_kj: 1000000.0, patience: 1}}}\n")
+    assert planned_jobs(trajectory, *RUN, "targets.yaml") == {"curves": 1, "report": 1}
