@@ -355,3 +355,21 @@ def test_a_full_disk_reported_by_polars_is_recognised(tmp_path, capsys):
         with files.logged(tmp_path / "job.log"):
             raise pl.exceptions.ComputeError("parquet: underlying IO error: No space left on device (os error 28)")
     assert "tokenwatt: no space left on the device while this job wrote its outputs; free space" in capsys.readouterr().err
+
+
+MARGINAL = {"rule": "marginal", "min_gain_per_kj": 0.5, "patience": 2}
+
+
+def test_a_stopping_rule_without_evaluation_points_to_decide_at_is_refused(schema, default):
+    message = _error(schema, {**default, "train": {**default["train"], "stop": MARGINAL}, "eval": {"points": 0}})
+    assert "train.stop: a stopping rule is decided at evaluation points, and eval.points is 0" in message
+
+
+def test_a_stopping_level_without_measured_energy_is_refused(schema, default):
+    cfg = {**default, "design": {"stopping": {"full": "none", "early": MARGINAL}}, "meter": {"kind": "none"}}
+    assert "design.stopping.early: a marginal rule weighs quality against training energy, and meter.kind none" in _error(schema, cfg)
+
+
+def test_an_incomplete_rule_to_replay_is_refused_before_any_job(schema, default):
+    message = _error(schema, {**default, "analysis": {"stopping": {"half": {"rule": "marginal"}}}})
+    assert "analysis.stopping.half:" in message

@@ -58,14 +58,15 @@ def _study(n=8, points=8, seed=0, shift=None):
 HAND = _run(100_000, 1, [1e4, 1e5, 1e6], [4.0, 3.0, 2.6], [12.0, 95.0, 900.0], seconds=[0.5, 4.0, 38.0])
 
 
-def test_energy_to_target_interpolates_loss_energy_and_time_linearly_in_log_tokens():
+def test_energy_to_target_interpolates_loss_linearly_in_log_tokens_and_energy_and_time_at_the_same_instant():
     got = energy_to_target(_curves(HAND), [{"loss": 3.5}, {"loss": 3.2}]).rows(named=True)
-    # 3.5 is half way from 4.0 to 3.0: log10 tokens 4.5, and energy and time half way between their points.
+    # 3.5 is half way from 4.0 to 3.0: log10 tokens 4.5; energy and time grow with the tokens, so they are taken half way
+    # on their log scales too (the geometric mean of the two points), which puts all three at one instant.
     assert got[0]["reached"] and not got[0]["at_first_point"] and got[0]["point_reached"] == 2
-    assert got[0]["real_tokens"] == pytest.approx(10**4.5) and got[0]["energy_j"] == pytest.approx(12.0 + 0.5 * 83.0)
-    assert got[0]["train_s"] == pytest.approx(0.5 + 0.5 * 3.5)
-    # 3.2 is 0.8 of the way: log10 tokens 4.8, energy 12 + 0.8 · 83 J.
-    assert got[1]["real_tokens"] == pytest.approx(10**4.8) and got[1]["energy_j"] == pytest.approx(78.4)
+    assert got[0]["real_tokens"] == pytest.approx(10**4.5) and got[0]["energy_j"] == pytest.approx((12.0 * 95.0) ** 0.5)
+    assert got[0]["train_s"] == pytest.approx((0.5 * 4.0) ** 0.5)
+    # 3.2 is 0.8 of the way: log10 tokens 4.8, energy 12^0.2 · 95^0.8 J.
+    assert got[1]["real_tokens"] == pytest.approx(10**4.8) and got[1]["energy_j"] == pytest.approx(12.0**0.2 * 95.0**0.8)
 
 
 def test_a_perplexity_target_is_the_loss_ln_ppl():
@@ -73,15 +74,16 @@ def test_a_perplexity_target_is_the_loss_ln_ppl():
     got = energy_to_target(_curves(HAND), [{"perplexity": 30}]).row(0, named=True)
     frac = (4.0 - math.log(30)) / (4.0 - 3.0)
     assert got["target"] == "perplexity 30" and got["target_loss"] == pytest.approx(math.log(30))
-    assert got["energy_j"] == pytest.approx(12.0 + frac * 83.0) and got["real_tokens"] == pytest.approx(10 ** (4 + frac))
+    assert got["energy_j"] == pytest.approx(12.0 ** (1 - frac) * 95.0**frac) and got["real_tokens"] == pytest.approx(10 ** (4 + frac))
 
 
-def test_a_target_already_met_at_the_first_point_is_reached_there_and_said_so():
+def test_a_target_already_met_at_the_first_point_is_counted_but_carries_no_energy_it_is_only_an_upper_bound():
     reached = energy_to_target(_curves(HAND), [{"loss": 4.5}])
     row = reached.row(0, named=True)
     assert row["reached"] and row["at_first_point"] and row["point_reached"] == 1
-    assert (row["real_tokens"], row["energy_j"], row["train_s"]) == pytest.approx((1e4, 12.0, 0.5))
-    assert energy_to_target_summary(reached)["n_at_first_point"].to_list() == [1]
+    assert (row["real_tokens"], row["energy_j"], row["train_s"]) == (1e4, None, None)
+    summary = energy_to_target_summary(reached).row(0, named=True)
+    assert summary["n_at_first_point"] == 1 and summary["energy_geomean_j"] is None
 
 
 def test_a_bare_number_is_not_a_target_because_it_could_be_a_loss_or_a_perplexity():

@@ -1,5 +1,6 @@
 import time
 
+import polars as pl
 import pytest
 
 from fake_nvml import FakeNvml
@@ -222,6 +223,7 @@ def test_the_poller_shortens_its_interval_so_a_short_trial_gets_its_samples():
     meter.target_samples = 40
     pace = Pace(planned=100)
     meter.start(pace)
+    pace.started = time.monotonic()
     t0 = time.monotonic()
     while time.monotonic() - t0 < 0.4:  # a "trial" of 0.4 s, 100 steps
         pace.done = min(100, int((time.monotonic() - t0) / 0.004) + 1)
@@ -238,7 +240,7 @@ def test_the_poller_never_polls_faster_than_its_floor():
     meter.target_samples = 10_000
     pace = Pace(planned=10)
     meter.start(pace)
-    pace.done = 10
+    pace.started, pace.done = time.monotonic(), 10
     time.sleep(0.1)
     assert meter.stop()["interval_final_s"] == meter.min_interval_s
 
@@ -286,3 +288,41 @@ def test_a_window_shorter_than_the_sensors_update_period_is_said_to_be_so():
     short = {w["name"]: w["note"] for w in out["windows"]}
     assert short["train_1"] == "" and "shorter (" in short["eval_1"] and "than the sensor's update period (100 ms)" in short["eval_1"]
     assert out["short_windows"] == 1
+
+
+def test_the_achieved_interval_is_measured_within_training_windows_not_across_the_pauses_between_them():
+    meter = NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.02)
+    meter.open()
+    meter.begin("train_1")
+    time.sleep(0.2)
+    meter.switch("eval_1")
+    time.sleep(0.3)  # a long evaluation between two training segments
+    meter.switch("train_2")
+    time.sleep(0.2)
+    meter.end()
+    out = meter.close()
+    assert out["interval_achieved_s"] == pytest.approx(0.02, rel=0.35)
+
+
+def test_the_expected_training_time_leaves_out_what_came_before_training_and_the_pauses():
+    from tokenwatt.meters import Pace
+
+    pace = Pace(planned=100)
+    pace.started, pace.done, pace.paused = time.monotonic() - 3.0, 10, 2.0  # 1 s of training for 10 steps
+    assert pace.expected_s() == pytest.approx(10.0, rel=0.05)
+
+
+def test_a_rapl_boundary_sample_stands_for_the_energy_since_the_previous_poll(tmp_path):
+    counter = _powercap(tmp_path, 0, 10**12)
+    meter = RaplMeter(tmp_path, interval_s=10.0)  # the poller's first sample only; the rest are window boundaries
+    meter.open()
+    counter.write_text(str(5_000_000))  # 5 J before the window opens
+    time.sleep(0.1)
+    meter.begin("train_1")
+    counter.write_text(str(10_000_000))  # 5 J more inside it
+    time.sleep(0.1)
+    meter.end()
+    out = meter.close()
+    boundary = out["trace"].filter(pl.col("window") == "train_1")["power_w"].to_list()
+    assert boundary and boundary[-1] > 10  # ~5 J over ~0.1 s, never the microseconds after a counter read
+    assert out["windows"][0]["energy_j"] == pytest.approx(5.0)

@@ -58,7 +58,12 @@ def _png(fig) -> bytes:
 def figures(analysed):
     trials, conditions, changes, _, _ = analysed
     trace = pl.DataFrame({"t_s": [0.0, 0.5, 1.0], "power_w": [30.0, 32.0, 31.0]})
-    made = F.make_all(trials, conditions, changes, {(f"b{b}", 1): trace for b in BUDGETS}, True, "EUR")
+    # Each trial's eval curve: three points, the loss falling and the training energy growing with its tokens.
+    curves = pl.DataFrame([{"cell": r["cell"], "series": r["series"], "budget": r["budget"], "trial": r["trial"], "point": k,
+                            "real_tokens": r["real_tokens"] * k // 3, "train_energy_j": r["energy_j"] * k / 3,
+                            "eval_loss": r["eval_loss"] + 0.3 * (3 - k), "final": k == 3}
+                           for r in trials.iter_rows(named=True) for k in (1, 2, 3)])
+    made = F.make_all(trials, conditions, changes, {(f"b{b}", 1): trace for b in BUDGETS}, True, "EUR", curves)
     assert list(made) == FIGURES
     return made
 

@@ -13,7 +13,7 @@ from workflow_helpers import clone, planned_jobs, snakemake
 pytestmark = pytest.mark.workflow
 # The shipped two-way example (budget × three model sizes) on the tiny study's data, budgets and trials.
 MODEL_SIZE = ["--configfile", "config/model-size.yaml", "tests/data/tiny.yaml"]
-ANALYSIS = {"aggregate": 1, "stats": 1, "figures": 1, "report": 1}
+ANALYSIS = {"aggregate": 1, "stats": 1, "curves": 1, "scaling": 1, "figures": 1, "report": 1}
 MODELS = ["tiny", "small", "base"]
 
 
@@ -47,8 +47,8 @@ def test_every_model_trains_on_the_same_tokens_of_its_trial(factorial):
     assert params[0] < params[1] < params[2]  # the sizes differ as the config says
 
 
-def test_the_two_way_anova_matches_statsmodels_and_a_hand_computed_generalized_eta_squared(factorial):
-    trials = _trials(factorial)
+def test_the_two_way_anova_of_log_pe_matches_statsmodels_and_a_hand_computed_generalized_eta_squared(factorial):
+    trials = _trials(factorial).with_columns(pl.col("pe").log())  # PE is tested on its log scale
     stats = json.loads((factorial / "results/analysis/stats.json").read_text())
     effects = {e["effect"]: e for e in stats["anova"]["pe"]["effects"]}
     assert list(effects) == ["budget", "model", "budget × model"]
@@ -75,7 +75,8 @@ def test_the_report_is_written_over_the_design(factorial):
     page = (factorial / "results/report.html").read_text()
     assert "crossed with model: tiny, small, base" in page
     assert "model tiny, 1K" in page and "model base, 2K" in page  # conditions as cells
-    assert "The interaction budget × model on PE" in page and "Simple effects of the budget" in page
+    assert "The budget × model interaction on log PE" in page and "Simple effects of the budget" in page
+    assert "RM-ANOVA on log values" in page  # the scale each test used, said in the report
     stats = json.loads((factorial / "results/analysis/stats.json").read_text())
     assert [r["series"] for r in stats["simple_effects"] if r["dv"] == "pe"] == [f"model={m}" for m in MODELS]
 

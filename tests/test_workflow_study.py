@@ -132,7 +132,7 @@ def test_a_diverging_trial_set_to_fail_leaves_no_outputs_behind(tmp_path):
 
 
 # --- what reruns after a change (asked of Snakemake with a dry run; exact jobs by rule and count)
-ANALYSIS = {"aggregate": 1, "stats": 1, "figures": 1, "report": 1}
+ANALYSIS = {"aggregate": 1, "stats": 1, "curves": 1, "scaling": 1, "figures": 1, "report": 1}
 
 
 def _with(study, text):

@@ -54,8 +54,7 @@ rule train_trial:
         study_seed=STUDY["seed"],
         model=lambda wildcards: DESIGN.model_config(cell_of(wildcards)),
         train=lambda wildcards: DESIGN.train_config(cell_of(wildcards)),
-        # quality.min_samples sizes the poller's interval to the trial (meters.Meter.target_samples).
-        meter={**config["meter"], "min_samples": config["quality"]["min_samples"]},
+        meter=config["meter"],
         check={
             "matmul_size": config["profile"]["matmul_size"],
             "window_s": config["profile"]["window_s"],

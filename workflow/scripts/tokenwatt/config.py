@@ -164,6 +164,7 @@ def _requirements(cfg: dict[str, Any], schema: dict[str, Any]) -> list[str]:
             carbon_intensity(cfg["cost"]["carbon_intensity"])
         except CostError as err:
             problems.append(str(err))
+    problems += _stopping_problems(cfg)
     base = _model_problems(cfg["model"], cfg["tokenizer"], "")
     base += _architecture_problems(cfg["model"], lambda f: _base_key(cfg["model"], f), "")
     base += _pretrained_problems(cfg["model"], cfg["tokenizer"], "model.", "tokenizer.")
@@ -185,6 +186,31 @@ def _requirements(cfg: dict[str, Any], schema: dict[str, Any]) -> list[str]:
                                           tokenizer if "tokenizer" in spec else None, prefix, prefix + "tokenizer.")
         # What the level inherits unchanged fails as the base's does: named once, as the base's.
         problems += [p for p in found if p not in base and p.replace(f" (design.model.{level})", "", 1) not in base]
+    return problems
+
+
+def _stopping_problems(cfg: dict[str, Any]) -> list[str]:
+    """Stopping rules that could never act, or act on nothing: a rule decided at evaluation points needs them, and
+    measured training energy; a rule the analysis replays must be complete."""
+    from .stopping import StopRuleError, stop_rule  # no torch, no polars
+
+    problems = []
+    online = {"train.stop": cfg["train"]["stop"], **{f"design.stopping.{k}": v for k, v in cfg["design"].get("stopping", {}).items()}}
+    scheduled = cfg["eval"]["points"] > 1 or bool(cfg["eval"]["at_tokens"])
+    for key, rule in online.items():
+        if rule == "none":
+            continue
+        if not scheduled:
+            problems.append(f"{key}: a stopping rule is decided at evaluation points, and eval.points is {cfg['eval']['points']} "
+                            "with no eval.at_tokens; set eval.points to 2 or more (or list eval.at_tokens)")
+        if cfg["meter"]["kind"] == "none":
+            problems.append(f"{key}: a marginal rule weighs quality against training energy, and meter.kind none measures "
+                            "none; choose a meter or drop the rule")
+    for name, rule in cfg["analysis"]["stopping"].items():
+        try:
+            stop_rule(rule)
+        except StopRuleError as err:
+            problems.append(f"analysis.stopping.{name}: {err}")
     return problems
 
 

@@ -31,12 +31,21 @@ class MeterError(RuntimeError):
 
 
 class Pace:
-    """Steps done of steps planned: the training loop sets ``done`` after every step (a Python int, no device
-    sync), the poller reads it to size its interval to the trial's expected length."""
+    """Steps done of steps planned, and the training seconds they took: the training loop sets ``started`` when
+    it starts, ``done`` after every step (a Python int, no device sync) and ``paused`` after each evaluation; the
+    poller reads them to size its interval to the trial's expected training time."""
 
     def __init__(self, planned: int) -> None:
         self.planned = planned
         self.done = 0
+        self.started: float | None = None  # time.monotonic() when training started
+        self.paused = 0.0  # seconds of evaluation since
+
+    def expected_s(self) -> float | None:
+        """The trial's expected training seconds, from its pace so far; None before its first step."""
+        if self.started is None or self.done <= 0:
+            return None
+        return (time.monotonic() - self.started - self.paused) * self.planned / self.done
 
 
 def sample_weights(times, covers: str):
@@ -102,10 +111,9 @@ class Meter:
     # -- polling
     def _adapt(self) -> None:
         """The interval that gives ``target_samples`` over the trial's expected length (elapsed × planned ÷ done)."""
-        pace = self._pace
-        if pace is None or not self.target_samples or pace.done <= 0:
+        expected_s = None if self._pace is None else self._pace.expected_s()
+        if expected_s is None or not self.target_samples:
             return
-        expected_s = (time.monotonic() - self._t0) * pace.planned / pace.done
         self._interval_now = min(self.interval_s, max(self.min_interval_s, expected_s / self.target_samples))
 
     def _poll(self) -> None:
@@ -160,15 +168,17 @@ class Meter:
         self.sync()
         if self.covers == "instant":  # a reading at the window's start belongs to it
             self._window = name
-        counter = self._read_counter()
-        self._opened = (name, self._record(), counter)  # windows meet exactly at their boundary samples
+        # The boundary sample before the counter read: RAPL's samples and counter share their last reading, so a
+        # counter read first would leave the sample a few microseconds of energy, standing for the whole gap.
+        t = self._record()
+        self._opened = (name, t, self._read_counter())  # windows meet exactly at their boundary samples
         self._window = name
 
     def end(self) -> dict[str, Any]:
         """Close the open window (its end synchronised with the device) and return its record."""
         self.sync()
-        counter = self._read_counter()
-        closed = self._close_window(self._record(), counter)
+        t = self._record()
+        closed = self._close_window(t, self._read_counter())
         self._window = None
         return closed
 
@@ -176,8 +186,8 @@ class Meter:
         """Close the open window and open ``name`` at the same synchronised instant (one boundary sample and
         counter read), so that back-to-back windows (training segments and evaluations) add up to their span."""
         self.sync()
-        counter = self._read_counter()
         t = self._record()
+        counter = self._read_counter()
         closed = self._close_window(t, counter)
         self._opened, self._window = (name, t, counter), name
         return closed
@@ -267,7 +277,10 @@ class Meter:
         wts = sample_weights(t_all, self.covers)[in_training]
         if len(p) and wts.sum() <= 0:  # every sample at one instant
             wts = np.ones(len(p))
-        times = trace.filter(pl.col("window").is_in(names).fill_null(False))["t_s"].to_numpy()
+        in_windows = trace.filter(pl.col("window").is_in(names).fill_null(False))
+        times = in_windows["t_s"].to_numpy()
+        # The polling interval within each training window: the pauses for evaluation between them are no late polls.
+        gaps = np.concatenate([np.diff(w["t_s"].to_numpy()) for w in in_windows.partition_by("window")] or [np.empty(0)])
         kind, note = self.kind, self.note
         if fell_back and self.kind == "nvml-energy":
             kind, note = "nvml-power", "energy counter unavailable in a window; integrated polled power there"
@@ -291,7 +304,7 @@ class Meter:
             "sample_error_messages": self._errors[:20],
             "interval_requested_s": self.interval_s,
             "interval_final_s": self._interval_now,
-            "interval_achieved_s": float(np.diff(times).mean()) if len(times) > 1 else None,
+            "interval_achieved_s": float(gaps.mean()) if len(gaps) else None,
             "meter_thread_cpu_s": self._thread_cpu_s,
             "temperature_max_c": trace["temperature_c"].max(),
             "sm_clock_mean_mhz": trace["sm_clock_mhz"].mean(),

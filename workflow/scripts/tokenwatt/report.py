@@ -182,11 +182,14 @@ def _summary_html(trials: pl.DataFrame, stats: dict[str, Any], missing: list[str
         said.extend(effect_sentence(e, "PE", a.get("scale", "raw")) for e in a["effects"])
     elif a and len(budgets) >= 2:
         said.append(f"PE was not tested: {a.get('message', 'no values')}.")
-    if "energy_j" in trials.columns and trials["energy_j"].drop_nulls().len():
-        energy = float(trials["energy_j"].drop_nulls().sum())
+    if "energy_j" in trials.columns and trials.height and trials["energy_j"].null_count() == 0:
+        energy = float(trials["energy_j"].sum())  # every trial's, or no total (as in cost.json)
         said.append(f"Training used {si(energy / 3600, 'Wh')} ({si(energy, 'J')}{', ESTIMATED' if estimated else ''}) "
                     f"over {duration(float(trials['train_s'].sum()))} of training in {trials.height} trials.")
         said.extend(_cost_sentences(cost))
+    elif "energy_j" in trials.columns and trials["energy_j"].drop_nulls().len():
+        said.append(f"Energy was measured for {trials['energy_j'].drop_nulls().len()} of {trials.height} trials, so there is "
+                    "no study total.")
     else:
         said.append("Energy was not measured.")
     caveats = []
@@ -305,7 +308,8 @@ def _reference_html(reference: dict[str, Any], conditions: pl.DataFrame, changes
                              + (f" / {esc(budget_label(o['from_budget']))}→{esc(budget_label(o['to_budget']))}" if o else "")),
                         ref["perplexity_reduction_pct"], o.get("perplexity_reduction_pct"), ref["pe_drop_pct"], o.get("pe_drop_pct"),
                         ref["power_change_pct"], o.get("power_change_pct")])
-    ch = table(["step (reference / ours)", "perplexity reduction %, ref.", "ours", "PE drop %, ref.", "ours", "power change %, ref.", "ours"], ch_rows)
+    ch = table(["step (reference / ours)", "perplexity reduction %, ref. (of the means)", "ours (paired, geometric)",
+                "PE drop %, ref.", "ours", "power change %, ref.", "ours"], ch_rows)
     a, ra = stats["anova"].get("pe", {}), reference["anova"]
     ours_aov = esc(a.get("apa", a.get("message", "not tested")))
     return (f"<p>Reference hardware: {esc(reference['hardware'])}; power: {esc(reference['power_sampling'])}. "
@@ -481,7 +485,7 @@ def _quality_html(trials: pl.DataFrame, stats: dict[str, Any], profiles: dict[st
     reasons, the sensitivity analysis and the rerun command."""
     parts = [f"<p><b>CS_TFLOPS{esc(' (' + series_label(key.rstrip('/')) + ')' if key else '')}</b> = {num(value)} TFLOP/s — "
              f"{esc(source)}.</p>" for key, (value, source) in cs.items()]
-    parts.append(f"<p>{esc(cs_basis_sentence(cs_basis))}</p>")
+    parts.append(f"<p>{esc(cs_basis_sentence(cs_basis, configured=any('configured' in src for _, src in cs.values())))}</p>")
     parts.append(_profile_warning(profile_check))
     for key, profile in profiles.items():
         if not profile:
@@ -531,8 +535,12 @@ def _quality_html(trials: pl.DataFrame, stats: dict[str, Any], profiles: dict[st
     return "\n".join(parts)
 
 
-def cs_basis_sentence(basis: str) -> str:
-    """What comparing PE between precisions means under ``metric.cs_basis``."""
+def cs_basis_sentence(basis: str, configured: bool = False) -> str:
+    """What comparing PE between precisions means under ``metric.cs_basis`` (``configured``: metric.cs_tflops is a
+    number, the same for every trial, so no precision's throughput enters)."""
+    if configured:
+        return ("CS_TFLOPS is the configured number (metric.cs_tflops) for every trial, whatever its precision or device: "
+                "metric.cs_basis does not apply, and PE compares precisions at that one yardstick.")
     if basis == "training":
         return ("CS_TFLOPS is each trial's own precision's (metric.cs_basis: training), the metric as defined: between "
                 "precisions, PE's ratio carries the ratio of their matmul peaks (on an H200 bf16's is about 12× fp32's), so a "

@@ -186,6 +186,8 @@ def train(
     paused = 0.0
     sync()
     t0 = time.perf_counter()
+    if pace is not None:
+        pace.started = time.monotonic()
     clock = lambda: time.perf_counter() - t0 - paused  # noqa: E731  training seconds, pauses left out
     stopped = False
     for epoch in range(cfg.epochs):
@@ -217,6 +219,8 @@ def train(
                 paused_at = time.perf_counter()
                 stopped = bool(on_pause({"step": step, "epoch": epoch + 1, "real_tokens": pause_steps[step], "train_s": clock()}))
                 paused += time.perf_counter() - paused_at
+                if pace is not None:
+                    pace.paused = paused
                 if stopped:
                     break
         if step > logged:

@@ -115,8 +115,8 @@ def run_trial(
     meter, why = make_meter(meter_cfg["kind"], device.type, interval_s=meter_cfg["interval_s"], cpu_tdp_w=meter_cfg["cpu_tdp_w"],
                             rapl_root=meter_cfg["rapl_root"], gpu_uuid=gpu_uuid(device, nvml), nvml=nvml, sync=sync)
     log(why)
-    # Sampling sized to the trial: about twice quality.min_samples over training, whatever its length.
-    meter.target_samples = 2 * meter_cfg.get("min_samples", 0)
+    # Sampling sized to the trial: about meter.target_samples samples over training, whatever its length.
+    meter.target_samples = meter_cfg.get("target_samples", 0)
     cooled = cooldown(meter, meter_cfg["cooldown_s"], meter_cfg["cooldown_below_c"], meter_cfg["cooldown_timeout_s"], log)
     precision, eval_batch = train_cfg["precision"], train_cfg["eval_batch_size"]
     total_tokens = int(mask.sum()) * train_cfg["epochs"]
@@ -196,14 +196,18 @@ def run_trial(
         meter.begin("eval_final")
         t_eval = time.perf_counter()
         eval_loss = evaluate(model, eval_ids, eval_mask, device, precision, eval_batch)
+        # The curve's last point on the same eval tokens as its others, so no point of the curve differs from the
+        # one before it by the set it was evaluated on; the whole set's loss is the trial's result.
+        curve_loss = eval_loss if n_sub == len(eval_ids) else evaluate(model, eval_ids[:n_sub], eval_mask[:n_sub], device,
+                                                                       precision, eval_batch)
         eval_s = time.perf_counter() - t_eval
         meter.end()
         if not math.isfinite(eval_loss):
             meter.close()
             raise TrainingError(f"budget {budget}, trial {trial}: non-finite eval loss {eval_loss}")
         points.append({"step": result.n_steps, "epoch": settings.epochs, "real_tokens": result.real_tokens, "train_s": result.train_s,
-                       "point": len(points) + 1, "eval_loss": eval_loss, "eval_s": eval_s, "eval_tokens": int(eval_mask.sum()),
-                       "final": True})
+                       "point": len(points) + 1, "eval_loss": curve_loss, "eval_loss_whole_set": eval_loss, "eval_s": eval_s,
+                       "eval_tokens": int(eval_mask[:n_sub].sum()), "final": True})
     energy = meter.close()
     windows = {w["name"]: w for w in energy["windows"]}
     idle_w = None if idle is None or windows["idle"]["energy_j"] is None else windows["idle"]["energy_j"] / windows["idle"]["duration_s"]
@@ -239,7 +243,8 @@ def run_trial(
 
 # The columns of curve.parquet: one row per evaluation point of a trial.
 CURVE_SCHEMA = {"point": pl.Int64, "step": pl.Int64, "epoch": pl.Int64, "real_tokens": pl.Int64, "distinct_tokens": pl.Int64,
-                "train_s": pl.Float64, "train_energy_j": pl.Float64, "eval_loss": pl.Float64, "eval_s": pl.Float64,
+                "train_s": pl.Float64, "train_energy_j": pl.Float64, "eval_loss": pl.Float64, "eval_loss_whole_set": pl.Float64,
+                "eval_s": pl.Float64,
                 "eval_energy_j": pl.Float64, "eval_tokens": pl.Int64, "final": pl.Boolean}
 
 

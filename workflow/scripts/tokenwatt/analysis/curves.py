@@ -167,7 +167,10 @@ REACH_SCHEMA = {"target": pl.String, "target_loss": pl.Float64, **RUN_SCHEMA, "r
 
 def _crossing(run: _Run, loss: float) -> dict[str, Any]:
     """Where the run's loss first reached ``loss``: between the last point above it and the first at or below,
-    the loss is linear in log real tokens, and so are energy and time: all three at the same fraction."""
+    the loss is linear in log real tokens, and log energy and log time are too (both grow in proportion to the
+    tokens), so tokens, energy and time describe the same instant. A run already below the target at its first
+    point reached it somewhere before: its energy there is only an upper bound, so it is counted
+    (``at_first_point``) but carries no energy or time, and enters no mean or test."""
     on = run.tokens > 0
     tokens, losses, energy, seconds, points = run.tokens[on], run.loss[on], run.energy[on], run.seconds[on], run.point[on]
     below = np.flatnonzero(losses <= loss)
@@ -179,8 +182,15 @@ def _crossing(run: _Run, loss: float) -> dict[str, Any]:
     def at(x: np.ndarray) -> float:
         return x[a] + frac * (x[i] - x[a])
 
-    return {"reached": True, "at_first_point": i == 0, "point_reached": int(points[i]),
-            "real_tokens": _value(np.exp(at(np.log(tokens)))), "energy_j": _value(at(energy)), "train_s": _value(at(seconds))}
+    def on_log(x: np.ndarray) -> float | None:
+        pair = x[[a, i]]
+        return _value(np.exp(at(np.log(np.where(x > 0, x, np.nan))))) if np.all(pair > 0) else _value(at(x))
+
+    if i == 0:
+        return {"reached": True, "at_first_point": True, "point_reached": int(points[0]), "real_tokens": _value(tokens[0]),
+                "energy_j": None, "train_s": None}
+    return {"reached": True, "at_first_point": False, "point_reached": int(points[i]),
+            "real_tokens": on_log(tokens), "energy_j": on_log(energy), "train_s": on_log(seconds)}
 
 
 def energy_to_target(curves: pl.DataFrame, targets: Sequence[Target | Mapping[str, float]]) -> pl.DataFrame:

@@ -50,6 +50,11 @@ def points(curves: pl.DataFrame, trials: pl.DataFrame, which: str) -> pl.DataFra
                                                            pl.col("real_tokens").alias("tokens"), "eval_loss")
 
 
+def _finite(summary: dict[str, dict[str, float]]) -> dict[str, dict[str, float | None]]:
+    """A bootstrap summary with None where too few resamples converged to give a number (JSON has no NaN)."""
+    return {k: {s: (v if v == v else None) for s, v in row.items()} for k, row in summary.items()}
+
+
 def _energy_fits(sized: pl.DataFrame) -> list[dict[str, Any]]:
     out = []
     for (hardware,), block in sized.partition_by("hardware", as_dict=True, maintain_order=True).items():
@@ -74,7 +79,17 @@ def analyse_scaling(curves: pl.DataFrame, trials: pl.DataFrame, settings: Mappin
         return {**out, "status": "not fitted",
                 "message": f"A scaling law needs at least 3 model sizes and 3 budgets; this study has {n_sizes} and {n_budgets}."}
     chosen = points(curves, trials, out["points"])
-    sized = sizes(trials)
+    if chosen.height == 0:
+        return {**out, "status": "not fitted", "message": f"No eval point is left for scaling.points: {out['points']} (with several "
+                "epochs and eval.points 0 there is no point within the first epoch: set eval.points, or scaling.points: final)."}
+    try:
+        return {**out, **_fits(chosen, sizes(trials), trials, settings)}
+    except ScalingInputError as err:
+        return {**out, "status": "not fitted", "message": f"The law cannot be fitted to these points: {err}"}
+
+
+def _fits(chosen: pl.DataFrame, sized: pl.DataFrame, trials: pl.DataFrame, settings: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     boot_n, seed = settings.get("bootstrap", 1000), settings.get("seed", 0)
     laws = {}
     for count, column in N_COUNTS.items():
@@ -86,7 +101,7 @@ def analyse_scaling(curves: pl.DataFrame, trials: pl.DataFrame, settings: Mappin
             energy = (e["params"].to_numpy().astype(float), e["joules_per_token"].to_numpy(), e["trial"].to_numpy())
         boot = bootstrap(N, D, L, chosen["trial"].to_numpy(), fit=fit, energy=energy, n_resamples=boot_n, seed=seed)
         laws[count] = {"fit": fit, "boot": boot}
-        out[f"law_{count}"] = {**fit.to_dict(), "bootstrap": boot.summary(), "n_resamples": boot.n_resamples,
+        out[f"law_{count}"] = {**fit.to_dict(), "bootstrap": _finite(boot.summary()), "n_resamples": boot.n_resamples,
                                "n_converged": boot.n_converged, "n_skipped": boot.n_skipped, "n_points": int(N.size)}
     out["energy_per_token"] = _energy_fits(sized)
     total = [e for e in out["energy_per_token"] if e["energy"] == "joules_per_token" and e["status"] == "ok"]
