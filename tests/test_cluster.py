@@ -76,9 +76,10 @@ def test_a_rerun_completes_the_study_without_redoing_finished_trials(cancelled_r
     work, _, _, _ = cancelled_run
     finished = {p: p.stat().st_mtime_ns for p in (work / "results/trials").rglob("metrics.json")}
     assert len(finished) == 5
-    assert planned_jobs(work, *TINY, *PROFILE) == {"train_trial": 1, "aggregate": 1, "stats": 1, "figures": 1, "report": 1}
+    assert planned_jobs(work, *TINY, *PROFILE) == {"train_trial": 1, "aggregate": 1, "stats": 1, "curves": 1, "scaling": 1,
+                                                   "figures": 1, "report": 1}
     rerun = snakemake(work, *TINY, *PROFILE)
-    assert (rerun.stdout + rerun.stderr).count("submitted with SLURM") == 5
+    assert (rerun.stdout + rerun.stderr).count("submitted with SLURM") == 7  # the trial and the six analysis jobs
     assert {p: p.stat().st_mtime_ns for p in finished} == finished
     assert (work / "results/report.html").exists()
     # Same results table as the local run, except timing and energy.

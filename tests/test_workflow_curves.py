@@ -59,3 +59,36 @@ def test_changing_the_targets_reruns_the_curve_analysis_and_the_report_only(traj
     (trajectory / "targets.yaml").write_text("analysis: {targets: [{perplexity: 200.0}], stopping: {early: {rule: marginal, "
                                               "min_gain_per_kj: 1000000.0, patience: 1}}}\n")
     assert planned_jobs(trajectory, *RUN, "targets.yaml") == {"curves": 1, "report": 1}
+
+
+# config/scaling.yaml on the tiny data: its four model levels (h16 and h32 made tiny here) and one more (h8), three budgets,
+# 2 trials, 4 eval points.
+SCALING_TINY = """
+corpus: {source: synthetic, synthetic: {documents: 120, seed: 3}}
+split: {eval_documents: 10}
+tokenizer: {source: train, vocab_size: 300}
+chunk: {length: 16}
+study: {name: scaling scaled down, seed: 5, budgets: [500, 1000, 2000], trials: 2}
+design:
+  model:
+    h8: {preset: llama-tiny, overrides: {hidden_size: 8, intermediate_size: 16, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1}}
+    h16: {preset: llama-tiny, overrides: {hidden_size: 16, intermediate_size: 32, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1}}
+    h32: {preset: llama-tiny, overrides: {hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1}}
+train: {threads: 1, log_every: 20}
+eval: {points: 4, first_fraction: 0.1, max_tokens: 64}
+meter: {kind: estimate, interval_s: 0.05, idle_seconds: 0.1}
+profile: {matmul_size: 256, warmup_s: 0.1, windows: 5, window_s: 0.02, check_windows: 2, attempts: 1}
+quality: {min_samples: 3}
+scaling: {bootstrap: 50}
+"""
+
+
+def test_the_scaling_config_fits_its_law_end_to_end_on_the_tiny_data(tmp_path):
+    work = clone(tmp_path / "scaling")
+    (work / "tiny-scaling.yaml").write_text(SCALING_TINY)
+    snakemake(work, "--configfile", "config/scaling.yaml", "tiny-scaling.yaml", "--cores", "2", "--resources", "gpu=1")
+    result = json.loads((work / "results-scaling/analysis/scaling.json").read_text())
+    assert result["status"] == "ok" and result["points"] == "first_epoch" and result["model_sizes"] == 5
+    assert result["law_total"]["n_points"] > 0 and "allocation_energy" in result
+    page = (work / "results-scaling/report.html").read_text()
+    assert "The energy-optimal allocation on this hardware" in page and "Hoffmann et al. 2022" in page
