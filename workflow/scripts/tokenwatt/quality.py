@@ -196,7 +196,7 @@ def _samples(t, d, q):
     if t["meter"] == "none":
         return None  # nothing was sampled by design; the report says energy was not measured
     if t["samples_with_power"] < q["min_samples"]:
-        return f"only {t['samples_with_power']} power samples (at least {q['min_samples']}, MLPerf Power's floor; lower meter.interval_s)"
+        return f"only {t['samples_with_power']} power samples (at least {q['min_samples']}, MLPerf Power's floor; raise meter.target_samples, or lower meter.interval_s)"
     return None
 
 
