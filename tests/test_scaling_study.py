@@ -55,3 +55,13 @@ def test_fewer_than_three_sizes_or_budgets_give_a_sentence_not_a_fit():
     curves, trials = _study()
     few = trials.filter(pl.col("params") < 1_000_000)
     assert "this study has 2 and 4" in analyse_scaling(curves, few, {})["message"]
+
+
+def test_a_law_without_a_finite_optimum_gets_a_sentence_and_the_report_still_comes():
+    curves, trials = _study()
+    # Loss that does not fall with N: alpha comes out ≤ 0, and no allocation exists.
+    flat = curves.with_columns(pl.col("eval_loss") - 0.0)
+    flat = flat.join(trials.select("cell", "trial", "params"), on=["cell", "trial"]).with_columns(
+        eval_loss=pl.col("eval_loss") - TRUTH["A"] / pl.col("params") ** TRUTH["alpha"] + 1e-4 * pl.col("params").log()).drop("params")
+    got = analyse_scaling(flat, trials, {"points": "all", "bootstrap": 20})
+    assert got["status"] == "ok" and "allocation_energy" not in got and got["allocation_message"].startswith("No allocation:")

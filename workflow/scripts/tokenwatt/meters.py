@@ -472,6 +472,7 @@ class EstimateMeter(Meter):
     is_estimate = True
     covers = "previous"
     update_period_s = 0.01  # CPU-time accounting resolves a few ms
+    min_interval_s = 0.01  # polling faster than that turns the estimate into the accounting's noise
 
     def __init__(self, tdp_w: float, interval_s: float, sync: Callable[[], None] = _nothing) -> None:
         super().__init__(interval_s, sync)

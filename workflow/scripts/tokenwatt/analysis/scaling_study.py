@@ -114,8 +114,13 @@ def _fits(chosen: pl.DataFrame, sized: pl.DataFrame, trials: pl.DataFrame, setti
         budgets = np.asarray(settings.get("energy_budgets") or np.geomspace(measured.min() / 10, measured.max() * 10, 9))
         e = sized.drop_nulls("joules_per_token").filter(pl.col("joules_per_token") > 0)
         energy = fit_energy(e["params"].to_numpy(), e["joules_per_token"].to_numpy())
-        out["allocation_energy"] = allocate_energy(law, energy, budgets, boot=boot).to_dict()
-        flops = 6.0 * np.asarray(out["allocation_energy"]["N"]) * np.asarray(out["allocation_energy"]["D"])
-        out["allocation_flops"] = allocate_flops(law, flops, boot=boot).to_dict()
+        try:
+            out["allocation_energy"] = allocate_energy(law, energy, budgets, boot=boot).to_dict()
+            flops = 6.0 * np.asarray(out["allocation_energy"]["N"]) * np.asarray(out["allocation_energy"]["D"])
+            out["allocation_flops"] = allocate_flops(law, flops, boot=boot).to_dict()
+        except ValueError as err:  # a fitted exponent ≤ 0: the law has no finite optimum to allocate by
+            out.pop("allocation_energy", None)
+            out["allocation_message"] = (f"No allocation: {err}. The points do not pin the law down (too few model sizes or "
+                                         "budgets, or too narrow a range of them); the estimates above show which exponent.")
     out["status"] = "ok"
     return out
