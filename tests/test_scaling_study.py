@@ -65,3 +65,13 @@ def test_a_law_without_a_finite_optimum_gets_a_sentence_and_the_report_still_com
         eval_loss=pl.col("eval_loss") - TRUTH["A"] / pl.col("params") ** TRUTH["alpha"] + 1e-4 * pl.col("params").log()).drop("params")
     got = analyse_scaling(flat, trials, {"points": "all", "bootstrap": 20})
     assert got["status"] == "ok" and "allocation_energy" not in got and got["allocation_message"].startswith("No allocation:")
+
+
+def test_joules_per_token_are_fitted_per_device_profile_and_a_mixed_study_allocates_per_profile():
+    curves, trials = _study()
+    trials = trials.with_columns(device_profile=pl.when(pl.col("trial") == 1).then(pl.lit("precision=bf16-mixed/"))
+                                 .otherwise(pl.lit("precision=fp32/")))
+    got = analyse_scaling(curves, trials, {"points": "all", "bootstrap": 20})
+    fits = [e for e in got["energy_per_token"] if e["energy"] == "joules_per_token"]
+    assert [e["hardware"] for e in fits] == ["precision=bf16-mixed/", "precision=fp32/"]
+    assert "allocation_energy" not in got and "Several device profiles" in got["allocation_message"]

@@ -98,6 +98,7 @@ def trials_table(records: Iterable[dict[str, Any] | str | None], expected: list[
         derived = derived_metrics(rec, cs_tflops=cs, K=metric["K"], tt_scale=metric["tt_scale"])
         rows.append({"series": series_of(rec["levels"]), **_flatten(rec), **derived,
                      "cs_basis": metric.get("cs_basis", "training"), "cs_profile": cs_key(rec),
+                     "device_profile": profile_key_of(rec["levels"]),
                      **trial_cost({**rec, **derived}, cost, intensity_g_per_kwh),
                      "cost_is_estimate": rec["meter_is_estimate"], **verdict, "run_position": position[i]})
     return pl.DataFrame(rows, infer_schema_length=None), missing

@@ -437,12 +437,12 @@ def _scaling_html(scaling: dict[str, Any]) -> str:
              f"95 % percentile intervals from {law['n_converged']} of {law['n_resamples']} bootstrap resamples over trials. "
              "E, A and B depend on the tokenizer and the data, so compare the exponents, which are comparable in kind.</p>",
              table(["parameter", "ours, total N", "ours, non-embedding N", *[p["source"] for p in published]], rows)]
-    energy = [[_Raw(esc(e["hardware"] or "—")), _Raw(esc(e["energy"].replace("_", " "))),
+    energy = [[_Raw(esc(series_label(e["hardware"].rstrip("/")) or "the study's")), _Raw(esc(e["energy"].replace("_", " "))),
                _Raw(f"{e['gamma']:.3f} [{e['ci_gamma'][0]:.3f}, {e['ci_gamma'][1]:.3f}]" if e["status"] == "ok" else esc(e["message"])),
                e.get("r2"), e.get("n_points")] for e in scaling["energy_per_token"]]
     parts.append("<h3>Joules per token against model size</h3><p>e(N) = c · N^γ, a least-squares line on log–log axes over the "
-                 "trials (total N), per hardware level: total energy and energy above idle.</p>"
-                 + table(["hardware", "energy", "γ [95 % CI]", "R²", "trials"], energy, left=2))
+                 "trials (total N), per device profile: total energy and energy above idle.</p>"
+                 + table(["device profile", "energy", "γ [95 % CI]", "R²", "trials"], energy, left=2))
     if scaling.get("allocation_message"):
         parts.append(f"<p>{esc(scaling['allocation_message'])}</p>")
     alloc, flops = scaling.get("allocation_energy"), scaling.get("allocation_flops")

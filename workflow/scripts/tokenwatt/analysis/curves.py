@@ -713,6 +713,7 @@ def analyse_curves(curves: pl.DataFrame, settings: Mapping[str, Any], full: pl.D
         energy_to_target_tests=[t.to_dict() for t in energy_to_target_tests(reached)],
         quality_at_energy=quality_at_energy_summary(at).to_dicts(),
         quality_at_energy_comparison=quality_at_energy_comparison(at).to_dicts(),
+        marginal_gains=marginal_gains(curves).to_dicts(),
         gain_falls=gain_falls_summary(gain_falls(curves, settings.get("gain_fraction", 0.1))).to_dicts(),
         gain_fraction=settings.get("gain_fraction", 0.1),
         stopping={name: stopping_outcomes(curves if full is None else full, stop_rule(rule), targets).to_dict()

@@ -1,5 +1,6 @@
 """The scaling analysis of a study: its trials and eval curves turned into points, the law L(N, D) fitted for
-both counts of N, joules per token as a function of N per hardware level, and the energy- and FLOP-optimal
+both counts of N, joules per token as a function of N per device profile (hardware level and precision: what a
+token costs depends on both), and the energy- and FLOP-optimal
 allocations. Every number comes from ``analysis.scaling``; this module only chooses the points.
 
 N is data, never guessed from a level's name: each trial records its parameter count and embedding size.
@@ -35,7 +36,7 @@ def sizes(trials: pl.DataFrame) -> pl.DataFrame:
         (pl.col("energy_j") / pl.col("real_tokens")).alias("joules_per_token"),
         (pl.col("dynamic_energy_j") / pl.col("real_tokens")).alias("dynamic_joules_per_token")
         if "dynamic_energy_j" in trials.columns else pl.lit(None, pl.Float64).alias("dynamic_joules_per_token"),
-        pl.col("levels_hardware").alias("hardware") if "levels_hardware" in trials.columns else pl.lit("").alias("hardware"))
+        (pl.col("device_profile") if "device_profile" in trials.columns else pl.lit("")).alias("hardware"))
 
 
 def points(curves: pl.DataFrame, trials: pl.DataFrame, which: str) -> pl.DataFrame:
@@ -106,8 +107,8 @@ def _fits(chosen: pl.DataFrame, sized: pl.DataFrame, trials: pl.DataFrame, setti
     out["energy_per_token"] = _energy_fits(sized)
     total = [e for e in out["energy_per_token"] if e["energy"] == "joules_per_token" and e["status"] == "ok"]
     if len(total) > 1:
-        out["allocation_message"] = ("Several hardware levels: e(N) is fitted per level above; the energy-optimal allocation "
-                                     "needs one device's e(N), so run it per level (one hardware level per study).")
+        out["allocation_message"] = ("Several device profiles (hardware levels or precisions): e(N) is fitted per profile above; "
+                                     "the energy-optimal allocation needs one device's e(N), so run it per profile.")
     elif total:
         law, boot = laws["total"]["fit"], laws["total"]["boot"]
         measured = trials["energy_j"].drop_nulls()
