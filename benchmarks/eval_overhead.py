@@ -20,21 +20,29 @@ from pathlib import Path
 def main() -> None:
     results = Path(sys.argv[1] if len(sys.argv) > 1 else "results")
     records = [json.loads(p.read_text()) for p in sorted(results.glob("trials/**/metrics.json"))]
-    records = [r for r in records if r.get("status") == "ok" and r.get("energy_j") and r.get("eval_energy_j") is not None]
+    records = [
+        r for r in records if r.get("status") == "ok" and r.get("energy_j") and r.get("eval_energy_j") is not None
+    ]
     if not records:
         sys.exit(f"no finished trials with measured training and evaluation energy under {results}/trials")
-    print(f"{len(records)} trials under {results}; {records[0]['eval_points']} evaluation points per trial, intermediate ones on "
-          f"{records[0]['eval_subset_tokens']:,} eval tokens, the final on {records[0]['eval_tokens']:,}")
+    print(
+        f"{len(records)} trials under {results}; {records[0]['eval_points']} evaluation points per trial, intermediate ones on "
+        f"{records[0]['eval_subset_tokens']:,} eval tokens, the final on {records[0]['eval_tokens']:,}"
+    )
     every = []
     for budget in sorted({r["budget"] for r in records}):
         mine = [r for r in records if r["budget"] == budget]
         energy = [r["eval_energy_j"] / r["energy_j"] for r in mine]
         time = [r["eval_window_s"] / r["train_s"] for r in mine]
         every += energy
-        print(f"budget {budget:>9,}: evaluation ÷ training energy {100 * statistics.median(energy):5.1f} % (max {100 * max(energy):.1f} %), "
-              f"time {100 * statistics.median(time):5.1f} % (max {100 * max(time):.1f} %)")
-    print(f"all trials: evaluation ÷ training energy, median {100 * statistics.median(every):.1f} %, max {100 * max(every):.1f} % "
-          "(aim ≤ 10 %)")
+        print(
+            f"budget {budget:>9,}: evaluation ÷ training energy {100 * statistics.median(energy):5.1f} % (max {100 * max(energy):.1f} %), "
+            f"time {100 * statistics.median(time):5.1f} % (max {100 * max(time):.1f} %)"
+        )
+    print(
+        f"all trials: evaluation ÷ training energy, median {100 * statistics.median(every):.1f} %, max {100 * max(every):.1f} % "
+        "(aim ≤ 10 %)"
+    )
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scrip
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 import torch  # noqa: E402
-
 from tokenwatt.efficiency import derived_metrics  # noqa: E402
 from tokenwatt.throughput import profile_device  # noqa: E402
 from tokenwatt.trial import run_trial  # noqa: E402
@@ -39,30 +38,76 @@ def chunks(n: int) -> pl.DataFrame:
     rng = np.random.default_rng(0)
     ids = rng.integers(3, 1024, size=(n, 64))
     mask = np.ones((n, 64), dtype=np.int8)
-    return pl.DataFrame({"chunk_id": np.arange(n), "doc_id": np.arange(n), "input_ids": ids, "attention_mask": mask, "n_real": mask.sum(1).astype(np.int64)})
+    return pl.DataFrame(
+        {
+            "chunk_id": np.arange(n),
+            "doc_id": np.arange(n),
+            "input_ids": ids,
+            "attention_mask": mask,
+            "n_real": mask.sum(1).astype(np.int64),
+        }
+    )
 
 
 def smi_uuid() -> str | None:
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader", "-i", "0"], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader", "-i", "0"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return out.stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
 
 
-def trial(data: pl.DataFrame, steps: int, precision: str, *, meter: str, implementation: str = "native",
-          compile_: bool = False, checks: int = 3, seed: int = 1) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
+def trial(
+    data: pl.DataFrame,
+    steps: int,
+    precision: str,
+    *,
+    meter: str,
+    implementation: str = "native",
+    compile_: bool = False,
+    checks: int = 3,
+    seed: int = 1,
+) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
     """One trial through ``run_trial``, the workflow's own code path."""
     return run_trial(
-        budget=steps * 64, trial=1, seed=seed,
+        budget=steps * 64,
+        trial=1,
+        seed=seed,
         subset={"chunk_ids": list(range(steps)), "n_chunks": steps, "real_tokens": steps * 64},
-        train_chunks=data, eval_chunks=data[-64:], tokenizer=TOK,
+        train_chunks=data,
+        eval_chunks=data[-64:],
+        tokenizer=TOK,
         model_cfg={"source": "config", "preset": "llama-small", "overrides": {}, "implementation": implementation},
-        train_cfg=dict(epochs=1, batch_size=1, lr=1e-3, weight_decay=0.0, precision=precision, device=DEVICE, threads=4,
-                       log_every=250, eval_every_epoch=False, eval_batch_size=64, on_divergence="fail",
-                       compile=compile_, compile_min_steps=1),
-        meter_cfg=dict(kind=meter, interval_s=0.1, idle_seconds=2.0 if meter != "none" else 0, cpu_tdp_w=0,
-                       rapl_root="/nonexistent", cooldown_s=0, cooldown_below_c=None, cooldown_timeout_s=0),
+        train_cfg=dict(
+            epochs=1,
+            batch_size=1,
+            lr=1e-3,
+            weight_decay=0.0,
+            precision=precision,
+            device=DEVICE,
+            threads=4,
+            log_every=250,
+            eval_every_epoch=False,
+            eval_batch_size=64,
+            on_divergence="fail",
+            compile=compile_,
+            compile_min_steps=1,
+        ),
+        meter_cfg=dict(
+            kind=meter,
+            interval_s=0.1,
+            idle_seconds=2.0 if meter != "none" else 0,
+            cpu_tdp_w=0,
+            rapl_root="/nonexistent",
+            cooldown_s=0,
+            cooldown_below_c=None,
+            cooldown_timeout_s=0,
+        ),
         check_cfg={"matmul_size": 8192, "window_s": 0.5, "windows": checks},
     )
 
@@ -74,14 +119,38 @@ def energy_checks(data: pl.DataFrame, steps: int, precision: str, profile: dict,
     valid = power.drop_nulls("power_w")
     t, p = valid["t_s"].to_numpy(), valid["power_w"].to_numpy()
     integrated = float(((p[1:] + p[:-1]) / 2 * np.diff(t)).sum())
-    run = {k: metrics.get(k) for k in ("precision", "implementation", "meter", "power_reading", "settle_s", "energy_j", "idle_power_w",
-                                       "power_rms_w", "power_max_w", "samples", "interval_achieved_s", "sample_errors", "tokens_per_s",
-                                       "cs_tflops", "mfu", "eval_loss", "device_uuid", "power_limit_w", "temperature_max_c",
-                                       "meter_thread_cpu_s", "train_s")}
+    run = {
+        k: metrics.get(k)
+        for k in (
+            "precision",
+            "implementation",
+            "meter",
+            "power_reading",
+            "settle_s",
+            "energy_j",
+            "idle_power_w",
+            "power_rms_w",
+            "power_max_w",
+            "samples",
+            "interval_achieved_s",
+            "sample_errors",
+            "tokens_per_s",
+            "cs_tflops",
+            "mfu",
+            "eval_loss",
+            "device_uuid",
+            "power_limit_w",
+            "temperature_max_c",
+            "meter_thread_cpu_s",
+            "train_s",
+        )
+    }
     run["integrated_power_j"] = integrated
     run["counter_over_integrated"] = metrics["energy_j"] / integrated if integrated else None
     run["profile_iqr_tflops"] = profile["iqr_tflops"]
-    run["checks_over_profile"] = [x / profile["cs_tflops"] for x in metrics["check_before_tflops"] + metrics["check_after_tflops"]]
+    run["checks_over_profile"] = [
+        x / profile["cs_tflops"] for x in metrics["check_before_tflops"] + metrics["check_after_tflops"]
+    ]
     run["uuid_matches_nvidia_smi"] = metrics["device_uuid"] == smi
     return run
 
@@ -90,18 +159,31 @@ def speed(data: pl.DataFrame, steps: int, precision: str, profile: dict) -> list
     """Steps/s and MFU of each training stack, meter off; the compile is timed apart, as a trial does."""
     rows = []
     for implementation, compile_ in (("hf", False), ("native", False), ("native", True)):
-        metrics, _, _ = trial(data, steps, precision, meter="none", implementation=implementation, compile_=compile_, checks=0)
+        metrics, _, _ = trial(
+            data, steps, precision, meter="none", implementation=implementation, compile_=compile_, checks=0
+        )
         derived = derived_metrics(metrics, cs_tflops=profile["cs_tflops"], K=1.0, tt_scale=1e6)
-        rows.append({"precision": precision, "implementation": implementation, "compiled": compile_, "compile_s": metrics["compile_s"],
-                     "steps_per_s": metrics["steps"] / metrics["train_s"], "tokens_per_s": metrics["real_tokens"] / metrics["train_s"],
-                     "mfu": derived["mfu"], "eval_loss": metrics["eval_loss"]})
+        rows.append(
+            {
+                "precision": precision,
+                "implementation": implementation,
+                "compiled": compile_,
+                "compile_s": metrics["compile_s"],
+                "steps_per_s": metrics["steps"] / metrics["train_s"],
+                "tokens_per_s": metrics["real_tokens"] / metrics["train_s"],
+                "mfu": derived["mfu"],
+                "eval_loss": metrics["eval_loss"],
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
 def repeats_exactly(data: pl.DataFrame, steps: int, precision: str, compile_: bool) -> bool:
     """Same seed, same loss curve, bit for bit, on this GPU."""
-    curves = [trial(data, steps, precision, meter="none", compile_=compile_, checks=0)[2]["loss"].to_list() for _ in range(2)]
+    curves = [
+        trial(data, steps, precision, meter="none", compile_=compile_, checks=0)[2]["loss"].to_list() for _ in range(2)
+    ]
     return curves[0] == curves[1]
 
 
@@ -113,12 +195,21 @@ def main() -> None:
     args = ap.parse_args()
     assert torch.cuda.is_available(), "no CUDA device visible"
     data = chunks(max(args.steps, args.speed_steps) + 64)
-    results = {"device": torch.cuda.get_device_name(0), "nvidia_smi_uuid": smi_uuid(), "runs": [], "speed": [], "deterministic": {}}
+    results = {
+        "device": torch.cuda.get_device_name(0),
+        "nvidia_smi_uuid": smi_uuid(),
+        "runs": [],
+        "speed": [],
+        "deterministic": {},
+    }
     profiles = {}
     for precision in ("fp32", "bf16-mixed", "fp16-mixed"):
-        profiles[precision] = profile_device(device_name="cuda", precision=precision, threads=4, size=8192, window_s=0.5,
-                                             windows=20, warmup_s=5.0)
-        results["runs"].append(energy_checks(data, args.steps, precision, profiles[precision], results["nvidia_smi_uuid"]))
+        profiles[precision] = profile_device(
+            device_name="cuda", precision=precision, threads=4, size=8192, window_s=0.5, windows=20, warmup_s=5.0
+        )
+        results["runs"].append(
+            energy_checks(data, args.steps, precision, profiles[precision], results["nvidia_smi_uuid"])
+        )
         print(json.dumps(results["runs"][-1], indent=1), flush=True)
     for precision in ("fp32", "bf16-mixed"):
         results["speed"] += speed(data, args.speed_steps, precision, profiles[precision])
@@ -129,8 +220,13 @@ def main() -> None:
     print(f"\n{'precision':<11} {'stack':<17} {'compile s':>9} {'steps/s':>8} {'tokens/s':>9} {'MFU':>9}")
     for r in results["speed"]:
         stack = r["implementation"] + (" compiled" if r["compiled"] else "")
-        print(f"{r['precision']:<11} {stack:<17} {r['compile_s'] or 0:>9.1f} {r['steps_per_s']:>8.1f} {r['tokens_per_s']:>9,.0f} {r['mfu']:>9.2e}")
-    ok = all(r["meter"] == "nvml-energy" and r["uuid_matches_nvidia_smi"] and r["sample_errors"] == 0 for r in results["runs"])
+        print(
+            f"{r['precision']:<11} {stack:<17} {r['compile_s'] or 0:>9.1f} {r['steps_per_s']:>8.1f} {r['tokens_per_s']:>9,.0f} {r['mfu']:>9.2e}"
+        )
+    ok = all(
+        r["meter"] == "nvml-energy" and r["uuid_matches_nvidia_smi"] and r["sample_errors"] == 0
+        for r in results["runs"]
+    )
     ok = ok and all(results["deterministic"].values())
     print("GPU CHECK", "PASSED" if ok else "FAILED")
     sys.exit(0 if ok else 1)

@@ -40,7 +40,9 @@ rule aggregate:
     shell: "touch {{output}}"
 """
 
-BARE = GRAPH + """
+BARE = (
+    GRAPH
+    + """
 rule subset:
     output: "results/subsets/b{{budget}}/t{{trial}}.json"
     shell: "touch {{output}}"
@@ -51,12 +53,15 @@ rule train:
     resources: gpu=1
     shell: "touch {{output}}"
 """
+)
 
 # The same job graph with every directive tokenwatt's rules carry (a log, params computed from the
 # wildcards, a priority function, resources, three outputs, four inputs from an input function, a
 # conda env, a script), each doing no work of its own: what Snakemake charges for the directives,
 # apart from what tokenwatt's own code (config check, design, paths, run order) adds.
-DIRECTIVES = GRAPH + """
+DIRECTIVES = (
+    GRAPH
+    + """
 PRIORITY = {{(b, t): i for i, (b, t) in enumerate((b, t) for t in TRIALS for b in BUDGETS)}}
 
 rule data:
@@ -99,6 +104,7 @@ rule train:
     conda: "environment.yml"
     script: "noop.py"
 """
+)
 
 
 def timed(cmd: list[str], cwd: Path) -> float:
@@ -123,7 +129,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="tokenwatt-plan-"))
     try:
         study = work / "study"
-        shutil.copytree(ROOT, study, ignore=shutil.ignore_patterns(".git", ".venv", "results", ".snakemake", "benchmarks"))
+        shutil.copytree(
+            ROOT, study, ignore=shutil.ignore_patterns(".git", ".venv", "results", ".snakemake", "benchmarks")
+        )
         (study / "big.yaml").write_text(f"study: {{trials: {args.trials}}}\nresults: results-big\n")
         bare, directives = work / "bare", work / "directives"
         bare.mkdir()
@@ -134,22 +142,39 @@ def main() -> None:
         (directives / "environment.yml").write_text("dependencies: [python]\n")
         ours_cmd = [SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/config.yaml", "big.yaml"]
         bare_cmd = [SNAKEMAKE, "-n", "--cores", "1"]
-        print(f"jobs planned: tokenwatt {jobs(ours_cmd, study)}, bare {jobs(bare_cmd, bare)}, "
-              f"bare with tokenwatt's directives {jobs(bare_cmd, directives)}", flush=True)
-        times: dict[str, list[float]] = {"tokenwatt": [], "bare": [], "directives": [], "paper.yaml -n": [], "default -n": []}
+        print(
+            f"jobs planned: tokenwatt {jobs(ours_cmd, study)}, bare {jobs(bare_cmd, bare)}, "
+            f"bare with tokenwatt's directives {jobs(bare_cmd, directives)}",
+            flush=True,
+        )
+        times: dict[str, list[float]] = {
+            "tokenwatt": [],
+            "bare": [],
+            "directives": [],
+            "paper.yaml -n": [],
+            "default -n": [],
+        }
         for r in range(args.repeats):
             trio = [("tokenwatt", ours_cmd, study), ("bare", bare_cmd, bare), ("directives", bare_cmd, directives)]
             for name, cmd, cwd in trio if r % 2 == 0 else trio[::-1]:
                 times[name].append(timed(cmd, cwd))
-            times["paper.yaml -n"].append(timed([SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/paper.yaml"], study))
+            times["paper.yaml -n"].append(
+                timed([SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/paper.yaml"], study)
+            )
             times["default -n"].append(timed([SNAKEMAKE, "-n", "--cores", "1"], study))
             print(f"repeat {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f} s" for k, v in times.items()), flush=True)
         med = {k: statistics.median(v) for k, v in times.items()}
-        print(f"\ndry run, {3 * args.trials} trials: tokenwatt {med['tokenwatt']:.1f} s, bare Snakefile {med['bare']:.1f} s, "
-              f"ratio {med['tokenwatt'] / med['bare']:.2f}")
-        print(f"  a bare Snakefile with tokenwatt's directives: {med['directives']:.1f} s; Snakemake's price for the "
-              f"directives {med['directives'] / med['bare']:.2f} × bare, tokenwatt's own code {med['tokenwatt'] / med['directives']:.2f} × that")
-        print(f"dry run of config/paper.yaml: {med['paper.yaml -n']:.1f} s; of the embedded default: {med['default -n']:.1f} s")
+        print(
+            f"\ndry run, {3 * args.trials} trials: tokenwatt {med['tokenwatt']:.1f} s, bare Snakefile {med['bare']:.1f} s, "
+            f"ratio {med['tokenwatt'] / med['bare']:.2f}"
+        )
+        print(
+            f"  a bare Snakefile with tokenwatt's directives: {med['directives']:.1f} s; Snakemake's price for the "
+            f"directives {med['directives'] / med['bare']:.2f} × bare, tokenwatt's own code {med['tokenwatt'] / med['directives']:.2f} × that"
+        )
+        print(
+            f"dry run of config/paper.yaml: {med['paper.yaml -n']:.1f} s; of the embedded default: {med['default -n']:.1f} s"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

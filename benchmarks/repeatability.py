@@ -37,7 +37,6 @@ sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
 
 import polars as pl  # noqa: E402
 import yaml  # noqa: E402
-
 from tokenwatt.config import load_schema, validate_config  # noqa: E402
 from tokenwatt.design import Design, parse_cell  # noqa: E402
 from tokenwatt.runorder import run_order  # noqa: E402
@@ -45,7 +44,7 @@ from tokenwatt.runorder import run_order  # noqa: E402
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 # Targets go before these: after `--quiet all` they would be read as more --quiet choices.
 OPTIONS = ["--cores", "2", "--resources", "gpu=1", "--quiet", "all"]
-COPIED = ("Snakefile", "environment.yml", "workflow", "config", "profiles", "resources")
+COPIED = ("environment.yml", "workflow", "config", "profiles", "resources")
 
 
 def fresh_copy(dest: Path) -> Path:
@@ -76,8 +75,10 @@ def quiet_run(work: Path) -> pl.DataFrame:
 
 
 def planned_order(work: Path) -> list[tuple[int, int]]:
-    config = validate_config(yaml.safe_load((work / "config/config.yaml").read_text()),
-                             load_schema(work / "workflow/schemas/config.schema.yaml"))
+    config = validate_config(
+        yaml.safe_load((work / "config/config.yaml").read_text()),
+        load_schema(work / "workflow/schemas/config.schema.yaml"),
+    )
     order = run_order(Design(config).keys(), config["study"]["seed"], config["study"]["run_order"])
     return [(parse_cell(cell).budget, trial) for cell, trial in order]  # the default study is one-way
 
@@ -116,7 +117,9 @@ def reanalyse(base: Path) -> tuple[dict[str, pl.DataFrame], set[tuple[int, int]]
             shutil.rmtree(base / name / part)
             shutil.copytree(ROOT / part, base / name / part)
         # Only the aggregation may run: the trials stay exactly as they were measured.
-        snakemake(base / name, "results/analysis/trials.parquet", "--forcerun", "aggregate", "--allowed-rules", "aggregate")
+        snakemake(
+            base / name, "results/analysis/trials.parquet", "--forcerun", "aggregate", "--allowed-rules", "aggregate"
+        )
         runs[name] = trials(base / name)
     return runs, hogged(planned_order(base / "H"))
 
@@ -142,25 +145,43 @@ def main() -> None:
     a, b = runs["A"], runs["B"]
     assert a["eval_loss"].to_list() == b["eval_loss"].to_list(), "training was not bit-identical between the quiet runs"
     print("Test-retest (quiet runs A and B; training bit-identical, eval losses equal):")
-    print(f"{'budget':>7} {'trial':>5} {'PE A':>11} {'PE B':>11} {'|diff| %':>8} {'RMS W A':>8} {'RMS W B':>8} {'tok/s A':>8} {'tok/s B':>8}")
+    print(
+        f"{'budget':>7} {'trial':>5} {'PE A':>11} {'PE B':>11} {'|diff| %':>8} {'RMS W A':>8} {'RMS W B':>8} {'tok/s A':>8} {'tok/s B':>8}"
+    )
     diffs = []
     for ra, rb in zip(a.iter_rows(named=True), b.iter_rows(named=True)):
         d = abs(ra["pe"] - rb["pe"]) / ((ra["pe"] + rb["pe"]) / 2) * 100
         diffs.append(d)
-        print(f"{ra['budget']:>7} {ra['trial']:>5} {ra['pe']:>11.4e} {rb['pe']:>11.4e} {d:>8.2f} {ra['power_rms_w']:>8.2f} "
-              f"{rb['power_rms_w']:>8.2f} {ra['tokens_per_s']:>8.0f} {rb['tokens_per_s']:>8.0f}")
-    print(f"PE test-retest difference, each run with its own device profile: median {statistics.median(diffs):.2f} %, "
-          f"max {max(diffs):.2f} % (targets: <= 2 %, <= 5 %)")
+        print(
+            f"{ra['budget']:>7} {ra['trial']:>5} {ra['pe']:>11.4e} {rb['pe']:>11.4e} {d:>8.2f} {ra['power_rms_w']:>8.2f} "
+            f"{rb['power_rms_w']:>8.2f} {ra['tokens_per_s']:>8.0f} {rb['tokens_per_s']:>8.0f}"
+        )
+    print(
+        f"PE test-retest difference, each run with its own device profile: median {statistics.median(diffs):.2f} %, "
+        f"max {max(diffs):.2f} % (targets: <= 2 %, <= 5 %)"
+    )
     # PE is proportional to CS_TFLOPS, so B's PE with A's profile (what a cached profile or a
     # configured metric.cs_tflops gives) is exact arithmetic, not an estimate.
-    shared = [abs(ra["pe"] - rb["pe"] * ra["cs_tflops"] / rb["cs_tflops"]) / ra["pe"] * 100
-              for ra, rb in zip(a.iter_rows(named=True), b.iter_rows(named=True))]
-    print(f"PE test-retest difference, one device profile for both runs: median {statistics.median(shared):.2f} %, max {max(shared):.2f} %")
-    clean = [d for d, ra, rb in zip(shared, a.iter_rows(named=True), b.iter_rows(named=True)) if ra["quality"] == rb["quality"] == "ok"]
+    shared = [
+        abs(ra["pe"] - rb["pe"] * ra["cs_tflops"] / rb["cs_tflops"]) / ra["pe"] * 100
+        for ra, rb in zip(a.iter_rows(named=True), b.iter_rows(named=True))
+    ]
+    print(
+        f"PE test-retest difference, one device profile for both runs: median {statistics.median(shared):.2f} %, max {max(shared):.2f} %"
+    )
+    clean = [
+        d
+        for d, ra, rb in zip(shared, a.iter_rows(named=True), b.iter_rows(named=True))
+        if ra["quality"] == rb["quality"] == "ok"
+    ]
     if clean:
-        print(f"  of which trials unflagged in both runs ({len(clean)}): median {statistics.median(clean):.2f} %, max {max(clean):.2f} %")
-    print(f"CS_TFLOPS: A {a['cs_tflops'][0]:.4f}, B {b['cs_tflops'][0]:.4f}, H {runs['H']['cs_tflops'][0]:.4f} "
-          f"(A/B differ by {abs(a['cs_tflops'][0] / b['cs_tflops'][0] - 1) * 100:.2f} %)")
+        print(
+            f"  of which trials unflagged in both runs ({len(clean)}): median {statistics.median(clean):.2f} %, max {max(clean):.2f} %"
+        )
+    print(
+        f"CS_TFLOPS: A {a['cs_tflops'][0]:.4f}, B {b['cs_tflops'][0]:.4f}, H {runs['H']['cs_tflops'][0]:.4f} "
+        f"(A/B differ by {abs(a['cs_tflops'][0] / b['cs_tflops'][0] - 1) * 100:.2f} %)"
+    )
     for budget, grp in a.group_by("budget", maintain_order=True):
         pe = grp["pe"]
         print(f"within-budget CV of PE, run A, budget {budget[0]}: {pe.std() / pe.mean() * 100:.2f} %")
@@ -171,9 +192,11 @@ def main() -> None:
     flagged = {(r["budget"], r["trial"]) for r in h.filter(pl.col("quality") == "flagged").iter_rows(named=True)}
     everyone = {(r["budget"], r["trial"]) for r in h.iter_rows(named=True)}
     calm = everyone - disturbed
-    print(f"run H (hog beside every other trial): disturbed flagged {len(flagged & disturbed)} of {len(disturbed)} "
-          f"({100 * len(flagged & disturbed) / len(disturbed):.0f} %, target >= 90 %); undisturbed flagged {len(flagged & calm)} of "
-          f"{len(calm)} ({100 * len(flagged & calm) / len(calm):.0f} %, target <= 10 %)")
+    print(
+        f"run H (hog beside every other trial): disturbed flagged {len(flagged & disturbed)} of {len(disturbed)} "
+        f"({100 * len(flagged & disturbed) / len(disturbed):.0f} %, target >= 90 %); undisturbed flagged {len(flagged & calm)} of "
+        f"{len(calm)} ({100 * len(flagged & calm) / len(calm):.0f} %, target <= 10 %)"
+    )
     for r in h.sort("run_position").iter_rows(named=True):
         mark = "HOG " if (r["budget"], r["trial"]) in disturbed else "    "
         print(f"  {mark}#{r['run_position']:>2} b{r['budget']} t{r['trial']}: {r['quality']:<7} {r['quality_reasons']}")

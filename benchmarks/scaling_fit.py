@@ -8,7 +8,11 @@ sum and its ratio to the target, and how many resamples converged. With ``--exha
 all 4 500 grid starts, as the original approach 3 does, and prints how much lower (if at all) that
 optimum is than the screened fit's, and what it cost.
 
-Usage: .venv/bin/python benchmarks/scaling_fit.py [--resamples 1000] [--repeats 3] [--exhaustive]
+With ``--results FOLDER`` (a finished study, e.g. results-scaling from config/scaling.yaml) it times the
+workflow's whole scaling analysis instead (the rule's own function: both counts of N, each with its bootstrap,
+e(N) and the allocations) on that study's trials and eval curves.
+
+Usage: .venv/bin/python benchmarks/scaling_fit.py [--resamples 1000] [--repeats 3] [--exhaustive] [--results DIR]
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scripts"))
 
 import numpy as np  # noqa: E402
-
 from tokenwatt.analysis.scaling import Law, bootstrap, fit_law  # noqa: E402
 
 TARGET_S = 60.0
@@ -40,15 +43,42 @@ def study(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return N, D, loss, subjects
 
 
+def study_analysis(results: Path, resamples: int, repeats: int) -> None:
+    """The scaling rule's analysis of a finished study, timed as the rule runs it (its inputs already read)."""
+    import polars as pl
+    from tokenwatt.analysis.curves import in_frame
+    from tokenwatt.analysis.frame import frame
+    from tokenwatt.analysis.scaling_study import analyse_scaling
+
+    trials = pl.read_parquet(results / "analysis" / "trials.parquet")
+    curves = in_frame(pl.read_parquet(results / "analysis" / "curves.parquet"), trials)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        got = analyse_scaling(curves, frame(trials), {"points": "first_epoch", "bootstrap": resamples, "seed": 0})
+        times.append(time.perf_counter() - t0)
+    law = got.get("law_total", {})
+    print(
+        f"{results}: {trials.height} trials, {law.get('n_points')} points (first_epoch), {resamples} resamples per "
+        f"count of N, median of {repeats} repeats: {statistics.median(times):.2f} s "
+        f"= {statistics.median(times) / TARGET_S:.3f} × the {TARGET_S:.0f} s target ({got['status']})"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--resamples", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--exhaustive", action="store_true", help="also refine all 4 500 grid starts")
+    ap.add_argument("--results", type=Path, help="time the scaling analysis of this finished study instead")
     args = ap.parse_args()
+    if args.results:
+        return study_analysis(args.results, args.resamples, args.repeats)
     N, D, loss, subjects = study(0)
-    print(f"synthetic study: {N.size} rows, {np.unique(subjects).size} subjects, {args.resamples} resamples, "
-          f"median of {args.repeats} repeats")
+    print(
+        f"synthetic study: {N.size} rows, {np.unique(subjects).size} subjects, {args.resamples} resamples, "
+        f"median of {args.repeats} repeats"
+    )
     fits, boots = [], []
     for _ in range(args.repeats):
         t0 = time.perf_counter()
@@ -60,23 +90,39 @@ def main() -> None:
     fit_s, boot_s = statistics.median(fits), statistics.median(boots)
     total = fit_s + boot_s
     row = "  {:<42} {:8.3f} s   {}"
-    print(row.format(f"fit (screen 4 500 starts, refine {fit.n_starts})", fit_s,
-                     f"objective {fit.objective:.10g}, {'converged' if fit.success else 'NOT converged'}, "
-                     f"max |gradient| {fit.grad_norm:.1e}"))
-    print(row.format(f"bootstrap ({args.resamples} resamples)", boot_s,
-                     f"{1e3 * boot_s / args.resamples:.2f} ms each; {boot.n_converged} converged, "
-                     f"{boot.n_skipped} skipped"))
+    print(
+        row.format(
+            f"fit (screen 4 500 starts, refine {fit.n_starts})",
+            fit_s,
+            f"objective {fit.objective:.10g}, {'converged' if fit.success else 'NOT converged'}, "
+            f"max |gradient| {fit.grad_norm:.1e}",
+        )
+    )
+    print(
+        row.format(
+            f"bootstrap ({args.resamples} resamples)",
+            boot_s,
+            f"{1e3 * boot_s / args.resamples:.2f} ms each; {boot.n_converged} converged, {boot.n_skipped} skipped",
+        )
+    )
     print(row.format("fit + bootstrap", total, f"= {total / TARGET_S:.3f} × the {TARGET_S:.0f} s target"))
     alpha = boot.summary()["alpha"]
-    print(f"  alpha = {fit.alpha:.4f} (truth {TRUTH.alpha}), "
-          f"95 % interval [{alpha['ci_low']:.4f}, {alpha['ci_high']:.4f}]")
+    print(
+        f"  alpha = {fit.alpha:.4f} (truth {TRUTH.alpha}), "
+        f"95 % interval [{alpha['ci_low']:.4f}, {alpha['ci_high']:.4f}]"
+    )
     if args.exhaustive:
         t0 = time.perf_counter()
         full = fit_law(N, D, loss, refine=4500)
         full_s = time.perf_counter() - t0
-        print(row.format("all 4 500 starts refined", full_s,
-                         f"objective {full.objective:.10g}, {(fit.objective - full.objective) / full.objective:.1e} "
-                         "relative below the screened fit's"))
+        print(
+            row.format(
+                "all 4 500 starts refined",
+                full_s,
+                f"objective {full.objective:.10g}, {(fit.objective - full.objective) / full.objective:.1e} "
+                "relative below the screened fit's",
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -33,11 +33,19 @@ SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 def run(study: Path, config: str, label: str) -> float:
     """Run the study from nothing in ``study``; print where its wall time went; return the wall time."""
     t0 = time.perf_counter()
-    subprocess.run([SNAKEMAKE, "--cores", "1", "--resources", "gpu=1", "--configfile", config], cwd=study, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [SNAKEMAKE, "--cores", "1", "--resources", "gpu=1", "--configfile", config],
+        cwd=study,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     wall = time.perf_counter() - t0
     paths = sorted((study / "results" / "trials").glob("**/metrics.json"))
-    records = sorted(({**json.loads(p.read_text()), "written": p.stat().st_mtime} for p in paths), key=lambda r: r["started_at_unix_s"])
+    records = sorted(
+        ({**json.loads(p.read_text()), "written": p.stat().st_mtime} for p in paths),
+        key=lambda r: r["started_at_unix_s"],
+    )
     n = len(records)
     train_s = sum(r["train_s"] for r in records)
     run_s = sum(r["run_s"] for r in records)
@@ -49,15 +57,24 @@ def run(study: Path, config: str, label: str) -> float:
     once = wall - run_s - gap * n
     print(f"{label}: {n} trials, {wall:.0f} s wall")
     print(f"  training (Σ train_s)                 {train_s:7.1f} s  {100 * train_s / wall:5.1f} %")
-    print(f"  rest of run_trial (Σ run_s − train)  {run_s - train_s:7.1f} s  {100 * (run_s - train_s) / wall:5.1f} %"
-          f"  ({protocol:.2f} s per trial: model, idle baseline, checks, eval)")
-    print(f"  between trials (median gap × trials) {gap * n:7.1f} s  {100 * gap * n / wall:5.1f} %"
-          f"  ({gap:.2f} s per trial: process exit and start, imports, Snakemake)")
-    print(f"  once per study (the rest)            {once:7.1f} s  {100 * once / wall:5.1f} %"
-          "  (data, device profile, analysis, report, Snakemake's start)")
+    print(
+        f"  rest of run_trial (Σ run_s − train)  {run_s - train_s:7.1f} s  {100 * (run_s - train_s) / wall:5.1f} %"
+        f"  ({protocol:.2f} s per trial: model, idle baseline, checks, eval)"
+    )
+    print(
+        f"  between trials (median gap × trials) {gap * n:7.1f} s  {100 * gap * n / wall:5.1f} %"
+        f"  ({gap:.2f} s per trial: process exit and start, imports, Snakemake)"
+    )
+    print(
+        f"  once per study (the rest)            {once:7.1f} s  {100 * once / wall:5.1f} %"
+        "  (data, device profile, analysis, report, Snakemake's start)"
+    )
     fixed = protocol + gap
-    print(f"  wall / Σ train_s = {wall / train_s:.2f}; fixed cost per trial {fixed:.2f} s, so wall / training reaches 1.3 "
-          f"from ~{(fixed * n + once) / (0.3 * n):.0f} s of training per trial (derived from these figures)", flush=True)
+    print(
+        f"  wall / Σ train_s = {wall / train_s:.2f}; fixed cost per trial {fixed:.2f} s, so wall / training reaches 1.3 "
+        f"from ~{(fixed * n + once) / (0.3 * n):.0f} s of training per trial (derived from these figures)",
+        flush=True,
+    )
     return wall
 
 
@@ -71,7 +88,9 @@ def main() -> None:
         walls = {}
         if args.baseline:
             (work / "baseline").mkdir()
-            archive = subprocess.run(["git", "archive", args.baseline], cwd=ROOT, check=True, capture_output=True).stdout
+            archive = subprocess.run(
+                ["git", "archive", args.baseline], cwd=ROOT, check=True, capture_output=True
+            ).stdout
             subprocess.run(["tar", "-x", "-C", str(work / "baseline")], input=archive, check=True)
             walls["baseline"] = run(work / "baseline", args.config, f"at {args.baseline}")
         shutil.copytree(ROOT, work / "study", ignore=shutil.ignore_patterns(".git", ".venv", "results", ".snakemake"))

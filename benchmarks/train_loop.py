@@ -29,7 +29,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scrip
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
 from tokenwatt.meters import EstimateMeter  # noqa: E402
 from tokenwatt.model import build_model, preset_sizes  # noqa: E402
 from tokenwatt.train import TrainSettings, compile_model, labels_for, train  # noqa: E402
@@ -49,7 +48,9 @@ def model(implementation: str = "native"):
     return build_model(preset_sizes("llama-tiny", {}, TOK, 64), seed=0, implementation=implementation)
 
 
-def ours(ids, mask, lr, meter_interval: float | None, implementation: str = "native", compiled: bool = False) -> tuple[float, float | None]:
+def ours(
+    ids, mask, lr, meter_interval: float | None, implementation: str = "native", compiled: bool = False
+) -> tuple[float, float | None]:
     """Tokens/s of our loop, and the meter thread's CPU share of the training time."""
     settings = TrainSettings(epochs=1, batch_size=1, lr=lr, weight_decay=0.0, precision="fp32", seed=0, log_every=100)
     net = model(implementation)
@@ -70,10 +71,21 @@ def trainer(ids, mask, lr) -> float:
     rows = [{"input_ids": i, "attention_mask": m, "labels": labels_for(i, m)} for i, m in zip(ids, mask)]
     with tempfile.TemporaryDirectory() as out:
         args = TrainingArguments(
-            output_dir=out, per_device_train_batch_size=1, num_train_epochs=1, learning_rate=lr,
-            lr_scheduler_type="constant", weight_decay=0.0, optim="adamw_torch_fused", use_cpu=True,
-            report_to=[], save_strategy="no", logging_strategy="steps", logging_steps=100, disable_tqdm=True,
-            seed=0, dataloader_num_workers=0,
+            output_dir=out,
+            per_device_train_batch_size=1,
+            num_train_epochs=1,
+            learning_rate=lr,
+            lr_scheduler_type="constant",
+            weight_decay=0.0,
+            optim="adamw_torch_fused",
+            use_cpu=True,
+            report_to=[],
+            save_strategy="no",
+            logging_strategy="steps",
+            logging_steps=100,
+            disable_tqdm=True,
+            seed=0,
+            dataloader_num_workers=0,
         )
         t0 = time.perf_counter()
         Trainer(model=model("hf"), args=args, train_dataset=rows).train()
@@ -92,7 +104,12 @@ def main() -> None:
     ids, mask = data(args.steps)
     ours(ids[:50], mask[:50], 1e-3, None)  # warm-up: allocator, kernels, CPU clocks
     ours(ids[:50], mask[:50], 1e-3, None, compiled=True)  # the compile cache, so repeats compile warm
-    ratios: dict[str, list[float]] = {"native / Trainer": [], "hf / Trainer": [], "native / native compiled": [], "meter on / off": []}
+    ratios: dict[str, list[float]] = {
+        "native / Trainer": [],
+        "hf / Trainer": [],
+        "native / native compiled": [],
+        "meter on / off": [],
+    }
     shares = []
     for r in range(args.repeats):
         # Alternate which meter variant goes first so drift does not favour one of them.
@@ -106,12 +123,19 @@ def main() -> None:
         for name, value in zip(ratios, (off / hf, hf_loop / hf, off / fastest, on / off)):
             ratios[name].append(value)
         shares.append(share)
-        print(f"repeat {r + 1}: native {off:,.0f} tok/s, native+meter {on:,.0f}, hf {hf_loop:,.0f}, native compiled "
-              f"{fastest:,.0f}, Trainer {hf:,.0f}", flush=True)
-    print(f"\n{args.steps} steps × batch 1 × 64 tokens, llama-tiny, 1 thread, {args.repeats} paired repeats (medians of ratios)")
+        print(
+            f"repeat {r + 1}: native {off:,.0f} tok/s, native+meter {on:,.0f}, hf {hf_loop:,.0f}, native compiled "
+            f"{fastest:,.0f}, Trainer {hf:,.0f}",
+            flush=True,
+        )
+    print(
+        f"\n{args.steps} steps × batch 1 × 64 tokens, llama-tiny, 1 thread, {args.repeats} paired repeats (medians of ratios)"
+    )
     for name, values in ratios.items():
         print(f"tokens/s {name:<26}: {statistics.median(values):.2f}  (range {min(values):.2f}-{max(values):.2f})")
-    print(f"meter thread CPU / train : {100 * statistics.median(shares):.3f} %  (the poller's own cost, free of machine noise)")
+    print(
+        f"meter thread CPU / train : {100 * statistics.median(shares):.3f} %  (the poller's own cost, free of machine noise)"
+    )
 
 
 if __name__ == "__main__":

@@ -67,7 +67,9 @@ class FakeNvml:
         self._maybe_fail("nvmlDeviceGetFieldValues")
         assert field_ids == [self.NVML_FI_DEV_POWER_INSTANT]
         watts = self.gpus[h.uuid] * 1.1  # distinguishable from the averaged reading
-        return [SimpleNamespace(nvmlReturn=0 if self.has_instant else 3, value=SimpleNamespace(uiVal=int(watts * 1000)))]
+        return [
+            SimpleNamespace(nvmlReturn=0 if self.has_instant else 3, value=SimpleNamespace(uiVal=int(watts * 1000)))
+        ]
 
     def nvmlDeviceGetTemperature(self, h, sensor):
         return 40

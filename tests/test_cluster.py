@@ -8,14 +8,27 @@ import time
 
 import polars as pl
 import pytest
-
 from workflow_helpers import ROOT, SNAKEMAKE, TINY, clone, planned_jobs, snakemake
 
 pytestmark = pytest.mark.cluster
 PROFILE = ["--profile", "profiles/slurm", "--slurm-init-seconds-before-status-checks", "5"]
 # Columns that must equal the local run's; timing, energy and power may differ.
-SAME_AS_LOCAL = ["budget", "trial", "seed", "subset_chunks", "real_tokens", "padded_tokens", "steps", "eval_loss",
-                 "final_train_loss", "perplexity", "params", "flops", "quality_per_mparam", "quality_per_pflop"]
+SAME_AS_LOCAL = [
+    "budget",
+    "trial",
+    "seed",
+    "subset_chunks",
+    "real_tokens",
+    "padded_tokens",
+    "steps",
+    "eval_loss",
+    "final_train_loss",
+    "perplexity",
+    "params",
+    "flops",
+    "quality_per_mparam",
+    "quality_per_pflop",
+]
 
 
 @pytest.fixture(scope="session")
@@ -34,13 +47,21 @@ def _squeue() -> list[tuple[str, str, str]]:
 
 def test_a_gpu_job_sees_the_gpu_slurm_assigned_and_the_meter_maps_it(slurm, tmp_path):
     """SLURM's fake GPU sets CUDA_VISIBLE_DEVICES; our NVML mapping resolves it (fake NVML with two GPUs)."""
-    code = ("import os; from fake_nvml import FakeNvml; from tokenwatt.devices import visible_gpu_uuid; "
-            "nvml = FakeNvml({'GPU-first': 1.0, 'GPU-second': 1.0}); "
-            "print('CVD', os.environ.get('CUDA_VISIBLE_DEVICES'), visible_gpu_uuid(nvml, 0, os.environ.get('CUDA_VISIBLE_DEVICES')))")
+    code = (
+        "import os; from fake_nvml import FakeNvml; from tokenwatt.devices import visible_gpu_uuid; "
+        "nvml = FakeNvml({'GPU-first': 1.0, 'GPU-second': 1.0}); "
+        "print('CVD', os.environ.get('CUDA_VISIBLE_DEVICES'), visible_gpu_uuid(nvml, 0, os.environ.get('CUDA_VISIBLE_DEVICES')))"
+    )
     out = tmp_path / "job.out"
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}:{ROOT / 'workflow/scripts'}"}
-    subprocess.run(["sbatch", "--wait", "--gpus=1", "-o", str(out), "--wrap", f'{sys.executable} -c "{code}"'],
-                   check=True, env=env, capture_output=True, text=True, timeout=300)
+    subprocess.run(
+        ["sbatch", "--wait", "--gpus=1", "-o", str(out), "--wrap", f'{sys.executable} -c "{code}"'],
+        check=True,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.read_text().split() == ["CVD", "0", "GPU-first"]
 
 
@@ -49,8 +70,14 @@ def cancelled_run(slurm, tmp_path_factory):
     """The tiny study through SLURM with no retries; one training job is scancel'ed while running."""
     work = clone(tmp_path_factory.mktemp("slurm"))
     env = {**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-    proc = subprocess.Popen([SNAKEMAKE, *TINY, *PROFILE, "--retries", "0", "--keep-going"], cwd=work, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [SNAKEMAKE, *TINY, *PROFILE, "--retries", "0", "--keep-going"],
+        cwd=work,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     cancelled = None
     deadline = time.time() + 900
     while cancelled is None and time.time() < deadline and proc.poll() is None:
@@ -76,8 +103,15 @@ def test_a_rerun_completes_the_study_without_redoing_finished_trials(cancelled_r
     work, _, _, _ = cancelled_run
     finished = {p: p.stat().st_mtime_ns for p in (work / "results/trials").rglob("metrics.json")}
     assert len(finished) == 5
-    assert planned_jobs(work, *TINY, *PROFILE) == {"train_trial": 1, "aggregate": 1, "stats": 1, "curves": 1, "scaling": 1,
-                                                   "figures": 1, "report": 1}
+    assert planned_jobs(work, *TINY, *PROFILE) == {
+        "train_trial": 1,
+        "aggregate": 1,
+        "stats": 1,
+        "curves": 1,
+        "scaling": 1,
+        "figures": 1,
+        "report": 1,
+    }
     rerun = snakemake(work, *TINY, *PROFILE)
     assert (rerun.stdout + rerun.stderr).count("submitted with SLURM") == 7  # the trial and the six analysis jobs
     assert {p: p.stat().st_mtime_ns for p in finished} == finished
@@ -97,15 +131,20 @@ def _allocated_gpu_types() -> dict[str, tuple[str, set[str]]]:
     for line in out.splitlines():
         comment = re.search(r"Comment=rule_train_trial_wildcards_(\S+)", line)
         if comment:
-            found[re.search(r"JobId=(\d+)", line).group(1)] = (comment.group(1), set(re.findall(r"JOB_GRES=gpu:(\w+):1", line)))
+            found[re.search(r"JobId=(\d+)", line).group(1)] = (
+                comment.group(1),
+                set(re.findall(r"JOB_GRES=gpu:(\w+):1", line)),
+            )
     return found
 
 
 def test_a_hardware_factor_puts_each_levels_trials_on_its_gpu_type(slurm, tmp_path):
     """config/hardware-slurm.yaml's two levels, on the two GPU types this cluster has (trained on the CPU here)."""
     work = clone(tmp_path)
-    (work / "cpu.yaml").write_text("design: {hardware: {a100: {device: cpu}, h100: {device: cpu}}}\n"
-                                   "study: {name: hardware, seed: 11, budgets: [1000], trials: 2}\n")
+    (work / "cpu.yaml").write_text(
+        "design: {hardware: {a100: {device: cpu}, h100: {device: cpu}}}\n"
+        "study: {name: hardware, seed: 11, budgets: [1000], trials: 2}\n"
+    )
     before = set(_allocated_gpu_types())
     snakemake(work, *TINY, "config/hardware-slurm.yaml", "cpu.yaml", *PROFILE)
     jobs = [job for jobid, job in _allocated_gpu_types().items() if jobid not in before]

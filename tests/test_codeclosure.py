@@ -19,22 +19,38 @@ def _names(paths, root):
 
 
 def test_the_closure_follows_absolute_relative_and_nested_imports(tmp_path):
-    root = _tree(tmp_path, {
-        "run.py": "from tokenwatt.a import f\nimport os\n",
-        "tokenwatt/__init__.py": "",
-        "tokenwatt/a.py": "from .b import g\ndef f():\n    from . import c\n",
-        "tokenwatt/b.py": "import numpy\n",
-        "tokenwatt/c.py": "from tokenwatt import d\n",
-        "tokenwatt/d.py": "",
-        "tokenwatt/unused.py": "",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "run.py": "from tokenwatt.a import f\nimport os\n",
+            "tokenwatt/__init__.py": "",
+            "tokenwatt/a.py": "from .b import g\ndef f():\n    from . import c\n",
+            "tokenwatt/b.py": "import numpy\n",
+            "tokenwatt/c.py": "from tokenwatt import d\n",
+            "tokenwatt/d.py": "",
+            "tokenwatt/unused.py": "",
+        },
+    )
     assert _names(closure(root / "run.py", root), root) == [
-        "run.py", "tokenwatt/__init__.py", "tokenwatt/a.py", "tokenwatt/b.py", "tokenwatt/c.py", "tokenwatt/d.py"]
+        "run.py",
+        "tokenwatt/__init__.py",
+        "tokenwatt/a.py",
+        "tokenwatt/b.py",
+        "tokenwatt/c.py",
+        "tokenwatt/d.py",
+    ]
 
 
 def test_editing_an_imported_module_changes_the_digest_and_an_unrelated_one_does_not(tmp_path):
-    root = _tree(tmp_path, {"run.py": "from tokenwatt import a\n", "tokenwatt/__init__.py": "", "tokenwatt/a.py": "",
-                            "tokenwatt/other.py": ""})
+    root = _tree(
+        tmp_path,
+        {
+            "run.py": "from tokenwatt import a\n",
+            "tokenwatt/__init__.py": "",
+            "tokenwatt/a.py": "",
+            "tokenwatt/other.py": "",
+        },
+    )
     before = code_digest(root / "run.py", root)
     (root / "tokenwatt/other.py").write_text("x = 1\n")
     assert code_digest(root / "run.py", root) == before
@@ -53,8 +69,10 @@ def test_every_rule_script_covers_every_tokenwatt_module_it_names():
         text = script.read_text()
         named = {f"tokenwatt.{m}" for m in re.findall(r"(?:from|import) tokenwatt\.([\w.]+)", text)}
         named |= {f"tokenwatt.{m}" for m in re.findall(r"from tokenwatt import (\w+)", text)}
-        covered = {p.relative_to(SCRIPTS).with_suffix("").as_posix().replace("/", ".").removesuffix(".__init__")
-                   for p in closure(script, SCRIPTS)}
+        covered = {
+            p.relative_to(SCRIPTS).with_suffix("").as_posix().replace("/", ".").removesuffix(".__init__")
+            for p in closure(script, SCRIPTS)
+        }
         assert {n for n in named if n not in DISPLAY_ONLY} <= covered, (script.name, named - covered)
 
 
@@ -65,17 +83,43 @@ def test_the_trial_digest_leaves_out_the_analysis_so_a_formula_change_never_retr
 
 
 def test_the_closure_follows_imports_inside_and_out_of_nested_packages(tmp_path):
-    root = _tree(tmp_path, {
-        "run.py": "from tokenwatt.analysis.stats import f\n",
-        "tokenwatt/__init__.py": "",
-        "tokenwatt/design.py": "",
-        "tokenwatt/analysis/__init__.py": "",
-        "tokenwatt/analysis/stats.py": "from .scale import s\nfrom ..design import d\nfrom .. import cost\n",
-        "tokenwatt/analysis/scale.py": "from . import apa\n",
-        "tokenwatt/analysis/apa.py": "",
-        "tokenwatt/cost.py": "",
-        "tokenwatt/unused.py": "",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "run.py": "from tokenwatt.analysis.stats import f\n",
+            "tokenwatt/__init__.py": "",
+            "tokenwatt/design.py": "",
+            "tokenwatt/analysis/__init__.py": "",
+            "tokenwatt/analysis/stats.py": "from .scale import s\nfrom ..design import d\nfrom .. import cost\n",
+            "tokenwatt/analysis/scale.py": "from . import apa\n",
+            "tokenwatt/analysis/apa.py": "",
+            "tokenwatt/cost.py": "",
+            "tokenwatt/unused.py": "",
+        },
+    )
     assert _names(closure(root / "run.py", root), root) == [
-        "run.py", "tokenwatt/__init__.py", "tokenwatt/analysis/__init__.py", "tokenwatt/analysis/apa.py",
-        "tokenwatt/analysis/scale.py", "tokenwatt/analysis/stats.py", "tokenwatt/cost.py", "tokenwatt/design.py"]
+        "run.py",
+        "tokenwatt/__init__.py",
+        "tokenwatt/analysis/__init__.py",
+        "tokenwatt/analysis/apa.py",
+        "tokenwatt/analysis/scale.py",
+        "tokenwatt/analysis/stats.py",
+        "tokenwatt/cost.py",
+        "tokenwatt/design.py",
+    ]
+
+
+def test_a_comment_or_a_reformatting_leaves_the_digest_and_a_changed_constant_changes_it(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "run.py": "from tokenwatt import a\n",
+            "tokenwatt/__init__.py": "",
+            "tokenwatt/a.py": "def f(x):\n    return x * 2\n",
+        },
+    )
+    before = code_digest(root / "run.py", root)
+    (root / "tokenwatt/a.py").write_text("# why: doubling\ndef f( x ):\n\n    return (x*2)  # twice\n")
+    assert code_digest(root / "run.py", root) == before
+    (root / "tokenwatt/a.py").write_text("def f(x):\n    return x * 3\n")
+    assert code_digest(root / "run.py", root) != before

@@ -5,7 +5,6 @@ import os
 
 import pytest
 import yaml
-
 from tokenwatt import files
 from tokenwatt.config import ConfigError, checked_config, duplicate_keys, load_schema, schema_reference, validate_config
 from tokenwatt.corpus import CorpusError
@@ -43,7 +42,10 @@ def hub_cache(tmp_path, monkeypatch):
 
 def test_shipped_configs_validate(root, schema, hub_cache):
     hub_cache("TinyLlama/TinyLlama_v1.1")  # paper*.yaml fine-tune it: downloaded first
-    for name in ("config.yaml", "paper.yaml", "model-size.yaml", "paper-model-size.yaml"):
+    overlays = {"hardware-slurm.yaml"}  # added to a study (--configfile study.yaml hardware-slurm.yaml), not one alone
+    shipped = sorted(p.name for p in (root / "config").glob("*.yaml") if p.name not in overlays)
+    assert {"config.yaml", "paper.yaml", "scaling.yaml", "paper-scaling.yaml", "trajectory.yaml"} <= set(shipped)
+    for name in shipped:
         validate_config(yaml.safe_load((root / "config" / name).read_text()), schema)
 
 
@@ -126,7 +128,9 @@ def test_whole_numbers_written_as_floats_become_integers(schema, default):
 
 def test_an_unknown_model_preset_is_caught_at_config_check_with_the_choices(schema, default):
     message = _error(schema, {**default, "model": {"source": "config", "preset": "llama-huge"}})
-    assert "model.preset: 'llama-huge' is not a preset; choose one of llama-small, llama-tiny, tinyllama-1.1b" in message
+    assert (
+        "model.preset: 'llama-huge' is not a preset; choose one of llama-small, llama-tiny, tinyllama-1.1b" in message
+    )
 
 
 def test_a_pretrained_folder_that_does_not_exist_is_caught_at_config_check(schema, default):
@@ -163,17 +167,22 @@ def _yaml(default, text):
     """The default config with ``text`` (YAML, as a user writes it) merged over it, section by section."""
     cfg = copy.deepcopy(default)
     for section, value in yaml.safe_load(text).items():
-        cfg[section] = {**cfg[section], **value} if isinstance(value, dict) and isinstance(cfg.get(section), dict) else value
+        cfg[section] = (
+            {**cfg[section], **value} if isinstance(value, dict) and isinstance(cfg.get(section), dict) else value
+        )
     return cfg
 
 
 # --- numbers: finite, and not text
-@pytest.mark.parametrize("text,message", [
-    ("train: {lr: .inf}", "train.lr: .inf is not a finite number; give a finite value"),
-    ("metric: {K: .nan}", "metric.K: .nan is not a finite number; give a finite value"),
-    ("design: {lr: [0.001, -.inf]}", "design.lr[1]: -.inf is not a finite number; give a finite value"),
-    ("model: {overrides: {rms_norm_eps: .nan}}", "model.overrides.rms_norm_eps: .nan is not a finite number"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("train: {lr: .inf}", "train.lr: .inf is not a finite number; give a finite value"),
+        ("metric: {K: .nan}", "metric.K: .nan is not a finite number; give a finite value"),
+        ("design: {lr: [0.001, -.inf]}", "design.lr[1]: -.inf is not a finite number; give a finite value"),
+        ("model: {overrides: {rms_norm_eps: .nan}}", "model.overrides.rms_norm_eps: .nan is not a finite number"),
+    ],
+)
 def test_a_non_finite_number_is_refused_anywhere_naming_the_key(schema, default, text, message):
     error = _error(schema, _yaml(default, text))
     assert message in error
@@ -182,17 +191,31 @@ def test_a_non_finite_number_is_refused_anywhere_naming_the_key(schema, default,
 
 def test_a_oneof_error_says_what_is_allowed(schema, default):
     assert 'metric.cs_tflops: 0 is not allowed; give "measure" or a number > 0' in _error(
-        schema, _yaml(default, "metric: {cs_tflops: 0}"))
+        schema, _yaml(default, "metric: {cs_tflops: 0}")
+    )
     assert "cost.carbon_intensity: -5 is not allowed; give null, a number ≥ 0 or a 3-letter ISO country code" in _error(
-        schema, _yaml(default, "cost: {carbon_intensity: -5}"))
+        schema, _yaml(default, "cost: {carbon_intensity: -5}")
+    )
 
 
-@pytest.mark.parametrize("text,message", [
-    ("train: {lr: 3e-4}", "train.lr: '3e-4' is a string (YAML reads 3e-4 without a dot as text); write 3.0e-4"),
-    ("train: {lr: 1.0e4}", "train.lr: '1.0e4' is a string (YAML reads 1.0e4, an exponent without a sign, as text); write 1.0e+4"),
-    ("study: {budgets: [1e6]}", "study.budgets[0]: '1e6' is a string (YAML reads 1e6 without a dot as text); write 1000000"),
-    ("metric: {cs_tflops: 2e2}", "metric.cs_tflops: '2e2' is a string (YAML reads 2e2 without a dot as text); write 2.0e+2"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("train: {lr: 3e-4}", "train.lr: '3e-4' is a string (YAML reads 3e-4 without a dot as text); write 3.0e-4"),
+        (
+            "train: {lr: 1.0e4}",
+            "train.lr: '1.0e4' is a string (YAML reads 1.0e4, an exponent without a sign, as text); write 1.0e+4",
+        ),
+        (
+            "study: {budgets: [1e6]}",
+            "study.budgets[0]: '1e6' is a string (YAML reads 1e6 without a dot as text); write 1000000",
+        ),
+        (
+            "metric: {cs_tflops: 2e2}",
+            "metric.cs_tflops: '2e2' is a string (YAML reads 2e2 without a dot as text); write 2.0e+2",
+        ),
+    ],
+)
 def test_a_number_yaml_reads_as_text_says_how_to_write_it(schema, default, text, message):
     assert message in _error(schema, _yaml(default, text))
 
@@ -203,9 +226,13 @@ def test_a_quoted_number_is_named_as_a_string(schema, default):
 
 # --- the architecture of a preset with its overrides
 def test_heads_that_do_not_divide_the_hidden_size_are_refused_naming_the_level_key(schema, default):
-    cfg = _yaml(default, "design: {model: {big: {preset: llama-tiny, overrides: {hidden_size: 32, num_attention_heads: 5}}}}")
-    assert ("design.model.big.overrides.num_attention_heads: num_attention_heads 5 does not divide hidden_size 32; "
-            "give num_attention_heads one of 1, 2, 4, 8, 16, 32") in _error(schema, cfg)
+    cfg = _yaml(
+        default, "design: {model: {big: {preset: llama-tiny, overrides: {hidden_size: 32, num_attention_heads: 5}}}}"
+    )
+    assert (
+        "design.model.big.overrides.num_attention_heads: num_attention_heads 5 does not divide hidden_size 32; "
+        "give num_attention_heads one of 1, 2, 4, 8, 16, 32"
+    ) in _error(schema, cfg)
 
 
 def test_a_hidden_size_the_preset_heads_do_not_divide_names_the_hidden_size(schema, default):
@@ -215,14 +242,18 @@ def test_a_hidden_size_the_preset_heads_do_not_divide_names_the_hidden_size(sche
 
 def test_kv_heads_that_do_not_divide_the_heads_are_refused(schema, default):
     cfg = _yaml(default, "model: {overrides: {num_key_value_heads: 3}}")
-    assert ("model.overrides.num_key_value_heads: num_key_value_heads 3 does not divide num_attention_heads 4; "
-            "give num_key_value_heads one of 1, 2, 4") in _error(schema, cfg)
+    assert (
+        "model.overrides.num_key_value_heads: num_key_value_heads 3 does not divide num_attention_heads 4; "
+        "give num_key_value_heads one of 1, 2, 4"
+    ) in _error(schema, cfg)
 
 
 def test_an_odd_head_dimension_is_refused(schema, default):
     cfg = _yaml(default, "model: {overrides: {hidden_size: 36}}")
-    assert "model.overrides.hidden_size: the head dimension hidden_size / num_attention_heads = 36 / 4 = 9 is odd" in _error(
-        schema, cfg)
+    assert (
+        "model.overrides.hidden_size: the head dimension hidden_size / num_attention_heads = 36 / 4 = 9 is odd"
+        in _error(schema, cfg)
+    )
 
 
 def test_an_explicit_head_dim_frees_only_the_native_model_from_dividing_the_hidden_size(schema, default):
@@ -251,23 +282,33 @@ def test_a_bad_base_override_is_named_once_not_again_for_each_level_inheriting_i
 def test_an_uncached_hub_id_offline_is_refused_with_both_readings(schema, default, hub_cache, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     message = _error(schema, {**default, "model": {"source": "pretrained", "name": "org/model"}})
-    assert ("model.name: no folder org/model here, and no Hub id org/model in the local Hugging Face cache "
-            "(HF_HUB_OFFLINE is set, so no job can download it); give ./org/model for a folder, or download it first") in message
+    assert (
+        "model.name: no folder org/model here, and no Hub id org/model in the local Hugging Face cache "
+        "(HF_HUB_OFFLINE is set, so no job can download it); give ./org/model for a folder, or download it first"
+    ) in message
 
 
 def test_an_uncached_hub_id_online_says_its_job_would_download_it(schema, default, hub_cache, monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     message = _error(schema, {**default, "tokenizer": {"source": "pretrained", "name": "org/tok", "revision": "v2"}})
-    assert ("tokenizer.name: no folder org/tok here, and no Hub id org/tok at revision v2 in the local Hugging Face cache: "
-            "its job would try to download it mid-study") in message
+    assert (
+        "tokenizer.name: no folder org/tok here, and no Hub id org/tok at revision v2 in the local Hugging Face cache: "
+        "its job would try to download it mid-study"
+    ) in message
     assert "download it first: hf download org/tok --revision v2" in message
 
 
 def test_a_cached_hub_id_passes(schema, default, hub_cache):
     hub_cache("org/model")
-    validate_config({**default, "model": {"source": "pretrained", "name": "org/model"},
-                     "tokenizer": {"source": "pretrained", "name": "org/model"}}, schema)
+    validate_config(
+        {
+            **default,
+            "model": {"source": "pretrained", "name": "org/model"},
+            "tokenizer": {"source": "pretrained", "name": "org/model"},
+        },
+        schema,
+    )
 
 
 def test_a_folder_named_like_a_hub_id_passes(schema, default, hub_cache, tmp_path, monkeypatch):
@@ -292,7 +333,8 @@ def test_a_duplicate_key_is_named_with_its_file_and_both_lines(tmp_path):
     path.write_text("design:\n  model:\n    big: {preset: llama-tiny}\n    big: {preset: llama-small}\n")
     assert duplicate_keys([path]) == [
         f"{os.path.relpath(path) if not os.path.relpath(path).startswith('..') else path} line 4: design.model.big is given "
-        "twice (first on line 3); the loader keeps only the last, so remove or rename one"]
+        "twice (first on line 3); the loader keeps only the last, so remove or rename one"
+    ]
 
 
 def test_a_duplicate_key_on_one_line_of_a_json_config_is_named_by_column(tmp_path):
@@ -313,7 +355,9 @@ def test_duplicate_keys_and_schema_errors_are_reported_together(tmp_path, schema
     path.write_text("train: {epochs: 1, epochs: 2}\n")
     with pytest.raises(ConfigError) as exc:
         checked_config({**default, "chunk": {"length": 1}}, schema, [path])
-    assert "train.epochs is given twice" in str(exc.value) and "chunk.length: 1 is less than the minimum of 2" in str(exc.value)
+    assert "train.epochs is given twice" in str(exc.value) and "chunk.length: 1 is less than the minimum of 2" in str(
+        exc.value
+    )
 
 
 # --- a job's failure, as files.logged reports it
@@ -324,7 +368,10 @@ def test_a_tokenwatt_error_in_a_job_ends_it_with_a_sentence_and_its_traceback_in
             raise CorpusError("corpus file a.txt is not valid UTF-8; re-encode it as UTF-8")
     assert exc.value.code == 1
     terminal = capsys.readouterr().err
-    assert terminal == f"tokenwatt: corpus file a.txt is not valid UTF-8; re-encode it as UTF-8 (the traceback is in {log})\n"
+    assert (
+        terminal
+        == f"tokenwatt: corpus file a.txt is not valid UTF-8; re-encode it as UTF-8 (the traceback is in {log})\n"
+    )
     assert "Traceback (most recent call last)" in log.read_text() and "CorpusError" in log.read_text()
 
 
@@ -344,8 +391,10 @@ def test_a_full_disk_names_the_file_being_written(tmp_path, capsys):
     with pytest.raises(SystemExit):
         with files.logged(tmp_path / "job.log"):
             files._atomic(tmp_path / "results" / "chunks.parquet", full)
-    assert (f"tokenwatt: no space left on the device while writing {tmp_path / 'results' / 'chunks.parquet'}; "
-            "free space on that disk") in capsys.readouterr().err
+    assert (
+        f"tokenwatt: no space left on the device while writing {tmp_path / 'results' / 'chunks.parquet'}; "
+        "free space on that disk"
+    ) in capsys.readouterr().err
 
 
 def test_a_full_disk_reported_by_polars_is_recognised(tmp_path, capsys):
@@ -354,7 +403,9 @@ def test_a_full_disk_reported_by_polars_is_recognised(tmp_path, capsys):
     with pytest.raises(SystemExit):
         with files.logged(tmp_path / "job.log"):
             raise pl.exceptions.ComputeError("parquet: underlying IO error: No space left on device (os error 28)")
-    assert "tokenwatt: no space left on the device while this job wrote its outputs; free space" in capsys.readouterr().err
+    assert (
+        "tokenwatt: no space left on the device while this job wrote its outputs; free space" in capsys.readouterr().err
+    )
 
 
 MARGINAL = {"rule": "marginal", "min_gain_per_kj": 0.5, "patience": 2}
@@ -367,7 +418,10 @@ def test_a_stopping_rule_without_evaluation_points_to_decide_at_is_refused(schem
 
 def test_a_stopping_level_without_measured_energy_is_refused(schema, default):
     cfg = {**default, "design": {"stopping": {"full": "none", "early": MARGINAL}}, "meter": {"kind": "none"}}
-    assert "design.stopping.early: a marginal rule weighs quality against training energy, and meter.kind none" in _error(schema, cfg)
+    assert (
+        "design.stopping.early: a marginal rule weighs quality against training energy, and meter.kind none"
+        in _error(schema, cfg)
+    )
 
 
 def test_an_incomplete_rule_to_replay_is_refused_before_any_job(schema, default):

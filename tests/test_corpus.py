@@ -2,7 +2,6 @@ import json
 
 import polars as pl
 import pytest
-
 from tokenwatt.corpus import CorpusError, hf_corpus, local_corpus, synthetic_corpus
 
 TEXTS = ["Once there was a cat.", "The dog ran home."]
@@ -73,7 +72,9 @@ def test_unreachable_hub_explains_the_local_way_out():
 
 def test_an_empty_local_file_is_named_with_what_to_do(tmp_path):
     (tmp_path / "empty.jsonl").write_text("")
-    with pytest.raises(CorpusError, match=r"corpus.local.files: .*empty.jsonl is empty; remove it from the list or fill it"):
+    with pytest.raises(
+        CorpusError, match=r"corpus.local.files: .*empty.jsonl is empty; remove it from the list or fill it"
+    ):
         local_corpus([str(tmp_path / "empty.jsonl")])
 
 

@@ -1,7 +1,6 @@
 """Carbon and money from a trial's energy and time: hand-computed values, the offline country table, labels."""
 
 import pytest
-
 from tokenwatt.cost import CostError, carbon_intensity, trial_cost
 from trial_records import COST, aggregate, raw_record
 
@@ -25,9 +24,13 @@ def test_without_measured_energy_there_is_no_co2_or_electricity_cost_but_device_
 
 
 def test_the_total_is_the_sum_of_the_priced_parts_only():
-    device_only = trial_cost({"energy_j": None, "run_s": 3600.0, "inv_ppl": 0.5}, {**PRICED, "electricity_price_per_kwh": None}, None)
+    device_only = trial_cost(
+        {"energy_j": None, "run_s": 3600.0, "inv_ppl": 0.5}, {**PRICED, "electricity_price_per_kwh": None}, None
+    )
     assert device_only["total_cost"] == pytest.approx(2.0)
-    assert trial_cost({"energy_j": 7.2e6, "run_s": 1.0, "inv_ppl": 0.5}, COST, None)["total_cost"] is None  # nothing priced
+    assert (
+        trial_cost({"energy_j": 7.2e6, "run_s": 1.0, "inv_ppl": 0.5}, COST, None)["total_cost"] is None
+    )  # nothing priced
 
 
 def test_a_country_code_is_looked_up_offline_in_codecarbons_energy_mix():

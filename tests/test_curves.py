@@ -12,11 +12,25 @@ import polars as pl
 import pytest
 from scipy import stats as sps
 from statsmodels.stats.anova import AnovaRM
-
-from tokenwatt.analysis.curves import (CurvesError, Target, default_targets, energy_grid, energy_to_target,
-                                       energy_to_target_summary, energy_to_target_tests, gain_falls, gain_falls_summary,
-                                       marginal_gains, quality_at_energy, quality_at_energy_comparison,
-                                       quality_at_energy_summary, stopping_outcomes, target, targets_from_config, trajectory)
+from tokenwatt.analysis.curves import (
+    CurvesError,
+    Target,
+    default_targets,
+    energy_grid,
+    energy_to_target,
+    energy_to_target_summary,
+    energy_to_target_tests,
+    gain_falls,
+    gain_falls_summary,
+    marginal_gains,
+    quality_at_energy,
+    quality_at_energy_comparison,
+    quality_at_energy_summary,
+    stopping_outcomes,
+    target,
+    targets_from_config,
+    trajectory,
+)
 from tokenwatt.stopping import StopRule
 
 BUDGETS = [100_000, 200_000, 400_000]
@@ -24,12 +38,29 @@ BUDGETS = [100_000, 200_000, 400_000]
 
 def _run(budget, trial, tokens, losses, energies, seconds=None, series=""):
     """One trial run's rows in the curve file's shape; its last point is the final one."""
-    seconds = seconds if seconds is not None else [e / 30.0 if e is not None else t / 5e3 for e, t in zip(energies, tokens)]
+    seconds = (
+        seconds if seconds is not None else [e / 30.0 if e is not None else t / 5e3 for e, t in zip(energies, tokens)]
+    )
     cell = f"{series}/b{budget}" if series else f"b{budget}"
-    return [{"cell": cell, "series": series, "budget": budget, "trial": trial, "point": i + 1, "real_tokens": int(t),
-             "distinct_tokens": int(min(t, budget)), "epoch": int(math.ceil(t / budget)), "train_energy_j": e,
-             "train_s": s, "eval_loss": float(v), "eval_energy_j": 0.4, "eval_s": 0.01, "final": i == len(tokens) - 1}
-            for i, (t, v, e, s) in enumerate(zip(tokens, losses, energies, seconds))]
+    return [
+        {
+            "cell": cell,
+            "series": series,
+            "budget": budget,
+            "trial": trial,
+            "point": i + 1,
+            "real_tokens": int(t),
+            "distinct_tokens": int(min(t, budget)),
+            "epoch": int(math.ceil(t / budget)),
+            "train_energy_j": e,
+            "train_s": s,
+            "eval_loss": float(v),
+            "eval_energy_j": 0.4,
+            "eval_s": 0.01,
+            "final": i == len(tokens) - 1,
+        }
+        for i, (t, v, e, s) in enumerate(zip(tokens, losses, energies, seconds))
+    ]
 
 
 def _curves(*runs):
@@ -66,15 +97,36 @@ def test_energy_to_target_interpolates_loss_linearly_in_log_tokens_and_energy_an
     assert got[0]["real_tokens"] == pytest.approx(10**4.5) and got[0]["energy_j"] == pytest.approx((12.0 * 95.0) ** 0.5)
     assert got[0]["train_s"] == pytest.approx((0.5 * 4.0) ** 0.5)
     # 3.2 is 0.8 of the way: log10 tokens 4.8, energy 12^0.2 · 95^0.8 J.
-    assert got[1]["real_tokens"] == pytest.approx(10**4.8) and got[1]["energy_j"] == pytest.approx(12.0**0.2 * 95.0**0.8)
+    assert got[1]["real_tokens"] == pytest.approx(10**4.8) and got[1]["energy_j"] == pytest.approx(
+        12.0**0.2 * 95.0**0.8
+    )
+
+
+def test_reaching_a_target_costs_its_energy_in_co2e_and_money_and_its_training_time_in_device_hours():
+    cost = {"pue": 1.2, "carbon_intensity_g_per_kwh": 400.0, "electricity_price_per_kwh": 0.3, "device_hour_price": 2.0}
+    never = _run(100_000, 2, [1e4, 1e5, 1e6], [4.0, 3.8, 3.7], [12.0, 95.0, 900.0])
+    got = energy_to_target(_curves(HAND, never), [{"loss": 3.5}], cost).rows(named=True)
+    joules, seconds = (12.0 * 95.0) ** 0.5, (0.5 * 4.0) ** 0.5
+    kwh = joules * 1.2 / 3.6e6
+    assert got[0]["kg_co2e"] == pytest.approx(kwh * 400.0 / 1000)
+    assert got[0]["electricity_cost"] == pytest.approx(kwh * 0.3)
+    assert got[0]["device_cost"] == pytest.approx(seconds / 3600 * 2.0)
+    assert got[0]["total_cost"] == pytest.approx(kwh * 0.3 + seconds / 3600 * 2.0)
+    assert not got[1]["reached"] and got[1]["kg_co2e"] is None  # censored: no cost, never a zero
+    summary = energy_to_target_summary(energy_to_target(_curves(HAND), [{"loss": 3.5}], cost)).row(0, named=True)
+    assert summary["kg_co2e_geomean"] == pytest.approx(kwh * 400.0 / 1000)
 
 
 def test_a_perplexity_target_is_the_loss_ln_ppl():
-    assert target({"perplexity": 30}) == Target("perplexity", 30.0) and Target("perplexity", 30.0).loss == pytest.approx(3.4011974)
+    assert target({"perplexity": 30}) == Target("perplexity", 30.0) and Target(
+        "perplexity", 30.0
+    ).loss == pytest.approx(3.4011974)
     got = energy_to_target(_curves(HAND), [{"perplexity": 30}]).row(0, named=True)
     frac = (4.0 - math.log(30)) / (4.0 - 3.0)
     assert got["target"] == "perplexity 30" and got["target_loss"] == pytest.approx(math.log(30))
-    assert got["energy_j"] == pytest.approx(12.0 ** (1 - frac) * 95.0**frac) and got["real_tokens"] == pytest.approx(10 ** (4 + frac))
+    assert got["energy_j"] == pytest.approx(12.0 ** (1 - frac) * 95.0**frac) and got["real_tokens"] == pytest.approx(
+        10 ** (4 + frac)
+    )
 
 
 def test_a_target_already_met_at_the_first_point_is_counted_but_carries_no_energy_it_is_only_an_upper_bound():
@@ -116,13 +168,19 @@ def test_the_energy_to_target_test_is_the_rm_anova_of_log_energy_on_the_subjects
     logged = reached.select("trial", "budget", pl.col("energy_j").log()).to_pandas()
     theirs = AnovaRM(logged, depvar="energy_j", subject="trial", within=["budget"]).fit().anova_table
     assert test.anova["F"] == pytest.approx(theirs["F Value"].iloc[0], rel=1e-8)
-    assert {(p["budget_a"], p["budget_b"]) for p in test.pairs} == {(100_000, 200_000), (100_000, 400_000), (200_000, 400_000)}
+    assert {(p["budget_a"], p["budget_b"]) for p in test.pairs} == {
+        (100_000, 200_000),
+        (100_000, 400_000),
+        (200_000, 400_000),
+    }
 
 
 def test_default_targets_are_the_median_final_perplexity_of_each_budget():
     curves = _study()
-    by_hand = [float(np.median(np.exp(curves.filter(pl.col("final") & (pl.col("budget") == b))["eval_loss"].to_numpy())))
-               for b in BUDGETS]
+    by_hand = [
+        float(np.median(np.exp(curves.filter(pl.col("final") & (pl.col("budget") == b))["eval_loss"].to_numpy())))
+        for b in BUDGETS
+    ]
     got = default_targets(curves)
     assert [t.kind for t in got] == ["perplexity"] * 3 and [t.value for t in got] == pytest.approx(by_hand)
 
@@ -130,10 +188,14 @@ def test_default_targets_are_the_median_final_perplexity_of_each_budget():
 def test_configured_targets_replace_the_defaults():
     curves = _study(n=3)
     assert targets_from_config(None, curves) == targets_from_config([], curves) == default_targets(curves)
-    assert targets_from_config([{"perplexity": 9}, {"loss": 2.2}], curves) == [Target("perplexity", 9.0), Target("loss", 2.2)]
+    assert targets_from_config([{"perplexity": 9}, {"loss": 2.2}], curves) == [
+        Target("perplexity", 9.0),
+        Target("loss", 2.2),
+    ]
 
 
 # ---- quality at equal energy ---------------------------------------------------------------------------
+
 
 def test_quality_at_equal_energy_is_linear_in_log_energy_and_never_extrapolated():
     curves = _curves(_run(100_000, 1, [1e4, 1e5, 1e6], [4.0, 3.5, 3.2], [10.0, 100.0, 1000.0]))
@@ -146,8 +208,10 @@ def test_quality_at_equal_energy_is_linear_in_log_energy_and_never_extrapolated(
 
 
 def test_the_common_energy_grid_spans_only_the_energies_every_run_reached():
-    curves = _curves(_run(100_000, 1, [1e4, 1e5], [4.0, 3.5], [10.0, 1000.0]),
-                     _run(200_000, 1, [2e4, 2e5], [3.9, 3.3], [20.0, 500.0]))
+    curves = _curves(
+        _run(100_000, 1, [1e4, 1e5], [4.0, 3.5], [10.0, 1000.0]),
+        _run(200_000, 1, [2e4, 2e5], [3.9, 3.3], [20.0, 500.0]),
+    )
     grid = energy_grid(curves, n=5)["energy_j"].to_list()
     assert grid == pytest.approx(np.geomspace(20.0, 500.0, 5)) and grid[0] == 20.0 and grid[-1] == 500.0
     at = quality_at_energy(curves, n=5)
@@ -161,10 +225,15 @@ def test_the_equal_energy_comparison_pairs_each_trial_across_budgets():
     a, b = (one.filter(pl.col("budget") == x).sort("trial")["eval_loss"].to_numpy() for x in (100_000, 400_000))
     d = b - a
     half = sps.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
-    row = quality_at_energy_comparison(at).filter((pl.col("energy_j") == energy) & (pl.col("budget_a") == 100_000)
-                                                  & (pl.col("budget_b") == 400_000)).row(0, named=True)
+    row = (
+        quality_at_energy_comparison(at)
+        .filter((pl.col("energy_j") == energy) & (pl.col("budget_a") == 100_000) & (pl.col("budget_b") == 400_000))
+        .row(0, named=True)
+    )
     assert row["n"] == 8 and row["loss_change"] == pytest.approx(d.mean())
-    assert (row["loss_change_ci95_low"], row["loss_change_ci95_high"]) == pytest.approx((d.mean() - half, d.mean() + half))
+    assert (row["loss_change_ci95_low"], row["loss_change_ci95_high"]) == pytest.approx(
+        (d.mean() - half, d.mean() + half)
+    )
     assert row["ppl_change_pct"] == pytest.approx(100 * math.expm1(d.mean()))
 
 
@@ -182,8 +251,19 @@ def test_marginal_gain_is_the_loss_fall_per_kj_of_each_segment():
 
 def test_the_fall_below_point_is_the_first_whose_segment_gained_less_than_the_fraction_of_the_first():
     assert gain_falls(_curves(GAINS), 0.2).row(0, named=True) == pytest.approx(
-        {"cell": "b100000", "series": "", "budget": 100_000, "trial": 1, "first_gain_per_kj": 5.0, "threshold_per_kj": 1.0,
-         "fell": True, "fall_point": 3, "fall_real_tokens": 7e4, "fall_energy_j": 700.0})
+        {
+            "cell": "b100000",
+            "series": "",
+            "budget": 100_000,
+            "trial": 1,
+            "first_gain_per_kj": 5.0,
+            "threshold_per_kj": 1.0,
+            "fell": True,
+            "fall_point": 3,
+            "fall_real_tokens": 7e4,
+            "fall_energy_j": 700.0,
+        }
+    )
     assert gain_falls(_curves(GAINS), 0.05)["fall_point"].to_list() == [4]  # 0.5 ≥ 0.25; 0.05 < 0.25
     assert gain_falls(_curves(GAINS), 0.001)["fell"].to_list() == [False]
 
@@ -191,7 +271,9 @@ def test_the_fall_below_point_is_the_first_whose_segment_gained_less_than_the_fr
 def test_a_cell_summary_of_falls_counts_runs_that_never_fell():
     falls = gain_falls(_curves(GAINS, _run(100_000, 2, [1e4, 3e4, 7e4], [5.0, 4.0, 3.1], [100.0, 300.0, 700.0])), 0.2)
     row = gain_falls_summary(falls).row(0, named=True)
-    assert (row["n"], row["n_defined"], row["n_fell"]) == (2, 2, 1) and row["fall_energy_geomean_j"] == pytest.approx(700.0)
+    assert (row["n"], row["n_defined"], row["n_fell"]) == (2, 2, 1) and row["fall_energy_geomean_j"] == pytest.approx(
+        700.0
+    )
 
 
 # ---- trajectory statistics -----------------------------------------------------------------------------
@@ -235,8 +317,15 @@ def test_each_trials_best_point_gives_its_energy_and_tokens_and_how_far_the_end_
     tokens = [2e5, 1e6, 2e6, 4e6, 8e6, 1.4e7, 2e7]
     energies = [140.0, 700.0, 1400.0, 2800.0, 5600.0, 9800.0, 14000.0]
     trial = trajectory(_curves(_run(20_000_000, 1, tokens, losses, energies))).trials.row(0, named=True)
-    assert (trial["best_point"], trial["best_loss"], trial["best_real_tokens"], trial["best_energy_j"]) == (4, 2.8, 4e6, 2800.0)
-    assert trial["best_perplexity"] == pytest.approx(math.exp(2.8)) and trial["final_minus_best_loss"] == pytest.approx(1.1)
+    assert (trial["best_point"], trial["best_loss"], trial["best_real_tokens"], trial["best_energy_j"]) == (
+        4,
+        2.8,
+        4e6,
+        2800.0,
+    )
+    assert trial["best_perplexity"] == pytest.approx(math.exp(2.8)) and trial["final_minus_best_loss"] == pytest.approx(
+        1.1
+    )
 
 
 def _seeds(n=6, points=6, seed=1):
@@ -244,15 +333,31 @@ def _seeds(n=6, points=6, seed=1):
     rng = np.random.default_rng(seed)
     shape = np.array([6.0, 4.2, 3.3, 2.9, 3.1, 3.4])[:points]
     tokens = np.geomspace(1e5, 2e7, points)
-    return [_run(20_000_000, t, tokens, shape + rng.normal(0, 0.1) + rng.normal(0, 0.05 * (1 + np.arange(points))),
-                 (tokens * 7e-4 * rng.lognormal(0, 0.1)).tolist()) for t in range(1, n + 1)]
+    return [
+        _run(
+            20_000_000,
+            t,
+            tokens,
+            shape + rng.normal(0, 0.1) + rng.normal(0, 0.05 * (1 + np.arange(points))),
+            (tokens * 7e-4 * rng.lognormal(0, 0.1)).tolist(),
+        )
+        for t in range(1, n + 1)
+    ]
 
 
 def test_the_rm_anova_over_intervals_matches_statsmodels_on_the_same_block():
     runs = _seeds()
     (ours,) = trajectory(_curves(*runs)).anova
-    theirs = AnovaRM(_curves(*runs).select("trial", "point", "eval_loss").to_pandas(), depvar="eval_loss", subject="trial",
-                     within=["point"]).fit().anova_table
+    theirs = (
+        AnovaRM(
+            _curves(*runs).select("trial", "point", "eval_loss").to_pandas(),
+            depvar="eval_loss",
+            subject="trial",
+            within=["point"],
+        )
+        .fit()
+        .anova_table
+    )
     assert ours["status"] == "ok" and ours["points"] == [1, 2, 3, 4, 5, 6] and ours["n_trials"] == 6
     assert ours["F"] == pytest.approx(theirs["F Value"].iloc[0], rel=1e-8)
     assert ours["p"] == pytest.approx(theirs["Pr > F"].iloc[0], rel=1e-6)
@@ -282,8 +387,12 @@ def _stopping_study():
     """Four trials of one cell; with min_gain 0.1 nats/kJ and patience 1 the rule stops trial 1 at point 4 (0.05),
     trial 2 at point 5 (0.00625; 0.125 at point 4 is enough), never trial 3, and trial 4 at point 4 (energies
     × 0.9: 0.0556)."""
-    return _curves(*(_run(1_000_000, t, TOKENS, losses, (ENERGY * scale).tolist())
-                     for t, (losses, scale) in enumerate([(SLOW, 1.0), (LATE, 1.0), (STEADY, 1.2), (SLOW, 0.9)], 1)))
+    return _curves(
+        *(
+            _run(1_000_000, t, TOKENS, losses, (ENERGY * scale).tolist())
+            for t, (losses, scale) in enumerate([(SLOW, 1.0), (LATE, 1.0), (STEADY, 1.2), (SLOW, 0.9)], 1)
+        )
+    )
 
 
 def test_stopping_outcomes_are_computed_against_the_paired_full_runs():
@@ -301,7 +410,8 @@ def test_stopping_outcomes_are_computed_against_the_paired_full_runs():
     assert cell["n"] == 4 and cell["n_stopped"] == 3
     assert cell["energy_saved_pct"] == pytest.approx(100 * (1 - math.exp(log_r.mean())))
     assert (cell["energy_saved_pct_ci95_low"], cell["energy_saved_pct_ci95_high"]) == pytest.approx(
-        (100 * (1 - math.exp(log_r.mean() + half)), 100 * (1 - math.exp(log_r.mean() - half))))
+        (100 * (1 - math.exp(log_r.mean() + half)), 100 * (1 - math.exp(log_r.mean() - half)))
+    )
     half = t * rise.std(ddof=1) / 2
     assert (cell["loss_increase"], cell["loss_increase_ci95_low"]) == pytest.approx((rise.mean(), rise.mean() - half))
     assert cell["ppl_increase_pct"] == pytest.approx(100 * math.expm1(rise.mean()))
@@ -318,11 +428,19 @@ def test_stopping_outcomes_give_the_energy_to_target_of_full_and_stopped_runs():
 
 def test_rule_none_stops_nothing_and_saves_nothing():
     cell = stopping_outcomes(_stopping_study(), StopRule()).cells.row(0, named=True)
-    assert (cell["n_stopped"], cell["energy_saved_pct"], cell["loss_increase"]) == (0, pytest.approx(0.0), pytest.approx(0.0))
+    assert (cell["n_stopped"], cell["energy_saved_pct"], cell["loss_increase"]) == (
+        0,
+        pytest.approx(0.0),
+        pytest.approx(0.0),
+    )
 
 
 def test_every_record_serialises_to_json():
     curves = _study(n=4, points=5)
     reached = energy_to_target(curves, default_targets(curves))
-    records = [*energy_to_target_tests(reached), trajectory(curves), stopping_outcomes(curves, StopRule("marginal", 0.01, 2))]
+    records = [
+        *energy_to_target_tests(reached),
+        trajectory(curves),
+        stopping_outcomes(curves, StopRule("marginal", 0.01, 2)),
+    ]
     assert all(json.loads(json.dumps(r.to_dict())) for r in records)

@@ -5,7 +5,6 @@ import math
 
 import pytest
 import yaml
-
 from tokenwatt.config import ConfigError, load_schema, validate_config
 from tokenwatt.design import Design, cell_label, parse_cell, profile_key_of
 from workflow_helpers import ROOT
@@ -31,7 +30,9 @@ def test_a_one_factor_study_keeps_its_paths_and_settings():
 
 
 def test_every_cell_is_one_level_of_every_factor_with_a_readable_path():
-    d = _design(model={"tiny": {"preset": "llama-tiny"}, "base": {"preset": "llama-small"}}, precision=["fp32", "bf16-mixed"])
+    d = _design(
+        model={"tiny": {"preset": "llama-tiny"}, "base": {"preset": "llama-small"}}, precision=["fp32", "bf16-mixed"]
+    )
     assert len(d.cells) == 2 * 2 * 3
     assert d.cells[0].id == "model=tiny/precision=fp32/b10000"
     assert d.shape() == "3 budgets × 2 model levels × 2 precision levels × 5 trials"
@@ -40,7 +41,9 @@ def test_every_cell_is_one_level_of_every_factor_with_a_readable_path():
 
 
 def test_named_levels_keep_the_order_they_were_written_in():
-    d = _design(model={"tiny": {"preset": "llama-tiny"}, "base": {"preset": "llama-small"}, "mid": {"preset": "llama-tiny"}})
+    d = _design(
+        model={"tiny": {"preset": "llama-tiny"}, "base": {"preset": "llama-small"}, "mid": {"preset": "llama-tiny"}}
+    )
     assert list(d.factors["model"]) == ["tiny", "base", "mid"]
 
 
@@ -72,7 +75,10 @@ def test_compile_auto_is_decided_once_for_the_whole_study_by_its_shortest_cell()
     assert "budget 10000 trains at least 471 steps" in mixed.compile_note()
     config = copy.deepcopy(DEFAULT)
     config["study"]["budgets"], config["design"] = [10000, 400000], {"hardware": {"h200": {"device": "cuda:1"}}}
-    assert "hardware h200, budget 10000 trains at least 471 steps" in Design(validate_config(config, SCHEMA)).compile_note()
+    assert (
+        "hardware h200, budget 10000 trains at least 471 steps"
+        in Design(validate_config(config, SCHEMA)).compile_note()
+    )
     long = _with_train([100000, 400000], device="cuda")
     assert {long.train_config(c)["compile"] for c in long.cells} == {"auto"} and long.compile_note() is None
 
@@ -85,8 +91,12 @@ def test_the_compile_note_speaks_only_where_a_cuda_study_gave_compiling_up():
 
 
 def test_precision_lr_batch_size_and_hardware_levels_set_the_training_settings_and_resources():
-    d = _design(precision=["bf16-mixed"], lr=[0.0003], batch_size=[4],
-                hardware={"a100": {"device": "cuda", "gpu_model": "a100", "partition": "gpu"}})
+    d = _design(
+        precision=["bf16-mixed"],
+        lr=[0.0003],
+        batch_size=[4],
+        hardware={"a100": {"device": "cuda", "gpu_model": "a100", "partition": "gpu"}},
+    )
     cell = d.cells[0]
     assert cell.id == "precision=bf16-mixed/lr=0.0003/batch_size=4/hardware=a100/b10000"
     train = d.train_config(cell)
@@ -96,24 +106,36 @@ def test_precision_lr_batch_size_and_hardware_levels_set_the_training_settings_a
 
 def test_each_hardware_level_and_precision_has_its_own_device_profile():
     d = _design(precision=["fp32", "bf16-mixed"], hardware={"a": {"device": "cpu"}, "b": {"device": "cpu"}})
-    assert d.profile_keys() == ["hardware=a/precision=bf16-mixed/", "hardware=a/precision=fp32/",
-                                "hardware=b/precision=bf16-mixed/", "hardware=b/precision=fp32/"]
+    assert d.profile_keys() == [
+        "hardware=a/precision=bf16-mixed/",
+        "hardware=a/precision=fp32/",
+        "hardware=b/precision=bf16-mixed/",
+        "hardware=b/precision=fp32/",
+    ]
     assert d.profile_settings("hardware=b/precision=bf16-mixed/") == {"device": "cpu", "precision": "bf16-mixed"}
     assert profile_key_of({"model": "x", "lr": "0.001"}) == ""  # model and lr share the device's profile
 
 
 def test_a_model_level_with_its_own_tokenizer_gets_its_own_data():
-    d = _design(model={"plain": {"preset": "llama-tiny"}, "own": {"preset": "llama-tiny", "tokenizer": {"vocab_size": 512}}})
+    d = _design(
+        model={"plain": {"preset": "llama-tiny"}, "own": {"preset": "llama-tiny", "tokenizer": {"vocab_size": 512}}}
+    )
     assert d.tokenizer_keys() == ["", "tok=own/"]
     assert d.tokenizer_config("tok=own/")["vocab_size"] == 512 and d.tokenizer_config("")["vocab_size"] == 1024
 
 
-@pytest.mark.parametrize("level,message", [
-    ({"preset": "nope"}, "design.model.bad.model.preset: 'nope' is not a preset"),
-    ({"source": "pretrained"}, "design.model.bad.model.name: model.source is pretrained"),
-    ({"preset": "llama-tiny", "overrides": {"rope_scaling": {}}}, "design.model.bad.model.overrides: ['rope_scaling'] need"),
-    ({"source": "elsewhere"}, "design.model.bad.source: 'elsewhere' is not one of"),
-])
+@pytest.mark.parametrize(
+    "level,message",
+    [
+        ({"preset": "nope"}, "design.model.bad.model.preset: 'nope' is not a preset"),
+        ({"source": "pretrained"}, "design.model.bad.model.name: model.source is pretrained"),
+        (
+            {"preset": "llama-tiny", "overrides": {"rope_scaling": {}}},
+            "design.model.bad.model.overrides: ['rope_scaling'] need",
+        ),
+        ({"source": "elsewhere"}, "design.model.bad.source: 'elsewhere' is not one of"),
+    ],
+)
 def test_a_bad_model_level_is_named_by_its_key_before_any_job(level, message):
     config = {**copy.deepcopy(DEFAULT), "design": {"model": {"good": {"preset": "llama-tiny"}, "bad": level}}}
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
@@ -141,7 +163,11 @@ def test_a_reference_precision_gives_every_precision_of_a_device_one_cs_tflops_p
     d = _design(precision=["fp32", "bf16-mixed"], hardware={"a": {"device": "cpu"}})
     d.config["metric"]["cs_basis"] = "fp32"
     cs = d.cs_profile_keys()
-    assert cs["precision=bf16-mixed/hardware=a/b10000"] == cs["precision=fp32/hardware=a/b10000"] == "hardware=a/precision=fp32/"
+    assert (
+        cs["precision=bf16-mixed/hardware=a/b10000"]
+        == cs["precision=fp32/hardware=a/b10000"]
+        == "hardware=a/precision=fp32/"
+    )
     # bf16's own profile stays: its matmul checks are judged against its own precision
     assert d.profile_keys() == ["hardware=a/precision=bf16-mixed/", "hardware=a/precision=fp32/"]
 
@@ -160,4 +186,6 @@ def test_a_stopping_level_sets_its_cells_train_stop_and_pairs_them_on_the_same_s
     d = _design(stopping={"full": "none", "early": rule})
     early, full = d.cell("stopping=early/b10000"), d.cell("stopping=full/b10000")
     assert d.train_config(early)["stop"] == rule and d.train_config(full)["stop"] == "none"
-    assert d.tokenizer_key(early) == d.tokenizer_key(full) and early.budget == full.budget  # same subset, paired by trial
+    assert (
+        d.tokenizer_key(early) == d.tokenizer_key(full) and early.budget == full.budget
+    )  # same subset, paired by trial

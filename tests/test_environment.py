@@ -4,7 +4,7 @@ import yaml
 
 
 def _pins(lines):
-    return sorted(l.strip() for l in lines if re.match(r"^[A-Za-z0-9_.\-]+==", l.strip()))
+    return sorted(line.strip() for line in lines if re.match(r"^[A-Za-z0-9_.\-]+==", line.strip()))
 
 
 def test_conda_environment_and_pip_requirements_pin_the_same_packages(root):
@@ -21,3 +21,63 @@ def test_installed_versions_match_the_pins(root):
     for pin in _pins((root / "requirements.txt").read_text().splitlines()):
         name, wanted = pin.split("==")
         assert version(name).split("+")[0] == wanted, name
+
+
+# Import names whose distribution is named otherwise.
+DISTRIBUTION = {"yaml": "pyyaml", "pynvml": "nvidia-ml-py"}
+
+
+def _rules(root):
+    """(rule file, rule name, script, conda env) of every rule that runs a script."""
+    for smk in sorted((root / "workflow" / "rules").glob("*.smk")):
+        for block in re.split(r"^rule ", smk.read_text(), flags=re.M)[1:]:
+            script = re.search(r'script:\s*"\.\./scripts/([^"]+)"', block)
+            conda = re.search(r'conda:\s*"\.\./envs/([^"]+)"', block)
+            yield smk.name, block.split(":")[0], script and script.group(1), conda and conda.group(1)
+
+
+def _third_party_imports(root, script):
+    import ast
+    import sys
+
+    from tokenwatt.codeclosure import closure
+
+    scripts = root / "workflow" / "scripts"
+    names = set()
+    for path in closure(scripts / script, scripts):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names.add(node.module.split(".")[0])
+    return {DISTRIBUTION.get(n, n) for n in names - set(sys.stdlib_module_names) - {"tokenwatt", "__future__"}}
+
+
+def test_every_stage_environment_pins_packages_as_the_requirements_do(root):
+    requirements = set(_pins((root / "requirements.txt").read_text().splitlines()))
+    envs = sorted((root / "workflow" / "envs").glob("*.yaml"))
+    assert [e.stem for e in envs] == ["analysis", "data", "train"]
+    for env in envs:
+        spec = yaml.safe_load(env.read_text())
+        pins = _pins(next(d["pip"] for d in spec["dependencies"] if isinstance(d, dict)))
+        assert pins and set(pins) <= requirements, env.name
+        assert "python=3.11" in spec["dependencies"], env.name
+
+
+def test_every_rule_runs_in_a_stage_environment_that_has_every_package_its_code_imports(root):
+    checked = 0
+    for smk, rule, script, conda in _rules(root):
+        if script is None:
+            continue
+        assert conda, f"{smk}: rule {rule} has no conda env under workflow/envs"
+        spec = yaml.safe_load((root / "workflow" / "envs" / conda).read_text())
+        pinned = {p.split("==")[0] for p in _pins(next(d["pip"] for d in spec["dependencies"] if isinstance(d, dict)))}
+        missing = _third_party_imports(root, script) - pinned
+        assert not missing, f"{smk}: rule {rule} ({script}) imports {sorted(missing)}, absent from envs/{conda}"
+        checked += 1
+    assert checked >= 15
+
+
+def test_only_the_training_stage_environment_installs_torch(root):
+    for env in (root / "workflow" / "envs").glob("*.yaml"):
+        assert ("torch==" in env.read_text()) == (env.stem == "train"), env.name

@@ -3,7 +3,6 @@
 import math
 
 import torch
-
 from tokenwatt.evalplan import eval_thresholds, subset_chunks
 
 

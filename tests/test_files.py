@@ -5,10 +5,18 @@ import json
 
 import polars as pl
 import pytest
-
 from tokenwatt.failures import explain
-from tokenwatt.files import (DamagedFileError, read_chunks, read_curve, read_power_trace, read_profile, read_steps,
-                             read_subset, read_table, write_parquet)
+from tokenwatt.files import (
+    DamagedFileError,
+    read_chunks,
+    read_curve,
+    read_power_trace,
+    read_profile,
+    read_steps,
+    read_subset,
+    read_table,
+    write_parquet,
+)
 
 POWER = pl.DataFrame({"t_s": [0.0, 0.1], "power_w": [30.0, 31.0]})
 STEPS = pl.DataFrame({"step": [1], "epoch": [1], "tokens": [64], "loss": [4.2], "elapsed_s": [0.1]})
@@ -22,13 +30,20 @@ def _truncated(path):
     return path
 
 
-@pytest.mark.parametrize("reader,table,what,fix", [
-    (read_power_trace, POWER, "power trace", "its trial is restored from the store, or trained again"),
-    (read_steps, STEPS, "loss curve (training steps)", "its trial is restored from the store, or trained again"),
-    (read_curve, pl.DataFrame({"point": [1], "eval_loss": [4.0]}), "eval curve", "its trial is restored"),
-    (read_chunks, pl.DataFrame({"chunk_id": [1], "input_ids": [[1, 2]], "attention_mask": [[1, 1]], "n_real": [2]}),
-     "chunk table", "the data stage rebuilds it"),
-])
+@pytest.mark.parametrize(
+    "reader,table,what,fix",
+    [
+        (read_power_trace, POWER, "power trace", "its trial is restored from the store, or trained again"),
+        (read_steps, STEPS, "loss curve (training steps)", "its trial is restored from the store, or trained again"),
+        (read_curve, pl.DataFrame({"point": [1], "eval_loss": [4.0]}), "eval curve", "its trial is restored"),
+        (
+            read_chunks,
+            pl.DataFrame({"chunk_id": [1], "input_ids": [[1, 2]], "attention_mask": [[1, 1]], "n_real": [2]}),
+            "chunk table",
+            "the data stage rebuilds it",
+        ),
+    ],
+)
 def test_a_truncated_table_is_named_with_its_path_and_the_fix(tmp_path, reader, table, what, fix):
     path = tmp_path / "b2000/t2/file.parquet"
     write_parquet(path, table)
@@ -36,7 +51,9 @@ def test_a_truncated_table_is_named_with_its_path_and_the_fix(tmp_path, reader, 
     with pytest.raises(DamagedFileError) as err:
         reader(_truncated(path))
     message = str(err.value)
-    assert message.startswith(f"{path} is not a readable {what} (Parquet: ") and "delete it and rerun snakemake" in message
+    assert (
+        message.startswith(f"{path} is not a readable {what} (Parquet: ") and "delete it and rerun snakemake" in message
+    )
     assert fix in message and "\n" not in message
     assert explain(err.value) == message  # a tokenwatt error: one sentence on the terminal, no traceback
 
@@ -44,11 +61,17 @@ def test_a_truncated_table_is_named_with_its_path_and_the_fix(tmp_path, reader, 
 def test_a_table_without_its_columns_or_missing_is_named(tmp_path):
     path = tmp_path / "power.parquet"
     write_parquet(path, pl.DataFrame({"t_s": [0.0]}))
-    with pytest.raises(DamagedFileError, match=r"power.parquet is not a power trace: it has no column power_w; delete it"):
+    with pytest.raises(
+        DamagedFileError, match=r"power.parquet is not a power trace: it has no column power_w; delete it"
+    ):
         read_power_trace(path)
-    with pytest.raises(DamagedFileError, match=r"nowhere.parquet is missing \(the loss curve \(training steps\)\); delete it"):
+    with pytest.raises(
+        DamagedFileError, match=r"nowhere.parquet is missing \(the loss curve \(training steps\)\); delete it"
+    ):
         read_steps(tmp_path / "nowhere.parquet")
-    with pytest.raises(DamagedFileError, match=r"trials.parquet is not a readable trials table .*the analysis rebuilds it"):
+    with pytest.raises(
+        DamagedFileError, match=r"trials.parquet is not a readable trials table .*the analysis rebuilds it"
+    ):
         read_table(_write(tmp_path / "trials.parquet", b"PAR1 not really"), "trials table")
 
 
@@ -68,7 +91,9 @@ def test_a_truncated_or_incomplete_device_profile_is_named_with_the_fix(tmp_path
     assert str(err.value).startswith(f"{path} is not readable JSON (")
     assert "the default target restores it from the store, or measures it again" in str(err.value)
     path.write_text(json.dumps({"windows": 5}))
-    with pytest.raises(DamagedFileError, match=r"profile.json is not a device profile: it lacks cs_tflops, median_tflops"):
+    with pytest.raises(
+        DamagedFileError, match=r"profile.json is not a device profile: it lacks cs_tflops, median_tflops"
+    ):
         read_profile(path)
 
 
@@ -77,8 +102,11 @@ def test_a_damaged_subset_is_named_and_never_a_bare_json_error(tmp_path):
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(SUBSET))
     assert read_subset(path)["chunk_ids"] == [3, 1, 2]
-    for text, found in [(json.dumps(SUBSET)[:-9], "is not readable JSON"), ("[1, 2]", "holds a JSON list, not an object"),
-                        (json.dumps({**SUBSET, "chunk_ids": "3,1,2"}), "chunk_ids is not a list of chunk ids")]:
+    for text, found in [
+        (json.dumps(SUBSET)[:-9], "is not readable JSON"),
+        ("[1, 2]", "holds a JSON list, not an object"),
+        (json.dumps({**SUBSET, "chunk_ids": "3,1,2"}), "chunk_ids is not a list of chunk ids"),
+    ]:
         path.write_text(text)
         with pytest.raises(DamagedFileError, match=found) as err:
             read_subset(path)

@@ -1,7 +1,6 @@
 """One analysis frame: a subject enters every table, figure and test whole, or not at all."""
 
 import polars as pl
-
 from tokenwatt import figures as F
 from tokenwatt.analysis.conditions import changes_table, conditions_table
 from tokenwatt.analysis.frame import frame
@@ -22,14 +21,25 @@ def _records(n=5, flagged=(), missing=()):
                 out.append(None)
                 continue
             train_s = 2.0 * 2**i * (1 + 0.01 * t)
-            out.append(raw_record(b, t, eval_loss=3.0 - 0.3 * i + 0.01 * t, train_s=train_s, duration_s=train_s,
-                                  energy_j=32.0 * train_s * (1 + 0.02 * t), power_rms_w=32.0 + 0.1 * t + 0.05 * i,
-                                  samples_with_power=5 if (b, t) in flagged else 100))
+            out.append(
+                raw_record(
+                    b,
+                    t,
+                    eval_loss=3.0 - 0.3 * i + 0.01 * t,
+                    train_s=train_s,
+                    duration_s=train_s,
+                    energy_j=32.0 * train_s * (1 + 0.02 * t),
+                    power_rms_w=32.0 + 0.1 * t + 0.05 * i,
+                    samples_with_power=5 if (b, t) in flagged else 100,
+                )
+            )
     return out
 
 
 def _aggregate(records, exclude_flagged=False, n=5):
-    return aggregate(records, [(b, t) for t in range(1, n + 1) for b in BUDGETS], quality=QUALITY, exclude_flagged=exclude_flagged)[0]
+    return aggregate(
+        records, [(b, t) for t in range(1, n + 1) for b in BUDGETS], quality=QUALITY, exclude_flagged=exclude_flagged
+    )[0]
 
 
 def test_a_subject_flagged_in_one_cell_leaves_every_cell_when_flagged_trials_are_excluded():
@@ -68,6 +78,7 @@ def test_excluding_flagged_trials_changes_the_conditions_the_summary_and_the_fig
     assert pe(every) != pe(clean)
     summary = lambda t, ex: _summary_html(t, analyse_study(t, TESTED, ex), [], True, 2, [], {})  # noqa: E731
     assert "over 5 trials" in summary(every, False) and "over 3 trials" in summary(clean, True)
+
     def lines(t):
         made = F.make_all(t, conditions_table(t), changes_table(conditions_table(t)), {}, False)
         return len(made["pe_by_budget"].axes[0].lines)

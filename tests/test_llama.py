@@ -8,17 +8,23 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
-
 from tokenwatt.llama import ImplementationError, LlamaSizes, check_right_padded
-from tokenwatt.presets import NATIVE_FIELDS
 from tokenwatt.model import ModelError, build_model, preset_sizes
+from tokenwatt.presets import NATIVE_FIELDS
 from tokenwatt.train import TrainSettings, compile_model, evaluate, token_loss_sum, train
+from transformers import LlamaConfig, LlamaForCausalLM
 
 TOK = {"vocab_size": 96, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
 # Grouped-query attention (4 heads, 2 KV heads) and a non-default RoPE base, so both are exercised.
-SIZES = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-             rope_theta=500.0, rms_norm_eps=1e-5)
+SIZES = dict(
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    rope_theta=500.0,
+    rms_norm_eps=1e-5,
+)
 CPU = torch.device("cpu")
 
 
@@ -62,7 +68,9 @@ def test_same_weights_give_the_same_logits_and_loss(precision, atol):
     ids, mask = right_padded_batch()
     dtype = {"fp32": None, "bf16-mixed": torch.bfloat16}[precision]
     with torch.no_grad(), torch.autocast("cpu", dtype=dtype or torch.float32, enabled=dtype is not None):
-        torch.testing.assert_close(real_logits(native, ids, mask).float(), real_logits(hf, ids, mask).float(), atol=atol, rtol=0)
+        torch.testing.assert_close(
+            real_logits(native, ids, mask).float(), real_logits(hf, ids, mask).float(), atol=atol, rtol=0
+        )
         (ln, nn_), (lh, nh) = token_loss_sum(native, ids, mask), token_loss_sum(hf, ids, mask)
     assert nn_ == nh
     assert ln.item() == pytest.approx(lh.item(), rel=1e-5 if dtype is None else 1e-2)
@@ -122,16 +130,20 @@ def test_compiled_training_repeats_bit_for_bit_and_leaves_the_weights_untouched(
 
 def test_an_eager_native_trial_imports_neither_transformers_nor_dynamo_up_to_its_last_step():
     # Built, made deterministic and trained (torch.optim's optimizers would import torch._dynamo at their first call).
-    code = ("import sys, torch; from tokenwatt.model import build_model, preset_sizes; "
-            "from tokenwatt.devices import make_deterministic; import tokenwatt.trial; "
-            "from tokenwatt.train import TrainSettings, train; "
-            "make_deterministic(torch.device('cpu'), compiling=False); "
-            f"m = build_model(preset_sizes('llama-tiny', {{}}, {TOK!r}, 16), 0, 'native'); "
-            "ids = torch.randint(3, 96, (4, 16)); "
-            "s = TrainSettings(epochs=1, batch_size=2, lr=1e-3, weight_decay=0.0, precision='fp32', seed=0, log_every=1); "
-            "assert train(m, ids, torch.ones_like(ids), torch.device('cpu'), s).n_steps == 2; "
-            "print(sorted(m for m in ('transformers', 'torch._dynamo', 'scipy') if m in sys.modules)); "
-            "print(torch.are_deterministic_algorithms_enabled())")
+    code = (
+        "import sys, torch; from tokenwatt.model import build_model, preset_sizes; "
+        "from tokenwatt.devices import make_deterministic; import tokenwatt.trial; "
+        "from tokenwatt.train import TrainSettings, train; "
+        "make_deterministic(torch.device('cpu'), compiling=False); "
+        f"m = build_model(preset_sizes('llama-tiny', {{}}, {TOK!r}, 16), 0, 'native'); "
+        "ids = torch.randint(3, 96, (4, 16)); "
+        "s = TrainSettings(epochs=1, batch_size=2, lr=1e-3, weight_decay=0.0, precision='fp32', seed=0, log_every=1); "
+        "assert train(m, ids, torch.ones_like(ids), torch.device('cpu'), s).n_steps == 2; "
+        "print(sorted(m for m in ('transformers', 'torch._dynamo', 'scipy') if m in sys.modules)); "
+        "print(torch.are_deterministic_algorithms_enabled())"
+    )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "workflow" / "scripts")}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout.split("\n")
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    ).stdout.split("\n")
     assert out[:2] == ["[]", "True"]

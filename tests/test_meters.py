@@ -2,10 +2,9 @@ import time
 
 import polars as pl
 import pytest
-
 from fake_nvml import FakeNvml
-from tokenwatt.meters import EstimateMeter, MeterError, NullMeter, NvmlMeter, RaplMeter, make_meter
 from tokenwatt.devices import visible_gpu_uuid
+from tokenwatt.meters import EstimateMeter, MeterError, NullMeter, NvmlMeter, RaplMeter, make_meter
 
 GPU_A, GPU_B = "GPU-aaaaaaaa-0000-0000-0000-000000000001", "GPU-bbbbbbbb-0000-0000-0000-000000000002"
 
@@ -114,8 +113,15 @@ def test_auto_on_a_cpu_without_rapl_picks_the_estimate_and_says_why(tmp_path):
 
 
 def test_auto_on_cuda_prefers_nvml():
-    meter, why = make_meter("auto", "cuda", interval_s=0.1, cpu_tdp_w=65, rapl_root="/nonexistent",
-                            gpu_uuid=GPU_A, nvml=FakeNvml({GPU_A: 50.0}))
+    meter, why = make_meter(
+        "auto",
+        "cuda",
+        interval_s=0.1,
+        cpu_tdp_w=65,
+        rapl_root="/nonexistent",
+        gpu_uuid=GPU_A,
+        nvml=FakeNvml({GPU_A: 50.0}),
+    )
     assert isinstance(meter, NvmlMeter) and "nvml" in why
 
 
@@ -137,12 +143,15 @@ def test_the_poller_does_not_slow_the_caller():
 GPU_C = "GPU-cccccccc-0000-0000-0000-000000000003"
 
 
-@pytest.mark.parametrize("visible,cuda_index,expected", [
-    (None, 1, GPU_B),             # nothing hidden: CUDA index = NVML index
-    ("2,0", 0, GPU_C),            # SLURM gave physical GPUs 2 and 0: CUDA 0 is NVML 2
-    ("2,0", 1, GPU_A),
-    (f"{GPU_B}", 0, GPU_B),       # visible devices given by UUID
-])
+@pytest.mark.parametrize(
+    "visible,cuda_index,expected",
+    [
+        (None, 1, GPU_B),  # nothing hidden: CUDA index = NVML index
+        ("2,0", 0, GPU_C),  # SLURM gave physical GPUs 2 and 0: CUDA 0 is NVML 2
+        ("2,0", 1, GPU_A),
+        (f"{GPU_B}", 0, GPU_B),  # visible devices given by UUID
+    ],
+)
 def test_cuda_visible_devices_maps_to_the_physical_gpu(visible, cuda_index, expected):
     assert visible_gpu_uuid(FakeNvml({GPU_A: 1.0, GPU_B: 1.0, GPU_C: 1.0}), cuda_index, visible) == expected
 
@@ -182,9 +191,13 @@ def test_mean_and_rms_power_are_weighted_by_the_time_each_sample_stands_for():
     meter = EstimateMeter(tdp_w=65.0, interval_s=0.1)
     meter._errors, meter._thread_cpu_s = [], None
     meter._windows = [{"name": "train", "start_s": 0.0, "end_s": 1.2, "counter_j": None}]
-    trace = pl.DataFrame({"t_s": [0.0, 0.1, 0.2, 1.2], "power_w": [10.0, 10.0, 10.0, 100.0],
-                          "window": [None, "train", "train", "train"]}).with_columns(
-        temperature_c=pl.lit(None, pl.Float64), sm_clock_mhz=pl.lit(None, pl.Float64), utilization_pct=pl.lit(None, pl.Float64))
+    trace = pl.DataFrame(
+        {"t_s": [0.0, 0.1, 0.2, 1.2], "power_w": [10.0, 10.0, 10.0, 100.0], "window": [None, "train", "train", "train"]}
+    ).with_columns(
+        temperature_c=pl.lit(None, pl.Float64),
+        sm_clock_mhz=pl.lit(None, pl.Float64),
+        utilization_pct=pl.lit(None, pl.Float64),
+    )
     out = meter._summarise(trace)
     assert out["power_mean_w"] == pytest.approx((10 * 0.2 + 100 * 1.0) / 1.2)
     assert out["power_rms_w"] == pytest.approx(((100 * 0.2 + 10_000 * 1.0) / 1.2) ** 0.5)
@@ -257,7 +270,9 @@ def _windows(meter, plan):
 
 def test_counter_windows_add_up_to_the_counter_over_the_whole_session():
     fake = FakeNvml({GPU_A: 100.0})
-    out = _windows(NvmlMeter(fake, GPU_A, interval_s=0.02), [("idle", 0.1), ("train_1", 0.15), ("eval_1", 0.05), ("train_2", 0.15)])
+    out = _windows(
+        NvmlMeter(fake, GPU_A, interval_s=0.02), [("idle", 0.1), ("train_1", 0.15), ("eval_1", 0.05), ("train_2", 0.15)]
+    )
     windows = out["windows"]
     assert [w["name"] for w in windows] == ["idle", "train_1", "eval_1", "train_2"]
     span = windows[-1]["end_s"] - windows[0]["start_s"]
@@ -272,8 +287,13 @@ def test_polled_windows_add_up_to_the_integral_over_the_whole_session():
 
     out = _windows(EstimateMeter(tdp_w=65.0, interval_s=0.02), [("idle", 0.1), ("train_1", 0.2), ("eval_1", 0.1)])
     trace = out["trace"].drop_nulls("power_w")
-    whole = integrate(trace["t_s"].to_numpy(), trace["power_w"].to_numpy(), "previous", out["windows"][0]["start_s"],
-                      out["windows"][-1]["end_s"])
+    whole = integrate(
+        trace["t_s"].to_numpy(),
+        trace["power_w"].to_numpy(),
+        "previous",
+        out["windows"][0]["start_s"],
+        out["windows"][-1]["end_s"],
+    )
     assert sum(w["energy_j"] for w in out["windows"]) == pytest.approx(whole, rel=1e-9)
 
 
@@ -286,7 +306,11 @@ def test_the_trace_says_which_window_each_sample_belongs_to():
 def test_a_window_shorter_than_the_sensors_update_period_is_said_to_be_so():
     out = _windows(NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.02), [("train_1", 0.2), ("eval_1", 0.01)])
     short = {w["name"]: w["note"] for w in out["windows"]}
-    assert short["train_1"] == "" and "shorter (" in short["eval_1"] and "than the sensor's update period (100 ms)" in short["eval_1"]
+    assert (
+        short["train_1"] == ""
+        and "shorter (" in short["eval_1"]
+        and "than the sensor's update period (100 ms)" in short["eval_1"]
+    )
     assert out["short_windows"] == 1
 
 

@@ -1,5 +1,4 @@
 import polars as pl
-
 from tokenwatt.normalize import normalize_corpus, normalize_text
 
 

@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from tokenwatt.optim import FusedAdamW
 
 
@@ -39,8 +38,10 @@ def test_steps_equal_torch_fused_adamw_bit_for_bit():
 
 def test_under_a_grad_scaler_it_steps_and_skips_like_torch():
     ours, theirs = model_pair(1)
-    opts = [FusedAdamW(ours.parameters(), lr=1e-2, weight_decay=0.0),
-            torch.optim.AdamW(theirs.parameters(), lr=1e-2, weight_decay=0.0, fused=True)]
+    opts = [
+        FusedAdamW(ours.parameters(), lr=1e-2, weight_decay=0.0),
+        torch.optim.AdamW(theirs.parameters(), lr=1e-2, weight_decay=0.0, fused=True),
+    ]
     scalers = [torch.amp.GradScaler("cpu", init_scale=2.0**10) for _ in opts]
     for step in range(8):
         for model, opt, scaler in zip((ours, theirs), opts, scalers):
@@ -65,5 +66,9 @@ def test_parameters_without_a_gradient_keep_their_state():
 
 
 def test_parameters_on_two_devices_or_dtypes_are_refused():
-    with pytest.raises(ValueError, match="torch.float32 on cpu, torch.float64 on cpu; the fused AdamW step needs one dtype"):
-        FusedAdamW([torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))], 1e-3, 0.0)
+    with pytest.raises(
+        ValueError, match="torch.float32 on cpu, torch.float64 on cpu; the fused AdamW step needs one dtype"
+    ):
+        FusedAdamW(
+            [torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))], 1e-3, 0.0
+        )

@@ -11,8 +11,13 @@ QUALITY_KEYS = {k: v for k, v in QUALITY.items() if k not in ("start_below_c", "
 
 def test_a_trial_announces_its_start_and_its_result_in_one_line_each():
     assert trial_started(10_000, 3) == "▶ 10K · trial 3: started (progress lines in its log)"
-    line = trial_finished(raw_record(10_000, 3, train_s=2.5, real_tokens=30_000, power_mean_w=32.0, energy_j=80.0, eval_loss=2.5))
-    assert line == "■ 10K · trial 3: 12,000 tokens/s, 32.0 W estimated, 80.0 J estimated, eval loss 2.5000, 2.5 s training / 5.0 s in all"
+    line = trial_finished(
+        raw_record(10_000, 3, train_s=2.5, real_tokens=30_000, power_mean_w=32.0, energy_j=80.0, eval_loss=2.5)
+    )
+    assert (
+        line
+        == "■ 10K · trial 3: 12,000 tokens/s, 32.0 W estimated, 80.0 J estimated, eval loss 2.5000, 2.5 s training / 5.0 s in all"
+    )
 
 
 def test_a_diverged_trial_says_so_in_its_line():
@@ -22,15 +27,19 @@ def test_a_diverged_trial_says_so_in_its_line():
 
 def test_the_time_and_energy_to_go_come_from_finished_trials_of_the_same_cell():
     expected = [("b1000", 1), ("b1000", 2), ("b2000", 1), ("b2000", 2)]
-    finished = {("b1000", 1): raw_record(1000, 1, run_s=10.0, real_tokens=3000, energy_j=30.0),
-                ("b2000", 1): raw_record(2000, 1, run_s=30.0, real_tokens=6000, energy_j=90.0)}
+    finished = {
+        ("b1000", 1): raw_record(1000, 1, run_s=10.0, real_tokens=3000, energy_j=30.0),
+        ("b2000", 1): raw_record(2000, 1, run_s=30.0, real_tokens=6000, energy_j=90.0),
+    }
     line = study_progress(finished, expected)
     # to go: one 1000-trial (10 s, 30 J) and one 2000-trial (30 s, 90 J)
     assert line.startswith("  study: 2 of 4 trials done; ~0.7 min and ~0.12 kJ (energy itself estimated) to go")
 
 
 def test_a_cell_without_finished_trials_is_scaled_from_the_others_by_tokens():
-    line = study_progress({("b1000", 1): raw_record(1000, 1, run_s=10.0, real_tokens=3000, energy_j=30.0)}, [("b1000", 1), ("b2000", 1)])
+    line = study_progress(
+        {("b1000", 1): raw_record(1000, 1, run_s=10.0, real_tokens=3000, energy_j=30.0)}, [("b1000", 1), ("b2000", 1)]
+    )
     assert "~0.3 min and ~0.06 kJ" in line  # 2000 tokens per epoch: twice the tokens of the 1000-trial
 
 
@@ -41,18 +50,21 @@ def test_before_any_trial_finishes_the_time_to_go_is_unknown_and_after_the_last_
 
 def test_editing_the_terminal_lines_never_retrains_a_trial():
     scripts = ROOT / "workflow" / "scripts"
-    assert "tokenwatt/progress.py" not in [p.relative_to(scripts).as_posix() for p in closure(scripts / "train_trial.py", scripts)]
+    assert "tokenwatt/progress.py" not in [
+        p.relative_to(scripts).as_posix() for p in closure(scripts / "train_trial.py", scripts)
+    ]
 
 
 def test_the_end_line_carries_a_first_quality_look_from_the_trials_own_traces():
     import numpy as np
     import polars as pl
-
     from tokenwatt.progress import first_look
     from trial_records import steady_steps, steady_trace
 
-    stepped = pl.DataFrame({"t_s": np.arange(100) * 0.05, "power_w": [32.0] * 50 + [12.0] * 50, "temperature_c": [None] * 100},
-                           schema={"t_s": pl.Float64, "power_w": pl.Float64, "temperature_c": pl.Float64})
+    stepped = pl.DataFrame(
+        {"t_s": np.arange(100) * 0.05, "power_w": [32.0] * 50 + [12.0] * 50, "temperature_c": [None] * 100},
+        schema={"t_s": pl.Float64, "power_w": pl.Float64, "temperature_c": pl.Float64},
+    )
     config = {"quality": QUALITY_KEYS, "meter": {"cooldown_below_c": None}, "profile": {"max_cv": 0.1}}
     assert first_look(raw_record(1000, 1), steady_trace(), steady_steps(), config) == "quality ok so far"
     assert first_look(raw_record(1000, 1), stepped, steady_steps(), config).startswith("FLAGGED: power stepped by")

@@ -3,11 +3,22 @@
 import numpy as np
 import polars as pl
 import pytest
-
 from tokenwatt.quality import RULES, assess, device_load, power_step, profile_verdict, steady_deviation, window_rates
 
-Q = dict(throughput_tolerance=0.1, steady_tolerance=0.25, steady_window=3, check_tolerance=0.15, profile_cv_max=0.1, idle_tolerance=0.25, idle_floor_w=2.0,
-         power_step_tolerance=0.25, power_step_window=5, min_samples=60, max_interval_ratio=1.5, start_below_c=None)
+Q = dict(
+    throughput_tolerance=0.1,
+    steady_tolerance=0.25,
+    steady_window=3,
+    check_tolerance=0.15,
+    profile_cv_max=0.1,
+    idle_tolerance=0.25,
+    idle_floor_w=2.0,
+    power_step_tolerance=0.25,
+    power_step_window=5,
+    min_samples=60,
+    max_interval_ratio=1.5,
+    start_below_c=None,
+)
 
 
 def steps(rates, window_s=1.0):
@@ -19,14 +30,30 @@ def steps(rates, window_s=1.0):
 
 def trace(power, temperature=None, interval=0.5):
     n = len(power)
-    return pl.DataFrame({"t_s": np.arange(n) * interval, "power_w": np.asarray(power, dtype=float),
-                         "temperature_c": [temperature] * n}, schema={"t_s": pl.Float64, "power_w": pl.Float64, "temperature_c": pl.Float64})
+    return pl.DataFrame(
+        {"t_s": np.arange(n) * interval, "power_w": np.asarray(power, dtype=float), "temperature_c": [temperature] * n},
+        schema={"t_s": pl.Float64, "power_w": pl.Float64, "temperature_c": pl.Float64},
+    )
 
 
 def record(budget=1000, trial=1, tokens_per_s=1000.0, idle_w=10.0, samples=100, checks=(1.0, 1.0), **extra):
-    return {"budget": budget, "trial": trial, "levels": {}, "cell": f"b{budget}", "real_tokens": 10_000, "train_s": 10_000 / tokens_per_s, "idle_power_w": idle_w,
-            "meter": "estimate", "samples_with_power": samples, "interval_requested_s": 0.5, "interval_achieved_s": 0.5,
-            "sample_errors": 0, "check_before_tflops": [checks[0]] * 3, "check_after_tflops": [checks[1]] * 3, **extra}
+    return {
+        "budget": budget,
+        "trial": trial,
+        "levels": {},
+        "cell": f"b{budget}",
+        "real_tokens": 10_000,
+        "train_s": 10_000 / tokens_per_s,
+        "idle_power_w": idle_w,
+        "meter": "estimate",
+        "samples_with_power": samples,
+        "interval_requested_s": 0.5,
+        "interval_achieved_s": 0.5,
+        "sample_errors": 0,
+        "check_before_tflops": [checks[0]] * 3,
+        "check_after_tflops": [checks[1]] * 3,
+        **extra,
+    }
 
 
 STEADY_STEPS = steps([800, 1000, 1010, 990, 1000, 1005, 995])
@@ -158,14 +185,26 @@ def test_without_a_profile_the_median_check_is_the_reference():
 
 
 def test_device_load_is_the_median_power_over_idle_of_finished_trials():
-    trials = pl.DataFrame({"status": ["ok", "ok", "ok", "diverged"], "power_mean_w": [123.0, 126.0, 250.0, 500.0],
-                           "idle_power_w": [125.0, 125.0, 125.0, 125.0]})
+    trials = pl.DataFrame(
+        {
+            "status": ["ok", "ok", "ok", "diverged"],
+            "power_mean_w": [123.0, 126.0, 250.0, 500.0],
+            "idle_power_w": [125.0, 125.0, 125.0, 125.0],
+        }
+    )
     assert device_load(trials) == pytest.approx(126.0 / 125.0 - 1)
 
 
 def test_device_load_is_unknown_without_power():
-    assert device_load(pl.DataFrame({"status": ["ok"], "power_mean_w": [None], "idle_power_w": [None]},
-                                    schema={"status": pl.Utf8, "power_mean_w": pl.Float64, "idle_power_w": pl.Float64})) is None
+    assert (
+        device_load(
+            pl.DataFrame(
+                {"status": ["ok"], "power_mean_w": [None], "idle_power_w": [None]},
+                schema={"status": pl.Utf8, "power_mean_w": pl.Float64, "idle_power_w": pl.Float64},
+            )
+        )
+        is None
+    )
 
 
 def test_a_trial_on_another_device_than_its_cs_tflops_profile_is_flagged():
@@ -173,8 +212,18 @@ def test_a_trial_on_another_device_than_its_cs_tflops_profile_is_flagged():
     from trial_records import COST, METRIC, QUALITY, raw_record, steady_steps, steady_trace
 
     recs = [raw_record(1000, t, device_name=name) for t, name in ((1, "NVIDIA H200"), (2, "NVIDIA A100-SXM4-80GB"))]
-    trials, _ = trials_table(recs, [("b1000", 1), ("b1000", 2)], traces=[steady_trace()] * 2, steps=[steady_steps()] * 2,
-                             cs_tflops={"": 0.15}, metric=METRIC, quality=QUALITY, reference_tflops={"": 0.15}, cost=COST,
-                             intensity_g_per_kwh=None, profile_devices={"": "NVIDIA H200"})
+    trials, _ = trials_table(
+        recs,
+        [("b1000", 1), ("b1000", 2)],
+        traces=[steady_trace()] * 2,
+        steps=[steady_steps()] * 2,
+        cs_tflops={"": 0.15},
+        metric=METRIC,
+        quality=QUALITY,
+        reference_tflops={"": 0.15},
+        cost=COST,
+        intensity_g_per_kwh=None,
+        profile_devices={"": "NVIDIA H200"},
+    )
     assert trials["flag_profile_device"].to_list() == [False, True]
     assert "measured on NVIDIA H200" in trials["quality_reasons"][1]

@@ -1,7 +1,6 @@
 """metrics.json is a typed record: checked when written and when read, with the file and the fix named."""
 
 import pytest
-
 from tokenwatt.records import RecordError, check_record, load_validator, read_record
 from trial_records import raw_record
 
@@ -25,7 +24,10 @@ def test_a_truncated_record_names_its_file_and_the_fix(validator, tmp_path):
 
 
 def test_an_empty_record_lists_what_is_missing(validator):
-    with pytest.raises(RecordError, match=r"x/metrics.json is not a valid trial record \(\(top level\): 'budget' is a required property"):
+    with pytest.raises(
+        RecordError,
+        match=r"x/metrics.json is not a valid trial record \(\(top level\): 'budget' is a required property",
+    ):
         check_record({}, validator, "x/metrics.json")
 
 

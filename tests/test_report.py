@@ -1,18 +1,18 @@
 import html
 import io
 import json
+import re
 import shutil
 import subprocess
 
 import numpy as np
 import polars as pl
 import pytest
-
 from tokenwatt import figures as F
 from tokenwatt.analysis.conditions import changes_table, conditions_table
+from tokenwatt.analysis.stats import analyse_study
 from tokenwatt.measures import FIGURES, TESTED
 from tokenwatt.report import render_report
-from tokenwatt.analysis.stats import analyse_study
 from trial_records import COST, QUALITY, aggregate, raw_record
 
 BUDGETS = [10_000, 20_000, 40_000]
@@ -26,23 +26,51 @@ def _records(meter="estimate", n=5):
         for i, b in enumerate(BUDGETS):
             train_s = 5.0 * 2**i + rng.normal(0, 0.05)
             power = 32 + rng.normal(0, 0.3)
-            out.append(raw_record(b, t, meter=meter, eval_loss=2.8 - 0.4 * i + rng.normal(0, 0.03), train_s=train_s,
-                                  duration_s=train_s, power_rms_w=power, power_mean_w=power, energy_j=power * train_s,
-                                  started_at_unix_s=float(rng.uniform(0, 1000))))
+            out.append(
+                raw_record(
+                    b,
+                    t,
+                    meter=meter,
+                    eval_loss=2.8 - 0.4 * i + rng.normal(0, 0.03),
+                    train_s=train_s,
+                    duration_s=train_s,
+                    power_rms_w=power,
+                    power_mean_w=power,
+                    energy_j=power * train_s,
+                    started_at_unix_s=float(rng.uniform(0, 1000)),
+                )
+            )
     return out
 
 
-PROFILE = {"cs_tflops": 0.15, "median_tflops": 0.15, "q25_tflops": 0.149, "q75_tflops": 0.151, "iqr_tflops": 0.002, "cv": 0.01,
-           "windows": 30, "window_s": 0.1, "warmup_s": 1.0, "matmul_size": 512, "dtype": "float32", "threads": 1,
-           "device_name": "Test CPU"}
+PROFILE = {
+    "cs_tflops": 0.15,
+    "median_tflops": 0.15,
+    "q25_tflops": 0.149,
+    "q75_tflops": 0.151,
+    "iqr_tflops": 0.002,
+    "cv": 0.01,
+    "windows": 30,
+    "window_s": 0.1,
+    "warmup_s": 1.0,
+    "matmul_size": 512,
+    "dtype": "float32",
+    "threads": 1,
+    "device_name": "Test CPU",
+}
 
 
 @pytest.fixture(scope="module")
 def analysed():
     records = _records()
     records[-1]["check_after_tflops"] = [0.1] * 3  # one disturbed trial: its after-check fell by a third
-    trials, missing = aggregate(records, [(b, t) for t in range(1, 6) for b in BUDGETS], quality={**QUALITY, "min_samples": 10},
-                                cost={**COST, "electricity_price_per_kwh": 0.3, "device_hour_price": 2.0}, intensity=400.0)
+    trials, missing = aggregate(
+        records,
+        [(b, t) for t in range(1, 6) for b in BUDGETS],
+        quality={**QUALITY, "min_samples": 10},
+        cost={**COST, "electricity_price_per_kwh": 0.3, "device_hour_price": 2.0},
+        intensity=400.0,
+    )
     conditions = conditions_table(trials)
     changes = changes_table(conditions)
     return trials, conditions, changes, analyse_study(trials, TESTED, exclude_flagged=False), missing
@@ -59,10 +87,23 @@ def figures(analysed):
     trials, conditions, changes, _, _ = analysed
     trace = pl.DataFrame({"t_s": [0.0, 0.5, 1.0], "power_w": [30.0, 32.0, 31.0]})
     # Each trial's eval curve: three points, the loss falling and the training energy growing with its tokens.
-    curves = pl.DataFrame([{"cell": r["cell"], "series": r["series"], "budget": r["budget"], "trial": r["trial"], "point": k,
-                            "real_tokens": r["real_tokens"] * k // 3, "train_energy_j": r["energy_j"] * k / 3,
-                            "eval_loss": r["eval_loss"] + 0.3 * (3 - k), "final": k == 3}
-                           for r in trials.iter_rows(named=True) for k in (1, 2, 3)])
+    curves = pl.DataFrame(
+        [
+            {
+                "cell": r["cell"],
+                "series": r["series"],
+                "budget": r["budget"],
+                "trial": r["trial"],
+                "point": k,
+                "real_tokens": r["real_tokens"] * k // 3,
+                "train_energy_j": r["energy_j"] * k / 3,
+                "eval_loss": r["eval_loss"] + 0.3 * (3 - k),
+                "final": k == 3,
+            }
+            for r in trials.iter_rows(named=True)
+            for k in (1, 2, 3)
+        ]
+    )
     made = F.make_all(trials, conditions, changes, {(f"b{b}", 1): trace for b in BUDGETS}, True, "EUR", curves)
     assert list(made) == FIGURES
     return made
@@ -73,10 +114,19 @@ def _report(analysed, figures, name="tiny <script>alert('x')</script> study", mi
     reference = json.loads(open("resources/reference_study.json").read())
     study = {"name": name, "budgets": BUDGETS, "trials": 5}
     return render_report(
-        config={"study": study}, config_hash="abc123", trials=trials, conditions=conditions, changes=changes,
-        stats=stats, missing=missing or [], figures={k: (_png(f), f"caption of {k}") for k, f in figures.items()},
-        reference=reference, data_summary={"documents_in": 10, "documents_out": 9}, profiles={"": PROFILE},
-        cs={"": (0.15, "measured: device profile")}, rerun=["results/trials/b40000/t5/metrics.json"],
+        config={"study": study},
+        config_hash="abc123",
+        trials=trials,
+        conditions=conditions,
+        changes=changes,
+        stats=stats,
+        missing=missing or [],
+        figures={k: (_png(f), f"caption of {k}") for k, f in figures.items()},
+        reference=reference,
+        data_summary={"documents_in": 10, "documents_out": 9},
+        profiles={"": PROFILE},
+        cs={"": (0.15, "measured: device profile")},
+        rerun=["results/trials/b40000/t5/metrics.json"],
         profile_check=[{"profile": "", "status": "ok", "reference": "the device profile", "reasons": []}],
     )
 
@@ -153,15 +203,23 @@ def test_conditions_tables_have_no_exponent_notation_and_state_each_rows_power_o
     import re
 
     page = _report(analysed, figures)
-    section = page[page.index("<h2>Conditions</h2>"):page.index("<h2>Statistics</h2>")]
+    section = page[page.index("<h2>Conditions</h2>") : page.index("<h2>Statistics</h2>")]
     assert not re.search(r"\de[-+]\d", section)
     assert "PE (energy-aware parameter efficiency) (a.u.) ×10⁻⁹" in section or "×10⁻⁶" in section
     assert "<h3>Efficiency</h3>" in section and "<h3>Power and energy</h3>" in section and "10K (n = 5)" in section
     assert "td{" in page and "white-space:nowrap" in page  # numbers never break across lines
 
 
-@pytest.mark.parametrize("x,scale,text", [(4.985e-08, -9, "49.85"), (0.000123, 0, "0.0001230"), (24268.23, 0, "24,268"),
-                                          (float("inf"), 0, "∞"), (None, 0, "—")])
+@pytest.mark.parametrize(
+    "x,scale,text",
+    [
+        (4.985e-08, -9, "49.85"),
+        (0.000123, 0, "0.0001230"),
+        (24268.23, 0, "24,268"),
+        (float("inf"), 0, "∞"),
+        (None, 0, "—"),
+    ],
+)
 def test_numbers_are_written_in_fixed_notation_with_four_significant_digits(x, scale, text):
     from tokenwatt.measures import fixed
 
@@ -180,10 +238,24 @@ def test_report_opens_in_headless_chromium_and_a_screenshot_is_taken(analysed, f
     page.write_text(_report(analysed, figures))
     shot = tmp_path / "shot.png"
     proc = subprocess.run(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,12000", f"--screenshot={shot}", page.as_uri()],
-        capture_output=True, text=True, timeout=120,
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1200,12000",
+            f"--screenshot={shot}",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert shot.exists(), proc.stderr[-2000:]
     from PIL import Image
@@ -197,14 +269,29 @@ def test_report_opens_in_headless_chromium_and_a_screenshot_is_taken(analysed, f
 
 def _study(shape: str):
     budgets, n = {"one budget": ([10_000], 3), "one trial": (BUDGETS, 1)}.get(shape, (BUDGETS, 3))
-    recs = [raw_record(b, t, eval_loss=2.8 - 0.1 * i - 0.01 * t) for t in range(1, n + 1) for i, b in enumerate(budgets)]
+    recs = [
+        raw_record(b, t, eval_loss=2.8 - 0.1 * i - 0.01 * t) for t in range(1, n + 1) for i, b in enumerate(budgets)
+    ]
     if shape == "meter none":
-        recs = [{**r, "meter": "none", "energy_j": None, "power_rms_w": None, "power_mean_w": None, "power_max_w": None,
-                 "idle_power_w": None, "samples_with_power": 0} for r in recs]
+        recs = [
+            {
+                **r,
+                "meter": "none",
+                "energy_j": None,
+                "power_rms_w": None,
+                "power_mean_w": None,
+                "power_max_w": None,
+                "idle_power_w": None,
+                "samples_with_power": 0,
+            }
+            for r in recs
+        ]
     if shape == "no finished trials":
         recs = [None] * len(recs)
     if shape == "all diverged":
-        recs = [{**r, "status": "diverged", "diverged_at_step": 3, "diverged_in_epoch": 1, "eval_loss": None} for r in recs]
+        recs = [
+            {**r, "status": "diverged", "diverged_at_step": 3, "diverged_in_epoch": 1, "eval_loss": None} for r in recs
+        ]
     return recs, [(r_b, r_t) for r_t in range(1, n + 1) for r_b in budgets]
 
 
@@ -213,8 +300,10 @@ def test_every_study_the_schema_accepts_ends_in_a_report(shape, tmp_path):
     from tokenwatt.tables import read_changes, read_conditions
 
     recs, expected = _study(shape)
-    power = pl.DataFrame({"t_s": [0.0, 0.05], "power_w": [None, None] if shape == "meter none" else [32.0, 32.0]},
-                         schema={"t_s": pl.Float64, "power_w": pl.Float64})
+    power = pl.DataFrame(
+        {"t_s": [0.0, 0.05], "power_w": [None, None] if shape == "meter none" else [32.0, 32.0]},
+        schema={"t_s": pl.Float64, "power_w": pl.Float64},
+    )
     trials, missing = aggregate(recs, expected, quality={**QUALITY, "min_samples": 10})
     conditions_table(trials).write_csv(tmp_path / "conditions.csv")  # the CSV round trip the rules make
     conditions = read_conditions(tmp_path / "conditions.csv")
@@ -224,10 +313,20 @@ def test_every_study_the_schema_accepts_ends_in_a_report(shape, tmp_path):
     made = F.make_all(trials, conditions, changes, {(f"b{b}", 1): power for b in {b for b, _ in expected}}, False)
     assert list(made) == FIGURES
     page = render_report(
-        config={"study": {"name": shape, "budgets": sorted({b for b, _ in expected}), "trials": 3}}, config_hash="x", trials=trials,
-        conditions=conditions, changes=changes, stats=stats, missing=missing, figures={k: (_png(f), k) for k, f in made.items()},
-        reference=json.loads(open("resources/reference_study.json").read()), data_summary={}, profiles={"": None},
-        cs={"": (0.15, "configured")}, rerun=[], profile_check=[{"profile": "", "status": "no profile", "reasons": []}],
+        config={"study": {"name": shape, "budgets": sorted({b for b, _ in expected}), "trials": 3}},
+        config_hash="x",
+        trials=trials,
+        conditions=conditions,
+        changes=changes,
+        stats=stats,
+        missing=missing,
+        figures={k: (_png(f), k) for k, f in made.items()},
+        reference=json.loads(open("resources/reference_study.json").read()),
+        data_summary={},
+        profiles={"": None},
+        cs={"": (0.15, "configured")},
+        rerun=[],
+        profile_check=[{"profile": "", "status": "no profile", "reasons": []}],
     )
     assert page.count("data:image/png;base64,") == len(FIGURES)
     if shape in ("no finished trials", "all diverged"):
@@ -248,10 +347,15 @@ def test_every_study_the_schema_accepts_ends_in_a_report(shape, tmp_path):
 
 def test_the_summary_says_what_changed_how_sure_we_are_what_it_cost_and_the_caveats(analysed, figures):
     page = _report(analysed, figures)
-    summary = page[page.index('<p class="summary">'):]
-    summary = summary[:summary.index("</p>")]
-    assert "PE changed by" in summary and "from 10K to 40K tokens (geometric mean ratio over 5 trials, 95 % CI" in summary
-    assert "The budget effect on log PE is statistically significant (p" in summary and "Its size is large (η²G = ." in summary
+    summary = page[page.index('<p class="summary">') :]
+    summary = summary[: summary.index("</p>")]
+    assert (
+        "PE changed by" in summary and "from 10K to 40K tokens (geometric mean ratio over 5 trials, 95 % CI" in summary
+    )
+    assert (
+        "The budget effect on log PE is statistically significant (p" in summary
+        and "Its size is large (η²G = ." in summary
+    )
     assert "Wh (" in summary and "ESTIMATED" in summary
     assert "e-0" not in summary and "0.0000" not in summary  # SI prefixes, never exponents or runs of zeros
     assert "Caveats: energy and power are estimated" in summary and "1 trial(s) were flagged" in summary
@@ -261,7 +365,11 @@ def test_report_numbers_take_si_prefixes_instead_of_exponents_or_runs_of_zeros()
     from tokenwatt.measures import duration, si
 
     assert (si(0.2998, "Wh"), si(8.994e-05, "EUR"), si(1.5e4, "J"), si(0.0, "J")) == (
-        "299.8 mWh", "89.94 µEUR", "15.00 kJ", "0 J")
+        "299.8 mWh",
+        "89.94 µEUR",
+        "15.00 kJ",
+        "0 J",
+    )
     assert (duration(42.0), duration(210.0), duration(9000.0)) == ("42.0 s", "3.5 min", "2.5 h")
 
 
@@ -281,11 +389,116 @@ def test_a_barely_loaded_device_gets_a_warning_that_energy_is_mostly_idle_power(
     assert "barely loaded" not in _report(analysed, figures)  # 32 W in training over a 1-W idle baseline
     trials, *rest = analysed
     idle_like = trials.with_columns((pl.col("power_mean_w") * 0.98).alias("idle_power_w"))
-    assert "The device was barely loaded</b>: training's mean power was +2.0 % off the idle baseline" in _report((idle_like, *rest), figures)
+    assert "The device was barely loaded</b>: training's mean power was +2.0 % off the idle baseline" in _report(
+        (idle_like, *rest), figures
+    )
 
 
-@pytest.mark.parametrize("basis,words", [("training", "carries the ratio of their matmul peaks"), ("fp32", "at one yardstick")])
+@pytest.mark.parametrize(
+    "basis,words", [("training", "carries the ratio of their matmul peaks"), ("fp32", "at one yardstick")]
+)
 def test_the_report_says_what_a_precision_comparison_of_pe_means_under_its_cs_basis(analysed, figures, basis, words):
     from tokenwatt.report import cs_basis_sentence
 
     assert words in cs_basis_sentence(basis)
+
+
+MODELS = {"tiny": 84_128, "small": 330_000, "base": 1_300_000}
+
+
+@pytest.fixture(scope="module")
+def factorial_page():
+    """The report of a 3 model sizes × 3 budgets study (the shape of config/model-size.yaml), 3 trials each, with
+    the effects real data has: loss falling with budget and size, energy growing with both, multiplicative noise."""
+    rng = np.random.default_rng(3)
+    records, expected = [], []
+    for t in range(1, 4):
+        for k, (model, params) in enumerate(MODELS.items()):
+            for i, b in enumerate(BUDGETS):
+                train_s = 5.0 * 2**i * 1.8**k * rng.lognormal(0, 0.05)
+                power = 32 * rng.lognormal(0, 0.02)
+                cell = f"model={model}/b{b}"
+                records.append(
+                    raw_record(
+                        b,
+                        t,
+                        cell=cell,
+                        levels={"model": model},
+                        params=params,
+                        eval_loss=2.9 - 0.35 * i - 0.1 * k + rng.normal(0, 0.03),
+                        train_s=train_s,
+                        duration_s=train_s,
+                        power_rms_w=power,
+                        power_mean_w=power,
+                        energy_j=power * train_s,
+                    )
+                )
+                expected.append((cell, t))
+    trials, missing = aggregate(records, expected, cost={**COST, "electricity_price_per_kwh": 0.3}, intensity=400.0)
+    conditions = conditions_table(trials)
+    changes = changes_table(conditions)
+    stats = analyse_study(trials, TESTED, exclude_flagged=False)
+    made = F.make_all(trials, conditions, changes, {}, True, "EUR")
+    return render_report(
+        config={
+            "study": {"name": "factorial", "budgets": BUDGETS, "trials": 3},
+            "design": {"model": list(MODELS)},
+            "cost": {"currency": "EUR"},
+        },
+        config_hash="abc123",
+        trials=trials,
+        conditions=conditions,
+        changes=changes,
+        stats=stats,
+        missing=missing,
+        figures={k: (_png(f), f"caption of {k}") for k, f in made.items()},
+        reference=json.loads(open("resources/reference_study.json").read()),
+        data_summary={},
+        profiles={"": PROFILE},
+        cs={"": (0.15, "measured: device profile")},
+        rerun=[],
+        profile_check=[],
+        cost={},
+    )
+
+
+def test_a_factorial_study_gets_conditions_tables_as_wide_as_its_budgets_one_set_per_level(factorial_page):
+    conditions = factorial_page.split("<h2>Conditions</h2>")[1].split("<h2>")[0]
+    for model in MODELS:
+        assert f"<h3>model {model}</h3>" in conditions or f"<h3>model={model}</h3>" in conditions
+    for head in re.findall(r"<thead><tr>(.*?)</tr></thead>", conditions):
+        assert head.count("<th") == 1 + len(BUDGETS)
+
+
+def test_the_factorial_report_does_not_overflow_a_1300_px_page_in_chromium(factorial_page, tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "Debian's chromium is needed for this test: `make test` installs it (apt-get install chromium)"
+    probe = (
+        "<script>window.addEventListener('load', () => { document.title = 'overflow=' + "
+        "(document.documentElement.scrollWidth - document.documentElement.clientWidth); });</script>"
+    )
+    page = tmp_path / "report.html"
+    page.write_text(factorial_page.replace("</body>", probe + "</body>"))
+    proc = subprocess.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1300,2000",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    found = re.search(r"<title>overflow=(-?\d+)</title>", proc.stdout)
+    assert found, proc.stderr[-2000:]
+    assert int(found.group(1)) <= 0

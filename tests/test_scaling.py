@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-
 from tokenwatt.analysis.scaling import (
     BESIROGLU_2024,
     GRID_ALPHA,
@@ -99,8 +98,16 @@ def test_gradient_matches_central_finite_differences(regime):
         assert {"quadratic": inside.all(), "linear": not inside.any(), "mixed": 0.2 < inside.mean() < 0.8}[regime]
         grad = law_objective(theta, log_N, log_D, log_loss)[1]
         h = 1e-7  # small enough that few residuals cross ±delta, where Huber's second derivative jumps
-        fd = np.array([(law_objective(theta + h * e, log_N, log_D, log_loss)[0]
-                        - law_objective(theta - h * e, log_N, log_D, log_loss)[0]) / (2 * h) for e in np.eye(5)])
+        fd = np.array(
+            [
+                (
+                    law_objective(theta + h * e, log_N, log_D, log_loss)[0]
+                    - law_objective(theta - h * e, log_N, log_D, log_loss)[0]
+                )
+                / (2 * h)
+                for e in np.eye(5)
+            ]
+        )
         np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-7 * np.abs(fd).max())
 
 
@@ -246,8 +253,13 @@ def test_bootstrap_intervals_of_the_exponents_cover_the_truth_in_90_percent_of_s
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, str(ROOT / "workflow" / "scripts" / "fit_scaling.py"), *map(str, args)],
-                          capture_output=True, text=True, cwd=ROOT, check=False)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "workflow" / "scripts" / "fit_scaling.py"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
 
 
 @pytest.fixture

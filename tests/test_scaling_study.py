@@ -3,7 +3,6 @@
 import numpy as np
 import polars as pl
 import pytest
-
 from tokenwatt.analysis.scaling_study import analyse_scaling, points
 
 TRUTH = dict(E=1.8, A=400.0, B=900.0, alpha=0.35, beta=0.3)
@@ -22,13 +21,35 @@ def _study(seed=0, trials=3, epochs=3, points_per_trial=6):
                 cell = f"model={m}/b{b}"
                 total = b * epochs
                 jpt = 2e-7 * params**0.8 * rng.lognormal(0, 0.03)
-                trial_rows.append({"cell": cell, "trial": t, "series": f"model={m}", "budget": b, "params": params,
-                                   "embedding_params": emb, "tied_embeddings": False, "real_tokens": total,
-                                   "energy_j": jpt * total, "dynamic_energy_j": 0.7 * jpt * total})
+                trial_rows.append(
+                    {
+                        "cell": cell,
+                        "trial": t,
+                        "series": f"model={m}",
+                        "budget": b,
+                        "params": params,
+                        "embedding_params": emb,
+                        "tied_embeddings": False,
+                        "real_tokens": total,
+                        "energy_j": jpt * total,
+                        "dynamic_energy_j": 0.7 * jpt * total,
+                    }
+                )
                 for k, d in enumerate(np.geomspace(total / 100, total, points_per_trial), 1):
-                    loss = (TRUTH["E"] + TRUTH["A"] / params ** TRUTH["alpha"] + TRUTH["B"] / d ** TRUTH["beta"]) * rng.lognormal(0, 0.01)
-                    curve_rows.append({"cell": cell, "trial": t, "point": k, "real_tokens": int(d), "distinct_tokens": min(int(d), b),
-                                       "eval_loss": loss, "final": k == points_per_trial})
+                    loss = (
+                        TRUTH["E"] + TRUTH["A"] / params ** TRUTH["alpha"] + TRUTH["B"] / d ** TRUTH["beta"]
+                    ) * rng.lognormal(0, 0.01)
+                    curve_rows.append(
+                        {
+                            "cell": cell,
+                            "trial": t,
+                            "point": k,
+                            "real_tokens": int(d),
+                            "distinct_tokens": min(int(d), b),
+                            "eval_loss": loss,
+                            "final": k == points_per_trial,
+                        }
+                    )
     return pl.DataFrame(curve_rows), pl.DataFrame(trial_rows)
 
 
@@ -61,16 +82,30 @@ def test_a_law_without_a_finite_optimum_gets_a_sentence_and_the_report_still_com
     curves, trials = _study()
     # Loss that does not fall with N: alpha comes out ≤ 0, and no allocation exists.
     flat = curves.with_columns(pl.col("eval_loss") - 0.0)
-    flat = flat.join(trials.select("cell", "trial", "params"), on=["cell", "trial"]).with_columns(
-        eval_loss=pl.col("eval_loss") - TRUTH["A"] / pl.col("params") ** TRUTH["alpha"] + 1e-4 * pl.col("params").log()).drop("params")
+    flat = (
+        flat.join(trials.select("cell", "trial", "params"), on=["cell", "trial"])
+        .with_columns(
+            eval_loss=pl.col("eval_loss")
+            - TRUTH["A"] / pl.col("params") ** TRUTH["alpha"]
+            + 1e-4 * pl.col("params").log()
+        )
+        .drop("params")
+    )
     got = analyse_scaling(flat, trials, {"points": "all", "bootstrap": 20})
-    assert got["status"] == "ok" and "allocation_energy" not in got and got["allocation_message"].startswith("No allocation:")
+    assert (
+        got["status"] == "ok"
+        and "allocation_energy" not in got
+        and got["allocation_message"].startswith("No allocation:")
+    )
 
 
 def test_joules_per_token_are_fitted_per_device_profile_and_a_mixed_study_allocates_per_profile():
     curves, trials = _study()
-    trials = trials.with_columns(device_profile=pl.when(pl.col("trial") == 1).then(pl.lit("precision=bf16-mixed/"))
-                                 .otherwise(pl.lit("precision=fp32/")))
+    trials = trials.with_columns(
+        device_profile=pl.when(pl.col("trial") == 1)
+        .then(pl.lit("precision=bf16-mixed/"))
+        .otherwise(pl.lit("precision=fp32/"))
+    )
     got = analyse_scaling(curves, trials, {"points": "all", "bootstrap": 20})
     fits = [e for e in got["energy_per_token"] if e["energy"] == "joules_per_token"]
     assert [e["hardware"] for e in fits] == ["precision=bf16-mixed/", "precision=fp32/"]

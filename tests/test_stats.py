@@ -4,7 +4,6 @@ import numpy as np
 import polars as pl
 import pytest
 from statsmodels.stats.anova import AnovaRM
-
 from tokenwatt.analysis.stats import analyse, friedman, posthoc, rm_anova
 
 BUDGETS = [500_000, 1_000_000, 2_000_000]
@@ -84,7 +83,12 @@ def test_sphericity_and_greenhouse_geisser_are_reported_with_three_budgets():
 
 def test_incomplete_trials_are_dropped_and_listed():
     trials = _trials(_study_like(n=6)).filter(~((pl.col("trial") == 4) & (pl.col("budget") == 1_000_000)))
-    trials = trials.with_columns(pl.when((pl.col("trial") == 2) & (pl.col("budget") == 500_000)).then(None).otherwise(pl.col("eval_loss")).alias("eval_loss"))
+    trials = trials.with_columns(
+        pl.when((pl.col("trial") == 2) & (pl.col("budget") == 500_000))
+        .then(None)
+        .otherwise(pl.col("eval_loss"))
+        .alias("eval_loss")
+    )
     ours = rm_anova(trials, "eval_loss")
     assert ours["dropped_trials"] == [2, 4] and ours["n_trials"] == 4 and ours["status"] == "ok"
 
@@ -119,7 +123,11 @@ def test_budgets_are_ordered_numerically_not_as_strings():
     """'1000000' < '500000' as strings; pairs and signs must follow the numbers."""
     y = _study_like()
     pairs = posthoc(_trials(y), "eval_loss")
-    assert [(p["budget_a"], p["budget_b"]) for p in pairs] == [(500_000, 1_000_000), (500_000, 2_000_000), (1_000_000, 2_000_000)]
+    assert [(p["budget_a"], p["budget_b"]) for p in pairs] == [
+        (500_000, 1_000_000),
+        (500_000, 2_000_000),
+        (1_000_000, 2_000_000),
+    ]
     assert all(p["t"] > 0 for p in pairs)  # PE falls with the budget: A − B > 0
     assert all(p["p_holm"] >= p["p_unc"] for p in pairs)
 
@@ -135,8 +143,16 @@ def test_analyse_reports_unmeasured_measures_instead_of_testing_nulls():
     assert set(out["anova"]) == {"eval_loss"} and "energy_j" in out["not_measured"]
 
 
-@pytest.mark.parametrize("p,cell,sentence", [(0.9061, ".906", "p = .906"), (0.0004, "< .001", "p < .001"),
-                                             (0.001, ".001", "p = .001"), (0.04999, ".050", "p = .050"), (1.0, "1.000", "p = 1.000")])
+@pytest.mark.parametrize(
+    "p,cell,sentence",
+    [
+        (0.9061, ".906", "p = .906"),
+        (0.0004, "< .001", "p < .001"),
+        (0.001, ".001", "p = .001"),
+        (0.04999, ".050", "p = .050"),
+        (1.0, "1.000", "p = 1.000"),
+    ],
+)
 def test_p_values_are_written_in_one_apa_style(p, cell, sentence):
     from tokenwatt.analysis.apa import fmt_p, p_value
 
@@ -160,8 +176,15 @@ def _factorial(n=8, seed=0, models=("tiny", "small"), precisions=None) -> pl.Dat
                 for p in precisions or [None]:
                     levels = {"levels_model": m, **({"levels_precision": p} if p else {})}
                     series = f"model={m}" + (f"/precision={p}" if p else "")
-                    rows.append({"trial": t, "budget": b, **levels, "series": series,
-                                 "eval_loss": subject + b / 1e6 * (1 + i) + (p == "bf16") * 0.3 + rng.normal() * 0.5})
+                    rows.append(
+                        {
+                            "trial": t,
+                            "budget": b,
+                            **levels,
+                            "series": series,
+                            "eval_loss": subject + b / 1e6 * (1 + i) + (p == "bf16") * 0.3 + rng.normal() * 0.5,
+                        }
+                    )
     return pl.DataFrame(rows)
 
 
@@ -169,7 +192,12 @@ def _factorial(n=8, seed=0, models=("tiny", "small"), precisions=None) -> pl.Dat
 def test_factorial_f_matches_statsmodels_for_every_effect(precisions):
     trials = _factorial(precisions=precisions)
     within = ["budget", "levels_model", *(["levels_precision"] if precisions else [])]
-    theirs = AnovaRM(trials.to_pandas(), depvar="eval_loss", subject="trial", within=within).fit().anova_table["F Value"].to_list()
+    theirs = (
+        AnovaRM(trials.to_pandas(), depvar="eval_loss", subject="trial", within=within)
+        .fit()
+        .anova_table["F Value"]
+        .to_list()
+    )
     ours = [e["F"] for e in rm_anova(trials, "eval_loss")["effects"]]
     assert ours == pytest.approx(theirs, rel=1e-8)
 
@@ -178,7 +206,9 @@ def test_two_way_greenhouse_geisser_and_generalized_eta_squared_match_pingouin()
     import pingouin as pg
 
     trials = _factorial()
-    theirs = pg.rm_anova(data=trials.to_pandas(), dv="eval_loss", within=["budget", "levels_model"], subject="trial", effsize="ng2")
+    theirs = pg.rm_anova(
+        data=trials.to_pandas(), dv="eval_loss", within=["budget", "levels_model"], subject="trial", effsize="ng2"
+    )
     ours = rm_anova(trials, "eval_loss")["effects"]
     assert [e["eta2_g"] for e in ours] == pytest.approx(theirs["ng2"].to_list(), rel=1e-8)
     assert ours[0]["eps_gg"] == pytest.approx(theirs["eps"][0], rel=1e-8)

@@ -8,7 +8,6 @@ import polars as pl
 import pytest
 from scipy import stats as sps
 from statsmodels.stats.anova import AnovaRM
-
 from tokenwatt.analysis.stats import anova_effects, complete_block, interaction_contrasts, posthoc, rm_anova
 
 BUDGETS = [10_000, 20_000, 40_000]
@@ -23,8 +22,15 @@ def _pe_study(n=10, seed=0, levels=(1e-8, 1e-7), factors=(0.5, 0.5), noise=0.05)
         subject = rng.lognormal(0, 0.1)
         for m, (level, factor) in enumerate(zip(levels, factors)):
             for k, b in enumerate(BUDGETS):
-                rows.append({"trial": t, "budget": b, "levels_model": f"m{m}", "series": f"model=m{m}",
-                             "pe": level * factor**k * subject * rng.lognormal(0, noise)})
+                rows.append(
+                    {
+                        "trial": t,
+                        "budget": b,
+                        "levels_model": f"m{m}",
+                        "series": f"model=m{m}",
+                        "pe": level * factor**k * subject * rng.lognormal(0, noise),
+                    }
+                )
     return pl.DataFrame(rows)
 
 
@@ -52,7 +58,12 @@ def test_log_scale_f_and_generalized_eta_squared_match_statsmodels_and_pingouin_
 
     trials = _pe_study(factors=(0.5, 0.4), seed=3)
     logged = trials.with_columns(pl.col("pe").log()).to_pandas()
-    theirs_f = AnovaRM(logged, depvar="pe", subject="trial", within=["budget", "levels_model"]).fit().anova_table["F Value"].to_list()
+    theirs_f = (
+        AnovaRM(logged, depvar="pe", subject="trial", within=["budget", "levels_model"])
+        .fit()
+        .anova_table["F Value"]
+        .to_list()
+    )
     theirs = pg.rm_anova(data=logged, dv="pe", within=["budget", "levels_model"], subject="trial", effsize="ng2")
     ours = rm_anova(trials, "pe")
     assert ours["scale"] == "log"
@@ -62,7 +73,8 @@ def test_log_scale_f_and_generalized_eta_squared_match_statsmodels_and_pingouin_
 
 def test_a_value_at_or_below_zero_on_the_log_scale_drops_its_subject_and_names_it():
     trials = _pe_study().with_columns(
-        pl.when((pl.col("trial") == 4) & (pl.col("budget") == BUDGETS[1])).then(0.0).otherwise(pl.col("pe")).alias("pe"))
+        pl.when((pl.col("trial") == 4) & (pl.col("budget") == BUDGETS[1])).then(0.0).otherwise(pl.col("pe")).alias("pe")
+    )
     ours = rm_anova(trials, "pe")
     assert ours["dropped_trials"] == [4] and ours["n_trials"] == 9
 

@@ -4,12 +4,13 @@ Points at the scale of a small CPU trial: cumulative training energy in J (hundr
 """
 
 import pytest
-
 from tokenwatt.stopping import StopRule, StopRuleError, segment_gain, should_stop, stop_rule
 
 # Gains per segment: (5.0 − 4.0) / 0.2 kJ = 5, 0.2 / 0.4 = 0.5, 0.04 / 0.8 = 0.05, 0.01 / 1.6 = 0.00625 nats/kJ.
-POINTS = [{"train_energy_j": e, "eval_loss": v} for e, v in
-          zip([100.0, 300.0, 700.0, 1500.0, 3100.0], [5.0, 4.0, 3.8, 3.76, 3.75])]
+POINTS = [
+    {"train_energy_j": e, "eval_loss": v}
+    for e, v in zip([100.0, 300.0, 700.0, 1500.0, 3100.0], [5.0, 4.0, 3.8, 3.76, 3.75])
+]
 
 
 def _first_stop(points, rule):
@@ -35,7 +36,9 @@ def test_patience_two_needs_two_low_segments_in_a_row():
 
 
 def test_a_backslide_between_good_segments_does_not_stop_a_patient_rule():
-    points = [{"train_energy_j": e, "eval_loss": v} for e, v in zip([100.0, 300.0, 700.0, 1500.0], [5.0, 4.0, 4.1, 3.5])]
+    points = [
+        {"train_energy_j": e, "eval_loss": v} for e, v in zip([100.0, 300.0, 700.0, 1500.0], [5.0, 4.0, 4.1, 3.5])
+    ]
     assert _first_stop(points, StopRule("marginal", 0.1, 2)) is None
     assert _first_stop(points, StopRule("marginal", 0.1, 1)) == 3
 
@@ -64,15 +67,18 @@ def test_config_forms_give_the_typed_rule_and_round_trip():
     assert stop_rule(rule.to_dict()) == rule and stop_rule(StopRule().to_dict()) == StopRule()
 
 
-@pytest.mark.parametrize("config, words", [
-    ("marginal", "a rule is 'none' or a mapping"),
-    ({"rule": "plateau"}, "one of none, marginal"),
-    ({"rule": "marginal", "patience": 2}, "min_gain_per_kj must be a finite number"),
-    ({"rule": "marginal", "min_gain_per_kj": -0.1}, "min_gain_per_kj must be a finite number ≥ 0"),
-    ({"rule": "marginal", "min_gain_per_kj": 0.1, "patience": 0}, "patience must be a whole number ≥ 1"),
-    ({"rule": "marginal", "min_gain_per_kj": 0.1, "patince": 2}, "unknown setting(s) patince"),
-    ({"rule": "none", "patience": 2}, "takes no settings"),
-])
+@pytest.mark.parametrize(
+    "config, words",
+    [
+        ("marginal", "a rule is 'none' or a mapping"),
+        ({"rule": "plateau"}, "one of none, marginal"),
+        ({"rule": "marginal", "patience": 2}, "min_gain_per_kj must be a finite number"),
+        ({"rule": "marginal", "min_gain_per_kj": -0.1}, "min_gain_per_kj must be a finite number ≥ 0"),
+        ({"rule": "marginal", "min_gain_per_kj": 0.1, "patience": 0}, "patience must be a whole number ≥ 1"),
+        ({"rule": "marginal", "min_gain_per_kj": 0.1, "patince": 2}, "unknown setting(s) patince"),
+        ({"rule": "none", "patience": 2}, "takes no settings"),
+    ],
+)
 def test_a_rule_that_could_not_run_as_meant_is_refused(config, words):
     with pytest.raises(StopRuleError) as e:
         stop_rule(config)

@@ -6,10 +6,21 @@ import os
 from types import SimpleNamespace
 
 import pytest
-
-from tokenwatt.store import (FORCED_ENV, STORE_ENV, JobStore, StoreError, entry_dir, forced_spec, is_forced, job_key,
-                             job_store, named_paths, restore, save, store_root)
-
+from tokenwatt.store import (
+    FORCED_ENV,
+    STORE_ENV,
+    JobStore,
+    StoreError,
+    entry_dir,
+    forced_spec,
+    is_forced,
+    job_key,
+    job_store,
+    named_paths,
+    restore,
+    save,
+    store_root,
+)
 
 ENTRY_NAME = "entry.json"
 
@@ -105,7 +116,9 @@ def test_the_jobs_the_user_forced_compute_again(tmp_path, monkeypatch):
     rules = ["train_trial", "subset", "all"]
     trial = ["results/trials/b10/t1/metrics.json", "results/trials/b10/t1/power.parquet"]
     by_file = forced_spec(False, ["./results/trials/b10/t1/metrics.json"], [], rules)
-    assert is_forced("train_trial", trial, by_file) and not is_forced("train_trial", ["results/trials/b10/t2/metrics.json"], by_file)
+    assert is_forced("train_trial", trial, by_file) and not is_forced(
+        "train_trial", ["results/trials/b10/t2/metrics.json"], by_file
+    )
     assert is_forced("train_trial", trial, forced_spec(False, ["train_trial"], [], rules))
     assert not is_forced("subset", ["results/subsets/b10/t1.json"], forced_spec(False, ["train_trial"], [], rules))
     assert is_forced("subset", ["x"], forced_spec(True, [], [], rules))
@@ -146,9 +159,14 @@ def test_a_script_job_is_keyed_by_its_rule_params_and_named_inputs(tmp_path, mon
     monkeypatch.setenv(FORCED_ENV, json.dumps({"all": False, "rules": [], "files": []}))
     (tmp_path / "chunks.parquet").write_bytes(b"chunks")
     outputs = _outputs(tmp_path)
-    smk = SimpleNamespace(rule="train_trial", config={"results": "results"}, log=["results/logs/t1.log"],
-                          params=_Params(budget=10, trial=1), input=_Files(["chunks.parquet"], {"train": "chunks.parquet"}),
-                          output=_Files(list(outputs.values()), {"metrics": outputs["metrics"], "power": outputs["power"]}))
+    smk = SimpleNamespace(
+        rule="train_trial",
+        config={"results": "results"},
+        log=["results/logs/t1.log"],
+        params=_Params(budget=10, trial=1),
+        input=_Files(["chunks.parquet"], {"train": "chunks.parquet"}),
+        output=_Files(list(outputs.values()), {"metrics": outputs["metrics"], "power": outputs["power"]}),
+    )
     job = job_store(smk, last="metrics")
     assert job.root == tmp_path / "results" / "store" and not job.forced
     assert job.key == job_key("train_trial", {"budget": 10, "trial": 1}, {"train": "chunks.parquet"})

@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from tokenwatt.throughput import measure_throughput, summarise, timed_windows
 
 
@@ -44,13 +43,21 @@ def test_one_slow_window_moves_the_median_less_than_the_mean():
 def test_every_window_is_synchronised_at_both_ends():
     calls = []
     clock = FakeClock([0.6])
-    timed_windows(lambda: (calls.append("op"), clock.op()), 1e12, window_s=1.0, windows=2,
-                  sync=lambda: calls.append("sync"), clock=clock)
+    timed_windows(
+        lambda: (calls.append("op"), clock.op()),
+        1e12,
+        window_s=1.0,
+        windows=2,
+        sync=lambda: calls.append("sync"),
+        clock=clock,
+    )
     assert calls == ["sync", "op", "sync", "op", "sync"] * 2
 
 
 def test_a_real_cpu_profile_records_its_settings():
-    got = measure_throughput(torch.device("cpu"), torch.float32, size=64, window_s=0.01, windows=3, warmup_s=0.01, sync=lambda: None)
+    got = measure_throughput(
+        torch.device("cpu"), torch.float32, size=64, window_s=0.01, windows=3, warmup_s=0.01, sync=lambda: None
+    )
     assert got["windows"] == 3 and got["median_tflops"] > 0
     assert (got["matmul_size"], got["dtype"], got["window_s"]) == (64, "float32", 0.01)
 
@@ -58,7 +65,16 @@ def test_a_real_cpu_profile_records_its_settings():
 def test_the_device_profile_names_the_device_and_precision():
     from tokenwatt.throughput import profile_device
 
-    got = profile_device(device_name="cpu", precision="fp32", threads=1, size=64, window_s=0.01, windows=3, warmup_s=0.0, log=lambda s: None)
+    got = profile_device(
+        device_name="cpu",
+        precision="fp32",
+        threads=1,
+        size=64,
+        window_s=0.01,
+        windows=3,
+        warmup_s=0.0,
+        log=lambda s: None,
+    )
     assert got["cs_tflops"] == got["median_tflops"] > 0
     assert got["device"] == "cpu" and got["precision"] == "fp32" and got["device_uuid"] is None
 
@@ -67,8 +83,21 @@ def test_an_unsteady_profile_is_measured_again_and_the_steadiest_attempt_kept(mo
     from tokenwatt import throughput
 
     cvs = iter([0.3, 0.05, 0.2])
-    monkeypatch.setattr(throughput, "measure_throughput", lambda *a, **k: {**summarise([1.0, 1.0, 1.0]), "cv": next(cvs),
-                                                                          "dtype": "float32"})
-    got = throughput.profile_device(device_name="cpu", precision="fp32", threads=1, size=64, window_s=0.01, windows=3,
-                                    warmup_s=0.0, max_cv=0.1, attempts=3, log=lambda s: None)
+    monkeypatch.setattr(
+        throughput,
+        "measure_throughput",
+        lambda *a, **k: {**summarise([1.0, 1.0, 1.0]), "cv": next(cvs), "dtype": "float32"},
+    )
+    got = throughput.profile_device(
+        device_name="cpu",
+        precision="fp32",
+        threads=1,
+        size=64,
+        window_s=0.01,
+        windows=3,
+        warmup_s=0.0,
+        max_cv=0.1,
+        attempts=3,
+        log=lambda s: None,
+    )
     assert got["attempts"] == 2 and got["attempt_cvs"] == [0.3, 0.05] and got["cv"] == 0.05

@@ -5,12 +5,11 @@ import sys
 import numpy as np
 import polars as pl
 import pytest
-from transformers import AutoTokenizer
-
 from tokenwatt.chunking import ChunkError, chunk_documents, chunk_ids, with_special_tokens
 from tokenwatt.split import SplitError, split_documents
 from tokenwatt.subsets import SubsetError, draw_subset, trial_seed
 from tokenwatt.tokenizer import TokenizerError, load_tokenizer, save_tokenizer, tokenizer_info
+from transformers import AutoTokenizer
 from workflow_helpers import ROOT
 
 
@@ -63,11 +62,15 @@ def test_a_trained_tokenizer_loads_as_auto_tokenizer_would_without_its_model_map
     save_tokenizer(small_tokenizer, tmp_path)
     text = "Once upon a time, Bolika the fox found a shiny zibblo."
     auto = AutoTokenizer.from_pretrained(tmp_path)
-    code = (f"import sys; from tokenwatt.tokenizer import load_tokenizer; t = load_tokenizer({str(tmp_path)!r}); "
-            f"print(type(t).__name__, t({text!r})['input_ids'], t.pad_token_id); "
-            "print('transformers.models.auto.tokenization_auto' in sys.modules)")
+    code = (
+        f"import sys; from tokenwatt.tokenizer import load_tokenizer; t = load_tokenizer({str(tmp_path)!r}); "
+        f"print(type(t).__name__, t({text!r})['input_ids'], t.pad_token_id); "
+        "print('transformers.models.auto.tokenization_auto' in sys.modules)"
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT / "workflow" / "scripts")}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout.split("\n")
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    ).stdout.split("\n")
     assert out[:2] == [f"{type(auto).__name__} {auto(text)['input_ids']} {auto.pad_token_id}", "False"]
 
 
@@ -115,7 +118,10 @@ def test_trials_draw_different_subsets_and_a_seed_repeats(chunks):
 
 def test_budget_beyond_the_corpus_says_how_much_is_missing(chunks):
     ids, n_real = chunks
-    with pytest.raises(SubsetError, match=rf"budget 99999 needs 99999 tokens, the corpus has {n_real.sum()}; lower the budget or add data"):
+    with pytest.raises(
+        SubsetError,
+        match=rf"budget 99999 needs 99999 tokens, the corpus has {n_real.sum()}; lower the budget or add data",
+    ):
         draw_subset(ids, n_real, 99999, seed=0)
 
 

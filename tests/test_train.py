@@ -4,9 +4,8 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
-
 from tokenwatt.model import ModelError, build_model, check_tokenizer_matches, load_pretrained, preset_sizes
-from tokenwatt.train import TrainSettings, TrainingError, check_precision, evaluate, labels_for, should_compile, train
+from tokenwatt.train import TrainingError, TrainSettings, check_precision, evaluate, labels_for, should_compile, train
 from tokenwatt.trial import run_trial
 
 TOK = {"vocab_size": 64, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
@@ -110,7 +109,10 @@ def test_unknown_preset_lists_the_choices():
 
 def test_tinyllama_preset_has_the_reference_architecture():
     cfg = preset_sizes("tinyllama-1.1b", {}, {**TOK, "vocab_size": 32000}, 64)
-    assert [cfg[k] for k in ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads")] == [22, 2048, 5632, 32, 4]
+    assert [
+        cfg[k]
+        for k in ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads")
+    ] == [22, 2048, 5632, 32, 4]
 
 
 def test_pretrained_model_loads_offline_from_safetensors_with_identical_weights(tmp_path):
@@ -133,22 +135,61 @@ def test_pretrained_model_with_only_pickled_weights_is_refused(tmp_path):
 
 
 def _chunks(ids, mask):
-    return pl.DataFrame({"chunk_id": np.arange(len(ids)), "doc_id": np.arange(len(ids)), "input_ids": ids.numpy(),
-                         "attention_mask": mask.numpy().astype(np.int8), "n_real": mask.sum(1).numpy()})
+    return pl.DataFrame(
+        {
+            "chunk_id": np.arange(len(ids)),
+            "doc_id": np.arange(len(ids)),
+            "input_ids": ids.numpy(),
+            "attention_mask": mask.numpy().astype(np.int8),
+            "n_real": mask.sum(1).numpy(),
+        }
+    )
 
 
 def _run(meter_kind, eval_cfg=None, **train_overrides):
     ids, mask = _data(n=24)
     chunks = _chunks(ids, mask)
-    train_cfg = {**dict(epochs=1, batch_size=2, lr=3e-3, weight_decay=0.0, precision="fp32", device="cpu", threads=1,
-                        log_every=4, eval_batch_size=8, on_divergence="record", compile=False, compile_min_steps=1000), **train_overrides}
-    meter_cfg = dict(kind=meter_kind, interval_s=0.05, idle_seconds=0.1, cpu_tdp_w=65.0, rapl_root="/nonexistent",
-                     cooldown_s=0, cooldown_below_c=None, cooldown_timeout_s=0)
+    train_cfg = {
+        **dict(
+            epochs=1,
+            batch_size=2,
+            lr=3e-3,
+            weight_decay=0.0,
+            precision="fp32",
+            device="cpu",
+            threads=1,
+            log_every=4,
+            eval_batch_size=8,
+            on_divergence="record",
+            compile=False,
+            compile_min_steps=1000,
+        ),
+        **train_overrides,
+    }
+    meter_cfg = dict(
+        kind=meter_kind,
+        interval_s=0.05,
+        idle_seconds=0.1,
+        cpu_tdp_w=65.0,
+        rapl_root="/nonexistent",
+        cooldown_s=0,
+        cooldown_below_c=None,
+        cooldown_timeout_s=0,
+    )
     return run_trial(
-        budget=100, trial=1, seed=5, subset={"chunk_ids": list(range(16)), "n_chunks": 16, "real_tokens": int(mask[:16].sum())},
-        train_chunks=chunks, eval_chunks=chunks[16:], tokenizer=TOK,
-        model_cfg={"source": "config", "preset": "llama-tiny", "overrides": SIZES}, train_cfg=train_cfg, meter_cfg=meter_cfg,
-        check_cfg={"matmul_size": 64, "window_s": 0.01, "windows": 2}, eval_cfg=eval_cfg, log=lambda s: None,
+        budget=100,
+        trial=1,
+        seed=5,
+        subset={"chunk_ids": list(range(16)), "n_chunks": 16, "real_tokens": int(mask[:16].sum())},
+        train_chunks=chunks,
+        eval_chunks=chunks[16:],
+        tokenizer=TOK,
+        model_cfg={"source": "config", "preset": "llama-tiny", "overrides": SIZES},
+        train_cfg=train_cfg,
+        meter_cfg=meter_cfg,
+        check_cfg={"matmul_size": 64, "window_s": 0.01, "windows": 2},
+        eval_cfg=eval_cfg,
+        log=lambda s: None,
     )
 
 
@@ -190,7 +231,9 @@ def test_a_diverged_trial_is_recorded_as_a_result_with_its_step_and_partial_loss
     metrics, power, steps, curve = _run("estimate", lr=1e30, log_every=1)
     assert metrics["status"] == "diverged" and metrics["diverged_at_step"] >= 1 and metrics["eval_loss"] is None
     assert steps.height == metrics["diverged_at_step"] - 1  # every record before the non-finite step
-    assert metrics["energy_j"] > 0 and power.filter(power["window"].str.starts_with("train")).height == metrics["samples"]
+    assert (
+        metrics["energy_j"] > 0 and power.filter(power["window"].str.starts_with("train")).height == metrics["samples"]
+    )
     assert not curve["final"].any()  # no final evaluation of a diverged model
     assert problems(metrics, load_validator(root / "workflow/schemas/metrics.schema.yaml")) == []
 
@@ -205,7 +248,9 @@ def test_every_trial_has_its_eval_curve_ending_in_the_final_evaluation_on_the_wh
     assert curve["point"].to_list() == [1, 2, 3] and curve["final"].to_list() == [False, False, True]
     assert curve["real_tokens"].is_sorted() and curve["real_tokens"][-1] == metrics["real_tokens"]
     assert curve["eval_loss_whole_set"][-1] == metrics["eval_loss"]  # the trial's result: the whole eval set
-    assert curve["eval_tokens"].n_unique() == 1 and curve["eval_tokens"][0] <= 20  # every point on the same leading chunks
+    assert (
+        curve["eval_tokens"].n_unique() == 1 and curve["eval_tokens"][0] <= 20
+    )  # every point on the same leading chunks
     assert curve["train_energy_j"].is_sorted() and curve["train_energy_j"][-1] == pytest.approx(metrics["energy_j"])
     assert (curve["eval_energy_j"] > 0).all() and curve["train_s"][-1] == pytest.approx(metrics["train_s"])
 
@@ -213,11 +258,25 @@ def test_every_trial_has_its_eval_curve_ending_in_the_final_evaluation_on_the_wh
 def test_evaluations_are_metered_beside_training_never_inside_it():
     metrics, _, steps, curve = _run("estimate", eval_cfg={"points": 3, "first_fraction": 0.25})
     names = [w["name"] for w in metrics["windows"]]
-    assert names == ["idle", "check_before", "train_1", "eval_1", "train_2", "eval_2", "train_3", "check_after", "eval_final"]
+    assert names == [
+        "idle",
+        "check_before",
+        "train_1",
+        "eval_1",
+        "train_2",
+        "eval_2",
+        "train_3",
+        "check_after",
+        "eval_final",
+    ]
     training = sum(w["energy_j"] for w in metrics["windows"] if w["name"].startswith("train"))
     assert metrics["energy_j"] == pytest.approx(training)
-    assert metrics["eval_energy_j"] == pytest.approx(sum(w["energy_j"] for w in metrics["windows"] if w["name"].startswith("eval")))
-    assert metrics["train_s"] <= sum(w["duration_s"] for w in metrics["windows"] if w["name"].startswith("train")) + 1e-6
+    assert metrics["eval_energy_j"] == pytest.approx(
+        sum(w["energy_j"] for w in metrics["windows"] if w["name"].startswith("eval"))
+    )
+    assert (
+        metrics["train_s"] <= sum(w["duration_s"] for w in metrics["windows"] if w["name"].startswith("train")) + 1e-6
+    )
     assert steps["elapsed_s"][-1] <= metrics["train_s"] + 1e-6  # the loss curve's clock stops while evaluating
 
 
@@ -252,9 +311,14 @@ def test_compile_auto_compiles_a_cuda_trial_from_min_steps_and_never_a_cpu_one()
 
 def test_a_stopping_rule_ends_training_at_an_evaluation_point_and_the_trial_says_where_and_why():
     # Any gain is below 1e12 nats/kJ: the rule stops at the second point, after one segment of patience.
-    metrics, _, _, curve = _run("estimate", eval_cfg={"points": 4, "first_fraction": 0.1},
-                                stop={"rule": "marginal", "min_gain_per_kj": 1e12, "patience": 1})
-    assert metrics["stopped"] and metrics["stopped_at_point"] == 2 and "fell below 1e+12 nats/kJ" in metrics["stop_reason"]
+    metrics, _, _, curve = _run(
+        "estimate",
+        eval_cfg={"points": 4, "first_fraction": 0.1},
+        stop={"rule": "marginal", "min_gain_per_kj": 1e12, "patience": 1},
+    )
+    assert (
+        metrics["stopped"] and metrics["stopped_at_point"] == 2 and "fell below 1e+12 nats/kJ" in metrics["stop_reason"]
+    )
     assert metrics["real_tokens"] == metrics["stopped_at_tokens"] < metrics["subset_real_tokens"]
     assert curve["final"].to_list() == [False, False, True] and curve["real_tokens"][-1] == metrics["real_tokens"]
     assert [w["name"] for w in metrics["windows"]][-3:] == ["eval_2", "check_after", "eval_final"]

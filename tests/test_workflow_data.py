@@ -2,7 +2,6 @@ import json
 
 import polars as pl
 import pytest
-
 from workflow_helpers import TINY, clone, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
@@ -23,7 +22,7 @@ def test_dry_run_of_the_default_config_plans_one_subset_per_budget_and_trial(tmp
 
 def _override(work, text):
     (work / "override.yaml").write_text(text)
-    return ["--configfile", "tests/data/tiny.yaml", "override.yaml"]
+    return ["--configfile", ".test/config/config.yaml", "override.yaml"]
 
 
 def test_a_bad_config_fails_before_any_job_with_the_key(tmp_path):
@@ -59,7 +58,10 @@ def test_a_budget_larger_than_the_corpus_fails_before_training(tmp_path):
     override = _override(work, "study: {name: x, seed: 1, budgets: [1000, 90000000], trials: 1}")
     proc = snakemake(work, *override, "--cores", "1", check=False)
     assert proc.returncode != 0
-    assert "budget 90000000 needs 90000000 tokens, the corpus has" in (work / "results/logs/subset/b90000000/t1.log").read_text()
+    assert (
+        "budget 90000000 needs 90000000 tokens, the corpus has"
+        in (work / "results/logs/subset/b90000000/t1.log").read_text()
+    )
     assert not (work / "results/trials").exists()
 
 

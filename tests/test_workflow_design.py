@@ -7,13 +7,11 @@ import numpy as np
 import polars as pl
 import pytest
 from statsmodels.stats.anova import AnovaRM
-
-from workflow_helpers import clone, planned_jobs, snakemake
+from workflow_helpers import ANALYSIS, clone, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
 # The shipped two-way example (budget × three model sizes) on the tiny study's data, budgets and trials.
-MODEL_SIZE = ["--configfile", "config/model-size.yaml", "tests/data/tiny.yaml"]
-ANALYSIS = {"aggregate": 1, "stats": 1, "curves": 1, "scaling": 1, "figures": 1, "report": 1}
+MODEL_SIZE = ["--configfile", "config/model-size.yaml", ".test/config/config.yaml"]
 MODELS = ["tiny", "small", "base"]
 
 
@@ -33,7 +31,9 @@ def test_every_cell_has_its_own_readable_folder_and_the_trials_carry_their_level
     for model in MODELS:
         for budget in (1000, 2000):
             for trial in (1, 2, 3):
-                record = json.loads((factorial / f"results/trials/model={model}/b{budget}/t{trial}/metrics.json").read_text())
+                record = json.loads(
+                    (factorial / f"results/trials/model={model}/b{budget}/t{trial}/metrics.json").read_text()
+                )
                 assert (record["levels"], record["cell"]) == ({"model": model}, f"model={model}/b{budget}")
     trials = _trials(factorial)
     assert trials.height == 18 and trials["levels_model"].unique(maintain_order=True).to_list() == MODELS
@@ -52,13 +52,29 @@ def test_the_two_way_anova_of_log_pe_matches_statsmodels_and_a_hand_computed_gen
     stats = json.loads((factorial / "results/analysis/stats.json").read_text())
     effects = {e["effect"]: e for e in stats["anova"]["pe"]["effects"]}
     assert list(effects) == ["budget", "model", "budget × model"]
-    table = AnovaRM(trials.select("trial", "budget", "levels_model", "pe").to_pandas(), depvar="pe", subject="trial",
-                    within=["budget", "levels_model"]).fit().anova_table
+    table = (
+        AnovaRM(
+            trials.select("trial", "budget", "levels_model", "pe").to_pandas(),
+            depvar="pe",
+            subject="trial",
+            within=["budget", "levels_model"],
+        )
+        .fit()
+        .anova_table
+    )
     for ours, theirs in zip(effects.values(), table["F Value"]):
         assert ours["F"] == pytest.approx(theirs, rel=1e-8)
     # η²G (Olejnik & Algina 2003), all factors within: SS_effect / (SS_effect + SS_subjects + every error SS)
-    y = np.array([[trials.filter((pl.col("trial") == t) & (pl.col("budget") == b) & (pl.col("levels_model") == m))["pe"][0]
-                   for b in (1000, 2000) for m in MODELS] for t in (1, 2, 3)]).reshape(3, 2, 3)
+    y = np.array(
+        [
+            [
+                trials.filter((pl.col("trial") == t) & (pl.col("budget") == b) & (pl.col("levels_model") == m))["pe"][0]
+                for b in (1000, 2000)
+                for m in MODELS
+            ]
+            for t in (1, 2, 3)
+        ]
+    ).reshape(3, 2, 3)
     grand = y.mean()
     cell, subject = y.mean(axis=0), y.mean(axis=(1, 2))
     ss_b = 3 * 3 * ((y.mean(axis=(0, 2)) - grand) ** 2).sum()
@@ -122,9 +138,12 @@ def test_a_model_level_with_its_own_tokenizer_trains_on_its_own_chunks_of_the_sa
     work = clone(tmp_path)
     (work / "own.yaml").write_text(
         "study: {name: own tokenizer, seed: 11, budgets: [1000], trials: 3}\n"
-        "design: {model: {shared: {preset: llama-tiny}, own: {preset: llama-tiny, tokenizer: {vocab_size: 280}}}}\n")
-    snakemake(work, "--configfile", "tests/data/tiny.yaml", "own.yaml", "--cores", "2", "--resources", "gpu=1")
-    assert (work / "results/data/tok=own/tokenizer").is_dir() and (work / "results/subsets/tok=own/b1000/t1.json").exists()
+        "design: {model: {shared: {preset: llama-tiny}, own: {preset: llama-tiny, tokenizer: {vocab_size: 280}}}}\n"
+    )
+    snakemake(work, "--configfile", ".test/config/config.yaml", "own.yaml", "--cores", "2", "--resources", "gpu=1")
+    assert (work / "results/data/tok=own/tokenizer").is_dir() and (
+        work / "results/subsets/tok=own/b1000/t1.json"
+    ).exists()
     trials = _trials(work)
     vocab = dict(trials.group_by("levels_model").agg(pl.col("tokenizer_vocab_size").first()).iter_rows())
     assert vocab["own"] < vocab["shared"] <= 300
@@ -132,7 +151,7 @@ def test_a_model_level_with_its_own_tokenizer_trains_on_its_own_chunks_of_the_sa
 
 
 def _trial_threads(work, *args):
-    out = snakemake(work, "-n", "--cores", "2", "--configfile", "tests/data/tiny.yaml", *args).stdout
+    out = snakemake(work, "-n", "--cores", "2", "--configfile", ".test/config/config.yaml", *args).stdout
     blocks = [b for b in out.split("\nrule ")[1:] if b.startswith("train_trial:")]
     # Snakemake prints a job's threads only when there are more than one
     return {int(line.split(":")[1]) for b in blocks for line in b.splitlines()[:12] if "threads:" in line} or {1}

@@ -5,7 +5,6 @@ only what is missing. (Faults inside one stage are tested beside that stage's mo
 import os
 
 import pytest
-
 from workflow_helpers import TINY, clone, copy_of_study, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
@@ -29,14 +28,20 @@ def _dry(study, text, name="case.yaml"):
     return snakemake(study, *TINY, name, "-n", check=False)
 
 
-@pytest.mark.parametrize("text,message", [
-    ("model: {source: config, preset: llama-huge}", "model.preset: 'llama-huge' is not a preset; choose one of"),
-    ("tokenizer: {source: pretrained, name: ./missing-tokenizer}", "tokenizer.name: the folder ./missing-tokenizer does not exist"),
-    ("model: {source: pretrained, name: /nowhere/model}", "model.name: the folder /nowhere/model does not exist"),
-    ("study: {name: x, seed: 1, budgets: [-5], trials: 1}", "study.budgets[0]: -5 is less than the minimum of 1"),
-    ("train: {on_divergence: ignore}", "train.on_divergence: 'ignore' is not one of ['record', 'fail']"),
-    ("metric: {cs_tflops: fast}", "metric.cs_tflops"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("model: {source: config, preset: llama-huge}", "model.preset: 'llama-huge' is not a preset; choose one of"),
+        (
+            "tokenizer: {source: pretrained, name: ./missing-tokenizer}",
+            "tokenizer.name: the folder ./missing-tokenizer does not exist",
+        ),
+        ("model: {source: pretrained, name: /nowhere/model}", "model.name: the folder /nowhere/model does not exist"),
+        ("study: {name: x, seed: 1, budgets: [-5], trials: 1}", "study.budgets[0]: -5 is less than the minimum of 1"),
+        ("train: {on_divergence: ignore}", "train.on_divergence: 'ignore' is not one of ['record', 'fail']"),
+        ("metric: {cs_tflops: fast}", "metric.cs_tflops"),
+    ],
+)
 def test_a_bad_config_stops_before_any_job_naming_the_key(study, text, message):
     proc = _dry(study, text)
     assert proc.returncode != 0
@@ -49,13 +54,18 @@ def bare(tmp_path_factory):
     return clone(tmp_path_factory.mktemp("bare"))
 
 
-@pytest.mark.parametrize("text,message", [
-    ("train: {lr: .inf}", "train.lr: .inf is not a finite number; give a finite value"),
-    ("metric: {cs_tflops: 0}", 'metric.cs_tflops: 0 is not allowed; give "measure" or a number > 0'),
-    ("train: {lr: 3e-4}", "train.lr: '3e-4' is a string (YAML reads 3e-4 without a dot as text); write 3.0e-4"),
-    ("design: {model: {big: {preset: llama-tiny, overrides: {num_attention_heads: 5}}}}",
-     "design.model.big.overrides.num_attention_heads: num_attention_heads 5 does not divide hidden_size 32"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("train: {lr: .inf}", "train.lr: .inf is not a finite number; give a finite value"),
+        ("metric: {cs_tflops: 0}", 'metric.cs_tflops: 0 is not allowed; give "measure" or a number > 0'),
+        ("train: {lr: 3e-4}", "train.lr: '3e-4' is a string (YAML reads 3e-4 without a dot as text); write 3.0e-4"),
+        (
+            "design: {model: {big: {preset: llama-tiny, overrides: {num_attention_heads: 5}}}}",
+            "design.model.big.overrides.num_attention_heads: num_attention_heads 5 does not divide hidden_size 32",
+        ),
+    ],
+)
 def test_a_config_that_cannot_work_stops_before_any_job_with_a_sentence(bare, text, message):
     proc = _dry(bare, text)
     out = proc.stdout + proc.stderr
@@ -64,17 +74,25 @@ def test_a_config_that_cannot_work_stops_before_any_job_with_a_sentence(bare, te
 
 
 def test_weights_not_downloaded_yet_let_a_study_be_planned_but_not_started(bare):
-    text, message = ("model: {source: pretrained, name: org/never-downloaded}",
-                     "model.name: no folder org/never-downloaded here, and no Hub id org/never-downloaded in the local Hugging Face cache")
+    text, message = (
+        "model: {source: pretrained, name: org/never-downloaded}",
+        "model.name: no folder org/never-downloaded here, and no Hub id org/never-downloaded in the local Hugging Face cache",
+    )
     plan = _dry(bare, text)
-    assert plan.returncode == 0 and "this study cannot run yet (a dry run is fine)" in plan.stderr and message in plan.stderr
+    assert (
+        plan.returncode == 0
+        and "this study cannot run yet (a dry run is fine)" in plan.stderr
+        and message in plan.stderr
+    )
     run = snakemake(bare, *TINY, "case.yaml", "--cores", "1", check=False)
     assert run.returncode != 0 and "tokenwatt cannot start this study" in run.stderr and message in run.stderr
     assert not (bare / "results").exists()  # refused before any job
 
 
 def test_a_key_given_twice_in_a_config_file_stops_before_any_job_naming_file_key_and_line(bare):
-    proc = _dry(bare, "design:\n  model:\n    big: {preset: llama-tiny}\n    big: {preset: llama-small}\n", "twice.yaml")
+    proc = _dry(
+        bare, "design:\n  model:\n    big: {preset: llama-tiny}\n    big: {preset: llama-small}\n", "twice.yaml"
+    )
     assert proc.returncode != 0
     assert "twice.yaml line 4: design.model.big is given twice (first on line 3)" in proc.stdout + proc.stderr
 
@@ -90,21 +108,27 @@ def test_a_tokenwatt_error_in_a_job_reads_as_a_sentence_and_its_traceback_stays_
     proc = snakemake(work, "results/data/corpus.parquet", *TINY, "bad.yaml", "--cores", "1", check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "Error in rule corpus" in out  # the job is failed, as before
-    assert ("tokenwatt: corpus file bad.txt is not valid UTF-8 (byte 12: invalid start byte); re-encode it as UTF-8, or set "
-            "corpus.local.encoding_errors: replace to substitute U+FFFD (the traceback is in results/logs/corpus.log)") in out
+    assert (
+        "tokenwatt: corpus file bad.txt is not valid UTF-8 (byte 12: invalid start byte); re-encode it as UTF-8, or set "
+        "corpus.local.encoding_errors: replace to substitute U+FFFD (the traceback is in results/logs/corpus.log)"
+    ) in out
     assert "Traceback" not in out
     assert "Traceback (most recent call last)" in (work / "results/logs/corpus.log").read_text()
     assert not (work / "results/data/corpus.parquet").exists()
 
 
 def test_whole_numbers_written_as_floats_plan_exactly_the_same_jobs(study):
-    (study / "floats.yaml").write_text("study: {name: tiny test study, seed: 11, budgets: [1000.0, 2000.0], trials: 3.0}")
+    (study / "floats.yaml").write_text(
+        "study: {name: tiny test study, seed: 11, budgets: [1000.0, 2000.0], trials: 3.0}"
+    )
     assert planned_jobs(study, *TINY, "floats.yaml") == {}
 
 
 def test_reordered_keys_and_written_out_defaults_rerun_nothing(study):
-    (study / "same.yaml").write_text("train: {log_every: 20, epochs: 1, lr: 0.003, weight_decay: 0, precision: fp32}\n"
-                                     "quality: {exclude_flagged: false}\n")
+    (study / "same.yaml").write_text(
+        "train: {log_every: 20, epochs: 1, lr: 0.003, weight_decay: 0, precision: fp32}\n"
+        "quality: {exclude_flagged: false}\n"
+    )
     assert planned_jobs(study, *TINY, "same.yaml") == {}
 
 
@@ -156,10 +180,19 @@ def test_after_a_failed_run_an_old_report_of_another_config_is_called_out(study,
 
 
 # --- nothing finished is lost to a failed rerun; a reverted config trains nothing (the result store)
-KEPT = ("results/trials", "results/device", "results/subsets", "results/data/tokenizer", "results/data/chunks_train.parquet")
+KEPT = (
+    "results/trials",
+    "results/device",
+    "results/subsets",
+    "results/data/tokenizer",
+    "results/data/chunks_train.parquet",
+)
 # A value the config check cannot refuse (it is well-formed) that fails inside a job, and what that job says.
 BROKEN = {
-    "pretrained": ("model: {source: pretrained, name: ./empty-model}\n", "model.name './empty-model' could not be loaded"),
+    "pretrained": (
+        "model: {source: pretrained, name: ./empty-model}\n",
+        "model.name './empty-model' could not be loaded",
+    ),
     "lr": ("train: {lr: 1.0e+30, on_divergence: fail}\n", "non-finite loss"),
     "corpus": ("corpus: {source: local, local: {files: [empty.txt]}}\n", "corpus.local.files: empty.txt is empty"),
 }
@@ -169,7 +202,11 @@ def _bytes(work):
     files = []
     for kept in KEPT:
         path = work / kept
-        files += sorted(p for p in path.rglob("*") if p.is_file() and p.name != ".snakemake_timestamp") if path.is_dir() else [path]
+        files += (
+            sorted(p for p in path.rglob("*") if p.is_file() and p.name != ".snakemake_timestamp")
+            if path.is_dir()
+            else [path]
+        )
     return {str(p.relative_to(work)): p.read_bytes() for p in files}
 
 
@@ -186,7 +223,15 @@ def test_a_failed_rerun_loses_nothing_finished_and_reverting_the_config_trains_n
     gone = sorted(set(before) - set(_bytes(work)))  # Snakemake deleted the failed job's outputs when it started
     plan = _study_jobs(planned_jobs(work, *TINY))  # the config put back
     if case == "corpus":  # a corpus job that ran replans everything below it
-        assert plan == {"corpus": 1, "normalize": 1, "split": 1, "tokenizer": 1, "chunk": 2, "subset": 6, "train_trial": 6}
+        assert plan == {
+            "corpus": 1,
+            "normalize": 1,
+            "split": 1,
+            "tokenizer": 1,
+            "chunk": 2,
+            "subset": 6,
+            "train_trial": 6,
+        }
     else:
         assert len(gone) == 4 and plan == {"train_trial": 1}
     back = snakemake(work, *TINY, "--cores", "2", "--resources", "gpu=1")
@@ -228,7 +273,9 @@ def test_a_damaged_trace_is_named_and_a_deleted_one_or_device_profile_is_restore
     trace.unlink()  # the fix the report gives
     assert _study_jobs(planned_jobs(work, *TINY)) == {"train_trial": 1}
     snakemake(work, *TINY, "--cores", "1")
-    assert trace.read_bytes() == trace_bytes and "power.parquet is not" not in (work / "results/report.html").read_text()
+    assert (
+        trace.read_bytes() == trace_bytes and "power.parquet is not" not in (work / "results/report.html").read_text()
+    )
 
 
 def test_the_interim_report_of_a_study_in_its_data_stage_plans_no_job_of_the_study(bare):
@@ -248,7 +295,9 @@ def test_after_snakemake_is_killed_unlock_and_rerun_incomplete_finish_without_tr
     trial, log = "results/trials/b1000/t2/metrics.json", work / "results/logs/train_trial/b1000/t2.log"
     log.unlink()
     with open(work / "killed.txt", "w") as out:
-        run = subprocess.Popen([SNAKEMAKE, *TINY, "--cores", "1", "--forcerun", trial], cwd=work, stdout=out, stderr=out)
+        run = subprocess.Popen(
+            [SNAKEMAKE, *TINY, "--cores", "1", "--forcerun", trial], cwd=work, stdout=out, stderr=out
+        )
         deadline = time.time() + 120
         while not (log.exists() and "store: this job was forced" in log.read_text()) and time.time() < deadline:
             time.sleep(0.02)
@@ -263,5 +312,7 @@ def test_after_snakemake_is_killed_unlock_and_rerun_incomplete_finish_without_tr
     assert again.returncode != 0 and "Directory cannot be locked" in again.stderr and "--unlock" in again.stderr
     snakemake(work, *TINY, "--unlock")  # what the README says: unlock, then rerun with --rerun-incomplete
     done = snakemake(work, *TINY, "--cores", "1", "--rerun-incomplete")
-    assert "↺ results/trials/b1000/t2/metrics.json: restored" in done.stdout + done.stderr  # what the killed run measured
+    assert (
+        "↺ results/trials/b1000/t2/metrics.json: restored" in done.stdout + done.stderr
+    )  # what the killed run measured
     assert planned_jobs(work, *TINY) == {}

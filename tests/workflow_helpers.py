@@ -12,8 +12,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
-TINY = ["--configfile", "tests/data/tiny.yaml"]
-COPIED = ("Snakefile", "environment.yml", "workflow", "config", "profiles", "resources", "tests/data")
+TINY = ["--configfile", ".test/config/config.yaml"]
+# The analysis jobs a change below the trials reruns, once each.
+ANALYSIS = {"aggregate": 1, "stats": 1, "curves": 1, "scaling": 1, "figures": 1, "scaling_figures": 1, "report": 1}
+COPIED = ("environment.yml", "workflow", "config", "profiles", "resources", ".test")
 
 
 def clone(dest: Path) -> Path:
@@ -39,7 +41,9 @@ def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = 
     full_env = {**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1", **(env or {})}
     proc = subprocess.run([SNAKEMAKE, *args], cwd=workdir, capture_output=True, text=True, env=full_env)
     if check and proc.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        raise AssertionError(
+            f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+        )
     return proc
 
 

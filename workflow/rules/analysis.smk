@@ -10,15 +10,38 @@ rule aggregate:
         curves=[trial_files(c, t)[3] for c, t in EXPECTED],
         profile=DEVICE_PROFILES,
     output:
-        trials=report(res("analysis", "trials.parquet"), caption="../report/trials.rst", category="Tables"),
-        conditions=report(res("analysis", "conditions.csv"), caption="../report/conditions.rst", category="Tables"),
-        changes=report(res("analysis", "changes.csv"), caption="../report/changes.rst", category="Tables"),
-        quality=report(res("analysis", "quality.csv"), caption="../report/quality.rst", category="Tables"),
+        trials=report(
+            res("analysis", "trials.parquet"),
+            caption="../report/trials.rst",
+            category="Tables",
+        ),
+        conditions=report(
+            res("analysis", "conditions.csv"),
+            caption="../report/conditions.rst",
+            category="Tables",
+        ),
+        changes=report(
+            res("analysis", "changes.csv"),
+            caption="../report/changes.rst",
+            category="Tables",
+        ),
+        quality=report(
+            res("analysis", "quality.csv"),
+            caption="../report/quality.rst",
+            category="Tables",
+        ),
         curves=res("analysis", "curves.parquet"),
         flagged=res("analysis", "flagged.txt"),
         missing=res("analysis", "missing.json"),
         profile_check=res("analysis", "profile_check.json"),
         cost=res("analysis", "cost.json"),
+    log:
+        logfile("aggregate"),
+    conda:
+        "../envs/analysis.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
     params:
         expected=EXPECTED,
         paths=[trial_metrics(c, t) for c, t in EXPECTED],
@@ -31,13 +54,6 @@ rule aggregate:
         exclude_flagged=config["quality"]["exclude_flagged"],
         require_complete=True,
         code=code_digest("aggregate.py"),
-    log:
-        logfile("aggregate"),
-    threads: 1
-    resources:
-        mem_mb=2000,
-    conda:
-        "../../environment.yml"
     script:
         "../scripts/aggregate.py"
 
@@ -47,18 +63,26 @@ rule stats:
         res("analysis", "trials.parquet"),
     output:
         json=res("analysis", "stats.json"),
-        anova=report(res("analysis", "anova.csv"), caption="../report/anova.rst", category="Tests"),
-        posthoc=report(res("analysis", "posthoc.csv"), caption="../report/posthoc.rst", category="Tests"),
-    params:
-        exclude_flagged=config["quality"]["exclude_flagged"],
-        code=code_digest("stats.py"),
+        anova=report(
+            res("analysis", "anova.csv"),
+            caption="../report/anova.rst",
+            category="Tests",
+        ),
+        posthoc=report(
+            res("analysis", "posthoc.csv"),
+            caption="../report/posthoc.rst",
+            category="Tests",
+        ),
     log:
         logfile("stats"),
+    conda:
+        "../envs/analysis.yaml"
     threads: 1
     resources:
         mem_mb=2000,
-    conda:
-        "../../environment.yml"
+    params:
+        exclude_flagged=config["quality"]["exclude_flagged"],
+        code=code_digest("stats.py"),
     script:
         "../scripts/stats.py"
 
@@ -81,18 +105,18 @@ rule figures:
             for name in FIGURES
             for ext in ("png", "svg")
         },
+    log:
+        logfile("figures"),
+    conda:
+        "../envs/analysis.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
     params:
         trace_keys=TRACE_KEYS,
         style=config["figures"],
         currency=config["cost"]["currency"],
         code=code_digest("figures.py"),
-    log:
-        logfile("figures"),
-    threads: 1
-    resources:
-        mem_mb=2000,
-    conda:
-        "../../environment.yml"
     script:
         "../scripts/figures.py"
 
@@ -101,18 +125,19 @@ rule curves:
     input:
         trials=res("analysis", "trials.parquet"),
         curves=res("analysis", "curves.parquet"),
+        cost=res("analysis", "cost.json"),
     output:
         res("analysis", "curves.json"),
-    params:
-        settings=config["analysis"],
-        code=code_digest("curves.py"),
     log:
         logfile("curves"),
+    conda:
+        "../envs/analysis.yaml"
     threads: 1
     resources:
         mem_mb=2000,
-    conda:
-        "../../environment.yml"
+    params:
+        settings=config["analysis"],
+        code=code_digest("curves.py"),
     script:
         "../scripts/curves.py"
 
@@ -123,15 +148,45 @@ rule scaling:
         curves=res("analysis", "curves.parquet"),
     output:
         res("analysis", "scaling.json"),
-    params:
-        settings=config["scaling"],
-        code=code_digest("scaling.py"),
     log:
         logfile("scaling"),
+    conda:
+        "../envs/analysis.yaml"
     threads: 1
     resources:
         mem_mb=2000,
-    conda:
-        "../../environment.yml"
+    params:
+        settings=config["scaling"],
+        code=code_digest("scaling.py"),
     script:
         "../scripts/scaling.py"
+
+
+rule scaling_figures:
+    input:
+        trials=res("analysis", "trials.parquet"),
+        curves=res("analysis", "curves.parquet"),
+        scaling=res("analysis", "scaling.json"),
+    output:
+        **{
+            f"{name}_{ext}": report(
+                res("figures", f"{name}.{ext}"),
+                caption=f"../report/{name}.rst",
+                category="Figures",
+                subcategory=ext.upper(),
+            )
+            for name in SCALING_FIGURES
+            for ext in ("png", "svg")
+        },
+    log:
+        logfile("scaling_figures"),
+    conda:
+        "../envs/analysis.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+    params:
+        style=config["figures"],
+        code=code_digest("scaling_figures.py"),
+    script:
+        "../scripts/scaling_figures.py"

@@ -7,13 +7,27 @@ from pathlib import Path
 # Parquet's registered media type; without it `snakemake --report` assumes text/plain and says so.
 mimetypes.add_type("application/vnd.apache.parquet", ".parquet")
 
-SCRIPTS = Path(workflow.basedir) / "workflow" / "scripts"
+# The workflow's own files (library, schemas, captions, resources) are found from this file, never from the working
+# directory or the main Snakefile: a user's project runs tokenwatt as a module, or from another --directory.
+WORKFLOW_DIR = Path(workflow.current_basedir.get_path_or_uri(secret_free=True)).parent
+SCRIPTS = WORKFLOW_DIR / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
 from tokenwatt.codeclosure import code_digest as _closure_digest  # noqa: E402
-from tokenwatt.config import ConfigError, checked_config, config_hash, load_schema, quality_settings  # noqa: E402
-from tokenwatt.design import CELL_PATTERN, PROFILE_PATTERN, TOKENIZER_PATTERN, Design  # noqa: E402
-from tokenwatt.measures import FIGURES  # noqa: E402
+from tokenwatt.config import (
+    ConfigError,
+    checked_config,
+    config_hash,
+    load_schema,
+    quality_settings,
+)  # noqa: E402
+from tokenwatt.design import (
+    CELL_PATTERN,
+    PROFILE_PATTERN,
+    TOKENIZER_PATTERN,
+    Design,
+)  # noqa: E402
+from tokenwatt.measures import FIGURES, SCALING_FIGURES  # noqa: E402
 from tokenwatt.runorder import trial_priorities  # noqa: E402
 
 try:
@@ -21,18 +35,29 @@ try:
     # duplicate keys; none when a module is given its config as a dict (its configfile: is skipped then).
     # Weights not downloaded yet do not stop a plan (-n); `refuse_missing_downloads` stops a run before any job.
     DOWNLOADS_NEEDED = []
-    _validated = checked_config(config, load_schema(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"),
-                                [] if workflow.modifier.skip_configfile else workflow.configfiles, DOWNLOADS_NEEDED)
+    _validated = checked_config(
+        config,
+        load_schema(WORKFLOW_DIR / "schemas/config.schema.yaml"),
+        [] if workflow.modifier.skip_configfile else workflow.configfiles,
+        DOWNLOADS_NEEDED,
+    )
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
 for _line in DOWNLOADS_NEEDED:
-    print(f"WARNING: this study cannot run yet (a dry run is fine): {_line}", file=sys.stderr)
+    print(
+        f"WARNING: this study cannot run yet (a dry run is fine): {_line}",
+        file=sys.stderr,
+    )
 
 
 def refuse_missing_downloads():
     """At the start of a real run (onstart, which dry runs skip): weights a job would download mid-study."""
     if DOWNLOADS_NEEDED:
-        raise WorkflowError("tokenwatt cannot start this study:\n  " + "\n  ".join(DOWNLOADS_NEEDED))
+        raise WorkflowError(
+            "tokenwatt cannot start this study:\n  " + "\n  ".join(DOWNLOADS_NEEDED)
+        )
+
+
 # Replaced, not updated: update() would keep the user's key order, and params compare by it.
 config.clear()
 config.update(_validated)
@@ -41,6 +66,8 @@ STUDY = config["study"]
 DESIGN = Design(config)
 TRIALS = DESIGN.trials
 RESULTS = config["results"]
+# Every figure the report embeds: the figures rule's, then the Scaling section's.
+REPORT_FIGURES = FIGURES + SCALING_FIGURES
 CONFIG_HASH = config_hash(config)
 
 
@@ -51,6 +78,31 @@ wildcard_constraints:
     cell=CELL_PATTERN,
     tok=TOKENIZER_PATTERN,
     profile=PROFILE_PATTERN,
+
+
+# The expensive rules are eligible for Snakemake's between-workflow cache when a run asks for it (--cache); marked
+# only then, so that every other call does not open with a notice per rule that it could be cached.
+BETWEEN_WORKFLOW_CACHE = workflow.workflow_settings.cache is not None
+
+
+def shipped(*parts):
+    """A file tokenwatt ships (a caption, the reference study, the story grammar), wherever the study runs: relative
+    to the working directory when tokenwatt lies inside it (this checkout; a project's own copy), so that moving the
+    folder changes no job's set of inputs; else absolute (a checkout elsewhere)."""
+    path = WORKFLOW_DIR.parent.joinpath(*parts)
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def user_or_shipped(path):
+    """A file the config names: relative to the working directory, else (the embedded study's resources/...) to
+    tokenwatt's own folder; returned as given when neither has it, so the error names the config's path.
+    """
+    if os.path.isabs(path) or os.path.exists(path) or not os.path.exists(shipped(path)):
+        return path
+    return shipped(path)
 
 
 def res(*parts):
@@ -75,7 +127,10 @@ def code_digest(script):
 # --- paths; the design module names every cell's folder ({cell}: b10000, or model=small/b10000)
 def trial_files(cell, trial):
     prefix = res("trials", cell, f"t{trial}") + "/"
-    return [prefix + name for name in ("metrics.json", "power.parquet", "steps.parquet", "curve.parquet")]
+    return [
+        prefix + name
+        for name in ("metrics.json", "power.parquet", "steps.parquet", "curve.parquet")
+    ]
 
 
 def trial_metrics(cell, trial):
@@ -98,7 +153,7 @@ def profile_file(key):
 def corpus_inputs(wildcards):
     source = config["corpus"]["source"]
     if source == "synthetic":
-        return [config["corpus"]["synthetic"]["grammar"]]
+        return [user_or_shipped(config["corpus"]["synthetic"]["grammar"])]
     if source == "local":
         return config["corpus"]["local"]["files"]
     return []
@@ -109,18 +164,27 @@ EXPECTED = DESIGN.keys()
 # The trial whose power trace the figures show for each cell.
 TRACE_KEYS = [(c.id, TRIALS[0]) for c in DESIGN.cells]
 
-DATA_TARGETS = [data_file(tok, "chunks_eval.parquet") for tok in DESIGN.tokenizer_keys()] + [
-    subset_file(tok, b, t) for tok in DESIGN.tokenizer_keys() for b in DESIGN.budgets for t in TRIALS
+DATA_TARGETS = [
+    data_file(tok, "chunks_eval.parquet") for tok in DESIGN.tokenizer_keys()
+] + [
+    subset_file(tok, b, t)
+    for tok in DESIGN.tokenizer_keys()
+    for b in DESIGN.budgets
+    for t in TRIALS
 ]
 TRIAL_TARGETS = [f for c, t in EXPECTED for f in trial_files(c, t)]
 # Trial outputs too, so a deleted power.parquet or metrics.json is rebuilt by the default target.
 ALL_TARGETS = [res("report.html"), *TRIAL_TARGETS]
 
+
 # --- the interim report (interim.smk): finished trials only, never retrained
 def finished():
     """(cell, trial) of every trial whose files all exist now (metrics.json is written and restored last; a trial
-    with one of its files deleted is left out rather than rebuilt: the interim report never runs a study's job)."""
-    return [(c, t) for c, t in EXPECTED if all(Path(f).exists() for f in trial_files(c, t))]
+    with one of its files deleted is left out rather than rebuilt: the interim report never runs a study's job).
+    """
+    return [
+        (c, t) for c, t in EXPECTED if all(Path(f).exists() for f in trial_files(c, t))
+    ]
 
 
 def finished_files(kind):
@@ -160,7 +224,7 @@ PROFILES = {key: profile_file(key) for key in DESIGN.profile_keys()}
 DEVICE_PROFILES = list(PROFILES.values()) if MEASURE_PROFILE else []
 QUALITY_SETTINGS = quality_settings(config)
 # The typed record every trial writes; validated when written and when read.
-METRICS_SCHEMA = "workflow/schemas/metrics.schema.yaml"
+METRICS_SCHEMA = shipped("workflow", "schemas", "metrics.schema.yaml")
 
 
 # Computed once: a priority per trial (recomputing the order per job made planning quadratic).
@@ -178,15 +242,27 @@ def cell_of(wildcards):
 def trial_inputs(wildcards):
     cell = cell_of(wildcards)
     tok = DESIGN.tokenizer_key(cell)
-    return {"subset": subset_file(tok, cell.budget, wildcards.trial), "train": data_file(tok, "chunks_train.parquet"),
-            "eval": data_file(tok, "chunks_eval.parquet"), "tokenizer": data_file(tok, "tokenizer")}
+    return {
+        "subset": subset_file(tok, cell.budget, wildcards.trial),
+        "train": data_file(tok, "chunks_train.parquet"),
+        "eval": data_file(tok, "chunks_eval.parquet"),
+        "tokenizer": data_file(tok, "tokenizer"),
+    }
 
 
 def hardware_resources(cell_for):
     """The scheduler resources the design's hardware levels set (gpu_model, slurm_partition, constraint),
-    each a function of the job's wildcards; "" where a level leaves one unset (the executor ignores it)."""
+    each a function of the job's wildcards; "" where a level leaves one unset (the executor ignores it).
+    """
     names = sorted({name for c in DESIGN.cells for name in DESIGN.resources(c)})
-    return {name: (lambda wildcards, name=name: DESIGN.resources(cell_for(wildcards)).get(name, "")) for name in names}
+    return {
+        name: (
+            lambda wildcards, name=name: DESIGN.resources(cell_for(wildcards)).get(
+                name, ""
+            )
+        )
+        for name in names
+    }
 
 
 def _finished_trials():
@@ -201,16 +277,26 @@ def _finished_trials():
             try:
                 found[(c, t)] = read_json(path)
             except (ValueError, OSError) as err:
-                logger.warning(f"{path} is unreadable ({err}); delete it and rerun: its trial is restored from the store, "
-                               "or trained again if the store has none")
+                logger.warning(
+                    f"{path} is unreadable ({err}); delete it and rerun: its trial is restored from the store, "
+                    "or trained again if the store has none"
+                )
     return found
 
 
 if workflow.is_main_process:
     from tokenwatt.preview import cost_preview
 
-    logger.info(cost_preview({(c, t): DESIGN.budget_of(c) for c, t in EXPECTED}, DESIGN.shape(), config["train"]["epochs"],
-                             _finished_trials(), config["cost"]))
+    logger.info(
+        cost_preview(
+            {(c, t): DESIGN.budget_of(c) for c, t in EXPECTED},
+            DESIGN.shape(),
+            config["train"]["epochs"],
+            _finished_trials(),
+            config["cost"],
+            config["plan"],
+        )
+    )
     if (note := DESIGN.compile_note()) is not None:
         logger.info(note)
 
@@ -218,12 +304,17 @@ if workflow.is_main_process:
 def mark_forced_jobs():
     """onstart (a real run, before any job): the jobs the user forced (--forcerun/-R, -F, -f) compute again rather than
     restore from the result store (tokenwatt/store.py), so a trial forced to be measured again is measured again.
-    Passed in the environment, which every job inherits (a local script, an sbatch job: --export=ALL)."""
+    Passed in the environment, which every job inherits (a local script, an sbatch job: --export=ALL).
+    """
     from tokenwatt.store import FORCED_ENV, forced_spec
 
     settings = workflow.dag_settings
-    os.environ[FORCED_ENV] = forced_spec(settings.forceall, settings.forcerun, settings.targets if settings.forcetargets else (),
-                                         [r.name for r in workflow.rules])
+    os.environ[FORCED_ENV] = forced_spec(
+        settings.forceall,
+        settings.forcerun,
+        settings.targets if settings.forcetargets else (),
+        [r.name for r in workflow.rules],
+    )
 
 
 def warn_if_report_is_stale():
@@ -232,7 +323,12 @@ def warn_if_report_is_stale():
 
     for page in (Path(res("report.html")), Path(interim_path("report.html"))):
         if page.exists():
-            found = re.search(r'name="tokenwatt-config-hash" content="([0-9a-f]+)"', page.read_text(encoding="utf-8")[:4000])
+            found = re.search(
+                r'name="tokenwatt-config-hash" content="([0-9a-f]+)"',
+                page.read_text(encoding="utf-8")[:4000],
+            )
             if found is None or found.group(1) != CONFIG_HASH:
-                logger.warning(f"{page} was made from another config than this run's (config hash "
-                               f"{found.group(1) if found else 'unknown'}, now {CONFIG_HASH}); it does not show this study")
+                logger.warning(
+                    f"{page} was made from another config than this run's (config hash "
+                    f"{found.group(1) if found else 'unknown'}, now {CONFIG_HASH}); it does not show this study"
+                )

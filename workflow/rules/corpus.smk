@@ -6,19 +6,19 @@ rule corpus:
         corpus_inputs,
     output:
         res("data", "corpus.parquet"),
-    params:
-        source=config["corpus"]["source"],
-        options=lambda wildcards: config["corpus"][config["corpus"]["source"]],
-        code=code_digest("corpus.py"),
     log:
         logfile("corpus"),
     benchmark:
         res("benchmarks", "corpus.tsv")
+    conda:
+        "../envs/data.yaml"
     threads: 1
     resources:
         mem_mb=4000,
-    conda:
-        "../../environment.yml"
+    params:
+        source=config["corpus"]["source"],
+        options=lambda wildcards: config["corpus"][config["corpus"]["source"]],
+        code=code_digest("corpus.py"),
     script:
         "../scripts/corpus.py"
 
@@ -29,19 +29,19 @@ rule normalize:
     output:
         docs=res("data", "normalized.parquet"),
         summary=res("data", "normalize_summary.json"),
-    params:
-        form=config["normalize"]["form"],
-        dedupe=config["normalize"]["dedupe"],
-        code=code_digest("normalize.py"),
     log:
         logfile("normalize"),
     benchmark:
         res("benchmarks", "normalize.tsv")
+    conda:
+        "../envs/data.yaml"
     threads: 1
     resources:
         mem_mb=4000,
-    conda:
-        "../../environment.yml"
+    params:
+        form=config["normalize"]["form"],
+        dedupe=config["normalize"]["dedupe"],
+        code=code_digest("normalize.py"),
     script:
         "../scripts/normalize.py"
 
@@ -52,16 +52,16 @@ rule split:
     output:
         train=res("data", "docs_train.parquet"),
         eval=res("data", "docs_eval.parquet"),
+    log:
+        logfile("split"),
+    conda:
+        "../envs/data.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
     params:
         eval_documents=config["split"]["eval_documents"],
         seed=STUDY["seed"],
         code=code_digest("split.py"),
-    log:
-        logfile("split"),
-    threads: 1
-    resources:
-        mem_mb=2000,
-    conda:
-        "../../environment.yml"
     script:
         "../scripts/split.py"

@@ -24,6 +24,8 @@ use rule aggregate as interim_aggregate with:
         missing=interim_path("analysis", "missing.json"),
         profile_check=interim_path("analysis", "profile_check.json"),
         cost=interim_path("analysis", "cost.json"),
+    log:
+        logfile("interim_aggregate"),
     params:
         expected=EXPECTED,
         paths=[trial_metrics(c, t) for c, t in EXPECTED],
@@ -37,8 +39,6 @@ use rule aggregate as interim_aggregate with:
         # Mid-study most subjects are incomplete: describe every finished trial (the tests use complete ones).
         require_complete=False,
         code=code_digest("aggregate.py"),
-    log:
-        logfile("interim_aggregate"),
 
 
 use rule stats as interim_stats with:
@@ -56,6 +56,7 @@ use rule curves as interim_curves with:
     input:
         trials=interim_path("analysis", "trials.parquet"),
         curves=interim_path("analysis", "curves.parquet"),
+        cost=interim_path("analysis", "cost.json"),
     output:
         interim_path("analysis", "curves.json"),
     log:
@@ -78,16 +79,37 @@ use rule figures as interim_figures with:
         conditions=interim_path("analysis", "conditions.csv"),
         changes=interim_path("analysis", "changes.csv"),
         curves=interim_path("analysis", "curves.parquet"),
-        traces=lambda wildcards: [ancient(trial_files(c, t)[1]) for c, t in interim_traces()],
+        traces=lambda wildcards: [
+            ancient(trial_files(c, t)[1]) for c, t in interim_traces()
+        ],
     output:
-        **{f"{name}_{ext}": interim_path("figures", f"{name}.{ext}") for name in FIGURES for ext in ("png", "svg")},
+        **{
+            f"{name}_{ext}": interim_path("figures", f"{name}.{ext}")
+            for name in FIGURES
+            for ext in ("png", "svg")
+        },
+    log:
+        logfile("interim_figures"),
     params:
         trace_keys=lambda wildcards: interim_traces(),
         style=config["figures"],
         currency=config["cost"]["currency"],
         code=code_digest("figures.py"),
+
+
+use rule scaling_figures as interim_scaling_figures with:
+    input:
+        trials=interim_path("analysis", "trials.parquet"),
+        curves=interim_path("analysis", "curves.parquet"),
+        scaling=interim_path("analysis", "scaling.json"),
+    output:
+        **{
+            f"{name}_{ext}": interim_path("figures", f"{name}.{ext}")
+            for name in SCALING_FIGURES
+            for ext in ("png", "svg")
+        },
     log:
-        logfile("interim_figures"),
+        logfile("interim_scaling_figures"),
 
 
 use rule report as interim_report with:
@@ -103,22 +125,24 @@ use rule report as interim_report with:
         stats=interim_path("analysis", "stats.json"),
         curves=interim_path("analysis", "curves.json"),
         scaling=interim_path("analysis", "scaling.json"),
-        figures=[interim_path("figures", f"{name}.png") for name in FIGURES],
-        captions=[f"workflow/report/{name}.rst" for name in FIGURES],
-        reference="resources/reference_study.json",
+        figures=[interim_path("figures", f"{name}.png") for name in REPORT_FIGURES],
+        captions=[
+            shipped("workflow", "report", f"{name}.rst") for name in REPORT_FIGURES
+        ],
+        reference=shipped("resources", "reference_study.json"),
         # Only once it exists: mid data stage, asking for it would run the study's own corpus jobs beside the study.
         normalize=existing(res("data", "normalize_summary.json")),
     output:
         interim_path("report.html"),
+    log:
+        logfile("interim_report"),
     params:
         config=config,
         config_hash=CONFIG_HASH,
         profiles=PROFILES,
-        figure_names=FIGURES,
+        figure_names=REPORT_FIGURES,
         interim=True,
         code=code_digest("report.py"),
-    log:
-        logfile("interim_report"),
 
 
 rule interim:

@@ -14,25 +14,27 @@ rule report:
         stats=res("analysis", "stats.json"),
         curves=res("analysis", "curves.json"),
         scaling=res("analysis", "scaling.json"),
-        figures=[res("figures", f"{name}.png") for name in FIGURES],
-        captions=[f"workflow/report/{name}.rst" for name in FIGURES],
-        reference="resources/reference_study.json",
+        figures=[res("figures", f"{name}.png") for name in REPORT_FIGURES],
+        captions=[
+            shipped("workflow", "report", f"{name}.rst") for name in REPORT_FIGURES
+        ],
+        reference=shipped("resources", "reference_study.json"),
         normalize=res("data", "normalize_summary.json"),
     output:
         res("report.html"),
+    log:
+        logfile("report"),
+    conda:
+        "../envs/analysis.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
     params:
         config=config,
         config_hash=CONFIG_HASH,
         profiles=PROFILES,
-        figure_names=FIGURES,
+        figure_names=REPORT_FIGURES,
         interim=False,
         code=code_digest("report.py"),
-    log:
-        logfile("report"),
-    threads: 1
-    resources:
-        mem_mb=2000,
-    conda:
-        "../../environment.yml"
     script:
         "../scripts/report.py"

@@ -6,18 +6,18 @@ rule tokenizer:
         res("data", "docs_train.parquet"),
     output:
         directory(data_file("{tok}", "tokenizer")),
-    cache: True
+    log:
+        logfile("tokenizer", "{tok}tokenizer"),
+    cache: BETWEEN_WORKFLOW_CACHE
+    conda:
+        "../envs/data.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
     params:
         # The study's tokenizer, or a model level's own ({tok}: tok=<level>/).
         options=lambda wildcards: DESIGN.tokenizer_config(wildcards.tok),
         code=code_digest("tokenizer.py"),
-    log:
-        logfile("tokenizer", "{tok}tokenizer"),
-    threads: 1
-    resources:
-        mem_mb=4000,
-    conda:
-        "../../environment.yml"
     script:
         "../scripts/tokenizer.py"
 
@@ -28,19 +28,19 @@ rule chunk:
         tokenizer=data_file("{tok}", "tokenizer"),
     output:
         data_file("{tok}", "chunks_{split}.parquet"),
-    cache: True
+    log:
+        logfile("chunk", "{tok}{split}"),
+    cache: BETWEEN_WORKFLOW_CACHE
+    conda:
+        "../envs/data.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
     params:
         # Wildcards are not part of the cache key; params are.
         split=lambda wildcards: wildcards.split,
         options=config["chunk"],
         code=code_digest("chunk.py"),
-    log:
-        logfile("chunk", "{tok}{split}"),
-    threads: 1
-    resources:
-        mem_mb=4000,
-    conda:
-        "../../environment.yml"
     script:
         "../scripts/chunk.py"
 
@@ -50,7 +50,15 @@ rule subset:
         data_file("{tok}", "chunks_train.parquet"),
     output:
         subset_file("{tok}", "{budget}", "{trial}"),
-    cache: True
+    log:
+        logfile("subset", "{tok}b{budget}", "t{trial}"),
+    cache: BETWEEN_WORKFLOW_CACHE
+    priority: SUBSET_PRIORITY
+    conda:
+        "../envs/data.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
     params:
         # The job's identity; it also keys the between-workflow cache, which hashes params and
         # inputs but not wildcards.
@@ -58,13 +66,5 @@ rule subset:
         trial=lambda wildcards: int(wildcards.trial),
         study_seed=STUDY["seed"],
         code=code_digest("subset.py"),
-    log:
-        logfile("subset", "{tok}b{budget}", "t{trial}"),
-    priority: SUBSET_PRIORITY
-    threads: 1
-    resources:
-        mem_mb=2000,
-    conda:
-        "../../environment.yml"
     script:
         "../scripts/subset.py"

@@ -5,28 +5,40 @@
 rule device_profile:
     output:
         profile_file("{profile}"),
-    cache: True
+    log:
+        logfile("device_profile", "{profile}profile"),
+    cache: BETWEEN_WORKFLOW_CACHE
+    priority: PROFILE_PRIORITY
+    conda:
+        "../envs/train.yaml"
+    # All local cores: nothing else runs beside the profile, so the constant is not measured under load.
+    threads: workflow.cores
+    resources:
+        **hardware_resources(lambda wildcards: DESIGN.profile_cell(wildcards.profile)),
+        gpu=1,
+        mem_mb=4000,
+        runtime=30,
     params:
-        profile={k: config["profile"][k] for k in ("matmul_size", "warmup_s", "windows", "window_s", "max_cv", "attempts")},
+        profile={
+            k: config["profile"][k]
+            for k in (
+                "matmul_size",
+                "warmup_s",
+                "windows",
+                "window_s",
+                "max_cv",
+                "attempts",
+            )
+        },
         # Per hardware level and precision: each profile is measured the way its trials train. Its key
         # keys the between-workflow cache too (two GPU types with the same settings differ only by it).
         key=lambda wildcards: wildcards.profile,
         device=lambda wildcards: DESIGN.profile_settings(wildcards.profile)["device"],
-        precision=lambda wildcards: DESIGN.profile_settings(wildcards.profile)["precision"],
+        precision=lambda wildcards: DESIGN.profile_settings(wildcards.profile)[
+            "precision"
+        ],
         threads=config["train"]["threads"],
         code=code_digest("device_profile.py"),
-    log:
-        logfile("device_profile", "{profile}profile"),
-    priority: PROFILE_PRIORITY
-    # All local cores: nothing else runs beside the profile, so the constant is not measured under load.
-    threads: workflow.cores
-    resources:
-        gpu=1,
-        mem_mb=4000,
-        runtime=30,
-        **hardware_resources(lambda wildcards: DESIGN.profile_cell(wildcards.profile)),
-    conda:
-        "../../environment.yml"
     script:
         "../scripts/device_profile.py"
 
@@ -43,7 +55,19 @@ rule train_trial:
             steps="steps.parquet",
             curve="curve.parquet",
         ),
-    cache: True
+    log:
+        logfile("train_trial", "{cell}", "t{trial}"),
+    cache: BETWEEN_WORKFLOW_CACHE
+    priority: train_priority
+    conda:
+        "../envs/train.yaml"
+    # Metered: alone on the machine unless train.run_alone is false (nothing else loads the measurement).
+    threads: workflow.cores if config["train"]["run_alone"] else config["train"]["threads"]
+    resources:
+        **hardware_resources(cell_of),
+        gpu=1,
+        mem_mb=8000,
+        runtime=60,
     params:
         # The job's identity; it also keys the between-workflow cache, which hashes params and
         # inputs but not wildcards.
@@ -62,17 +86,5 @@ rule train_trial:
         },
         evaluation=config["eval"],
         code=code_digest("train_trial.py"),
-    log:
-        logfile("train_trial", "{cell}", "t{trial}"),
-    priority: train_priority
-    # Metered: alone on the machine unless train.run_alone is false (nothing else loads the measurement).
-    threads: workflow.cores if config["train"]["run_alone"] else config["train"]["threads"]
-    resources:
-        gpu=1,
-        mem_mb=8000,
-        runtime=60,
-        **hardware_resources(cell_of),
-    conda:
-        "../../environment.yml"
     script:
         "../scripts/train_trial.py"

@@ -1,12 +1,22 @@
 """Rule aggregate: trials.parquet (measured + derived + quality), conditions, changes, quality flags, missing trials."""
+
 import polars as pl
 from tokenwatt.aggregate import cost_summary, cs_tflops_of, curves_table, trials_table
 from tokenwatt.analysis.conditions import changes_table, conditions_table
 from tokenwatt.analysis.frame import frame_note, mark
 from tokenwatt.cost import carbon_intensity
 from tokenwatt.design import profile_key_of
-from tokenwatt.files import (DamagedFileError, logged, read_curve, read_power_trace, read_profile, read_steps, write_json,
-                             write_parquet, write_text)
+from tokenwatt.files import (
+    DamagedFileError,
+    logged,
+    read_curve,
+    read_power_trace,
+    read_profile,
+    read_steps,
+    write_json,
+    write_parquet,
+    write_text,
+)
 from tokenwatt.quality import QUALITY_COLUMNS, profile_verdict
 from tokenwatt.records import RecordError, load_validator, read_record
 
@@ -25,8 +35,12 @@ with logged(snakemake.log[0]):
             curves.append(None)
             continue
         try:  # every file of the trial checked; a damaged one is named in the report as a missing trial, with the fix
-            found = (read_record(path, validator), read_power_trace(present[path][0]), read_steps(present[path][1]),
-                     read_curve(present[path][2]))
+            found = (
+                read_record(path, validator),
+                read_power_trace(present[path][0]),
+                read_steps(present[path][1]),
+                read_curve(present[path][2]),
+            )
         except (RecordError, DamagedFileError) as err:
             found = (str(err), None, None, None)
         for kept, value in zip((records, traces, steps, curves), found):
@@ -39,15 +53,30 @@ with logged(snakemake.log[0]):
     for key, profile in profiles.items():
         cs[key], source = cs_tflops_of(p.metric, profile)
         print(f"CS_TFLOPS {key or 'of the study'}: {cs[key]} ({source})")
-        verdict = {"profile": key, **profile_verdict(profile, [r for r in valid if profile_key_of(r["levels"]) == key], p.quality)}
-        print(f"device profile {key}: {verdict['status']}; matmul checks judged against {verdict['reference']} {verdict['reasons']}")
+        verdict = {
+            "profile": key,
+            **profile_verdict(profile, [r for r in valid if profile_key_of(r["levels"]) == key], p.quality),
+        }
+        print(
+            f"device profile {key}: {verdict['status']}; matmul checks judged against {verdict['reference']} {verdict['reasons']}"
+        )
         verdicts.append(verdict)
     intensity = carbon_intensity(p.cost["carbon_intensity"])
     print(f"carbon intensity: {intensity[0]} gCO2e/kWh ({intensity[1]})")
     trials, missing = trials_table(
-        records, expected, traces=traces, steps=steps, absent=p.absent, cs_tflops=cs, metric=p.metric, quality=p.quality,
-        reference_tflops={v["profile"]: v["reference_tflops"] for v in verdicts}, cost=p.cost, intensity_g_per_kwh=intensity[0],
-        cs_keys=p.cs_keys, profile_devices={key: (profile or {}).get("device_name") for key, profile in profiles.items()},
+        records,
+        expected,
+        traces=traces,
+        steps=steps,
+        absent=p.absent,
+        cs_tflops=cs,
+        metric=p.metric,
+        quality=p.quality,
+        reference_tflops={v["profile"]: v["reference_tflops"] for v in verdicts},
+        cost=p.cost,
+        intensity_g_per_kwh=intensity[0],
+        cs_keys=p.cs_keys,
+        profile_devices={key: (profile or {}).get("device_name") for key, profile in profiles.items()},
     )
     for line in missing:
         print(f"MISSING: {line}")
@@ -60,7 +89,9 @@ with logged(snakemake.log[0]):
     write_parquet(out.curves, curves_table(records, curves))
     conditions.write_csv(out.conditions)
     changes_table(conditions).write_csv(out.changes)
-    trials.select([c for c in QUALITY_COLUMNS if c in trials.columns]).write_csv(out.quality)  # all of them once a trial finished
+    trials.select([c for c in QUALITY_COLUMNS if c in trials.columns]).write_csv(
+        out.quality
+    )  # all of them once a trial finished
     flagged = trials.filter(pl.col("quality") == "flagged")
     path_of = dict(zip(expected, p.paths))
     write_text(out.flagged, "".join(f"{path_of[(c, t)]}\n" for c, t in flagged.select("cell", "trial").iter_rows()))

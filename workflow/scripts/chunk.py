@@ -1,5 +1,6 @@
 """Rule chunk: tokenize one split's documents into fixed-length padded chunks (or restore the chunks of the same
 documents, tokenizer and settings from the result store, tokenwatt/store.py)."""
+
 from tokenwatt.chunking import chunk_documents
 from tokenwatt.files import logged, read_documents, write_parquet
 from tokenwatt.store import job_store
@@ -10,7 +11,9 @@ with logged(snakemake.log[0]):
     if not store.restore():
         opts = snakemake.params.options
         tok = load_tokenizer(snakemake.input.tokenizer)
-        chunks = chunk_documents(read_documents(snakemake.input.docs), tok, opts["length"], opts["add_bos"], opts["add_eos"])
+        chunks = chunk_documents(
+            read_documents(snakemake.input.docs), tok, opts["length"], opts["add_bos"], opts["add_eos"]
+        )
         print(f"{snakemake.params.split}: {chunks.height} chunks, {chunks['n_real'].sum()} real tokens")
         write_parquet(snakemake.output[0], chunks)
         store.save()

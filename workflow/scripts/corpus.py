@@ -1,14 +1,18 @@
 """Rule corpus: load the configured source into results/data/corpus.parquet."""
+
 from tokenwatt import corpus
 from tokenwatt.files import logged, write_parquet
 
 with logged(snakemake.log[0]):
     source, opts = snakemake.params.source, snakemake.params.options
     if source == "synthetic":
-        docs = corpus.synthetic_corpus(corpus.load_grammar(opts["grammar"]), opts["documents"], opts["seed"])
+        # The input, not the config's path: an embedded study run from another folder reads tokenwatt's own grammar.
+        docs = corpus.synthetic_corpus(corpus.load_grammar(snakemake.input[0]), opts["documents"], opts["seed"])
     elif source == "local":
         docs = corpus.local_corpus(opts["files"], opts["text_column"], opts["encoding_errors"])
     else:
-        docs = corpus.hf_corpus(opts["name"], opts["split"], opts["text_column"], opts["config"], opts["revision"], opts["max_documents"])
+        docs = corpus.hf_corpus(
+            opts["name"], opts["split"], opts["text_column"], opts["config"], opts["revision"], opts["max_documents"]
+        )
     print(f"{source} corpus: {docs.height} documents")
     write_parquet(snakemake.output[0], docs)

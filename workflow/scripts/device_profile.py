@@ -1,6 +1,7 @@
 """Rule device_profile: the device's sustained matmul throughput (CS_TFLOPS) -> profile.json, or the profile
 measured before with the same settings, restored from the result store (tokenwatt/store.py): to measure it
 again, --forcerun it."""
+
 from tokenwatt.files import logged, write_json
 from tokenwatt.store import job_store
 
@@ -10,9 +11,18 @@ with logged(snakemake.log[0]):
         from tokenwatt.throughput import profile_device
 
         p = snakemake.params
-        write_json(snakemake.output[0], profile_device(
-            device_name=p.device, precision=p.precision, threads=p.threads, size=p.profile["matmul_size"],
-            window_s=p.profile["window_s"], windows=p.profile["windows"], warmup_s=p.profile["warmup_s"],
-            max_cv=p.profile["max_cv"], attempts=p.profile["attempts"],
-        ))
+        write_json(
+            snakemake.output[0],
+            profile_device(
+                device_name=p.device,
+                precision=p.precision,
+                threads=p.threads,
+                size=p.profile["matmul_size"],
+                window_s=p.profile["window_s"],
+                windows=p.profile["windows"],
+                warmup_s=p.profile["warmup_s"],
+                max_cv=p.profile["max_cv"],
+                attempts=p.profile["attempts"],
+            ),
+        )
         store.save()

@@ -20,7 +20,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
-
 from tokenwatt.analysis.scaling import (  # noqa: E402
     LAW_SUMMARY,
     BootstrapResult,
@@ -32,8 +31,9 @@ from tokenwatt.analysis.scaling import (  # noqa: E402
 )
 
 
-def read_columns(path: Path, columns: dict[str, str], group: str | None
-                 ) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+def read_columns(
+    path: Path, columns: dict[str, str], group: str | None
+) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
     """The numeric columns (option → values) and the subjects, or a ScalingInputError that names the problem."""
     if not path.is_file():
         raise ScalingInputError(f"{path}: no such file")
@@ -44,8 +44,9 @@ def read_columns(path: Path, columns: dict[str, str], group: str | None
     wanted = {**columns, **({"--group": group} if group else {})}
     for option, col in wanted.items():
         if col not in table.columns:
-            raise ScalingInputError(f"{path}: no column '{col}' ({option}); "
-                                    f"columns present: {', '.join(table.columns)}")
+            raise ScalingInputError(
+                f"{path}: no column '{col}' ({option}); columns present: {', '.join(table.columns)}"
+            )
     values = {}
     for option, col in columns.items():
         try:
@@ -62,16 +63,22 @@ def read_columns(path: Path, columns: dict[str, str], group: str | None
 
 
 def report(fit: LawFit, boot: BootstrapResult | None, source: str) -> str:
-    lines = [f"L(N, D) = E + A/N^alpha + B/D^beta fitted to {fit.n_points} points of {source}",
-             f"  objective (sum of Huber losses, delta = {fit.delta:g}): {fit.objective:.10g}",
-             (f"  L-BFGS-B {'converged' if fit.success else 'did NOT converge'}: {fit.message}; "
-              f"max |gradient| {fit.grad_norm:.2e}, {fit.n_iter} iterations, "
-              f"best of {fit.n_starts} refined grid starts")]
+    lines = [
+        f"L(N, D) = E + A/N^alpha + B/D^beta fitted to {fit.n_points} points of {source}",
+        f"  objective (sum of Huber losses, delta = {fit.delta:g}): {fit.objective:.10g}",
+        (
+            f"  L-BFGS-B {'converged' if fit.success else 'did NOT converge'}: {fit.message}; "
+            f"max |gradient| {fit.grad_norm:.2e}, {fit.n_iter} iterations, "
+            f"best of {fit.n_starts} refined grid starts"
+        ),
+    ]
     if boot is not None:
         d = boot.to_dict()
-        lines.append(f"  bootstrap over {d['n_subjects']} subjects, seed {d['seed']}: {d['n_resamples']} resamples, "
-                     f"{d['n_converged']} converged, {d['n_not_converged']} did not, {d['n_skipped']} skipped "
-                     "(their subjects did not span 3 N, 3 D and 5 points); SE and interval over the converged")
+        lines.append(
+            f"  bootstrap over {d['n_subjects']} subjects, seed {d['seed']}: {d['n_resamples']} resamples, "
+            f"{d['n_converged']} converged, {d['n_not_converged']} did not, {d['n_skipped']} skipped "
+            "(their subjects did not span 3 N, 3 D and 5 points); SE and interval over the converged"
+        )
     summary = boot.summary() if boot is not None else None
     lines.append(f"  {'':6} {'estimate':>12} {'SE':>12}   95 % interval")
     estimates = fit.to_dict()
@@ -110,9 +117,12 @@ def main(argv: list[str] | None = None) -> int:
         boot = bootstrap(N, D, loss, subjects, fit=fit, n_resamples=args.bootstrap, seed=args.seed)
     print(report(fit, boot, args.table))
     if args.json:
-        result = {"table": str(args.table),
-                  "columns": {"N": args.params, "D": args.tokens, "loss": args.loss, "group": args.group},
-                  "fit": fit.to_dict(), "bootstrap": boot.to_dict() if boot else None}
+        result = {
+            "table": str(args.table),
+            "columns": {"N": args.params, "D": args.tokens, "loss": args.loss, "group": args.group},
+            "fit": fit.to_dict(),
+            "bootstrap": boot.to_dict() if boot else None,
+        }
         args.json.write_text(json.dumps(result, indent=2))
     return 0
 

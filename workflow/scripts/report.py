@@ -1,13 +1,13 @@
 """Rule report: results/report.html, self-contained (figures embedded)."""
+
 import time
 from pathlib import Path
 
-import polars as pl
 from tokenwatt.aggregate import cs_tflops_of
-from tokenwatt.tables import read_changes, read_conditions
 from tokenwatt.files import logged, read_analysis_json, read_json, read_profile, read_table
 from tokenwatt.provenance import git_state, utc, versions
 from tokenwatt.report import render_report
+from tokenwatt.tables import read_changes, read_conditions
 
 with logged(snakemake.log[0]):
     figures = {
@@ -15,21 +15,34 @@ with logged(snakemake.log[0]):
         for name, png, caption in zip(snakemake.params.figure_names, snakemake.input.figures, snakemake.input.captions)
     }
     measured = set(snakemake.input.profile)  # the interim report has those measured so far
-    profiles = {key: read_profile(path) if path in measured else None for key, path in snakemake.params.profiles.items()}
+    profiles = {
+        key: read_profile(path) if path in measured else None for key, path in snakemake.params.profiles.items()
+    }
     cs = {key: cs_tflops_of(snakemake.params.config["metric"], profile) for key, profile in profiles.items()}
     # The data stage's summary; an interim report made before normalization finished has none yet.
-    normalize = [snakemake.input.normalize] if isinstance(snakemake.input.normalize, str) else list(snakemake.input.normalize)
+    normalize = (
+        [snakemake.input.normalize] if isinstance(snakemake.input.normalize, str) else list(snakemake.input.normalize)
+    )
     summary = read_analysis_json(normalize[0], "normalization summary") if normalize else {}
     page = render_report(
-        config=snakemake.params.config, config_hash=snakemake.params.config_hash,
-        trials=read_table(snakemake.input.trials, "trials table"), conditions=read_conditions(snakemake.input.conditions),
-        changes=read_changes(snakemake.input.changes), stats=read_analysis_json(snakemake.input.stats, "statistics"),
+        config=snakemake.params.config,
+        config_hash=snakemake.params.config_hash,
+        trials=read_table(snakemake.input.trials, "trials table"),
+        conditions=read_conditions(snakemake.input.conditions),
+        changes=read_changes(snakemake.input.changes),
+        stats=read_analysis_json(snakemake.input.stats, "statistics"),
         curves=read_analysis_json(snakemake.input.curves, "eval curves analysis"),
         scaling=read_analysis_json(snakemake.input.scaling, "scaling analysis"),
-        missing=read_analysis_json(snakemake.input.missing, "list of missing trials"), figures=figures, reference=read_json(snakemake.input.reference),
-        data_summary=summary, profiles=profiles, cs=cs,
-        rerun=Path(snakemake.input.flagged).read_text(encoding="utf-8").split(), interim=snakemake.params.interim,
-        profile_check=read_analysis_json(snakemake.input.profile_check, "device profile check"), cost=read_analysis_json(snakemake.input.cost, "cost summary"),
+        missing=read_analysis_json(snakemake.input.missing, "list of missing trials"),
+        figures=figures,
+        reference=read_json(snakemake.input.reference),
+        data_summary=summary,
+        profiles=profiles,
+        cs=cs,
+        rerun=Path(snakemake.input.flagged).read_text(encoding="utf-8").split(),
+        interim=snakemake.params.interim,
+        profile_check=read_analysis_json(snakemake.input.profile_check, "device profile check"),
+        cost=read_analysis_json(snakemake.input.cost, "cost summary"),
         made={"at": utc(time.time()), "git": git_state(Path(snakemake.scriptdir)), "versions": versions()},
     )
     Path(snakemake.output[0]).write_text(page, encoding="utf-8")

@@ -1,4 +1,5 @@
 """Rule scaling: L(N, D) for both counts of N, e(N) per hardware level, energy- and FLOP-optimal allocations."""
+
 from tokenwatt.analysis.curves import in_frame
 from tokenwatt.analysis.frame import frame
 from tokenwatt.analysis.scaling_study import analyse_scaling

@@ -1,5 +1,6 @@
 """Rule subset: the trial's chunks for one budget (a prefix of the trial's seeded order), or the same subset
 restored from the result store (tokenwatt/store.py)."""
+
 from tokenwatt.files import logged, read_chunks, write_json
 from tokenwatt.store import job_store
 from tokenwatt.subsets import draw_subset, trial_seed
@@ -10,7 +11,10 @@ with logged(snakemake.log[0]):
         budget, trial = snakemake.params.budget, snakemake.params.trial
         chunks = read_chunks(snakemake.input[0], columns=["chunk_id", "n_real"])
         seed = trial_seed(snakemake.params.study_seed, trial)
-        subset = {"trial": trial, **draw_subset(chunks["chunk_id"].to_numpy(), chunks["n_real"].to_numpy(), budget, seed)}
+        subset = {
+            "trial": trial,
+            **draw_subset(chunks["chunk_id"].to_numpy(), chunks["n_real"].to_numpy(), budget, seed),
+        }
         print(f"budget {budget}, trial {trial}: {subset['n_chunks']} chunks, {subset['real_tokens']} real tokens")
         write_json(snakemake.output[0], subset)
         store.save()

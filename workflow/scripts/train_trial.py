@@ -6,6 +6,7 @@ ends, and the study's progress (sys.__stderr__ is the terminal while the log hol
 The process ends with ``os._exit`` once every output is written and closed: the interpreter's
 teardown of torch costs about a second per trial and does nothing a finished trial needs.
 """
+
 import os
 import sys
 from pathlib import Path
@@ -14,7 +15,9 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 # torch.compile's cache beside the results, so every trial after the first compiles warm. Read from
 # the config, not a param: params key the between-workflow cache, and where a study keeps its
 # results must not keep another study from reusing its trials.
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.abspath(os.path.join(snakemake.config["results"], "cache", "torchinductor")))
+os.environ.setdefault(
+    "TORCHINDUCTOR_CACHE_DIR", os.path.abspath(os.path.join(snakemake.config["results"], "cache", "torchinductor"))
+)
 
 from tokenwatt.files import logged  # noqa: E402
 from tokenwatt.store import job_store  # noqa: E402
@@ -43,10 +46,19 @@ terminal(trial_started(p.budget, p.trial, p.levels))
 with logged(snakemake.log[0], append=True):
     try:
         metrics, power, steps, curve = run_trial(
-            budget=p.budget, trial=p.trial, seed=trial_seed(p.study_seed, p.trial), subset=read_subset(snakemake.input.subset),
-            train_chunks=read_chunks(snakemake.input.train), eval_chunks=read_chunks(snakemake.input.eval),
+            budget=p.budget,
+            trial=p.trial,
+            seed=trial_seed(p.study_seed, p.trial),
+            subset=read_subset(snakemake.input.subset),
+            train_chunks=read_chunks(snakemake.input.train),
+            eval_chunks=read_chunks(snakemake.input.eval),
             tokenizer=read_tokenizer_info(snakemake.input.tokenizer),
-            model_cfg=p.model, train_cfg=p.train, meter_cfg=p.meter, check_cfg=p.check, eval_cfg=p.evaluation, levels=p.levels,
+            model_cfg=p.model,
+            train_cfg=p.train,
+            meter_cfg=p.meter,
+            check_cfg=p.check,
+            eval_cfg=p.evaluation,
+            levels=p.levels,
             cell=p.cell,
         )
         check_record(metrics, load_validator(snakemake.input.schema), out.metrics)

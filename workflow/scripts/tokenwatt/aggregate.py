@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import polars as pl
 
@@ -17,32 +18,52 @@ def cs_tflops_of(metric: dict[str, Any], profile: dict[str, Any] | None) -> tupl
     if metric["cs_tflops"] == "measure" and profile is None:
         return None, "not measured yet: the device profile has not run"
     if metric["cs_tflops"] == "measure":
-        return profile["cs_tflops"], (f"measured: device profile, median of {profile['windows']} windows "
-                                      f"(IQR {profile['iqr_tflops']:.3g} TFLOP/s), {profile['dtype']} on {profile['device_name']}")
+        return profile["cs_tflops"], (
+            f"measured: device profile, median of {profile['windows']} windows "
+            f"(IQR {profile['iqr_tflops']:.3g} TFLOP/s), {profile['dtype']} on {profile['device_name']}"
+        )
     return float(metric["cs_tflops"]), "configured (metric.cs_tflops)"
 
 
 def cost_summary(trials: pl.DataFrame, cost: dict[str, Any], intensity: tuple[float | None, str]) -> dict[str, Any]:
     """The study's totals of energy, CO2 and money, with the settings and where the carbon intensity came from."""
+
     # A total over every trial or none: a sum that silently skipped the trials without a figure would be too low.
-    total = lambda c: float(trials[c].sum()) if c in trials.columns and trials.height and trials[c].null_count() == 0 else None  # noqa: E731
-    return {"carbon_intensity_g_per_kwh": intensity[0], "carbon_intensity_source": intensity[1], "pue": cost["pue"],
-            "currency": cost["currency"], "electricity_price_per_kwh": cost["electricity_price_per_kwh"],
-            "device_hour_price": cost["device_hour_price"], "trials": trials.height,
-            "is_estimate": bool(trials["cost_is_estimate"].any()) if "cost_is_estimate" in trials.columns else False,
-            **{f"total_{c}": total(c) for c in ("kwh", "kg_co2e", "electricity_cost", "device_cost", "total_cost")}}
+    def total(c: str) -> float | None:
+        return float(trials[c].sum()) if c in trials.columns and trials.height and trials[c].null_count() == 0 else None
+
+    return {
+        "carbon_intensity_g_per_kwh": intensity[0],
+        "carbon_intensity_source": intensity[1],
+        "pue": cost["pue"],
+        "currency": cost["currency"],
+        "electricity_price_per_kwh": cost["electricity_price_per_kwh"],
+        "device_hour_price": cost["device_hour_price"],
+        "trials": trials.height,
+        "is_estimate": bool(trials["cost_is_estimate"].any()) if "cost_is_estimate" in trials.columns else False,
+        **{f"total_{c}": total(c) for c in ("kwh", "kg_co2e", "electricity_cost", "device_cost", "total_cost")},
+    }
 
 
 def curves_table(records: Iterable[dict[str, Any] | str | None], curves: Iterable[pl.DataFrame | None]) -> pl.DataFrame:
     """Every trial's eval curve in one long table, each row carrying its trial's cell, series, budget and trial
     (what the curve analysis groups by); trials without a readable record or curve are left out (the trials
     table names them)."""
-    parts = [curve.with_columns(pl.lit(rec["cell"]).alias("cell"), pl.lit(series_of(rec["levels"])).alias("series"),
-                                pl.lit(rec["budget"]).cast(pl.Int64).alias("budget"), pl.lit(rec["trial"]).cast(pl.Int64).alias("trial"))
-             for rec, curve in zip(records, curves) if isinstance(rec, dict) and curve is not None]
+    parts = [
+        curve.with_columns(
+            pl.lit(rec["cell"]).alias("cell"),
+            pl.lit(series_of(rec["levels"])).alias("series"),
+            pl.lit(rec["budget"]).cast(pl.Int64).alias("budget"),
+            pl.lit(rec["trial"]).cast(pl.Int64).alias("trial"),
+        )
+        for rec, curve in zip(records, curves)
+        if isinstance(rec, dict) and curve is not None
+    ]
     if not parts:
         return pl.DataFrame(schema={"cell": pl.String, "series": pl.String, "budget": pl.Int64, "trial": pl.Int64})
-    return pl.concat(parts, how="diagonal_relaxed").select("cell", "series", "budget", "trial", pl.exclude("cell", "series", "budget", "trial"))
+    return pl.concat(parts, how="diagonal_relaxed").select(
+        "cell", "series", "budget", "trial", pl.exclude("cell", "series", "budget", "trial")
+    )
 
 
 def _flatten(rec: dict[str, Any]) -> dict[str, Any]:
@@ -56,12 +77,22 @@ def _flatten(rec: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def trials_table(records: Iterable[dict[str, Any] | str | None], expected: list[tuple[str, int]], *,
-                 traces: Iterable[pl.DataFrame | None], steps: Iterable[pl.DataFrame | None],
-                 cs_tflops: float | None | dict[str, float | None], metric: dict[str, Any], quality: dict[str, Any],
-                 reference_tflops: float | None | dict[str, float | None], cost: dict[str, Any],
-                 intensity_g_per_kwh: float | None, absent: str = "no metrics", cs_keys: dict[str, str] | None = None,
-                 profile_devices: dict[str, str | None] | None = None) -> tuple[pl.DataFrame, list[str]]:
+def trials_table(
+    records: Iterable[dict[str, Any] | str | None],
+    expected: list[tuple[str, int]],
+    *,
+    traces: Iterable[pl.DataFrame | None],
+    steps: Iterable[pl.DataFrame | None],
+    cs_tflops: float | None | dict[str, float | None],
+    metric: dict[str, Any],
+    quality: dict[str, Any],
+    reference_tflops: float | None | dict[str, float | None],
+    cost: dict[str, Any],
+    intensity_g_per_kwh: float | None,
+    absent: str = "no metrics",
+    cs_keys: dict[str, str] | None = None,
+    profile_devices: dict[str, str | None] | None = None,
+) -> tuple[pl.DataFrame, list[str]]:
     """One row per finished trial, in the design's order: what it recorded, what the analysis derives from it
     (PE, layers, FLOPs, idle energy) and its measurement-quality verdict; and the names of missing or failed trials.
 
@@ -76,29 +107,49 @@ def trials_table(records: Iterable[dict[str, Any] | str | None], expected: list[
     kept, missing = [], []
     for (cell, trial), rec, trace, st in zip(expected, records, traces, steps):
         if isinstance(rec, str) or rec is None or rec.get("status") != "ok" or trace is None or st is None:
-            why = (rec if isinstance(rec, str) else absent if rec is None
-                   else f"diverged at step {rec.get('diverged_at_step')} (non-finite loss); its subject is left out of the "
-                        "repeated-measures tests" if rec.get("status") == "diverged"
-                   else f"status {rec.get('status')}" if rec.get("status") != "ok" else "trace files missing")
+            why = (
+                rec
+                if isinstance(rec, str)
+                else absent
+                if rec is None
+                else f"diverged at step {rec.get('diverged_at_step')} (non-finite loss); its subject is left out of the "
+                "repeated-measures tests"
+                if rec.get("status") == "diverged"
+                else f"status {rec.get('status')}"
+                if rec.get("status") != "ok"
+                else "trace files missing"
+            )
             missing.append(f"{cell_label(cell)} trial {trial}: {why}")
             continue
         kept.append((rec, trace, st))
     if not kept:  # nothing finished: an empty table that still has its key columns
-        return pl.DataFrame(schema={"series": pl.String, "cell": pl.String, "budget": pl.Int64, "trial": pl.Int64,
-                                    "quality": pl.String}), missing
+        return pl.DataFrame(
+            schema={"series": pl.String, "cell": pl.String, "budget": pl.Int64, "trial": pl.Int64, "quality": pl.String}
+        ), missing
     recs = [r for r, _, _ in kept]
     cs_key = lambda rec: (cs_keys or {}).get(rec["cell"], profile_key_of(rec["levels"]))  # noqa: E731
     measured_on = [(profile_devices or {}).get(cs_key(r)) for r in recs]
-    verdicts = assess(recs, [tr for _, tr, _ in kept], [st for _, _, st in kept], reference_tflops, quality, measured_on)
+    verdicts = assess(
+        recs, [tr for _, tr, _ in kept], [st for _, _, st in kept], reference_tflops, quality, measured_on
+    )
     order = sorted(range(len(recs)), key=lambda i: recs[i]["started_at_unix_s"])
     position = {i: pos + 1 for pos, i in enumerate(order)}
     rows = []
     for i, (rec, verdict) in enumerate(zip(recs, verdicts)):
         cs = cs_tflops.get(cs_key(rec)) if isinstance(cs_tflops, dict) else cs_tflops
         derived = derived_metrics(rec, cs_tflops=cs, K=metric["K"], tt_scale=metric["tt_scale"])
-        rows.append({"series": series_of(rec["levels"]), **_flatten(rec), **derived,
-                     "cs_basis": metric.get("cs_basis", "training"), "cs_profile": cs_key(rec),
-                     "device_profile": profile_key_of(rec["levels"]),
-                     **trial_cost({**rec, **derived}, cost, intensity_g_per_kwh),
-                     "cost_is_estimate": rec["meter_is_estimate"], **verdict, "run_position": position[i]})
+        rows.append(
+            {
+                "series": series_of(rec["levels"]),
+                **_flatten(rec),
+                **derived,
+                "cs_basis": metric.get("cs_basis", "training"),
+                "cs_profile": cs_key(rec),
+                "device_profile": profile_key_of(rec["levels"]),
+                **trial_cost({**rec, **derived}, cost, intensity_g_per_kwh),
+                "cost_is_estimate": rec["meter_is_estimate"],
+                **verdict,
+                "run_position": position[i],
+            }
+        )
     return pl.DataFrame(rows, infer_schema_length=None), missing

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
@@ -56,7 +56,9 @@ def chunk_documents(docs: pl.DataFrame, tok, length: int, add_bos: bool, add_eos
     """Tokenize ``docs`` and chunk them (see :func:`chunk_ids`)."""
     for wanted, attr, key in ((add_bos, "bos_token_id", "chunk.add_bos"), (add_eos, "eos_token_id", "chunk.add_eos")):
         if wanted and getattr(tok, attr) is None:
-            raise ChunkError(f"{key} is true but the tokenizer has no {attr.split('_')[0].upper()} token; set {key}: false")
+            raise ChunkError(
+                f"{key} is true but the tokenizer has no {attr.split('_')[0].upper()} token; set {key}: false"
+            )
     encoded = tok(docs["text"].to_list(), add_special_tokens=False)["input_ids"]
     bos = tok.bos_token_id if add_bos else None
     eos = tok.eos_token_id if add_eos else None

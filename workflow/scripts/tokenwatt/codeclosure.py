@@ -18,7 +18,7 @@ PACKAGE = "tokenwatt"
 DISPLAY_ONLY = {"tokenwatt.progress", "tokenwatt.failures"}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _imported(source: str, module: str) -> frozenset[str]:
     """Dotted names of the ``tokenwatt`` modules that one module's source imports (at any depth of the code).
     Cached by source text: every rule's digest walks the same shared modules, and parsing is the cost."""
@@ -43,6 +43,7 @@ def _imported(source: str, module: str) -> frozenset[str]:
 
 def closure(script: Path, scripts_dir: Path) -> list[Path]:
     """The script and every ``tokenwatt`` module it reaches through imports, sorted, as files."""
+
     def file_of(name: str) -> Path | None:
         parts = name.split(".")
         for candidate in (scripts_dir.joinpath(*parts).with_suffix(".py"), scripts_dir.joinpath(*parts, "__init__.py")):
@@ -68,9 +69,10 @@ def closure(script: Path, scripts_dir: Path) -> list[Path]:
 
 
 def code_digest(script: Path, scripts_dir: Path) -> str:
-    """Short digest of a script and its import closure: names and bytes."""
+    """Short digest of a script and its import closure: each file's name and its syntax tree, so a comment or a
+    reformatting (snakefmt, ruff format) reruns nothing, while any change to what the code does reruns its jobs."""
     h = hashlib.sha256()
     for path in closure(script, scripts_dir):
         h.update(path.relative_to(scripts_dir).as_posix().encode())
-        h.update(path.read_bytes())
+        h.update(ast.dump(ast.parse(path.read_text(encoding="utf-8"))).encode())
     return h.hexdigest()[:16]

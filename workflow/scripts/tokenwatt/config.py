@@ -31,8 +31,11 @@ def quality_settings(config: dict[str, Any]) -> dict[str, Any]:
     """What the quality rules (``quality.py``) judge by: ``quality.*``, plus the cooldown target (the
     start-temperature limit) and ``profile.max_cv`` (how steady the device profile must be). Here,
     not there, so the Snakefile gets it without importing polars and numpy at every start."""
-    return {**config["quality"], "start_below_c": config["meter"]["cooldown_below_c"],
-            "profile_cv_max": config["profile"]["max_cv"]}
+    return {
+        **config["quality"],
+        "start_below_c": config["meter"]["cooldown_below_c"],
+        "profile_cv_max": config["profile"]["max_cv"],
+    }
 
 
 def load_schema(path: str | Path) -> dict[str, Any]:
@@ -105,8 +108,10 @@ def _number_as_text(error) -> str | None:
     elif "e" in text.lower():
         why = f"YAML reads {text}, an exponent without a sign, as text"
     else:
-        return (f"{_show(value)} is a string, not a number (quoted in a file, or nested in --config, which passes "
-                f"nested values as text); write {fix} without quotes in a config file")
+        return (
+            f"{_show(value)} is a string, not a number (quoted in a file, or nested in --config, which passes "
+            f"nested values as text); write {fix} without quotes in a config file"
+        )
     return f"{_show(value)} is a string ({why}); write {fix}"
 
 
@@ -121,11 +126,20 @@ def _branch(schema: dict[str, Any]) -> str:
     kinds = sorted(_kinds(schema))
     if kinds == ["null"]:
         return "null"
-    noun = {"number": "a number", "integer": "a whole number", "string": "a string", "boolean": "true or false",
-            "array": "a list", "object": "a mapping"}
+    noun = {
+        "number": "a number",
+        "integer": "a whole number",
+        "string": "a string",
+        "boolean": "true or false",
+        "array": "a list",
+        "object": "a mapping",
+    }
     words = " or ".join(noun.get(k, k) for k in kinds) or "a value"
-    bounds = [f"{op} {schema[k]}" for k, op in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"),
-                                                  ("exclusiveMaximum", "<")) if k in schema]
+    bounds = [
+        f"{op} {schema[k]}"
+        for k, op in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<"))
+        if k in schema
+    ]
     if "pattern" in schema:
         bounds.append(f"matching {schema['pattern']}")
     return " ".join([words, *bounds])
@@ -173,17 +187,28 @@ def _requirements(cfg: dict[str, Any], schema: dict[str, Any]) -> list[str]:
         prefix = f"design.model.{level}."
         model = merged_model(cfg["model"], spec)
         tokenizer = {**cfg["tokenizer"], **spec.get("tokenizer", {})}
-        found = [f"{prefix}{_key_path(e.absolute_path) if e.absolute_path else '(level)'}: {_message(e, with_key=False)}"
-                 for e in Draft202012Validator(schema["properties"]["model"]).iter_errors(model)]
-        found += [f"{prefix}tokenizer.{_key_path(e.absolute_path)}: {_message(e, with_key=False)}"
-                  for e in Draft202012Validator(schema["properties"]["tokenizer"]).iter_errors(tokenizer)]
+        found = [
+            f"{prefix}{_key_path(e.absolute_path) if e.absolute_path else '(level)'}: {_message(e, with_key=False)}"
+            for e in Draft202012Validator(schema["properties"]["model"]).iter_errors(model)
+        ]
+        found += [
+            f"{prefix}tokenizer.{_key_path(e.absolute_path)}: {_message(e, with_key=False)}"
+            for e in Draft202012Validator(schema["properties"]["tokenizer"]).iter_errors(tokenizer)
+        ]
         if not found:
             found = _model_problems(model, tokenizer, prefix)
-            found += _architecture_problems(model, lambda f, spec=spec, prefix=prefix: _level_key(cfg["model"], spec, prefix, f),
-                                            f" (design.model.{level})")
+            found += _architecture_problems(
+                model,
+                lambda f, spec=spec, prefix=prefix: _level_key(cfg["model"], spec, prefix, f),
+                f" (design.model.{level})",
+            )
             # A level's own keys are named under it; what it inherits was checked (and named) as the base's.
-            found += _pretrained_problems(model if {"source", "name", "revision"} & set(spec) else None,
-                                          tokenizer if "tokenizer" in spec else None, prefix, prefix + "tokenizer.")
+            found += _pretrained_problems(
+                model if {"source", "name", "revision"} & set(spec) else None,
+                tokenizer if "tokenizer" in spec else None,
+                prefix,
+                prefix + "tokenizer.",
+            )
         # What the level inherits unchanged fails as the base's does: named once, as the base's.
         problems += [p for p in found if p not in base and p.replace(f" (design.model.{level})", "", 1) not in base]
     return problems
@@ -195,17 +220,24 @@ def _stopping_problems(cfg: dict[str, Any]) -> list[str]:
     from .stopping import StopRuleError, stop_rule  # no torch, no polars
 
     problems = []
-    online = {"train.stop": cfg["train"]["stop"], **{f"design.stopping.{k}": v for k, v in cfg["design"].get("stopping", {}).items()}}
+    online = {
+        "train.stop": cfg["train"]["stop"],
+        **{f"design.stopping.{k}": v for k, v in cfg["design"].get("stopping", {}).items()},
+    }
     scheduled = cfg["eval"]["points"] > 1 or bool(cfg["eval"]["at_tokens"])
     for key, rule in online.items():
         if rule == "none":
             continue
         if not scheduled:
-            problems.append(f"{key}: a stopping rule is decided at evaluation points, and eval.points is {cfg['eval']['points']} "
-                            "with no eval.at_tokens; set eval.points to 2 or more (or list eval.at_tokens)")
+            problems.append(
+                f"{key}: a stopping rule is decided at evaluation points, and eval.points is {cfg['eval']['points']} "
+                "with no eval.at_tokens; set eval.points to 2 or more (or list eval.at_tokens)"
+            )
         if cfg["meter"]["kind"] == "none":
-            problems.append(f"{key}: a marginal rule weighs quality against training energy, and meter.kind none measures "
-                            "none; choose a meter or drop the rule")
+            problems.append(
+                f"{key}: a marginal rule weighs quality against training energy, and meter.kind none measures "
+                "none; choose a meter or drop the rule"
+            )
     for name, rule in cfg["analysis"]["stopping"].items():
         try:
             stop_rule(rule)
@@ -221,14 +253,20 @@ def _model_problems(model: dict[str, Any], tokenizer: dict[str, Any], prefix: st
         if spec["source"] == "pretrained" and not spec["name"]:
             problems.append(f"{prefix}{section}.name: {section}.source is pretrained, so give a Hub id or a local path")
     if model["source"] == "config" and model["preset"] not in PRESETS:
-        problems.append(f"{prefix}model.preset: {model['preset']!r} is not a preset; choose one of {', '.join(sorted(PRESETS))}")
+        problems.append(
+            f"{prefix}model.preset: {model['preset']!r} is not a preset; choose one of {', '.join(sorted(PRESETS))}"
+        )
     if model["implementation"] == "native" and model["source"] == "pretrained":
-        problems.append(f"{prefix}model.implementation: native builds models from a preset; a pretrained model loads through "
-                        "transformers (implementation hf or auto)")
+        problems.append(
+            f"{prefix}model.implementation: native builds models from a preset; a pretrained model loads through "
+            "transformers (implementation hf or auto)"
+        )
     unsupported = sorted(set(model["overrides"]) - NATIVE_FIELDS)
     if model["source"] == "config" and model["implementation"] != "hf" and unsupported:
-        problems.append(f"{prefix}model.overrides: {unsupported} need model.implementation: hf (the native Llama supports "
-                        f"{', '.join(sorted(NATIVE_FIELDS))})")
+        problems.append(
+            f"{prefix}model.overrides: {unsupported} need model.implementation: hf (the native Llama supports "
+            f"{', '.join(sorted(NATIVE_FIELDS))})"
+        )
     return problems
 
 
@@ -236,8 +274,9 @@ def _model_problems(model: dict[str, Any], tokenizer: dict[str, Any], prefix: st
 NOT_CACHED = "in the local Hugging Face cache"
 
 
-def _pretrained_problems(model: dict[str, Any] | None, tokenizer: dict[str, Any] | None, model_key: str,
-                         tokenizer_key: str) -> list[str]:
+def _pretrained_problems(
+    model: dict[str, Any] | None, tokenizer: dict[str, Any] | None, model_key: str, tokenizer_key: str
+) -> list[str]:
     """A pretrained name that is neither a folder here nor a Hub id in the local cache (``tokenwatt.hub``)."""
     problems = []
     for kind, spec, key in (("tokenizer", tokenizer, tokenizer_key), ("model", model, model_key)):
@@ -283,14 +322,28 @@ def _architecture_problems(model: dict[str, Any], key_of, where: str) -> list[st
         return []
     sizes = {**PRESETS[model["preset"]], **model["overrides"]}
     at = lambda field: f"{key_of(field)}{where if not key_of(field).startswith('design.') else ''}"  # noqa: E731
-    problems = [f"{at(f)}: {f} comes from the tokenizer (a trained BPE's tokenizer.vocab_size, or the pretrained "
-                "tokenizer's own), never from the model; remove it" for f in FROM_TOKENIZER if f in model["overrides"]]
+    problems = [
+        f"{at(f)}: {f} comes from the tokenizer (a trained BPE's tokenizer.vocab_size, or the pretrained "
+        "tokenizer's own), never from the model; remove it"
+        for f in FROM_TOKENIZER
+        if f in model["overrides"]
+    ]
     if model["overrides"].get("tie_word_embeddings"):
-        problems.append(f"{at('tie_word_embeddings')}: tokenwatt always unties the input and output embeddings; remove it")
-    bad = [f for f in (*WHOLE_SIZES, *OPTIONAL_SIZES) if f in sizes and not (sizes[f] is None and f in OPTIONAL_SIZES)
-           and not (isinstance(sizes[f], int) and not isinstance(sizes[f], bool) and sizes[f] >= 1)]
-    problems += [f"{at(f)}: {_show(sizes[f])} is not allowed; give a whole number ≥ 1"
-                 + (" (or null: the LlamaConfig default)" if f in OPTIONAL_SIZES else "") for f in bad]
+        problems.append(
+            f"{at('tie_word_embeddings')}: tokenwatt always unties the input and output embeddings; remove it"
+        )
+    bad = [
+        f
+        for f in (*WHOLE_SIZES, *OPTIONAL_SIZES)
+        if f in sizes
+        and not (sizes[f] is None and f in OPTIONAL_SIZES)
+        and not (isinstance(sizes[f], int) and not isinstance(sizes[f], bool) and sizes[f] >= 1)
+    ]
+    problems += [
+        f"{at(f)}: {_show(sizes[f])} is not allowed; give a whole number ≥ 1"
+        + (" (or null: the LlamaConfig default)" if f in OPTIONAL_SIZES else "")
+        for f in bad
+    ]
     if bad:
         return problems
     hidden, heads = sizes["hidden_size"], sizes["num_attention_heads"]
@@ -299,21 +352,31 @@ def _architecture_problems(model: dict[str, Any], key_of, where: str) -> list[st
     heads_key = "num_attention_heads" if "num_attention_heads" in model["overrides"] else "hidden_size"
     divides = hidden % heads == 0
     if not divides and not (native and head_dim):  # transformers' LlamaConfig asks for it even with head_dim
-        problems.append(f"{at(heads_key)}: num_attention_heads {heads} does not divide hidden_size {hidden}; "
-                        f"give num_attention_heads one of {_divisors(hidden)}, or hidden_size a multiple of {heads}")
+        problems.append(
+            f"{at(heads_key)}: num_attention_heads {heads} does not divide hidden_size {hidden}; "
+            f"give num_attention_heads one of {_divisors(hidden)}, or hidden_size a multiple of {heads}"
+        )
     elif (dim := head_dim or hidden // heads) % 2:
         if head_dim:
-            problems.append(f"{at('head_dim')}: head_dim {head_dim} is odd; rotary position embeddings rotate pairs of "
-                            "dimensions, so give an even head_dim")
+            problems.append(
+                f"{at('head_dim')}: head_dim {head_dim} is odd; rotary position embeddings rotate pairs of "
+                "dimensions, so give an even head_dim"
+            )
         else:
-            even = ", ".join(str(d) for d in range(1, hidden + 1) if hidden % d == 0 and (hidden // d) % 2 == 0) or "none"
-            problems.append(f"{at(heads_key)}: the head dimension hidden_size / num_attention_heads = {hidden} / {heads} = {dim} "
-                            f"is odd; rotary position embeddings rotate pairs of dimensions, so give num_attention_heads "
-                            f"one of {even}")
+            even = (
+                ", ".join(str(d) for d in range(1, hidden + 1) if hidden % d == 0 and (hidden // d) % 2 == 0) or "none"
+            )
+            problems.append(
+                f"{at(heads_key)}: the head dimension hidden_size / num_attention_heads = {hidden} / {heads} = {dim} "
+                f"is odd; rotary position embeddings rotate pairs of dimensions, so give num_attention_heads "
+                f"one of {even}"
+            )
     if heads % kv:
         kv_key = "num_key_value_heads" if "num_key_value_heads" in model["overrides"] else "num_attention_heads"
-        problems.append(f"{at(kv_key)}: num_key_value_heads {kv} does not divide num_attention_heads {heads}; "
-                        f"give num_key_value_heads one of {_divisors(heads)}")
+        problems.append(
+            f"{at(kv_key)}: num_key_value_heads {kv} does not divide num_attention_heads {heads}; "
+            f"give num_key_value_heads one of {_divisors(heads)}"
+        )
     return problems
 
 
@@ -341,13 +404,17 @@ def canonical(value: Any, schema: dict[str, Any]) -> Any:
     return value
 
 
-def validate_config(config: dict[str, Any], schema: dict[str, Any], downloads: list[str] | None = None) -> dict[str, Any]:
+def validate_config(
+    config: dict[str, Any], schema: dict[str, Any], downloads: list[str] | None = None
+) -> dict[str, Any]:
     """Return a validated, canonical copy of ``config`` with every default filled in (``downloads``: see ``checked_config``)."""
     cfg = copy.deepcopy(config)
     non_finite = _non_finite(cfg)
     bad_paths = {path for path, _ in non_finite}
-    errors = sorted((e for e in Draft202012Validator(schema).iter_errors(cfg) if tuple(e.absolute_path) not in bad_paths),
-                    key=lambda e: [str(p) for p in e.absolute_path])
+    errors = sorted(
+        (e for e in Draft202012Validator(schema).iter_errors(cfg) if tuple(e.absolute_path) not in bad_paths),
+        key=lambda e: [str(p) for p in e.absolute_path],
+    )
     problems = sorted([problem for _, problem in non_finite] + [_message(e) for e in errors])
     if not problems:
         _fill_defaults(cfg, schema)
@@ -388,11 +455,16 @@ def _repeated_keys(loader: _KeyLoader, node: yaml.Node, path: tuple, name: str) 
             if seen is None:
                 first[key] = mark
             else:
-                where = (f"line {mark.line + 1}" if seen.line != mark.line
-                         else f"line {mark.line + 1}, column {mark.column + 1}")
+                where = (
+                    f"line {mark.line + 1}"
+                    if seen.line != mark.line
+                    else f"line {mark.line + 1}, column {mark.column + 1}"
+                )
                 before = f"line {seen.line + 1}" + (f", column {seen.column + 1}" if seen.line == mark.line else "")
-                problems.append(f"{name} {where}: {_key_path(here)} is given twice (first on {before}); the loader keeps "
-                                "only the last, so remove or rename one")
+                problems.append(
+                    f"{name} {where}: {_key_path(here)} is given twice (first on {before}); the loader keeps "
+                    "only the last, so remove or rename one"
+                )
             problems += _repeated_keys(loader, value_node, here, name)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
@@ -426,8 +498,9 @@ def duplicate_keys(paths) -> list[str]:
     return problems
 
 
-def checked_config(config: dict[str, Any], schema: dict[str, Any], configfiles=(),
-                   downloads: list[str] | None = None) -> dict[str, Any]:
+def checked_config(
+    config: dict[str, Any], schema: dict[str, Any], configfiles=(), downloads: list[str] | None = None
+) -> dict[str, Any]:
     """``validate_config`` after the config files' duplicate keys, every problem in one ConfigError; with
     ``downloads`` (a list: a dry run), a pretrained name that is only missing from the local cache is put there
     instead of refused, so a study can be planned before its weights are downloaded."""
@@ -458,14 +531,31 @@ def schema_reference(schema: dict[str, Any]) -> str:
                 walk(sub, key + ".")
                 continue
             if "oneOf" in sub:  # e.g. `measure` or a number
-                sub = {**sub, "enum": [o["const"] if "const" in o else o["type"] + "".join(
-                    f" {op} {o[k]}" for k, op in (("minimum", "≥"), ("exclusiveMinimum", ">")) if k in o) for o in sub["oneOf"]]}
+                sub = {
+                    **sub,
+                    "enum": [
+                        o["const"]
+                        if "const" in o
+                        else o["type"]
+                        + "".join(f" {op} {o[k]}" for k, op in (("minimum", "≥"), ("exclusiveMinimum", ">")) if k in o)
+                        for o in sub["oneOf"]
+                    ],
+                }
             allowed = " \\| ".join(map(str, sub["enum"])) if "enum" in sub else sub.get("type", "")
             if isinstance(allowed, list):
                 allowed = " or ".join(allowed)
-            bounds = [f"{op} {sub[k]}" for k, op in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤")) if k in sub]
-            default = (f"`{json.dumps(sub['default'])}`" if "default" in sub
-                       else "required" if name in node.get("required", []) else "optional")
+            bounds = [
+                f"{op} {sub[k]}"
+                for k, op in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"))
+                if k in sub
+            ]
+            default = (
+                f"`{json.dumps(sub['default'])}`"
+                if "default" in sub
+                else "required"
+                if name in node.get("required", [])
+                else "optional"
+            )
             rows.append(f"| `{key}` | {' '.join([str(allowed), *bounds])} | {default} | {sub.get('description', '')} |")
 
     walk(schema, "")

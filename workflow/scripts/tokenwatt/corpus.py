@@ -38,11 +38,23 @@ def _story(rng: np.random.Generator, g: dict[str, Any]) -> str:
     obj, obj2 = rng.choice(g["objects"], size=2, replace=False)
     pronoun, pronoun_obj = (("she", "her"), ("he", "him"), ("they", "them"))[int(rng.integers(3))]
     slots = {
-        "name": name, "name2": name2, "adj": adj, "adj2": adj2, "animal": animal,
-        "animal2": animal2, "object": obj, "object2": obj2, "person": pick("people"),
-        "place": pick("places"), "verb": pick("verbs_past"), "move": pick("moves_past"),
-        "feeling": pick("feelings"), "time": pick("times"), "weather": pick("weather"),
-        "word": _made_up(rng, g["word_syllables"], 2, 4), "pronoun": pronoun,
+        "name": name,
+        "name2": name2,
+        "adj": adj,
+        "adj2": adj2,
+        "animal": animal,
+        "animal2": animal2,
+        "object": obj,
+        "object2": obj2,
+        "person": pick("people"),
+        "place": pick("places"),
+        "verb": pick("verbs_past"),
+        "move": pick("moves_past"),
+        "feeling": pick("feelings"),
+        "time": pick("times"),
+        "weather": pick("weather"),
+        "word": _made_up(rng, g["word_syllables"], 2, 4),
+        "pronoun": pronoun,
         "pronoun_obj": pronoun_obj,
     }
     span = g["story_length"]
@@ -108,11 +120,19 @@ def local_corpus(files: list[str], text_column: str = "text", encoding_errors: s
     # content changed with the same mtime would otherwise be read stale.
     with tempfile.TemporaryDirectory(prefix="tokenwatt-corpus-") as cache:
         try:
-            ds = datasets.load_dataset(builder, data_files=[str(p) for p in paths], split="train", cache_dir=cache,
-                                       keep_in_memory=True, **kwargs)
+            ds = datasets.load_dataset(
+                builder,
+                data_files=[str(p) for p in paths],
+                split="train",
+                cache_dir=cache,
+                keep_in_memory=True,
+                **kwargs,
+            )
         except Exception as err:  # the builders raise many types; the user needs the files and the reason
-            raise CorpusError(f"corpus.local.files: could not read {', '.join(map(str, paths))} as {builder} "
-                              f"({type(err).__name__}: {err}); check that each file is valid {builder}") from err
+            raise CorpusError(
+                f"corpus.local.files: could not read {', '.join(map(str, paths))} as {builder} "
+                f"({type(err).__name__}: {err}); check that each file is valid {builder}"
+            ) from err
         if column not in ds.column_names:
             raise CorpusError(
                 f"corpus.local.text_column is {column!r} but {paths[0]} has columns {ds.column_names}; "
@@ -124,8 +144,12 @@ def local_corpus(files: list[str], text_column: str = "text", encoding_errors: s
 
 # ---------------------------------------------------------------- hub
 def hf_corpus(
-    name: str, split: str, text_column: str = "text", config: str | None = None,
-    revision: str | None = None, max_documents: int | None = None,
+    name: str,
+    split: str,
+    text_column: str = "text",
+    config: str | None = None,
+    revision: str | None = None,
+    max_documents: int | None = None,
 ) -> pl.DataFrame:
     """A Hub data set through ``datasets.load_dataset``; offline gives a message with the way out."""
     import datasets

@@ -26,10 +26,14 @@ def carbon_intensity(setting: float | str | None) -> tuple[float | None, str]:
 
     mix = DataSource().get_global_energy_mix_data()
     if setting not in mix:
-        raise CostError(f"cost.carbon_intensity: {setting!r} is not a country code in CodeCarbon's global energy mix; "
-                        f"use a 3-letter ISO code such as DEU, FRA, USA, or a number in gCO2e/kWh")
+        raise CostError(
+            f"cost.carbon_intensity: {setting!r} is not a country code in CodeCarbon's global energy mix; "
+            f"use a 3-letter ISO code such as DEU, FRA, USA, or a number in gCO2e/kWh"
+        )
     row = mix[setting]
-    return float(row["carbon_intensity"]), f"{row['country_name']} ({setting}), {row.get('year', 'year unknown')}, CodeCarbon's global energy mix"
+    return float(
+        row["carbon_intensity"]
+    ), f"{row['country_name']} ({setting}), {row.get('year', 'year unknown')}, CodeCarbon's global energy mix"
 
 
 def trial_cost(trial: dict[str, Any], cost: dict[str, Any], intensity_g_per_kwh: float | None) -> dict[str, Any]:
@@ -46,6 +50,12 @@ def trial_cost(trial: dict[str, Any], cost: dict[str, Any], intensity_g_per_kwh:
     priced = [value for set_, value in parts if set_ is not None]
     total = None if not priced or any(v is None for v in priced) else float(sum(priced))
     quality = trial.get("inv_ppl")
-    return {"kwh": kwh, "kg_co2e": kg, "electricity_cost": electricity, "device_cost": device, "total_cost": total,
-            "cost_per_inv_ppl": None if total is None or not quality else total / quality,
-            "kg_co2e_per_inv_ppl": None if kg is None or not quality else kg / quality}
+    return {
+        "kwh": kwh,
+        "kg_co2e": kg,
+        "electricity_cost": electricity,
+        "device_cost": device,
+        "total_cost": total,
+        "cost_per_inv_ppl": None if total is None or not quality else total / quality,
+        "kg_co2e_per_inv_ppl": None if kg is None or not quality else kg / quality,
+    }

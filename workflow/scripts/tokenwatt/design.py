@@ -118,9 +118,13 @@ class Design:
         self.budgets: list[int] = sorted(study["budgets"])
         self.trials: list[int] = list(range(1, study["trials"] + 1))
         self.factors: dict[str, dict[str, Any]] = {
-            f: ({name: spec for name, spec in design[f].items()} if isinstance(design[f], dict)
-                else {level_name(f, v): v for v in design[f]})
-            for f in FACTORS if f in design
+            f: (
+                {name: spec for name, spec in design[f].items()}
+                if isinstance(design[f], dict)
+                else {level_name(f, v): v for v in design[f]}
+            )
+            for f in FACTORS
+            if f in design
         }
         combos = itertools.product(*[[(f, name) for name in levels] for f, levels in self.factors.items()])
         self.cells: list[Cell] = [Cell(b, tuple(combo)) for combo in combos for b in self.budgets]
@@ -201,12 +205,17 @@ class Design:
         alone would have compiled (``device: auto`` says nothing: on a CPU auto never compiles)."""
         cuda = [c for c in self.cells if self._train_settings(c)["device"].startswith("cuda")]  # cuda or cuda:N
         threshold = self.config["train"]["compile_min_steps"]
-        if (self.config["train"]["compile"] != "auto" or self.auto_compiles
-                or max(map(self.min_steps, cuda), default=0) < threshold):
+        if (
+            self.config["train"]["compile"] != "auto"
+            or self.auto_compiles
+            or max(map(self.min_steps, cuda), default=0) < threshold
+        ):
             return None
-        return (f"train.compile auto: no trial compiles, because {cell_label(self.shortest.id)} trains at least "
-                f"{self.min_steps(self.shortest):,} steps, under train.compile_min_steps ({threshold:,}); one mode for the "
-                "whole study keeps its conditions comparable. Set train.compile: true to compile every trial.")
+        return (
+            f"train.compile auto: no trial compiles, because {cell_label(self.shortest.id)} trains at least "
+            f"{self.min_steps(self.shortest):,} steps, under train.compile_min_steps ({threshold:,}); one mode for the "
+            "whole study keeps its conditions comparable. Set train.compile: true to compile every trial."
+        )
 
     def levels(self, cell: Cell) -> dict[str, str]:
         return dict(cell.levels)
@@ -216,7 +225,9 @@ class Design:
 
     def cs_profile_key(self, cell: Cell) -> str:
         """The profile whose CS_TFLOPS the cell's PE uses (``metric.cs_basis``)."""
-        return cs_profile_key_of(dict(cell.levels), self.config["metric"]["cs_basis"], self.config["train"]["precision"])
+        return cs_profile_key_of(
+            dict(cell.levels), self.config["metric"]["cs_basis"], self.config["train"]["precision"]
+        )
 
     def profile_keys(self) -> list[str]:
         """Every profile to measure: each cell's own (its matmul checks are judged against it) and its CS_TFLOPS one."""
@@ -256,4 +267,3 @@ def merged_model(base: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
         model["overrides"] = {}
     model.update(copy.deepcopy(level))
     return model
-

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -23,7 +23,9 @@ def resolve_device(name: str) -> torch.device:
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise DeviceError(f"train.device is {name} but no CUDA device is visible; use train.device: cpu or auto")
     if name.startswith("cuda:") and int(name[5:]) >= torch.cuda.device_count():
-        raise DeviceError(f"the hardware level's device is {name} but only {torch.cuda.device_count()} CUDA device(s) are visible")
+        raise DeviceError(
+            f"the hardware level's device is {name} but only {torch.cuda.device_count()} CUDA device(s) are visible"
+        )
     return torch.device(name)
 
 

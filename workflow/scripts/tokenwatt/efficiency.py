@@ -8,8 +8,15 @@ import math
 from typing import Any
 
 
-def training_flops(params: int, embedding_params: int, n_layers: int, hidden: int, context: int, tokens: int,
-                   tied_embeddings: bool = False) -> float:
+def training_flops(
+    params: int,
+    embedding_params: int,
+    n_layers: int,
+    hidden: int,
+    context: int,
+    tokens: int,
+    tied_embeddings: bool = False,
+) -> float:
     """6·N·T for the dense weights plus 6·L·C·d·T for attention scores (Kaplan et al. 2020), T the positions
     the model computes (padding included: a padded position costs the same arithmetic).
 
@@ -21,8 +28,9 @@ def training_flops(params: int, embedding_params: int, n_layers: int, hidden: in
     return dense + attention
 
 
-def parameter_efficiency(K: float, inv_ppl: float, cs_tflops: float | None, tt_scale: float, params: int, tt_tokens: int,
-                         rms_w: float | None) -> float | None:
+def parameter_efficiency(
+    K: float, inv_ppl: float, cs_tflops: float | None, tt_scale: float, params: int, tt_tokens: int, rms_w: float | None
+) -> float | None:
     """PE = K · invPPL · CS_TFLOPS · TT_scale / (MS_params · TT_tokens · RMS(W)); None without a power figure or CS_TFLOPS."""
     if rms_w is None or rms_w <= 0 or cs_tflops is None:
         return None
@@ -30,8 +38,17 @@ def parameter_efficiency(K: float, inv_ppl: float, cs_tflops: float | None, tt_s
 
 
 def efficiency_record(
-    *, eval_loss: float, params: int, flops: float, tokens: int, train_s: float, energy_j: float | None,
-    rms_w: float | None, cs_tflops: float | None, K: float, tt_scale: float,
+    *,
+    eval_loss: float,
+    params: int,
+    flops: float,
+    tokens: int,
+    train_s: float,
+    energy_j: float | None,
+    rms_w: float | None,
+    cs_tflops: float | None,
+    K: float,
+    tt_scale: float,
 ) -> dict[str, Any]:
     """PE and the three layers the literature mixes up, each with its unit in the name.
 
@@ -57,15 +74,35 @@ def efficiency_record(
 
 def derived_metrics(trial: dict[str, Any], *, cs_tflops: float | None, K: float, tt_scale: float) -> dict[str, Any]:
     """Everything the analysis derives from one trial's record: FLOPs, idle and dynamic energy, PE and its layers."""
-    flops = training_flops(trial["params"], trial["embedding_params"], trial["n_layers"], trial["hidden_size"],
-                           trial["context"], trial.get("padded_tokens") or trial["real_tokens"],
-                           bool(trial.get("tied_embeddings", False)))
+    flops = training_flops(
+        trial["params"],
+        trial["embedding_params"],
+        trial["n_layers"],
+        trial["hidden_size"],
+        trial["context"],
+        trial.get("padded_tokens") or trial["real_tokens"],
+        bool(trial.get("tied_embeddings", False)),
+    )
     energy, idle_w = trial["energy_j"], trial["idle_power_w"]
     idle_j = None if idle_w is None else idle_w * trial["duration_s"]
     return {
-        "flops": flops, "flops_is_estimate": True, "cs_tflops": cs_tflops, "K": K, "tt_scale": tt_scale,
-        "idle_energy_j": idle_j, "dynamic_energy_j": None if energy is None or idle_j is None else energy - idle_j,
-        **efficiency_record(eval_loss=trial["eval_loss"], params=trial["params"], flops=flops, tokens=trial["real_tokens"],
-                            train_s=trial["train_s"], energy_j=energy, rms_w=trial["power_rms_w"], cs_tflops=cs_tflops,
-                            K=K, tt_scale=tt_scale),
+        "flops": flops,
+        "flops_is_estimate": True,
+        "cs_tflops": cs_tflops,
+        "K": K,
+        "tt_scale": tt_scale,
+        "idle_energy_j": idle_j,
+        "dynamic_energy_j": None if energy is None or idle_j is None else energy - idle_j,
+        **efficiency_record(
+            eval_loss=trial["eval_loss"],
+            params=trial["params"],
+            flops=flops,
+            tokens=trial["real_tokens"],
+            train_s=trial["train_s"],
+            energy_j=energy,
+            rms_w=trial["power_rms_w"],
+            cs_tflops=cs_tflops,
+            K=K,
+            tt_scale=tt_scale,
+        ),
     }

@@ -33,4 +33,3 @@ def subset_chunks(mask: torch.Tensor, max_tokens: int | None) -> int:
         return len(mask)
     fits = (mask.sum(dim=1).cumsum(0) <= max_tokens).sum().item()
     return max(1, int(fits))
-

@@ -19,7 +19,8 @@ DISK_FULL = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the dis
 def is_tokenwatt_error(err: BaseException) -> bool:
     """An exception of a class tokenwatt defines (or derives from one): its message is meant for the user."""
     return isinstance(err, Exception) and any(
-        (cls.__module__ or "").split(".")[0] == PACKAGE for cls in type(err).__mro__)
+        (cls.__module__ or "").split(".")[0] == PACKAGE for cls in type(err).__mro__
+    )
 
 
 def disk_full(err: BaseException) -> str | None:

@@ -10,8 +10,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from .design import LEVEL_PREFIX, condition_name, factor_name, parse_cell, series_label  # noqa: E402
 from .analysis.frame import frame  # noqa: E402
+from .design import LEVEL_PREFIX, condition_name, factor_name, parse_cell, series_label  # noqa: E402
 from .measures import MEASURES, budget_label, display_exponent, label, power_of_ten, scale_of  # noqa: E402
 from .tables import series_blocks  # noqa: E402
 from .traces import training_samples  # noqa: E402
@@ -33,12 +33,16 @@ def _centre_name(measure: str) -> str:
     return "geometric mean ± 95 % CI" if scale_of(measure) == "log" else "mean ± 95 % CI"
 
 
-def _paired(ax, trials: pl.DataFrame, conditions: pl.DataFrame, measure: str, scale: float = 1.0, unit_label: str | None = None) -> None:
+def _paired(
+    ax, trials: pl.DataFrame, conditions: pl.DataFrame, measure: str, scale: float = 1.0, unit_label: str | None = None
+) -> None:
     """Every trial as a point, its budgets joined by a line, and the centre ± 95 % CI on the measure's scale
     (a log-scale measure: geometric mean, on a log axis, where equal ratios look equal): one line per series
     (the levels of the other factors), an interaction plot when there are several."""
     budgets = sorted(trials["budget"].unique().to_list())
-    x = {b: i for i, b in enumerate(budgets)}
+    # A log2 axis: budgets that double sit one step apart, and any other spacing shows as what it is.
+    x = {b: float(np.log2(b)) for b in budgets}
+    step = float(np.diff(list(x.values())).min()) if len(budgets) > 1 else 1.0
     all_series = _series(trials)
     one = len(all_series) == 1
     for k, series in enumerate(all_series):
@@ -48,22 +52,48 @@ def _paired(ax, trials: pl.DataFrame, conditions: pl.DataFrame, measure: str, sc
             vals = grp[measure].cast(pl.Float64)
             if vals.null_count() == len(vals):
                 continue
-            dodge = 0.12 * (i / max(len(groups) - 1, 1) - 0.5) + (0 if one else 0.06 * (k - (len(all_series) - 1) / 2))
-            ax.plot([x[b] + dodge for b in grp["budget"]], vals.to_numpy() * scale, color="0.6" if one else colour,
-                    lw=0.8, alpha=0.6 if one else 0.25, marker="o", ms=3)
+            dodge = step * (
+                0.12 * (i / max(len(groups) - 1, 1) - 0.5) + (0 if one else 0.06 * (k - (len(all_series) - 1) / 2))
+            )
+            ax.plot(
+                [x[b] + dodge for b in grp["budget"]],
+                vals.to_numpy() * scale,
+                color="0.6" if one else colour,
+                lw=0.8,
+                alpha=0.6 if one else 0.25,
+                marker="o",
+                ms=3,
+            )
         summary = _of(conditions, series).filter(pl.col("measure") == measure).sort("budget").drop_nulls("center")
         if summary.height:
             centre = summary["center"].to_numpy() * scale
-            err = np.vstack([centre - summary["ci95_low"].fill_null(summary["center"]).to_numpy() * scale,
-                             summary["ci95_high"].fill_null(summary["center"]).to_numpy() * scale - centre])
-            ax.errorbar([x[b] for b in summary["budget"]], centre, yerr=err, color=colour, lw=2, capsize=5, marker="s", ms=7,
-                        label=_centre_name(measure) if one else f"{series_label(series)}: {_centre_name(measure)}")
-    if scale_of(measure) == "log" and trials[measure].drop_nulls().min() is not None and trials[measure].drop_nulls().min() > 0:
+            err = np.vstack(
+                [
+                    centre - summary["ci95_low"].fill_null(summary["center"]).to_numpy() * scale,
+                    summary["ci95_high"].fill_null(summary["center"]).to_numpy() * scale - centre,
+                ]
+            )
+            ax.errorbar(
+                [x[b] for b in summary["budget"]],
+                centre,
+                yerr=err,
+                color=colour,
+                lw=2,
+                capsize=5,
+                marker="s",
+                ms=7,
+                label=_centre_name(measure) if one else f"{series_label(series)}: {_centre_name(measure)}",
+            )
+    if (
+        scale_of(measure) == "log"
+        and trials[measure].drop_nulls().min() is not None
+        and trials[measure].drop_nulls().min() > 0
+    ):
         ax.set_yscale("log")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best", fontsize=8)
-    ax.set_xticks(range(len(budgets)), [budget_label(b) for b in budgets])
-    ax.set_xlabel("Training-token budget (real tokens per epoch; equal steps: the budgets' own spacing)")
+    ax.set_xticks(list(x.values()), [budget_label(b) for b in budgets])
+    ax.set_xlabel("Training-token budget (real tokens per epoch, log₂ scale)")
     ax.set_ylabel(unit_label or label(measure))
     ax.grid(alpha=0.3)
 
@@ -79,13 +109,21 @@ def _facets(trials: pl.DataFrame) -> list[tuple[str, pl.Series | None]]:
 
 def pe_by_budget(trials, conditions, estimated: bool):
     facets = _facets(trials)
-    fig, axes = plt.subplots(1, len(facets), figsize=(6.5 * len(facets), 4.5), layout="constrained", squeeze=False, sharey=True)
+    fig, axes = plt.subplots(
+        1, len(facets), figsize=(6.5 * len(facets), 4.5), layout="constrained", squeeze=False, sharey=True
+    )
     # PE is ~1e-8 in a.u.: scaled like the report's table, so no offset label collides with the title
     exponent = display_exponent(trials["pe"].drop_nulls().to_list())
     for ax, (title, keep) in zip(axes[0], facets):
         shown = trials if keep is None else trials.filter(keep)
-        _paired(ax, shown, conditions.filter(pl.col("series").is_in(_series(shown))), "pe", scale=10.0**-exponent,
-                unit_label=label("pe") + power_of_ten(exponent))
+        _paired(
+            ax,
+            shown,
+            conditions.filter(pl.col("series").is_in(_series(shown))),
+            "pe",
+            scale=10.0**-exponent,
+            unit_label=label("pe") + power_of_ten(exponent),
+        )
         if title:
             ax.set_title(title, fontsize=9)
     heading = "PE by token budget (lines join one trial across budgets)" + _estimate_note(estimated)
@@ -106,7 +144,9 @@ def efficiency_layers(trials, conditions, estimated: bool):
             ax.set_title(f"{label(measure)}: not measured", fontsize=9)
             continue
         exponent = display_exponent(trials[measure].drop_nulls().to_list())
-        _paired(ax, trials, conditions, measure, scale=10.0**-exponent, unit_label=label(measure) + power_of_ten(exponent))
+        _paired(
+            ax, trials, conditions, measure, scale=10.0**-exponent, unit_label=label(measure) + power_of_ten(exponent)
+        )
         ax.set_title(MEASURES[measure].label, fontsize=9)
     fig.suptitle("The efficiency layers by token budget" + _estimate_note(estimated), fontsize=10)
     return fig
@@ -133,18 +173,42 @@ def perplexity_vs_tokens(trials, conditions, estimated: bool):
     fig, ax = plt.subplots(figsize=(6.5, 4.5), layout="constrained")
     # every trial visible: a small seeded horizontal jitter (in log space) keeps points off the mean marker
     jitter = 10 ** np.random.default_rng(0).uniform(-0.03, 0.03, trials.height)
-    ax.scatter(trials["real_tokens"].to_numpy() * jitter, trials["perplexity"], s=14, alpha=0.6, color="0.4", label="trial")
+    ax.scatter(
+        trials["real_tokens"].to_numpy() * jitter, trials["perplexity"], s=14, alpha=0.6, color="0.4", label="trial"
+    )
     all_series = _series(trials)
     for k, series in enumerate(all_series):
-        means = _of(trials, series).group_by("budget").agg(pl.col("real_tokens").mean()).join(
-            _of(conditions, series).filter(pl.col("measure") == "perplexity").select("budget", "center", "ci95_low", "ci95_high"),
-            on="budget").sort("budget").drop_nulls("center")
+        means = (
+            _of(trials, series)
+            .group_by("budget")
+            .agg(pl.col("real_tokens").mean())
+            .join(
+                _of(conditions, series)
+                .filter(pl.col("measure") == "perplexity")
+                .select("budget", "center", "ci95_low", "ci95_high"),
+                on="budget",
+            )
+            .sort("budget")
+            .drop_nulls("center")
+        )
         centre = means["center"].to_numpy()
-        err = np.vstack([centre - means["ci95_low"].fill_null(means["center"]).to_numpy(),
-                         means["ci95_high"].fill_null(means["center"]).to_numpy() - centre])
+        err = np.vstack(
+            [
+                centre - means["ci95_low"].fill_null(means["center"]).to_numpy(),
+                means["ci95_high"].fill_null(means["center"]).to_numpy() - centre,
+            ]
+        )
         name = _centre_name("perplexity")
-        ax.errorbar(means["real_tokens"], centre, yerr=err, color="C3" if len(all_series) == 1 else f"C{k}", marker="s", lw=2,
-                    capsize=5, label=f"budget {name}" if len(all_series) == 1 else f"{series_label(series)}: {name}")
+        ax.errorbar(
+            means["real_tokens"],
+            centre,
+            yerr=err,
+            color="C3" if len(all_series) == 1 else f"C{k}",
+            marker="s",
+            lw=2,
+            capsize=5,
+            label=f"budget {name}" if len(all_series) == 1 else f"{series_label(series)}: {name}",
+        )
     ax.set_xscale("log")
     ax.set_xlabel("Real tokens processed (budget × epochs, log scale)")
     ax.set_ylabel("Eval perplexity")
@@ -161,11 +225,21 @@ def tradeoff(changes: pl.DataFrame, estimated: bool):
     all_series = _series(ok)
     for k, series in enumerate(all_series):
         mine = _of(ok, series)
-        ax.plot(mine["perplexity_reduction_pct"], mine["pe_drop_pct"], marker="o", color=f"C{k}",
-                label="step to the next budget" if len(all_series) == 1 else series_label(series))
+        ax.plot(
+            mine["perplexity_reduction_pct"],
+            mine["pe_drop_pct"],
+            marker="o",
+            color=f"C{k}",
+            label="step to the next budget" if len(all_series) == 1 else series_label(series),
+        )
         for row in mine.iter_rows(named=True):
-            ax.annotate(f"{budget_label(row['from_budget'])}→{budget_label(row['to_budget'])}",
-                        (row["perplexity_reduction_pct"], row["pe_drop_pct"]), textcoords="offset points", xytext=(6, 6), fontsize=9)
+            ax.annotate(
+                f"{budget_label(row['from_budget'])}→{budget_label(row['to_budget'])}",
+                (row["perplexity_reduction_pct"], row["pe_drop_pct"]),
+                textcoords="offset points",
+                xytext=(6, 6),
+                fontsize=9,
+            )
     lim = max([1.0, *ok["perplexity_reduction_pct"].abs().to_list(), *ok["pe_drop_pct"].abs().to_list()]) * 1.15
     ax.plot([0, lim], [0, lim], ls="--", color="0.5", lw=1, label="equal change")
     ax.set_xlabel("Perplexity reduction from the previous budget (%)")
@@ -203,8 +277,11 @@ def measurement_quality(trials: pl.DataFrame, estimated: bool):
     flagged = (order["quality"] == "flagged").to_numpy()
     cells = list(dict.fromkeys(order.sort("series", "budget")["cell"].to_list())) if "cell" in order.columns else []
     fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True, layout="constrained")
-    panels = [("tokens_per_s", "Throughput (tokens/s)"), ("power_rms_w", "RMS power (W)" + (" — estimated" if estimated else "")),
-              (None, "Matmul check ÷ reference")]
+    panels = [
+        ("tokens_per_s", "Throughput (tokens/s)"),
+        ("power_rms_w", "RMS power (W)" + (" — estimated" if estimated else "")),
+        (None, "Matmul check ÷ reference"),
+    ]
     x = order["run_position"].to_numpy()
     for ax, (column, ylabel) in zip(axes, panels):
         if column is None:
@@ -212,7 +289,9 @@ def measurement_quality(trials: pl.DataFrame, estimated: bool):
                 y = order[name].cast(pl.Float64).to_numpy()
                 ax.scatter(x, y, marker=marker, s=22, color="0.35", label=name.split("_")[1])
             ax.axhline(1.0, color="0.5", lw=1, ls="--", label="reference (the device profile, or the median check)")
-            before, after = (order[c].cast(pl.Float64).fill_null(1.0).to_numpy() for c in ("check_before_ratio", "check_after_ratio"))
+            before, after = (
+                order[c].cast(pl.Float64).fill_null(1.0).to_numpy() for c in ("check_before_ratio", "check_after_ratio")
+            )
             y = np.where(np.abs(before - 1) >= np.abs(after - 1), before, after)  # circle the check that strayed most
         else:
             y = order[column].cast(pl.Float64).to_numpy()
@@ -220,12 +299,16 @@ def measurement_quality(trials: pl.DataFrame, estimated: bool):
                 mine = (order["cell"] == cell).to_numpy()
                 ax.scatter(x[mine], y[mine], s=22, color=f"C{i % 10}", label=_cell_name(cell))
         if flagged.any():
-            ax.scatter(x[flagged], y[flagged], s=110, facecolors="none", edgecolors="C3", linewidths=1.6, label="flagged")
+            ax.scatter(
+                x[flagged], y[flagged], s=110, facecolors="none", edgecolors="C3", linewidths=1.6, label="flagged"
+            )
         ax.set_ylabel(ylabel)
         ax.set_xlabel("Run order (position in which the trial ran)", fontsize=8)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, ncol=6, loc="best")
-    fig.suptitle("Measurement quality in run order (red circles: flagged trials)" + _estimate_note(estimated), fontsize=10)
+    fig.suptitle(
+        "Measurement quality in run order (red circles: flagged trials)" + _estimate_note(estimated), fontsize=10
+    )
     return fig
 
 
@@ -233,7 +316,9 @@ def quality_vs_cost(trials: pl.DataFrame, conditions: pl.DataFrame, estimated: b
     """What each budget bought: quality (invPPL) against the energy, and the money where priced, that a
     trial of that budget used; every trial a point, budget means with 95 % CIs on both axes."""
     priced = "total_cost" in trials.columns and trials["total_cost"].drop_nulls().len() > 0
-    fig, axes = plt.subplots(1, 2 if priced else 1, figsize=(11 if priced else 6.5, 4.5), layout="constrained", squeeze=False)
+    fig, axes = plt.subplots(
+        1, 2 if priced else 1, figsize=(11 if priced else 6.5, 4.5), layout="constrained", squeeze=False
+    )
     panels = [("kwh", "Energy per trial at the facility", "kWh", " — estimated" if estimated else "")]
     if priced:
         panels.append(("total_cost", "Cost per trial", currency, " — from estimated energy" if estimated else ""))
@@ -247,14 +332,31 @@ def quality_vs_cost(trials: pl.DataFrame, conditions: pl.DataFrame, estimated: b
             x, y = summary.get((column, series, b)), summary.get(("inv_ppl", series, b))
             if not x or not y or x["center"] is None or y["center"] is None:
                 continue
-            half = lambda r: [[r["center"] - (r["ci95_low"] or r["center"])], [(r["ci95_high"] or r["center"]) - r["center"]]]  # noqa: E731
-            ax.errorbar(x["center"] * scale, y["center"], xerr=np.array(half(x)) * scale, yerr=half(y), color=f"C{i % 10}", marker="s",
-                        ms=7, capsize=4, label=f"{condition_name(series, b)}: geometric mean ± 95 % CI")
+
+            def half(r: dict) -> list[list[float]]:
+                return [[r["center"] - (r["ci95_low"] or r["center"])], [(r["ci95_high"] or r["center"]) - r["center"]]]
+
+            ax.errorbar(
+                x["center"] * scale,
+                y["center"],
+                xerr=np.array(half(x)) * scale,
+                yerr=half(y),
+                color=f"C{i % 10}",
+                marker="s",
+                ms=7,
+                capsize=4,
+                label=f"{condition_name(series, b)}: geometric mean ± 95 % CI",
+            )
         ax.set_xlabel(f"{name} ({unit}{power_of_ten(exponent)}){note}")
         ax.set_ylabel(label("inv_ppl"))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle("What each budget bought: quality against energy" + (" and money" if priced else "") + _estimate_note(estimated), fontsize=10)
+    fig.suptitle(
+        "What each budget bought: quality against energy"
+        + (" and money" if priced else "")
+        + _estimate_note(estimated),
+        fontsize=10,
+    )
     return fig
 
 
@@ -268,16 +370,31 @@ def quality_vs_energy(curves: pl.DataFrame, estimated: bool):
         for k, (_, run) in enumerate(mine.sort("point").group_by("trial", maintain_order=True)):
             run = run.drop_nulls("train_energy_j").filter(pl.col("train_energy_j") > 0)
             ppl = np.exp(run["eval_loss"].to_numpy())
-            ax.plot(run["train_energy_j"], ppl, color=f"C{i % 10}", lw=1, alpha=0.7, marker=".", ms=4,
-                    label=_cell_name(cell) if k == 0 else None)
+            ax.plot(
+                run["train_energy_j"],
+                ppl,
+                color=f"C{i % 10}",
+                lw=1,
+                alpha=0.7,
+                marker=".",
+                ms=4,
+                label=_cell_name(cell) if k == 0 else None,
+            )
             final = run.filter(pl.col("final"))
-            ax.scatter(final["train_energy_j"], np.exp(final["eval_loss"].to_numpy()), color=f"C{i % 10}", s=22, zorder=3)
+            ax.scatter(
+                final["train_energy_j"], np.exp(final["eval_loss"].to_numpy()), color=f"C{i % 10}", s=22, zorder=3
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("Cumulative training energy (J, log scale; evaluations excluded)" + (" — estimated" if estimated else ""))
+    ax.set_xlabel(
+        "Cumulative training energy (J, log scale; evaluations excluded)" + (" — estimated" if estimated else "")
+    )
     ax.set_ylabel("Eval perplexity (log scale)")
-    ax.set_title("Quality against the joules spent (large dots: final evaluation on the whole eval set)" + _estimate_note(estimated),
-                 fontsize=10)
+    ax.set_title(
+        "Quality against the joules spent (large dots: final evaluation on the whole eval set)"
+        + _estimate_note(estimated),
+        fontsize=10,
+    )
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     return fig
@@ -296,9 +413,15 @@ def _has(trials: pl.DataFrame, column: str) -> bool:
     return column in trials.columns and trials[column].drop_nulls().len() > 0
 
 
-def make_all(trials: pl.DataFrame, conditions: pl.DataFrame, changes: pl.DataFrame,
-             traces: dict[tuple[str, int], pl.DataFrame], estimated: bool, currency: str = "",
-             curves: pl.DataFrame | None = None) -> dict:
+def make_all(
+    trials: pl.DataFrame,
+    conditions: pl.DataFrame,
+    changes: pl.DataFrame,
+    traces: dict[tuple[str, int], pl.DataFrame],
+    estimated: bool,
+    currency: str = "",
+    curves: pl.DataFrame | None = None,
+) -> dict:
     """Every figure of the report by name; one that has no data to show says why instead. Every figure but the
     measurement-quality one (which judges every trial) draws the analysis frame, the trials the tests use."""
     everything, trials = trials, frame(trials)
@@ -306,25 +429,49 @@ def make_all(trials: pl.DataFrame, conditions: pl.DataFrame, changes: pl.DataFra
     no_trials = "no finished trials yet"
     plans = {
         "pe_by_budget": (lambda: pe_by_budget(trials, conditions, estimated), "pe", f"PE {none_measured}"),
-        "efficiency_layers": (lambda: efficiency_layers(trials, conditions, estimated), "quality_per_mparam", no_trials),
-        "power_energy_by_budget": (lambda: power_energy_by_budget(trials, conditions, estimated), "power_rms_w", f"Power {none_measured}"),
+        "efficiency_layers": (
+            lambda: efficiency_layers(trials, conditions, estimated),
+            "quality_per_mparam",
+            no_trials,
+        ),
+        "power_energy_by_budget": (
+            lambda: power_energy_by_budget(trials, conditions, estimated),
+            "power_rms_w",
+            f"Power {none_measured}",
+        ),
         "time_by_budget": (lambda: time_by_budget(trials, conditions, estimated), "train_s", no_trials),
         "perplexity_vs_tokens": (lambda: perplexity_vs_tokens(trials, conditions, estimated), "perplexity", no_trials),
         "tradeoff": (lambda: tradeoff(changes, estimated), None, "needs PE at two or more budgets"),
         "power_traces": (lambda: power_traces(traces, estimated), None, f"Power {none_measured}"),
         "measurement_quality": (lambda: measurement_quality(everything, estimated), "run_position", no_trials),
-        "quality_vs_cost": (lambda: quality_vs_cost(trials, conditions, estimated, currency), "kwh", f"Energy {none_measured}"),
-        "quality_vs_energy": (lambda: quality_vs_energy(curves, estimated), None, f"Energy {none_measured}, or no eval curves"),
+        "quality_vs_cost": (
+            lambda: quality_vs_cost(trials, conditions, estimated, currency),
+            "kwh",
+            f"Energy {none_measured}",
+        ),
+        "quality_vs_energy": (
+            lambda: quality_vs_energy(curves, estimated),
+            None,
+            f"Energy {none_measured}, or no eval curves",
+        ),
     }
     available = {
         "tradeoff": changes.drop_nulls(["perplexity_reduction_pct", "pe_drop_pct"]).height > 0,
         "power_traces": any(t["power_w"].drop_nulls().len() for t in traces.values()),
-        "quality_vs_energy": curves is not None and "train_energy_j" in curves.columns and curves["train_energy_j"].drop_nulls().len() > 0,
+        "quality_vs_energy": curves is not None
+        and "train_energy_j" in curves.columns
+        and curves["train_energy_j"].drop_nulls().len() > 0,
     }
     made = {}
     for name, (draw, column, reason) in plans.items():
         drawn = everything if name == "measurement_quality" else trials
         ok = available[name] if column is None else _has(drawn, column)
-        why = reason if drawn.height else no_trials if not everything.height else "no complete subject in the analysis frame"
+        why = (
+            reason
+            if drawn.height
+            else no_trials
+            if not everything.height
+            else "no complete subject in the analysis frame"
+        )
         made[name] = draw() if ok else placeholder(name.replace("_", " ").capitalize(), why)
     return made

@@ -13,8 +13,9 @@ import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # only a type here: the Snakefile reads records through this module at every start
     import polars as pl
@@ -33,7 +34,10 @@ def _atomic(path: str | Path, write) -> None:
 
 
 def write_json(path: str | Path, obj: Any) -> None:
-    _atomic(path, lambda p: p.write_text(json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8"))
+    _atomic(
+        path,
+        lambda p: p.write_text(json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8"),
+    )
 
 
 def write_text(path: str | Path, text: str) -> None:
@@ -68,8 +72,9 @@ def _first_line(err: BaseException) -> str:
     return (text[0] if text else type(err).__name__)[:300]
 
 
-def read_parquet_checked(path: str | Path, what: str, fix: str, required: tuple[str, ...] = (),
-                         columns: list[str] | None = None) -> pl.DataFrame:
+def read_parquet_checked(
+    path: str | Path, what: str, fix: str, required: tuple[str, ...] = (), columns: list[str] | None = None
+) -> pl.DataFrame:
     """A Parquet table between rules, read whole (or ``columns``) and checked for its ``required`` columns."""
     import polars as pl
 
@@ -96,7 +101,9 @@ def read_json_checked(path: str | Path, what: str, fix: str, required: tuple[str
         raise DamagedFileError(f"{path} is not readable JSON ({_first_line(err)}); {fix}") from None
     if required:
         if not isinstance(value, dict):
-            raise DamagedFileError(f"{path} is not a {what}: it holds a JSON {type(value).__name__}, not an object; {fix}")
+            raise DamagedFileError(
+                f"{path} is not a {what}: it holds a JSON {type(value).__name__}, not an object; {fix}"
+            )
         if missing := [k for k in required if k not in value]:
             raise DamagedFileError(f"{path} is not a {what}: it lacks {', '.join(missing)}; {fix}")
     return value
@@ -142,7 +149,9 @@ def read_documents(path: str | Path) -> pl.DataFrame:
 
 def read_tokenizer_info(folder: str | Path) -> dict[str, Any]:
     """The tokenizer folder's tokenwatt.json (what the trials need to know of the tokenizer)."""
-    return read_json_checked(Path(folder) / "tokenwatt.json", "tokenizer description", DATA_FIX.replace("delete it", f"delete {folder}"))
+    return read_json_checked(
+        Path(folder) / "tokenwatt.json", "tokenizer description", DATA_FIX.replace("delete it", f"delete {folder}")
+    )
 
 
 def read_table(path: str | Path, what: str = "analysis table") -> pl.DataFrame:

@@ -16,14 +16,19 @@ import os
 from pathlib import Path
 
 # The file every repository of its kind has, whose presence in the cache marks a download.
-MARKERS = {"model": ("config.json",), "tokenizer": ("tokenizer_config.json", "tokenizer.json", "tokenizer.model", "vocab.json")}
+MARKERS = {
+    "model": ("config.json",),
+    "tokenizer": ("tokenizer_config.json", "tokenizer.json", "tokenizer.model", "vocab.json"),
+}
 PATH_LIKE = ("/", "./", "../", "~")
 
 
 def offline() -> bool:
     """HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) set: no job may download anything."""
-    return any(os.environ.get(v, "").strip().upper() in {"1", "ON", "YES", "TRUE"}
-               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    return any(
+        os.environ.get(v, "").strip().upper() in {"1", "ON", "YES", "TRUE"}
+        for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
 
 
 def cached(repo_id: str, revision: str | None, kind: str) -> bool:
@@ -31,7 +36,9 @@ def cached(repo_id: str, revision: str | None, kind: str) -> bool:
     from huggingface_hub import try_to_load_from_cache
 
     try:
-        return any(isinstance(try_to_load_from_cache(repo_id, marker, revision=revision), str) for marker in MARKERS[kind])
+        return any(
+            isinstance(try_to_load_from_cache(repo_id, marker, revision=revision), str) for marker in MARKERS[kind]
+        )
     except ValueError as err:  # HFValidationError: not a Hub id at all
         raise ValueError(str(err)) from None
 
@@ -51,11 +58,17 @@ def pretrained_problem(kind: str, name: str, revision: str | None, key: str) -> 
         if cached(name, revision, kind):
             return None
     except ValueError:
-        return (f"{key}: no folder {name} here, and {name!r} is not a Hub id either (org/name, of letters, digits, "
-                f"'-', '_' and '.'); give the path of an existing folder, or a Hub id")
+        return (
+            f"{key}: no folder {name} here, and {name!r} is not a Hub id either (org/name, of letters, digits, "
+            f"'-', '_' and '.'); give the path of an existing folder, or a Hub id"
+        )
     reading = f"{key}: no folder {name} here, and no Hub id {name}{at} in the local Hugging Face cache"
     if offline():
-        return (f"{reading} (HF_HUB_OFFLINE is set, so no job can download it); give ./{name} for a folder, "
-                f"or download it first where the Hub can be reached: {download}")
-    return (f"{reading}: its job would try to download it mid-study, and fail there if this machine cannot reach "
-            f"the Hub; give ./{name} for a folder, or download it first: {download}")
+        return (
+            f"{reading} (HF_HUB_OFFLINE is set, so no job can download it); give ./{name} for a folder, "
+            f"or download it first where the Hub can be reached: {download}"
+        )
+    return (
+        f"{reading}: its job would try to download it mid-study, and fail there if this machine cannot reach "
+        f"the Hub; give ./{name} for a folder, or download it first: {download}"
+    )

@@ -110,8 +110,9 @@ class Attention(nn.Module):
         k = self.k_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         q, k = rotate(q, cos, signed_sin), rotate(k, cos, signed_sin)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1, scale=self.head_dim**-0.5,
-                                             enable_gqa=self.kv_heads != self.heads)
+        out = F.scaled_dot_product_attention(
+            q, k, v, is_causal=t > 1, scale=self.head_dim**-0.5, enable_gqa=self.kv_heads != self.heads
+        )
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
 
 
@@ -217,4 +218,3 @@ def check_right_padded(mask: torch.Tensor, what: str) -> None:
             f"{what} has padding before real tokens, which model.implementation native cannot train on exactly; "
             "use model.implementation: hf"
         )
-

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+
 class Measure(NamedTuple):
     """A measure's label and unit, and the scale it is analysed on.
 
@@ -65,8 +66,20 @@ TESTED = ["pe", "quality_per_mparam", "quality_per_pflop", "quality_per_kj", "po
 
 
 # Every figure of the report, in its order; each has a caption in workflow/report/<name>.rst.
-FIGURES = ["pe_by_budget", "efficiency_layers", "power_energy_by_budget", "time_by_budget", "perplexity_vs_tokens", "tradeoff", "power_traces",
-           "measurement_quality", "quality_vs_cost", "quality_vs_energy"]
+FIGURES = [
+    "pe_by_budget",
+    "efficiency_layers",
+    "power_energy_by_budget",
+    "time_by_budget",
+    "perplexity_vs_tokens",
+    "tradeoff",
+    "power_traces",
+    "measurement_quality",
+    "quality_vs_cost",
+    "quality_vs_energy",
+]
+# The Scaling section's figures, drawn by their own rule from the scaling analysis.
+SCALING_FIGURES = ["scaling_loss", "scaling_energy", "scaling_frontier", "scaling_contours"]
 
 
 def display_exponent(values) -> int:

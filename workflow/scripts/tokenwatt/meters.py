@@ -18,8 +18,9 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import polars as pl
 
@@ -136,7 +137,9 @@ class Meter:
 
     def _record(self) -> float:
         """Take one sample now, labelled with the open window; returns its time (s since the session opened)."""
-        with self._record_lock:  # the poller and a window's ends both record; a sample's state (e.g. the last CPU time) is shared
+        with (
+            self._record_lock
+        ):  # the poller and a window's ends both record; a sample's state (e.g. the last CPU time) is shared
             t = time.monotonic() - self._t0
             try:
                 sample = self._sample()
@@ -194,8 +197,12 @@ class Meter:
 
     def _close_window(self, end_s: float, counter: float | None) -> dict[str, Any]:
         name, start_s, counter0 = self._opened
-        window = {"name": name, "start_s": start_s, "end_s": end_s,
-                  "counter_j": None if counter0 is None or counter is None else counter - counter0}
+        window = {
+            "name": name,
+            "start_s": start_s,
+            "end_s": end_s,
+            "counter_j": None if counter0 is None or counter is None else counter - counter0,
+        }
         self._windows.append(window)
         return window
 
@@ -226,7 +233,9 @@ class Meter:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        trace = pl.DataFrame(self._rows, schema={**{c: pl.Float64 for c in TRACE_COLUMNS}, "window": pl.String}, orient="row")
+        trace = pl.DataFrame(
+            self._rows, schema={**{c: pl.Float64 for c in TRACE_COLUMNS}, "window": pl.String}, orient="row"
+        )
         return self._summarise(trace)
 
     def start(self, pace: Pace | None = None) -> None:
@@ -263,10 +272,23 @@ class Meter:
             if energy is None and len(p_all):
                 fell_back = True
                 energy = integrate(t_all, p_all, self.covers, w["start_s"], w["end_s"])
-            note = (f"shorter ({duration * 1000:.0f} ms) than the sensor's update period ({self.update_period_s * 1000:.0f} ms): "
-                    "its energy is less certain than the others'" if duration < self.update_period_s else "")
-            windows.append({"name": w["name"], "start_s": w["start_s"], "end_s": w["end_s"], "duration_s": duration,
-                            "energy_j": energy, "samples": int((trace["window"] == w["name"]).sum()), "note": note})
+            note = (
+                f"shorter ({duration * 1000:.0f} ms) than the sensor's update period ({self.update_period_s * 1000:.0f} ms): "
+                "its energy is less certain than the others'"
+                if duration < self.update_period_s
+                else ""
+            )
+            windows.append(
+                {
+                    "name": w["name"],
+                    "start_s": w["start_s"],
+                    "end_s": w["end_s"],
+                    "duration_s": duration,
+                    "energy_j": energy,
+                    "samples": int((trace["window"] == w["name"]).sum()),
+                    "note": note,
+                }
+            )
         training = [w for w in windows if w["name"].startswith("train")]
         evals = [w for w in windows if w["name"].startswith("eval")]
         total = lambda ws, k: None if not ws or any(w[k] is None for w in ws) else float(sum(w[k] for w in ws))  # noqa: E731
@@ -280,7 +302,9 @@ class Meter:
         in_windows = trace.filter(pl.col("window").is_in(names).fill_null(False))
         times = in_windows["t_s"].to_numpy()
         # The polling interval within each training window: the pauses for evaluation between them are no late polls.
-        gaps = np.concatenate([np.diff(w["t_s"].to_numpy()) for w in in_windows.partition_by("window")] or [np.empty(0)])
+        gaps = np.concatenate(
+            [np.diff(w["t_s"].to_numpy()) for w in in_windows.partition_by("window")] or [np.empty(0)]
+        )
         kind, note = self.kind, self.note
         if fell_back and self.kind == "nvml-energy":
             kind, note = "nvml-power", "energy counter unavailable in a window; integrated polled power there"
@@ -408,8 +432,12 @@ class NvmlMeter(Meter):
         return float(self.nvml.nvmlDeviceGetTemperature(self.handle, self.nvml.NVML_TEMPERATURE_GPU))
 
     def static_info(self) -> dict[str, Any]:
-        return {"power_limit_w": self._power_limit_w, "meter_device_uuid": self.uuid, "meter_device_name": self._name,
-                "power_reading": self.power_reading}
+        return {
+            "power_limit_w": self._power_limit_w,
+            "meter_device_uuid": self.uuid,
+            "meter_device_name": self._name,
+            "power_reading": self.power_reading,
+        }
 
 
 def rapl_domains(root: str | Path) -> list[Path]:
@@ -480,9 +508,11 @@ class EstimateMeter(Meter):
         # Every CPU of the machine, not the ones this process may use: each core-second of work is then the same
         # share of the package's TDP whether the scheduler (SLURM's cpus_per_task, taskset) allows 1 core or all.
         self.cores = os.cpu_count() or 1
-        self.note = (f"ESTIMATE: {tdp_w:g} W TDP × this process's CPU seconds per second ÷ the machine's {self.cores} CPUs; no "
-                     "power sensor was read. Its energy is work-based (CPU time × a share of the TDP) and its power depends "
-                     "on the CPU the trial got: another load on the machine lowers it")
+        self.note = (
+            f"ESTIMATE: {tdp_w:g} W TDP × this process's CPU seconds per second ÷ the machine's {self.cores} CPUs; no "
+            "power sensor was read. Its energy is work-based (CPU time × a share of the TDP) and its power depends "
+            "on the CPU the trial got: another load on the machine lowers it"
+        )
         self._last: tuple[float, float] | None = None
 
     def _sample(self) -> dict[str, Any]:
@@ -499,14 +529,22 @@ class EstimateMeter(Meter):
 
 
 def make_meter(
-    kind: str, device_type: str, *, interval_s: float, cpu_tdp_w: float, rapl_root: str,
-    gpu_uuid: str | None = None, nvml=None, sync: Callable[[], None] = _nothing,
+    kind: str,
+    device_type: str,
+    *,
+    interval_s: float,
+    cpu_tdp_w: float,
+    rapl_root: str,
+    gpu_uuid: str | None = None,
+    nvml=None,
+    sync: Callable[[], None] = _nothing,
 ) -> tuple[Meter, str]:
     """The configured meter and a log line saying why it was chosen.
 
     ``auto`` on a CUDA device takes NVML; on a CPU it takes RAPL if readable, else the
     estimate (NVML would measure a GPU that is not doing the work).
     """
+
     def nvml_meter():
         if gpu_uuid is None:
             raise MeterError("meter.kind nvml needs a CUDA device (train.device: cuda)")
@@ -529,7 +567,11 @@ def make_meter(
     tried = []
     for candidate in (["nvml"] if device_type == "cuda" else []) + ["rapl"]:
         try:
-            return makers[candidate](), f"meter.kind auto chose {candidate}" + (f" (after: {'; '.join(tried)})" if tried else "")
+            return makers[candidate](), f"meter.kind auto chose {candidate}" + (
+                f" (after: {'; '.join(tried)})" if tried else ""
+            )
         except Exception as err:
             tried.append(f"{candidate} unavailable: {err}")
-    return makers["estimate"](), "meter.kind auto chose estimate, an ESTIMATE, because no real meter works here: " + "; ".join(tried)
+    return makers[
+        "estimate"
+    ](), "meter.kind auto chose estimate, an ESTIMATE, because no real meter works here: " + "; ".join(tried)

@@ -17,7 +17,9 @@ class ModelError(ValueError):
 IMPLEMENTATIONS = ("native", "hf")
 
 
-def preset_sizes(preset: str, overrides: dict[str, Any], tokenizer: dict[str, Any], max_positions: int) -> dict[str, Any]:
+def preset_sizes(
+    preset: str, overrides: dict[str, Any], tokenizer: dict[str, Any], max_positions: int
+) -> dict[str, Any]:
     """The LlamaConfig fields of a preset with its overrides; vocabulary and special ids from the tokenizer."""
     if preset not in PRESETS:
         raise ModelError(f"model.preset is {preset!r}; choose one of {sorted(PRESETS)}")
@@ -80,10 +82,14 @@ def check_tokenizer_matches(model: torch.nn.Module, tokenizer: dict[str, Any]) -
         )
     model_pad = getattr(model.config, "pad_token_id", None)
     if model_pad is not None and model_pad != tokenizer["pad_token_id"]:
-        raise ModelError(f"the tokenizer pads with id {tokenizer['pad_token_id']} but the model's pad_token_id is {model_pad}")
+        raise ModelError(
+            f"the tokenizer pads with id {tokenizer['pad_token_id']} but the model's pad_token_id is {model_pad}"
+        )
     if n_embed > tokenizer["vocab_size"]:
-        return [f"the model's embedding has {n_embed} rows but the tokenizer uses {tokenizer['vocab_size']} ids: "
-                f"{n_embed - tokenizer['vocab_size']} rows are never used, yet counted in params (and so in PE)"]
+        return [
+            f"the model's embedding has {n_embed} rows but the tokenizer uses {tokenizer['vocab_size']} ids: "
+            f"{n_embed - tokenizer['vocab_size']} rows are never used, yet counted in params (and so in PE)"
+        ]
     return []
 
 

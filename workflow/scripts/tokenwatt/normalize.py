@@ -24,7 +24,9 @@ def normalize_text(text: str, form: str = "NFKC") -> str:
     return _WHITESPACE.sub(" ", text).strip()
 
 
-def normalize_corpus(docs: pl.DataFrame, form: str = "NFKC", dedupe: bool = True) -> tuple[pl.DataFrame, dict[str, Any]]:
+def normalize_corpus(
+    docs: pl.DataFrame, form: str = "NFKC", dedupe: bool = True
+) -> tuple[pl.DataFrame, dict[str, Any]]:
     """Normalize every document; drop the empty ones (and exact duplicates if asked), counting why."""
     texts = [normalize_text(t, form) for t in docs["text"].to_list()]
     out = docs.with_columns(pl.Series("text", texts, dtype=pl.String))

@@ -27,13 +27,21 @@ class FusedAdamW:
     name = "adamw-fused"
     _step_supports_amp_scaling = True
 
-    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float, weight_decay: float,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+    def __init__(
+        self,
+        params: Iterable[torch.nn.Parameter],
+        lr: float,
+        weight_decay: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
         self.params = [p for p in params if p.requires_grad]
         kinds = sorted({f"{p.dtype} on {p.device}" for p in self.params})
         if len(kinds) > 1:
-            raise ValueError(f"the model's trainable parameters are {', '.join(kinds)}; the fused AdamW step needs one "
-                             "dtype on one device (load the model in one dtype, on train.device)")
+            raise ValueError(
+                f"the model's trainable parameters are {', '.join(kinds)}; the fused AdamW step needs one "
+                "dtype on one device (load the model in one dtype, on train.device)"
+            )
         self.param_groups = [{"params": self.params}]  # all that GradScaler reads (to unscale and check for infs)
         self.lr, self.weight_decay, self.betas, self.eps = lr, weight_decay, betas, eps
         self.exp_avgs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
@@ -57,9 +65,21 @@ class FusedAdamW:
         # GradScaler.step sets these two attributes for the step's duration and deletes them after.
         grad_scale, found_inf = getattr(self, "grad_scale", None), getattr(self, "found_inf", None)
         torch._fused_adamw_(
-            [self.params[i] for i in have], [self.params[i].grad for i in have], [self.exp_avgs[i] for i in have],
-            [self.exp_avg_sqs[i] for i in have], [], steps, amsgrad=False, lr=self.lr, beta1=beta1, beta2=beta2,
-            weight_decay=self.weight_decay, eps=self.eps, maximize=False, grad_scale=grad_scale, found_inf=found_inf,
+            [self.params[i] for i in have],
+            [self.params[i].grad for i in have],
+            [self.exp_avgs[i] for i in have],
+            [self.exp_avg_sqs[i] for i in have],
+            [],
+            steps,
+            amsgrad=False,
+            lr=self.lr,
+            beta1=beta1,
+            beta2=beta2,
+            weight_decay=self.weight_decay,
+            eps=self.eps,
+            maximize=False,
+            grad_scale=grad_scale,
+            found_inf=found_inf,
         )
         if found_inf is not None:  # a skipped step does not count
             torch._foreach_sub_(steps, [found_inf] * len(steps))

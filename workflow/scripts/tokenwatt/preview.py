@@ -5,14 +5,23 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from .measures import duration
 
-def cost_preview(expected: dict[Any, int], shape: str, epochs: int, finished: dict[Any, dict[str, Any]],
-                 cost: dict[str, Any] | None = None) -> str:
+
+def cost_preview(
+    expected: dict[Any, int],
+    shape: str,
+    epochs: int,
+    finished: dict[Any, dict[str, Any]],
+    cost: dict[str, Any] | None = None,
+    pilot: dict[str, Any] | None = None,
+) -> str:
     """A few lines for the log. ``expected`` maps every (cell, trial) to its budget; ``shape`` says how
     the design makes them ("3 budgets × 5 trials"). Time comes from trials already finished on this machine:
     seconds per real token of training, plus the median fixed cost of a trial (model build,
     device benchmark, idle baseline, eval). Process start-up is not included. Energy likewise
-    (joules per real token), and from it CO2 and money where ``cost`` sets them."""
+    (joules per real token), and from it CO2 and money where ``cost`` sets them. Before any trial has
+    finished, from ``pilot`` (the config's ``plan``: a pilot's tokens/s and J/token, with its source)."""
     todo = [key for key in expected if key not in finished]
     tokens_all = sum(expected.values()) * epochs
     tokens_todo = sum(expected[key] for key in todo) * epochs
@@ -24,8 +33,7 @@ def cost_preview(expected: dict[Any, int], shape: str, epochs: int, finished: di
     if not todo:
         return lines[0]
     if not timed:
-        lines.append("Time: unknown until the first trial finishes on this machine (its throughput calibrates this estimate).")
-        return "\n".join(lines)
+        return "\n".join([*lines, *_pilot_lines(pilot or {}, tokens_todo, len(todo), cost)])
     s_per_token = statistics.median(m["train_s"] / m["real_tokens"] for m in timed)
     fixed = statistics.median(m["run_s"] - m["train_s"] for m in timed)
     seconds = tokens_todo * s_per_token + len(todo) * fixed
@@ -40,14 +48,38 @@ def cost_preview(expected: dict[Any, int], shape: str, epochs: int, finished: di
     return "\n".join(lines)
 
 
-def _energy_line(joules: float, seconds: float, estimated: bool, cost: dict[str, Any] | None) -> str:
+def _pilot_lines(pilot: dict[str, Any], tokens: int, trials: int, cost: dict[str, Any] | None) -> list[str]:
+    """Time and energy from the config's ``plan`` (a pilot measured beforehand), or why there are none."""
+    if not pilot.get("tokens_per_s"):
+        return [
+            "Time: unknown until the first trial finishes on this machine (its throughput calibrates this estimate; "
+            "or set plan.tokens_per_s from a pilot)."
+        ]
+    source = f": {pilot['source']}" if pilot.get("source") else ""
+    seconds = tokens / pilot["tokens_per_s"] + trials * pilot.get("fixed_s", 0)
+    out = [
+        f"Time: ~{duration(seconds)} for the remaining trials (ESTIMATE from plan.tokens_per_s = {pilot['tokens_per_s']:,.0f} "
+        f"tokens/s and {pilot.get('fixed_s', 0):g} s fixed per trial, a pilot{source}; process start-up not included)."
+    ]
+    if pilot.get("joules_per_token"):
+        out.append(
+            _energy_line(tokens * pilot["joules_per_token"], seconds, False, cost, "plan.joules_per_token, a pilot")
+        )
+    return out
+
+
+def _energy_line(
+    joules: float, seconds: float, estimated: bool, cost: dict[str, Any] | None, origin: str = "finished trials"
+) -> str:
     from .cost import carbon_intensity, trial_cost
     from .measures import fixed
 
-    label = "ESTIMATE from finished trials" + (", whose energy is itself estimated" if estimated else "")
+    label = f"ESTIMATE from {origin}" + (", whose energy is itself estimated" if estimated else "")
     parts = [f"Energy: ~{fixed(joules / 3.6e6)} kWh"]
     if cost:
-        got = trial_cost({"energy_j": joules, "run_s": seconds, "inv_ppl": None}, cost, carbon_intensity(cost["carbon_intensity"])[0])
+        got = trial_cost(
+            {"energy_j": joules, "run_s": seconds, "inv_ppl": None}, cost, carbon_intensity(cost["carbon_intensity"])[0]
+        )
         if got["kg_co2e"] is not None:
             parts.append(f"~{fixed(got['kg_co2e'] * 1000)} g CO2e")
         if got["total_cost"] is not None:

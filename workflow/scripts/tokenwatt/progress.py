@@ -39,9 +39,13 @@ def trial_finished(m: dict[str, Any], look: str = "") -> str:
     estimate = " estimated" if m["meter_is_estimate"] else ""
     power = "power not measured" if m["power_mean_w"] is None else f"{m['power_mean_w']:.1f} W{estimate}"
     energy = "" if m["energy_j"] is None else f", {m['energy_j']:,.1f} J{estimate}"
-    loss = f"DIVERGED at step {m['diverged_at_step']}" if m["status"] == "diverged" else f"eval loss {m['eval_loss']:.4f}"
-    return (f"■ {_condition(m['budget'], m.get('levels', {}))} · trial {m['trial']}: {m['real_tokens'] / m['train_s']:,.0f} tokens/s, {power}{energy}, "
-            f"{loss}, {m['train_s']:.1f} s training / {m['run_s']:.1f} s in all" + (f"; {look}" if look else ""))
+    loss = (
+        f"DIVERGED at step {m['diverged_at_step']}" if m["status"] == "diverged" else f"eval loss {m['eval_loss']:.4f}"
+    )
+    return (
+        f"■ {_condition(m['budget'], m.get('levels', {}))} · trial {m['trial']}: {m['real_tokens'] / m['train_s']:,.0f} tokens/s, {power}{energy}, "
+        f"{loss}, {m['train_s']:.1f} s training / {m['run_s']:.1f} s in all" + (f"; {look}" if look else "")
+    )
 
 
 def expected_trials(config: dict[str, Any]) -> list[tuple[str, int]]:
@@ -69,8 +73,11 @@ def study_progress(finished: dict[tuple[str, int], dict[str, Any]], expected: li
     energy_known = True
     for cell, _ in todo:
         same = [m for m in done if m["cell"] == cell]  # same cell first: its workload matches
-        tokens = (statistics.median(m["real_tokens"] for m in same) if same
-                  else statistics.median(m["real_tokens"] / m["budget"] for m in done) * parse_cell(cell).budget)
+        tokens = (
+            statistics.median(m["real_tokens"] for m in same)
+            if same
+            else statistics.median(m["real_tokens"] / m["budget"] for m in done) * parse_cell(cell).budget
+        )
         same = same or done
         seconds += per_token([(m["run_s"], m["real_tokens"]) for m in same]) * tokens
         rate = per_token([(m["energy_j"], m["real_tokens"]) for m in same])
@@ -78,5 +85,7 @@ def study_progress(finished: dict[tuple[str, int], dict[str, Any]], expected: li
         joules += (rate or 0.0) * tokens
     estimated = any(m["meter_is_estimate"] for m in done)
     energy = f" and ~{joules / 1e3:,.2f} kJ{' (energy itself estimated)' if estimated else ''}" if energy_known else ""
-    return (f"{line}; ~{seconds / 60:,.1f} min{energy} to go (an estimate from {len(done)} finished trial(s); "
-            "process start-up between trials not included)")
+    return (
+        f"{line}; ~{seconds / 60:,.1f} min{energy} to go (an estimate from {len(done)} finished trial(s); "
+        "process start-up between trials not included)"
+    )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
@@ -12,8 +12,11 @@ PACKAGES = ("snakemake", "torch", "transformers", "pingouin", "statsmodels", "po
 
 def git_state(folder: str | Path) -> str:
     """Commit of the workflow's checkout and whether it had uncommitted changes ("not a git checkout" otherwise)."""
+
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, check=True, timeout=10).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(folder), *args], capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
 
     try:
         commit = git("rev-parse", "--short=12", "HEAD")
@@ -34,4 +37,4 @@ def versions(packages: tuple[str, ...] = PACKAGES) -> dict[str, str]:
 
 
 def utc(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return datetime.fromtimestamp(timestamp, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")

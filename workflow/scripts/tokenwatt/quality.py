@@ -13,13 +13,15 @@ None of them says which runs were disturbed; this module does.
 from __future__ import annotations
 
 import statistics
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import polars as pl
 
 from .design import per_profile, profile_key_of
 from .traces import training_samples
+
 Diagnostics = dict[str, Any]
 
 
@@ -86,18 +88,36 @@ def profile_verdict(profile: dict[str, Any] | None, trials: list[dict[str, Any]]
     CS_TFLOPS scales every trial's PE alike, so a bad profile moves PE's level, not its changes.
     """
     checks = _median([_check_median(t, "before") for t in trials if t.get("status") == "ok"])
-    verdict = {"checks_median_tflops": checks, "profile_tflops": None if profile is None else profile["cs_tflops"],
-               "profile_cv": None if profile is None else profile["cv"], "reasons": []}
+    verdict = {
+        "checks_median_tflops": checks,
+        "profile_tflops": None if profile is None else profile["cs_tflops"],
+        "profile_cv": None if profile is None else profile["cv"],
+        "reasons": [],
+    }
     if profile is None:
-        return {**verdict, "status": "no profile", "reference": "the study's median matmul check", "reference_tflops": checks}
+        return {
+            **verdict,
+            "status": "no profile",
+            "reference": "the study's median matmul check",
+            "reference_tflops": checks,
+        }
     if profile["cv"] is not None and profile["cv"] > q["profile_cv_max"]:
-        verdict["reasons"].append(f"its windows vary by {100 * profile['cv']:.0f} % (coefficient of variation; at most "
-                                  f"{100 * q['profile_cv_max']:g} %)")
+        verdict["reasons"].append(
+            f"its windows vary by {100 * profile['cv']:.0f} % (coefficient of variation; at most "
+            f"{100 * q['profile_cv_max']:g} %)"
+        )
     if checks and abs(checks / profile["cs_tflops"] - 1) > q["check_tolerance"]:
-        verdict["reasons"].append(f"the trials' matmul checks before training ran {_pct(checks / profile['cs_tflops'] - 1)} "
-                                  f"off it (median; tolerance ±{100 * q['check_tolerance']:g} %)")
+        verdict["reasons"].append(
+            f"the trials' matmul checks before training ran {_pct(checks / profile['cs_tflops'] - 1)} "
+            f"off it (median; tolerance ±{100 * q['check_tolerance']:g} %)"
+        )
     if verdict["reasons"]:
-        return {**verdict, "status": "disturbed", "reference": "the study's median matmul check", "reference_tflops": checks}
+        return {
+            **verdict,
+            "status": "disturbed",
+            "reference": "the study's median matmul check",
+            "reference_tflops": checks,
+        }
     return {**verdict, "status": "ok", "reference": "the device profile", "reference_tflops": profile["cs_tflops"]}
 
 
@@ -108,13 +128,20 @@ def device_load(trials: pl.DataFrame) -> float | None:
     needed = {"power_mean_w", "idle_power_w", "status"}
     if not needed <= set(trials.columns):
         return None
-    rows = trials.filter((pl.col("status") == "ok") & (pl.col("idle_power_w") > 0)).drop_nulls(["power_mean_w", "idle_power_w"])
+    rows = trials.filter((pl.col("status") == "ok") & (pl.col("idle_power_w") > 0)).drop_nulls(
+        ["power_mean_w", "idle_power_w"]
+    )
     return _median((rows["power_mean_w"] / rows["idle_power_w"] - 1).to_list()) if rows.height else None
 
 
-def diagnose(trials: list[dict[str, Any]], traces: list[pl.DataFrame], steps: list[pl.DataFrame],
-             reference_tflops: float | None | dict[str, float | None], q: dict[str, Any],
-             profile_devices: list[str | None] | None = None) -> list[Diagnostics]:
+def diagnose(
+    trials: list[dict[str, Any]],
+    traces: list[pl.DataFrame],
+    steps: list[pl.DataFrame],
+    reference_tflops: float | None | dict[str, float | None],
+    q: dict[str, Any],
+    profile_devices: list[str | None] | None = None,
+) -> list[Diagnostics]:
     """The numbers the rules judge, per trial (same order as ``trials``); ``reference_tflops`` is the
     matmul checks' reference from ``profile_verdict``, one per device profile (by profile key) or one for all.
     A trial's throughput is judged against its cell's median, its idle power against that of the trials
@@ -134,17 +161,21 @@ def diagnose(trials: list[dict[str, Any]], traces: list[pl.DataFrame], steps: li
         reference = per_profile(reference_tflops, t["levels"])
         ratio = lambda x: None if x is None or not reference else x / reference  # noqa: E731
         idle_median = idle_medians[device]
-        out.append({
-            "throughput_vs_condition": tps / condition_tps[t["cell"]] - 1.0 if condition_tps[t["cell"]] else 0.0,
-            "throughput_steady_deviation": steady_deviation(st, q["steady_window"]),
-            "check_before_ratio": ratio(_check_median(t, "before")),
-            "check_after_ratio": ratio(_check_median(t, "after")),
-            "idle_power_deviation_w": None if t["idle_power_w"] is None or idle_median is None else t["idle_power_w"] - idle_median,
-            "idle_power_median_w": idle_median,
-            "power_step": power_step(trace, q["power_step_window"]),
-            "temperature_start_c": first_temperature(trace),
-            "profile_device_name": measured_on,
-        })
+        out.append(
+            {
+                "throughput_vs_condition": tps / condition_tps[t["cell"]] - 1.0 if condition_tps[t["cell"]] else 0.0,
+                "throughput_steady_deviation": steady_deviation(st, q["steady_window"]),
+                "check_before_ratio": ratio(_check_median(t, "before")),
+                "check_after_ratio": ratio(_check_median(t, "after")),
+                "idle_power_deviation_w": None
+                if t["idle_power_w"] is None or idle_median is None
+                else t["idle_power_w"] - idle_median,
+                "idle_power_median_w": idle_median,
+                "power_step": power_step(trace, q["power_step_window"]),
+                "temperature_start_c": first_temperature(trace),
+                "profile_device_name": measured_on,
+            }
+        )
     return out
 
 
@@ -154,24 +185,33 @@ Rule = Callable[[dict[str, Any], Diagnostics, dict[str, Any]], "str | None"]
 def _throughput(t, d, q):
     dev = d["throughput_vs_condition"]
     if abs(dev) > q["throughput_tolerance"]:
-        return f"throughput {_pct(dev)} against its condition's median (tolerance ±{100 * q['throughput_tolerance']:g} %)"
+        return (
+            f"throughput {_pct(dev)} against its condition's median (tolerance ±{100 * q['throughput_tolerance']:g} %)"
+        )
     return None
 
 
 def _steady(t, d, q):
     dev = d["throughput_steady_deviation"]
     if dev is not None and dev > q["steady_tolerance"]:
-        return (f"throughput not steady: its level changed by {100 * dev:.0f} % of the trial's median during training "
-                f"(tolerance {100 * q['steady_tolerance']:g} %)")
+        return (
+            f"throughput not steady: its level changed by {100 * dev:.0f} % of the trial's median during training "
+            f"(tolerance {100 * q['steady_tolerance']:g} %)"
+        )
     return None
 
 
 def _check(t, d, q):
-    bad = [f"{when} {_pct(d[f'check_{when}_ratio'] - 1)}" for when in ("before", "after")
-           if d[f"check_{when}_ratio"] is not None and abs(d[f"check_{when}_ratio"] - 1) > q["check_tolerance"]]
+    bad = [
+        f"{when} {_pct(d[f'check_{when}_ratio'] - 1)}"
+        for when in ("before", "after")
+        if d[f"check_{when}_ratio"] is not None and abs(d[f"check_{when}_ratio"] - 1) > q["check_tolerance"]
+    ]
     if bad:
-        return (f"matmul check against the reference throughput: {', '.join(bad)} "
-                f"(tolerance ±{100 * q['check_tolerance']:g} %)")
+        return (
+            f"matmul check against the reference throughput: {', '.join(bad)} "
+            f"(tolerance ±{100 * q['check_tolerance']:g} %)"
+        )
     return None
 
 
@@ -181,7 +221,9 @@ def _idle(t, d, q):
         return None
     limit = max(q["idle_tolerance"] * median, q["idle_floor_w"])
     if abs(dev) > limit:
-        return f"idle power {t['idle_power_w']:.1f} W against the study's median {median:.1f} W (tolerance ±{limit:.1f} W)"
+        return (
+            f"idle power {t['idle_power_w']:.1f} W against the study's median {median:.1f} W (tolerance ±{limit:.1f} W)"
+        )
     return None
 
 
@@ -216,8 +258,10 @@ def _errors(t, d, q):
 def _profile_device(t, d, q):
     # On SLURM the profile job and a trial can land on different GPU models: its CS_TFLOPS is then another device's.
     if d["profile_device_name"] and d["profile_device_name"] != t["device_name"]:
-        return (f"trained on {t['device_name']} but its CS_TFLOPS was measured on {d['profile_device_name']} (pin the "
-                "hardware level to one device model, e.g. design.hardware.<level>.gpu_model)")
+        return (
+            f"trained on {t['device_name']} but its CS_TFLOPS was measured on {d['profile_device_name']} (pin the "
+            "hardware level to one device model, e.g. design.hardware.<level>.gpu_model)"
+        )
     return None
 
 
@@ -229,26 +273,57 @@ def _temperature(t, d, q):
 
 
 RULES: dict[str, Rule] = {
-    "throughput": _throughput, "unsteady": _steady, "matmul_check": _check, "idle_power": _idle,
-    "power_step": _step, "few_samples": _samples, "sample_interval": _interval, "sample_errors": _errors,
-    "start_temperature": _temperature, "profile_device": _profile_device,
+    "throughput": _throughput,
+    "unsteady": _steady,
+    "matmul_check": _check,
+    "idle_power": _idle,
+    "power_step": _step,
+    "few_samples": _samples,
+    "sample_interval": _interval,
+    "sample_errors": _errors,
+    "start_temperature": _temperature,
+    "profile_device": _profile_device,
 }
 
 
-def assess(trials: list[dict[str, Any]], traces: list[pl.DataFrame], steps: list[pl.DataFrame],
-           reference_tflops: float | None | dict[str, float | None], q: dict[str, Any],
-           profile_devices: list[str | None] | None = None) -> list[dict[str, Any]]:
+def assess(
+    trials: list[dict[str, Any]],
+    traces: list[pl.DataFrame],
+    steps: list[pl.DataFrame],
+    reference_tflops: float | None | dict[str, float | None],
+    q: dict[str, Any],
+    profile_devices: list[str | None] | None = None,
+) -> list[dict[str, Any]]:
     """Per trial: its diagnostics, one ``flag_<rule>`` per rule, ``quality`` (ok | flagged) and the reasons in words."""
     out = []
     for t, d in zip(trials, diagnose(trials, traces, steps, reference_tflops, q, profile_devices)):
         reasons = {name: rule(t, d, q) for name, rule in RULES.items()}
         said = [r for r in reasons.values() if r]
-        out.append({**d, **{f"flag_{name}": r is not None for name, r in reasons.items()},
-                    "quality": "flagged" if said else "ok", "quality_reasons": "; ".join(said)})
+        out.append(
+            {
+                **d,
+                **{f"flag_{name}": r is not None for name, r in reasons.items()},
+                "quality": "flagged" if said else "ok",
+                "quality_reasons": "; ".join(said),
+            }
+        )
     return out
 
 
 # The columns of quality.csv: which trial, its verdict and reasons, every flag and the numbers behind them.
-QUALITY_COLUMNS = ["series", "budget", "trial", "run_position", "quality", "quality_reasons", *(f"flag_{name}" for name in RULES),
-                   "throughput_vs_condition", "throughput_steady_deviation", "check_before_ratio", "check_after_ratio",
-                   "idle_power_deviation_w", "power_step", "temperature_start_c"]
+QUALITY_COLUMNS = [
+    "series",
+    "budget",
+    "trial",
+    "run_position",
+    "quality",
+    "quality_reasons",
+    *(f"flag_{name}" for name in RULES),
+    "throughput_vs_condition",
+    "throughput_steady_deviation",
+    "check_before_ratio",
+    "check_after_ratio",
+    "idle_power_deviation_w",
+    "power_step",
+    "temperature_start_c",
+]

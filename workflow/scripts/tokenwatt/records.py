@@ -23,16 +23,19 @@ def load_validator(schema_path: str | Path) -> Draft202012Validator:
 
 def problems(record: Any, validator: Draft202012Validator) -> list[str]:
     """Every schema violation, each naming its key."""
-    return [f"{'.'.join(map(str, e.absolute_path)) or '(top level)'}: {e.message}"
-            for e in sorted(validator.iter_errors(record), key=lambda e: [str(p) for p in e.absolute_path])]
+    return [
+        f"{'.'.join(map(str, e.absolute_path)) or '(top level)'}: {e.message}"
+        for e in sorted(validator.iter_errors(record), key=lambda e: [str(p) for p in e.absolute_path])
+    ]
 
 
 def check_record(record: Any, validator: Draft202012Validator, path: str | Path) -> dict[str, Any]:
     """The record, or a RecordError naming the file, what is wrong and what to do."""
     found = problems(record, validator)
     if found:
-        raise RecordError(f"{path} is not a valid trial record ({'; '.join(found[:5])}"
-                          f"{'; …' if len(found) > 5 else ''}); {TRIAL_FIX}")
+        raise RecordError(
+            f"{path} is not a valid trial record ({'; '.join(found[:5])}{'; …' if len(found) > 5 else ''}); {TRIAL_FIX}"
+        )
     return record
 
 

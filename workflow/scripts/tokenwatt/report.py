@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import html
 import json
-import math
 from typing import Any
 
 import polars as pl
@@ -14,15 +13,27 @@ from .analysis.apa import bounded, df, fmt_p, p_value
 from .analysis.frame import frame, frame_note
 from .analysis.scale import paired_change
 from .design import condition_name, series_label
-from .measures import FAMILIES, TESTED, budget_label, display_exponent, duration, fixed, label, power_of_ten, scale_of, si
+from .measures import (
+    FAMILIES,
+    SCALING_FIGURES,
+    TESTED,
+    budget_label,
+    display_exponent,
+    duration,
+    fixed,
+    label,
+    power_of_ten,
+    scale_of,
+    si,
+)
 from .provenance import utc
 from .quality import device_load
 from .tables import series_blocks
 
 CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45;overflow-wrap:break-word}
 h1{font-size:1.6em} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.8em}
-table{border-collapse:collapse;margin:.8em 0;font-size:.9em} th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right;white-space:nowrap}
+.wide{overflow-x:auto;max-width:100%} table{border-collapse:collapse;margin:.8em 0;font-size:.9em} th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right;white-space:nowrap}
 .ci{color:#666;font-size:.9em} .chg{color:#555;font-size:.85em}
 th{background:#f3f3f3} td.l,th.l{text-align:left;white-space:normal}
 .warn{background:#fff3cd;border:1px solid #e0b100;padding:.7em 1em;border-radius:4px;margin:1em 0}
@@ -47,10 +58,16 @@ def num(x: Any) -> str:
 def table(header: list[str], rows: list[list[Any]], left: int = 1) -> str:
     th = "".join(f'<th class="{"l" if i < left else ""}">{esc(h)}</th>' for i, h in enumerate(header))
     body = "".join(
-        "<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{c if isinstance(c, _Raw) else num(c)}</td>' for i, c in enumerate(r)) + "</tr>"
+        "<tr>"
+        + "".join(
+            f'<td class="{"l" if i < left else ""}">{c if isinstance(c, _Raw) else num(c)}</td>'
+            for i, c in enumerate(r)
+        )
+        + "</tr>"
         for r in rows
     )
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+    # A table wider than the page scrolls inside its own box: the page itself never scrolls sideways.
+    return f'<div class="wide"><table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 class _Raw(str):
@@ -65,49 +82,64 @@ def _change_text(r: dict[str, Any], unit: str, scale: int) -> str:
     return f"{'+' if r['change'] >= 0 else '−'}{fixed(abs(r['change']), scale)}{(' ' + unit) if unit else ''}"
 
 
+def _conditions_row(
+    conditions: pl.DataFrame, measure: str, budgets: list[int], n_of: dict[int, Any], currency: str
+) -> list[Any] | None:
+    """One measure of one series: its label (with the row's power of ten) and a cell per budget; None if unmeasured."""
+    got = {r["budget"]: r for r in conditions.filter(pl.col("measure") == measure).iter_rows(named=True)}
+    if not got or all(r["mean"] is None for r in got.values()):
+        return None
+    scale = display_exponent([v for r in got.values() for v in (r["center"], r["ci95_low"], r["ci95_high"])])
+    kind = "geometric mean" if scale_of(measure) == "log" else "mean"
+    name = esc(label(measure, currency) + power_of_ten(scale)) + f'<br><span class="ci">{kind}</span>'
+    unit = label(measure, currency).rpartition("(")[2].rstrip(")") if "(" in label(measure, currency) else ""
+    cells = []
+    for b in budgets:
+        r = got.get(b)
+        if r is None or r["center"] is None:
+            why = f"{r['nonpositive']} value(s) ≤ 0: no geometric mean" if r is not None and r["nonpositive"] else ""
+            cells.append(_Raw(f"—{f' <span class=ci>({esc(why)})</span>' if why else ''}"))
+            continue
+        cell = f'{fixed(r["center"], scale)} <span class="ci">[{fixed(r["ci95_low"], scale)}, {fixed(r["ci95_high"], scale)}]</span>'
+        if r["n"] != n_of[b]:
+            cell += f' <span class="ci">(n = {r["n"]})</span>'
+        if r["change"] is not None:
+            cell += (
+                f'<br><span class="chg">{esc(_change_text(r, unit, scale))} from '
+                f"{esc(budget_label(budgets[budgets.index(b) - 1]))}</span>"
+            )
+        cells.append(_Raw(cell))
+    return [_Raw(name), *cells]
+
+
 def _conditions_html(conditions: pl.DataFrame, currency: str = "") -> str:
-    """One compact table per family of measures: a row per measure, a column per cell (series × budget), each
-    cell the centre on the measure's scale (geometric mean, or mean) with its 95 % CI and the change from the
-    previous budget of its series, paired by trial; a row's power of ten in its label."""
+    """Compact tables per family of measures: a row per measure, a column per budget, each cell the centre on the
+    measure's scale (geometric mean, or mean) with its 95 % CI and the change from the previous budget, paired by
+    trial; a row's power of ten in its label. With further factors, one set of tables per level of them (a series),
+    so that a table is as wide as the budgets, whatever the design."""
     if conditions.height == 0:
         return "<p>No finished trials, so no conditions to summarise.</p>"
     budgets = sorted(conditions["budget"].unique().to_list())
-    columns = [(s_, b) for s_ in dict.fromkeys(conditions["series"].to_list()) for b in budgets]
-    n_of = {(s_, b): conditions.filter((pl.col("series") == s_) & (pl.col("budget") == b))["n"].max() for s_, b in columns}
-    header = ["measure", *[f"{condition_name(s_, b)} (n = {n_of[(s_, b)]})" for s_, b in columns]]
+    all_series = list(dict.fromkeys(conditions["series"].to_list()))
     parts = []
-    for family, measures in FAMILIES.items():
-        rows = []
-        for measure in measures:
-            got = {(r["series"], r["budget"]): r for r in conditions.filter(pl.col("measure") == measure).iter_rows(named=True)}
-            if not got or all(r["mean"] is None for r in got.values()):
-                continue
-            scale = display_exponent([v for r in got.values() for v in (r["center"], r["ci95_low"], r["ci95_high"])])
-            kind = "geometric mean" if scale_of(measure) == "log" else "mean"
-            name = esc(label(measure, currency) + power_of_ten(scale)) + f'<br><span class="ci">{kind}</span>'
-            unit = label(measure, currency).rpartition("(")[2].rstrip(")") if "(" in label(measure, currency) else ""
-            cells = []
-            for key in columns:
-                r = got.get(key)
-                if r is None or r["center"] is None:
-                    why = f"{r['nonpositive']} value(s) ≤ 0: no geometric mean" if r is not None and r["nonpositive"] else ""
-                    cells.append(_Raw(f'—{f" <span class=ci>({esc(why)})</span>" if why else ""}'))
-                    continue
-                cell = f"{fixed(r['center'], scale)} <span class=\"ci\">[{fixed(r['ci95_low'], scale)}, {fixed(r['ci95_high'], scale)}]</span>"
-                if r["n"] != n_of[key]:
-                    cell += f" <span class=\"ci\">(n = {r['n']})</span>"
-                if r["change"] is not None:
-                    cell += (f"<br><span class=\"chg\">{esc(_change_text(r, unit, scale))} from "
-                             f"{esc(budget_label(budgets[budgets.index(key[1]) - 1]))}</span>")
-                cells.append(_Raw(cell))
-            rows.append([_Raw(name), *cells])
-        if rows:
-            parts.append(f"<h3>{esc(family)}</h3>" + table(header, rows))
-    return ("<p>Each cell: the centre over trials [95 % t-interval], then the change from the previous budget, paired by "
-            "trial. Ratio-scale measures (PE, its layers, power, energy, time, cost) are summarised on the log scale: the "
-            "geometric mean, its interval back-transformed, and the change as the geometric mean of the per-trial ratios in "
-            "%. Eval loss (and energy above idle, which can be ≤ 0) are summarised as means and mean differences. "
-            "Where a row's label ends in ×10ⁿ, its numbers are in that unit.</p>" + "".join(parts))
+    for series in all_series:
+        mine = conditions.filter(pl.col("series") == series)
+        n_of = {b: mine.filter(pl.col("budget") == b)["n"].max() for b in budgets}
+        header = ["measure", *[f"{budget_label(b)} (n = {n_of[b]})" for b in budgets]]
+        if len(all_series) > 1:
+            parts.append(f"<h3>{esc(series_label(series))}</h3>")
+        for family, measures in FAMILIES.items():
+            rows = [row for m in measures if (row := _conditions_row(mine, m, budgets, n_of, currency)) is not None]
+            if rows:
+                tag = "h4" if len(all_series) > 1 else "h3"
+                parts.append(f"<{tag}>{esc(family)}</{tag}>" + table(header, rows))
+    return (
+        "<p>Each cell: the centre over trials [95 % t-interval], then the change from the previous budget, paired by "
+        "trial. Ratio-scale measures (PE, its layers, power, energy, time, cost) are summarised on the log scale: the "
+        "geometric mean, its interval back-transformed, and the change as the geometric mean of the per-trial ratios in "
+        "%. Eval loss (and energy above idle, which can be ≤ 0) are summarised as means and mean differences. "
+        "Where a row's label ends in ×10ⁿ, its numbers are in that unit.</p>" + "".join(parts)
+    )
 
 
 def _size_word(eta2_g: float) -> str:
@@ -133,36 +165,54 @@ def _cost_sentences(cost: dict[str, Any]) -> list[str]:
     label = " (ESTIMATED, from estimated energy)" if cost.get("is_estimate") else ""
     out = []
     if cost.get("total_kg_co2e") is not None:
-        out.append(f"At {cost['carbon_intensity_g_per_kwh']:.0f} gCO2e/kWh ({cost['carbon_intensity_source']}) and PUE "
-                   f"{cost['pue']:g}, that is {si(cost['total_kg_co2e'] * 1000, 'g')} CO2e{label}.")
+        out.append(
+            f"At {cost['carbon_intensity_g_per_kwh']:.0f} gCO2e/kWh ({cost['carbon_intensity_source']}) and PUE "
+            f"{cost['pue']:g}, that is {si(cost['total_kg_co2e'] * 1000, 'g')} CO2e{label}."
+        )
     if cost.get("total_total_cost") is not None:
         money = lambda x: si(x, cost["currency"]) if x is not None else "not priced"  # noqa: E731
-        out.append(f"It cost {money(cost['total_total_cost'])} (electricity {money(cost['total_electricity_cost'])}, "
-                   f"device-hours {money(cost['total_device_cost'])}){label}.")
+        out.append(
+            f"It cost {money(cost['total_total_cost'])} (electricity {money(cost['total_electricity_cost'])}, "
+            f"device-hours {money(cost['total_device_cost'])}){label}."
+        )
     elif cost.get("total_device_cost") is not None:
-        out.append(f"Its device-hours cost {si(cost['total_device_cost'], cost['currency'])}; with its energy unmeasured, the "
-                   "electricity is not priced, so there is no total.")
+        out.append(
+            f"Its device-hours cost {si(cost['total_device_cost'], cost['currency'])}; with its energy unmeasured, the "
+            "electricity is not priced, so there is no total."
+        )
     if not out and cost:
         out.append("No CO2 or money figures: set cost.carbon_intensity and the prices in the config.")
     return out
 
 
-def _summary_html(trials: pl.DataFrame, stats: dict[str, Any], missing: list[str], estimated: bool, n_flagged: int,
-                  profile_check: list[dict[str, Any]], cost: dict[str, Any], in_joules: str = "") -> str:
+def _summary_html(
+    trials: pl.DataFrame,
+    stats: dict[str, Any],
+    missing: list[str],
+    estimated: bool,
+    n_flagged: int,
+    profile_check: list[dict[str, Any]],
+    cost: dict[str, Any],
+    in_joules: str = "",
+) -> str:
     """The answer in plain words: what changed with the budget (on the analysis frame), how sure we are, what the
     whole study cost (every trial), what to beware of."""
     if trials.height == 0:
         diverged = [m for m in missing if "diverged" in m]
         if missing and len(diverged) == len(missing):
-            return ("<p><b>Summary.</b> Every trial diverged (its training loss became non-finite), so there is no result to "
-                    "summarise; the measurements are not at fault. Lower <code>train.lr</code> (or use <code>train.precision: "
-                    "fp32</code>) and run the study again.</p>")
+            return (
+                "<p><b>Summary.</b> Every trial diverged (its training loss became non-finite), so there is no result to "
+                "summarise; the measurements are not at fault. Lower <code>train.lr</code> (or use <code>train.precision: "
+                "fp32</code>) and run the study again.</p>"
+            )
         return "<p><b>Summary.</b> No trial has finished, so there is nothing to summarise yet.</p>"
     analysed = frame(trials)
     budgets = sorted(trials["budget"].unique().to_list())
     said = []
     if not analysed.height:
-        said.append("No subject finished every cell of the design (see Conditions), so no change between budgets is computed.")
+        said.append(
+            "No subject finished every cell of the design (see Conditions), so no change between budgets is computed."
+        )
     elif len(budgets) >= 2:
         first, last = budgets[0], budgets[-1]
         for series, block in series_blocks(analysed):
@@ -170,11 +220,15 @@ def _summary_html(trials: pl.DataFrame, stats: dict[str, Any], missing: list[str
             for measure, name in (("pe", "PE"), ("perplexity", "Perplexity")):
                 got = _paired_change(block, measure, first, last)
                 if got:
-                    said.append(f"{name}{where} changed by {got['change']:+.1f} % from {budget_label(first)} to "
-                                f"{budget_label(last)} tokens (geometric mean ratio over {got['change_n']} trials, 95 % CI "
-                                f"{got['change_ci95_low']:+.1f} to {got['change_ci95_high']:+.1f} %).")
+                    said.append(
+                        f"{name}{where} changed by {got['change']:+.1f} % from {budget_label(first)} to "
+                        f"{budget_label(last)} tokens (geometric mean ratio over {got['change_n']} trials, 95 % CI "
+                        f"{got['change_ci95_low']:+.1f} to {got['change_ci95_high']:+.1f} %)."
+                    )
     else:
-        said.append(f"With one budget ({budget_label(budgets[0])}) the study describes it but cannot test a budget effect.")
+        said.append(
+            f"With one budget ({budget_label(budgets[0])}) the study describes it but cannot test a budget effect."
+        )
     if in_joules:
         said.append(in_joules)
     a = stats["anova"].get("pe", {})
@@ -184,12 +238,16 @@ def _summary_html(trials: pl.DataFrame, stats: dict[str, Any], missing: list[str
         said.append(f"PE was not tested: {a.get('message', 'no values')}.")
     if "energy_j" in trials.columns and trials.height and trials["energy_j"].null_count() == 0:
         energy = float(trials["energy_j"].sum())  # every trial's, or no total (as in cost.json)
-        said.append(f"Training used {si(energy / 3600, 'Wh')} ({si(energy, 'J')}{', ESTIMATED' if estimated else ''}) "
-                    f"over {duration(float(trials['train_s'].sum()))} of training in {trials.height} trials.")
+        said.append(
+            f"Training used {si(energy / 3600, 'Wh')} ({si(energy, 'J')}{', ESTIMATED' if estimated else ''}) "
+            f"over {duration(float(trials['train_s'].sum()))} of training in {trials.height} trials."
+        )
         said.extend(_cost_sentences(cost))
     elif "energy_j" in trials.columns and trials["energy_j"].drop_nulls().len():
-        said.append(f"Energy was measured for {trials['energy_j'].drop_nulls().len()} of {trials.height} trials, so there is "
-                    "no study total.")
+        said.append(
+            f"Energy was measured for {trials['energy_j'].drop_nulls().len()} of {trials.height} trials, so there is "
+            "no study total."
+        )
     else:
         said.append("Energy was not measured.")
     caveats = []
@@ -201,7 +259,9 @@ def _summary_html(trials: pl.DataFrame, stats: dict[str, Any], missing: list[str
         caveats.append(f"{len(missing)} trial(s) are missing or failed")
     if any(v.get("status") == "disturbed" for v in profile_check):
         caveats.append("a device profile looks disturbed, so PE's level (not its changes) is uncertain")
-    said.append("Caveats: " + "; ".join(caveats) + "." if caveats else "No caveats: every trial finished, none was flagged.")
+    said.append(
+        "Caveats: " + "; ".join(caveats) + "." if caveats else "No caveats: every trial finished, none was flagged."
+    )
     return f'<p class="summary"><b>Summary.</b> {esc(" ".join(said))}</p>'
 
 
@@ -218,8 +278,10 @@ def effect_sentence(e: dict[str, Any], measure: str, scale: str = "raw") -> str:
     else:
         what = f"The {e['effect']} interaction on {on} (does the effect of one depend on the level of the other?)"
     verdict = "is statistically significant" if p < 0.05 else "is not statistically significant"
-    return (f"{what} {verdict} ({fmt_p(p)}{corrected}). Its size is {_size_word(e['eta2_g'])} "
-            f"(η²G = {bounded(e['eta2_g'])}).")
+    return (
+        f"{what} {verdict} ({fmt_p(p)}{corrected}). Its size is {_size_word(e['eta2_g'])} "
+        f"(η²G = {bounded(e['eta2_g'])})."
+    )
 
 
 def _stats_html(stats: dict[str, Any]) -> str:
@@ -236,57 +298,109 @@ def _stats_html(stats: dict[str, Any]) -> str:
             head += f"; dropped as incomplete: trials {esc(', '.join(map(str, a['dropped_trials'])))}"
         head += "): "
         if a["status"] != "ok":
-            others = "".join(f'<br>{esc(e["effect"])}: <span class="apa">{esc(e.get("apa", e.get("message")))}</span>'
-                             for e in a.get("effects", []))
+            others = "".join(
+                f'<br>{esc(e["effect"])}: <span class="apa">{esc(e.get("apa", e.get("message")))}</span>'
+                for e in a.get("effects", [])
+            )
             parts.append(head + f'<span class="bad">{esc(a["message"])}</span>{others}</p>')
             continue
         fr = stats["friedman"].get(dv, {})
         effects = a.get("effects", [])
-        shown = f'<span class="apa">{esc(a["apa"])}</span>' if len(effects) <= 1 else "".join(
-            f'<br>{esc(e["effect"])}: <span class="apa">{esc(e.get("apa", e.get("message")))}</span>' for e in effects)
-        parts.append(head + f'{shown}. Friedman (budget): <span class="apa">{esc(fr.get("apa", "not tested"))}</span>. '
-                     f"Residual normality (Shapiro–Wilk): W = {bounded(a['residual_shapiro_w'])}, {fmt_p(a['residual_shapiro_p'])}.</p>")
-    simple = [[_Raw(esc(label(r["dv"]))), _Raw(esc(series_label(r["series"]))),
-               _Raw(esc(r.get("apa", r.get("message")))), _Raw(p_value(r["p_holm"]) if "p_holm" in r else "—")]
-              for r in stats.get("simple_effects", [])]
+        shown = (
+            f'<span class="apa">{esc(a["apa"])}</span>'
+            if len(effects) <= 1
+            else "".join(
+                f'<br>{esc(e["effect"])}: <span class="apa">{esc(e.get("apa", e.get("message")))}</span>'
+                for e in effects
+            )
+        )
+        parts.append(
+            head + f'{shown}. Friedman (budget): <span class="apa">{esc(fr.get("apa", "not tested"))}</span>. '
+            f"Residual normality (Shapiro–Wilk): W = {bounded(a['residual_shapiro_w'])}, {fmt_p(a['residual_shapiro_p'])}.</p>"
+        )
+    simple = [
+        [
+            _Raw(esc(label(r["dv"]))),
+            _Raw(esc(series_label(r["series"]))),
+            _Raw(esc(r.get("apa", r.get("message")))),
+            _Raw(p_value(r["p_holm"]) if "p_holm" in r else "—"),
+        ]
+        for r in stats.get("simple_effects", [])
+    ]
     if simple:
-        parts.append("<h3>Simple effects of the budget within each level of the other factors</h3>"
-                     "<p>A one-way RM-ANOVA of the budget per level; p (GG-corrected where it applies) Holm-corrected across levels.</p>"
-                     + table(["measure", "within", "RM-ANOVA", "p (Holm)"], simple, left=3))
+        parts.append(
+            "<h3>Simple effects of the budget within each level of the other factors</h3>"
+            "<p>A one-way RM-ANOVA of the budget per level; p (GG-corrected where it applies) Holm-corrected across levels.</p>"
+            + table(["measure", "within", "RM-ANOVA", "p (Holm)"], simple, left=3)
+        )
     contrasts = []
     for r in stats.get("interaction_contrasts", []):
         unit = r.get("change_unit", "")
         change = lambda v: _Raw(f"{v:+.1f} %" if unit == "%" else esc(fixed(v)))  # noqa: E731
         tested = r.get("status", "ok") == "ok"
-        contrasts.append([_Raw(esc(label(r["dv"]))), _Raw(f"{esc(series_label(r['series_a']))} vs {esc(series_label(r['series_b']))}"),
-                          _Raw(esc(r.get("scale", "raw"))), change(r["change_a"]), change(r["change_b"]),
-                          r["t"] if tested else _Raw(esc(r.get("message", ""))), _Raw(df(r["df"])),
-                          _Raw(p_value(r["p_unc"]) if tested else "—"), _Raw(p_value(r["p_holm"]) if tested else "—")])
+        contrasts.append(
+            [
+                _Raw(esc(label(r["dv"]))),
+                _Raw(f"{esc(series_label(r['series_a']))} vs {esc(series_label(r['series_b']))}"),
+                _Raw(esc(r.get("scale", "raw"))),
+                change(r["change_a"]),
+                change(r["change_b"]),
+                r["t"] if tested else _Raw(esc(r.get("message", ""))),
+                _Raw(df(r["df"])),
+                _Raw(p_value(r["p_unc"]) if tested else "—"),
+                _Raw(p_value(r["p_holm"]) if tested else "—"),
+            ]
+        )
     if contrasts:
-        parts.append("<h3>Interaction contrasts</h3><p>Does the change from the smallest to the largest budget differ between two "
-                     "levels? A paired t-test of the per-trial changes on the measure's scale (log ratios for a ratio-scale "
-                     "measure, so the question is whether it changed by a different factor, shown as % changes of the geometric "
-                     "mean), Holm-corrected.</p>"
-                     + table(["measure", "levels", "scale", "change A", "change B", "t", "df", "p (uncorrected)", "p (Holm)"],
-                             contrasts, left=3))
-    post = [[_Raw(esc(label(r["dv"]))), _Raw(esc(condition_name(r.get("series", ""), r["budget_a"])) + " vs " + esc(budget_label(r["budget_b"]))),
-             _Raw(esc(r.get("scale", "raw"))),
-             _Raw(f"×{r['ratio']:.3f}" if r.get("ratio") is not None else esc(fixed(r.get("difference")))),
-             r["t"], _Raw(df(r["df"])), _Raw(p_value(r["p_unc"])), _Raw(p_value(r["p_holm"])), r["hedges_g"]] for r in stats["posthoc"]]
+        parts.append(
+            "<h3>Interaction contrasts</h3><p>Does the change from the smallest to the largest budget differ between two "
+            "levels? A paired t-test of the per-trial changes on the measure's scale (log ratios for a ratio-scale "
+            "measure, so the question is whether it changed by a different factor, shown as % changes of the geometric "
+            "mean), Holm-corrected.</p>"
+            + table(
+                ["measure", "levels", "scale", "change A", "change B", "t", "df", "p (uncorrected)", "p (Holm)"],
+                contrasts,
+                left=3,
+            )
+        )
+    post = [
+        [
+            _Raw(esc(label(r["dv"]))),
+            _Raw(esc(condition_name(r.get("series", ""), r["budget_a"])) + " vs " + esc(budget_label(r["budget_b"]))),
+            _Raw(esc(r.get("scale", "raw"))),
+            _Raw(f"×{r['ratio']:.3f}" if r.get("ratio") is not None else esc(fixed(r.get("difference")))),
+            r["t"],
+            _Raw(df(r["df"])),
+            _Raw(p_value(r["p_unc"])),
+            _Raw(p_value(r["p_holm"])),
+            r["hedges_g"],
+        ]
+        for r in stats["posthoc"]
+    ]
     if post:
-        parts.append("<h3>Post-hoc paired t-tests (Holm-corrected)</h3><p>On the measure's scale: for a log-scale measure the "
-                     "effect is the geometric mean ratio B / A; for a raw one the mean difference B − A.</p>"
-                     + table(["measure", "pair", "scale", "effect", "t", "df", "p (uncorrected)", "p (Holm)", "Hedges' g"], post, left=3))
+        parts.append(
+            "<h3>Post-hoc paired t-tests (Holm-corrected)</h3><p>On the measure's scale: for a log-scale measure the "
+            "effect is the geometric mean ratio B / A; for a raw one the mean difference B − A.</p>"
+            + table(
+                ["measure", "pair", "scale", "effect", "t", "df", "p (uncorrected)", "p (Holm)", "Hedges' g"],
+                post,
+                left=3,
+            )
+        )
     return "\n".join(parts)
 
 
-def _reference_html(reference: dict[str, Any], conditions: pl.DataFrame, changes: pl.DataFrame, stats: dict[str, Any]) -> str:
+def _reference_html(
+    reference: dict[str, Any], conditions: pl.DataFrame, changes: pl.DataFrame, stats: dict[str, Any]
+) -> str:
     """Published figures beside ours, matched by budget rank (1st, 2nd, 3rd budget); the reference study is
     one-way, so a factorial study is compared in words only."""
     if conditions.height and conditions["series"].n_unique() > 1:
-        return ("<p>The reference study varied the budget alone; this study crosses it with further factors, so its "
-                "conditions are not matched to the reference's one by one. The reference's figures are in "
-                "<code>resources/reference_study.json</code>; run <code>config/paper.yaml</code> to reproduce them.</p>")
+        return (
+            "<p>The reference study varied the budget alone; this study crosses it with further factors, so its "
+            "conditions are not matched to the reference's one by one. The reference's figures are in "
+            "<code>resources/reference_study.json</code>; run <code>config/paper.yaml</code> to reproduce them.</p>"
+        )
     ours = {m: conditions.filter(pl.col("measure") == m).sort("budget") for m in ("pe", "power_rms_w", "train_s")}
     budgets = ours["pe"]["budget"].to_list()
     pe_exp = display_exponent(ours["pe"]["mean"].drop_nulls().to_list() if ours["pe"].height else [])
@@ -294,30 +408,70 @@ def _reference_html(reference: dict[str, Any], conditions: pl.DataFrame, changes
     for i, ref in enumerate(reference["conditions"]):
         got = lambda m, col="mean": ours[m][col][i] if i < len(budgets) and ours[m].height > i else None  # noqa: E731
         ob = budget_label(budgets[i]) if i < len(budgets) else "—"
-        rows.append([_Raw(f"{esc(budget_label(ref['budget']))} / {esc(ob)}"), _Raw(f"{ref['pe_mean']} ({ref['pe_sd']})"),
-                     _Raw(f"{fixed(got('pe'), pe_exp)} ({fixed(got('pe', 'sd'), pe_exp)})"), ref["power_rms_w"], got("power_rms_w"),
-                     ref["train_min"], None if got("train_s") is None else got("train_s") / 60])
-    cond = table(["budget (reference / ours)", "PE mean (sd), reference", f"PE mean (sd), ours{power_of_ten(pe_exp)}",
-                  "RMS power W, reference", "RMS power W, ours",
-                  "time min, reference", "time min, ours"], rows)
+        rows.append(
+            [
+                _Raw(f"{esc(budget_label(ref['budget']))} / {esc(ob)}"),
+                _Raw(f"{ref['pe_mean']} ({ref['pe_sd']})"),
+                _Raw(f"{fixed(got('pe'), pe_exp)} ({fixed(got('pe', 'sd'), pe_exp)})"),
+                ref["power_rms_w"],
+                got("power_rms_w"),
+                ref["train_min"],
+                None if got("train_s") is None else got("train_s") / 60,
+            ]
+        )
+    cond = table(
+        [
+            "budget (reference / ours)",
+            "PE mean (sd), reference",
+            f"PE mean (sd), ours{power_of_ten(pe_exp)}",
+            "RMS power W, reference",
+            "RMS power W, ours",
+            "time min, reference",
+            "time min, ours",
+        ],
+        rows,
+    )
     ch_rows = []
     ours_ch = changes.sort("from_budget").to_dicts()
     for i, ref in enumerate(reference["changes"]):
         o = ours_ch[i] if i < len(ours_ch) else {}
-        ch_rows.append([_Raw(f"{esc(budget_label(ref['from_budget']))}→{esc(budget_label(ref['to_budget']))}"
-                             + (f" / {esc(budget_label(o['from_budget']))}→{esc(budget_label(o['to_budget']))}" if o else "")),
-                        ref["perplexity_reduction_pct"], o.get("perplexity_reduction_pct"), ref["pe_drop_pct"], o.get("pe_drop_pct"),
-                        ref["power_change_pct"], o.get("power_change_pct")])
-    ch = table(["step (reference / ours)", "perplexity reduction %, ref. (of the means)", "ours (paired, geometric)",
-                "PE drop %, ref.", "ours", "power change %, ref.", "ours"], ch_rows)
+        ch_rows.append(
+            [
+                _Raw(
+                    f"{esc(budget_label(ref['from_budget']))}→{esc(budget_label(ref['to_budget']))}"
+                    + (f" / {esc(budget_label(o['from_budget']))}→{esc(budget_label(o['to_budget']))}" if o else "")
+                ),
+                ref["perplexity_reduction_pct"],
+                o.get("perplexity_reduction_pct"),
+                ref["pe_drop_pct"],
+                o.get("pe_drop_pct"),
+                ref["power_change_pct"],
+                o.get("power_change_pct"),
+            ]
+        )
+    ch = table(
+        [
+            "step (reference / ours)",
+            "perplexity reduction %, ref. (of the means)",
+            "ours (paired, geometric)",
+            "PE drop %, ref.",
+            "ours",
+            "power change %, ref.",
+            "ours",
+        ],
+        ch_rows,
+    )
     a, ra = stats["anova"].get("pe", {}), reference["anova"]
     ours_aov = esc(a.get("apa", a.get("message", "not tested")))
-    return (f"<p>Reference hardware: {esc(reference['hardware'])}; power: {esc(reference['power_sampling'])}. "
-            "Our budgets are matched to the reference's by rank; they are equal only when running <code>config/paper.yaml</code>. "
-            "PE depends on K and TT_scale (unstated in the reference), so compare its changes between budgets, not its level.</p>"
-            + cond + ch
-            + f"<p>RM-ANOVA on PE — reference: F({ra['df1']}, {ra['df2']}) = {ra['F']}, p {esc(ra['p'])}, η²G reported {ra['eta2_g_reported']} "
-            f"({esc(ra['note'].rstrip('.'))}). Ours: <span class=\"apa\">{ours_aov}</span>.</p>")
+    return (
+        f"<p>Reference hardware: {esc(reference['hardware'])}; power: {esc(reference['power_sampling'])}. "
+        "Our budgets are matched to the reference's by rank; they are equal only when running <code>config/paper.yaml</code>. "
+        "PE depends on K and TT_scale (unstated in the reference), so compare its changes between budgets, not its level.</p>"
+        + cond
+        + ch
+        + f"<p>RM-ANOVA on PE — reference: F({ra['df1']}, {ra['df2']}) = {ra['F']}, p {esc(ra['p'])}, η²G reported {ra['eta2_g_reported']} "
+        f'({esc(ra["note"].rstrip("."))}). Ours: <span class="apa">{ours_aov}</span>.</p>'
+    )
 
 
 def _energy_ci(r: dict[str, Any], prefix: str = "energy") -> str:
@@ -325,7 +479,20 @@ def _energy_ci(r: dict[str, Any], prefix: str = "energy") -> str:
     if got is None:
         return "—"
     low, high = r.get(f"{prefix}_ci95_low_j"), r.get(f"{prefix}_ci95_high_j")
-    return f"{si(got, 'J')}" + (f' <span class="ci">[{si(low, "J")}, {si(high, "J")}]</span>' if low is not None else "")
+    return f"{si(got, 'J')}" + (
+        f' <span class="ci">[{si(low, "J")}, {si(high, "J")}]</span>' if low is not None else ""
+    )
+
+
+def _centre_ci(r: dict[str, Any], prefix: str, unit: str, factor: float = 1.0) -> str:
+    """A geometric mean and its interval (``{prefix}_geomean``, ``_ci95_low``, ``_ci95_high``) with an SI prefix."""
+    got = r.get(f"{prefix}_geomean")
+    if got is None:
+        return "—"
+    low, high = r.get(f"{prefix}_ci95_low"), r.get(f"{prefix}_ci95_high")
+    return si(got * factor, unit) + (
+        f' <span class="ci">[{si(low * factor, unit)}, {si(high * factor, unit)}]</span>' if low is not None else ""
+    )
 
 
 def target_sentence(curves: dict[str, Any]) -> str:
@@ -337,12 +504,17 @@ def target_sentence(curves: dict[str, Any]) -> str:
     mine = [r for r in rows if r["target"] == first and r["energy_geomean_j"] is not None]
     if not mine:
         return f"No trial reached {first}."
-    parts = [f"{condition_name(r['series'], r['budget'])} needed {si(r['energy_geomean_j'], 'J')} "
-             f"(geometric mean, 95 % CI {si(r['energy_ci95_low_j'], 'J')} to {si(r['energy_ci95_high_j'], 'J')}; "
-             f"{r['n_reached']} of {r['n']} trials reached it)" if r["energy_ci95_low_j"] is not None else
-             f"{condition_name(r['series'], r['budget'])} needed {si(r['energy_geomean_j'], 'J')} ({r['n_reached']} of {r['n']} trials reached it)"
-             for r in mine]
-    never = [condition_name(r["series"], r["budget"]) for r in rows if r["target"] == first and r["energy_geomean_j"] is None]
+    parts = [
+        f"{condition_name(r['series'], r['budget'])} needed {si(r['energy_geomean_j'], 'J')} "
+        f"(geometric mean, 95 % CI {si(r['energy_ci95_low_j'], 'J')} to {si(r['energy_ci95_high_j'], 'J')}; "
+        f"{r['n_reached']} of {r['n']} trials reached it)"
+        if r["energy_ci95_low_j"] is not None
+        else f"{condition_name(r['series'], r['budget'])} needed {si(r['energy_geomean_j'], 'J')} ({r['n_reached']} of {r['n']} trials reached it)"
+        for r in mine
+    ]
+    never = [
+        condition_name(r["series"], r["budget"]) for r in rows if r["target"] == first and r["energy_geomean_j"] is None
+    ]
     text = f"To reach {first} (training energy, evaluation excluded), " + "; ".join(parts) + "."
     return text + (f" No trial of {', '.join(never)} reached it." if never else "")
 
@@ -352,57 +524,179 @@ def _curves_html(curves: dict[str, Any]) -> str:
     falls, the trajectories, and each stopping rule against the full runs."""
     if curves.get("status") != "ok":
         return f"<p>{esc(curves.get('message', 'No eval curves.'))}</p>"
-    parts = [f"<p>Every trial was evaluated at {curves['points_per_trial']} point(s) along its tokens, each evaluation in its "
-             "own metered window (its energy is beside the training energy, never in it). Targets: "
-             f"{esc(curves['targets_source'])}. A trial that never reached a target is <i>censored</i>: counted, never dropped "
-             "or imputed.</p>"]
+    parts = [
+        f"<p>Every trial was evaluated at {curves['points_per_trial']} point(s) along its tokens, each evaluation in its "
+        "own metered window (its energy is beside the training energy, never in it). Targets: "
+        f"{esc(curves['targets_source'])}. A trial that never reached a target is <i>censored</i>: counted, never dropped "
+        "or imputed.</p>"
+    ]
     if curves.get("message"):
         parts.append(f"<p>{esc(curves['message'])}</p>")
-    rows = [[_Raw(esc(r["target"])), _Raw(esc(condition_name(r["series"], r["budget"]))), _Raw(f"{r['n_reached']} of {r['n']}"),
-             _Raw(si(r["energy_median_j"], "J")), _Raw(_energy_ci(r)), r["n_censored"]] for r in curves["energy_to_target"]]
-    parts.append("<h3>Training energy to reach each target</h3>"
-                 + table(["target", "condition", "reached", "median", "geometric mean [95 % CI]", "censored"], rows, left=2))
+    reach = curves["energy_to_target"]
+    currency = curves.get("currency", "")
+    extra = [
+        (c, name, unit, factor)
+        for c, name, unit, factor in (
+            ("kg_co2e", "CO2e", "g", 1000.0),
+            ("total_cost", f"cost ({currency})" if currency else "cost", currency, 1.0),
+        )
+        if any(r.get(f"{c}_geomean") is not None for r in reach)
+    ]
+    rows = [
+        [
+            _Raw(esc(r["target"])),
+            _Raw(esc(condition_name(r["series"], r["budget"]))),
+            _Raw(f"{r['n_reached']} of {r['n']}"),
+            _Raw(si(r["energy_median_j"], "J")),
+            _Raw(_energy_ci(r)),
+            *[_Raw(_centre_ci(r, c, unit, factor)) for c, _, unit, factor in extra],
+            r["n_censored"],
+        ]
+        for r in reach
+    ]
+    estimate = (
+        " CO2e and money are ESTIMATED, from estimated energy." if extra and curves.get("cost_is_estimate") else ""
+    )
+    parts.append(
+        "<h3>Training energy to reach each target</h3>"
+        + (
+            f"<p>Beside the joules, what they emitted and cost (geometric means [95 % CI]; cost.*: the energy × PUE "
+            f"at the configured carbon intensity and prices, plus the device-hours of the training time to the target).{estimate}</p>"
+            if extra
+            else ""
+        )
+        + table(
+            [
+                "target",
+                "condition",
+                "reached",
+                "median",
+                "geometric mean [95 % CI]",
+                *[e[1] for e in extra],
+                "censored",
+            ],
+            rows,
+            left=2,
+        )
+    )
     for t in curves["energy_to_target_tests"]:
         a = t.get("anova") or {}
-        parts.append(f"<p>{esc(t['target'])}{' (' + esc(series_label(t['series'])) + ')' if t['series'] else ''}: "
-                     f"{esc(t['message'])} RM-ANOVA on log energy: <span class=\"apa\">{esc(a.get('apa', a.get('message', 'not tested')))}"
-                     "</span>.</p>")
+        parts.append(
+            f"<p>{esc(t['target'])}{' (' + esc(series_label(t['series'])) + ')' if t['series'] else ''}: "
+            f'{esc(t["message"])} RM-ANOVA on log energy: <span class="apa">{esc(a.get("apa", a.get("message", "not tested")))}'
+            "</span>.</p>"
+        )
     equal = curves.get("quality_at_energy") or []
     if equal:
         cells = list(dict.fromkeys((r["series"], r["budget"]) for r in equal))
         energies = list(dict.fromkeys(r["energy_j"] for r in equal))
         got = {(r["series"], r["budget"], r["energy_j"]): r for r in equal}
-        body = [[_Raw(si(e, "J")), *[_Raw(f"{fixed(got[(s_, b, e)]['loss_mean'])}" if got.get((s_, b, e), {}).get("loss_mean") is not None
-                                          else "—") for s_, b in cells]] for e in energies]
-        parts.append("<h3>Quality at equal energy</h3><p>Each condition's mean eval loss (nats) at the same cumulative training "
-                     "energy, interpolated on log energy within each trial's own range (never extrapolated): at equal cost, "
-                     "does a smaller budget seen for more epochs or a larger one seen fewer times learn more?</p>"
-                     + table(["training energy", *[condition_name(s_, b) for s_, b in cells]], body))
-    falls = [[_Raw(esc(condition_name(r["series"], r["budget"]))), _Raw(f"{r['n_fell']} of {r['n_defined']}"),
-              _Raw(_energy_ci(r, "fall_energy"))] for r in curves.get("gain_falls") or []]
+        body = [
+            [
+                _Raw(si(e, "J")),
+                *[
+                    _Raw(
+                        f"{fixed(got[(s_, b, e)]['loss_mean'])}"
+                        if got.get((s_, b, e), {}).get("loss_mean") is not None
+                        else "—"
+                    )
+                    for s_, b in cells
+                ],
+            ]
+            for e in energies
+        ]
+        parts.append(
+            "<h3>Quality at equal energy</h3><p>Each condition's mean eval loss (nats) at the same cumulative training "
+            "energy, interpolated on log energy within each trial's own range (never extrapolated): at equal cost, "
+            "does a smaller budget seen for more epochs or a larger one seen fewer times learn more?</p>"
+            + table(["training energy", *[condition_name(s_, b) for s_, b in cells]], body)
+        )
+    pairs = [r for r in curves.get("quality_at_energy_comparison") or [] if r.get("ppl_change_pct") is not None]
+    if pairs:
+        body = [
+            [
+                _Raw(si(r["energy_j"], "J")),
+                _Raw(
+                    esc(f"{condition_name(r['series'], r['budget_b'])} vs {condition_name(r['series'], r['budget_a'])}")
+                ),
+                r["n"],
+                _Raw(
+                    f"{r['ppl_change_pct']:+.1f} %"
+                    + (
+                        f' <span class="ci">[{r["ppl_change_ci95_low"]:+.1f}, {r["ppl_change_ci95_high"]:+.1f}]</span>'
+                        if r.get("ppl_change_ci95_low") is not None
+                        else ""
+                    )
+                ),
+            ]
+            for r in pairs
+        ]
+        parts.append(
+            "<p>The same, paired by trial: the change in perplexity of the larger budget against the smaller at "
+            "equal training energy, on the trials whose curves both cover that energy (negative: the larger budget, "
+            "seen fewer times, is better at that cost). 95 % t-intervals of the mean log-perplexity difference, "
+            "back-transformed; one interval per energy, not a corrected test.</p>"
+            + table(["training energy", "comparison", "trials", "perplexity change [95 % CI]"], body, left=2)
+        )
+    falls = [
+        [
+            _Raw(esc(condition_name(r["series"], r["budget"]))),
+            _Raw(f"{r['n_fell']} of {r['n_defined']}"),
+            _Raw(_energy_ci(r, "fall_energy")),
+        ]
+        for r in curves.get("gain_falls") or []
+    ]
     if falls:
-        parts.append(f"<h3>Where the marginal gain stops paying</h3><p>Quality gained per kJ (−Δ loss per kJ of training energy) "
-                     f"between evaluation points; a trial's gain has fallen once it is below {curves['gain_fraction']:g} of its "
-                     "first segment's.</p>" + table(["condition", "fell", "energy where it fell [95 % CI]"], falls))
+        parts.append(
+            f"<h3>Where the marginal gain stops paying</h3><p>Quality gained per kJ (−Δ loss per kJ of training energy) "
+            f"between evaluation points; a trial's gain has fallen once it is below {curves['gain_fraction']:g} of its "
+            "first segment's.</p>" + table(["condition", "fell", "energy where it fell [95 % CI]"], falls)
+        )
     trajectory = curves.get("trajectory") or {}
-    tr = [[_Raw(esc(condition_name(r["series"], r["budget"]))), r.get("n_backslides"), r.get("n_spikes"),
-           _Raw(esc(r.get("best_point"))), r.get("final_minus_best_loss")] for r in trajectory.get("trials", [])]
+    tr = [
+        [
+            _Raw(esc(condition_name(r["series"], r["budget"]))),
+            r.get("n_backslides"),
+            r.get("n_spikes"),
+            _Raw(esc(r.get("best_point"))),
+            r.get("final_minus_best_loss"),
+        ]
+        for r in trajectory.get("trials", [])
+    ]
     if tr:
-        parts.append(f"<h3>Trajectories</h3><p>Backslides: points whose loss rose over the previous one; spikes: rises above "
-                     f"{trajectory['spike_k']:g} × the trial's median absolute change. Per trial:</p>"
-                     + table(["condition", "backslides", "spikes", "best point", "final − best loss (nats)"], tr)
-                     + "".join(f"<p>RM-ANOVA of eval loss over the points ({esc(condition_name(a.get('series', ''), a.get('budget')))}"
-                               f"): <span class=\"apa\">{esc(a.get('apa', a.get('message', '')))}</span></p>"
-                               for a in trajectory.get("anova", [])))
+        parts.append(
+            f"<h3>Trajectories</h3><p>Backslides: points whose loss rose over the previous one; spikes: rises above "
+            f"{trajectory['spike_k']:g} × the trial's median absolute change. Per trial:</p>"
+            + table(["condition", "backslides", "spikes", "best point", "final − best loss (nats)"], tr)
+            + "".join(
+                f"<p>RM-ANOVA of eval loss over the points ({esc(condition_name(a.get('series', ''), a.get('budget')))}"
+                f'): <span class="apa">{esc(a.get("apa", a.get("message", "")))}</span></p>'
+                for a in trajectory.get("anova", [])
+            )
+        )
     for name, outcome in (curves.get("stopping") or {}).items():
-        rows = [[_Raw(esc(condition_name(r["series"], r["budget"]))), _Raw(f"{r['n_stopped']} of {r['n']}"),
-                 _Raw(f"{r['energy_saved_pct']:.1f} % [{r['energy_saved_pct_ci95_low']:.1f}, {r['energy_saved_pct_ci95_high']:.1f}]"
-                      if r.get("energy_saved_pct_ci95_low") is not None else "—"),
-                 _Raw(f"{r['ppl_increase_pct']:+.1f} % [{r['ppl_increase_pct_ci95_low']:+.1f}, {r['ppl_increase_pct_ci95_high']:+.1f}]"
-                      if r.get("ppl_increase_pct_ci95_low") is not None else "—")] for r in outcome["cells"]]
-        parts.append(f"<h3>Stopping rule {esc(name)}</h3><p>{esc(json.dumps(outcome['rule']))}, replayed on the full runs, paired "
-                     f"by trial. {esc(outcome['note'])}</p>"
-                     + table(["condition", "stopped", "energy saved [95 % CI]", "perplexity change [95 % CI]"], rows))
+        rows = [
+            [
+                _Raw(esc(condition_name(r["series"], r["budget"]))),
+                _Raw(f"{r['n_stopped']} of {r['n']}"),
+                _Raw(
+                    f"{r['energy_saved_pct']:.1f} % [{r['energy_saved_pct_ci95_low']:.1f}, {r['energy_saved_pct_ci95_high']:.1f}]"
+                    if r.get("energy_saved_pct_ci95_low") is not None
+                    else "—"
+                ),
+                _Raw(
+                    f"{r['ppl_increase_pct']:+.1f} % [{r['ppl_increase_pct_ci95_low']:+.1f}, {r['ppl_increase_pct_ci95_high']:+.1f}]"
+                    if r.get("ppl_increase_pct_ci95_low") is not None
+                    else "—"
+                ),
+            ]
+            for r in outcome["cells"]
+        ]
+        parts.append(
+            f"<h3>Stopping rule {esc(name)}</h3><p>{esc(json.dumps(outcome['rule']))}, replayed on the full runs, paired "
+            f"by trial. {esc(outcome['note'])}</p>"
+            + table(["condition", "stopped", "energy saved [95 % CI]", "perplexity change [95 % CI]"], rows)
+        )
     return "\n".join(parts)
 
 
@@ -422,41 +716,90 @@ def _scaling_html(scaling: dict[str, Any]) -> str:
 
     def ours(law: dict[str, Any], k: str) -> _Raw:
         ci = law["bootstrap"].get(k, {})
-        return _Raw(scaled(law[k]) + (f' <span class="ci">[{scaled(ci["ci_low"])}, {scaled(ci["ci_high"])}]</span>'
-                                      if ci.get("ci_low") is not None else ""))
+        return _Raw(
+            scaled(law[k])
+            + (
+                f' <span class="ci">[{scaled(ci["ci_low"])}, {scaled(ci["ci_high"])}]</span>'
+                if ci.get("ci_low") is not None
+                else ""
+            )
+        )
+
     published = scaling["published"]
-    rows = [[_Raw(esc(shown.get(k, k))), ours(scaling["law_total"], k), ours(scaling["law_non_embedding"], k),
-             *[p[k] for p in published]] for k in names]
+    rows = [
+        [
+            _Raw(esc(shown.get(k, k))),
+            ours(scaling["law_total"], k),
+            ours(scaling["law_non_embedding"], k),
+            *[p[k] for p in published],
+        ]
+        for k in names
+    ]
     law = scaling["law_total"]
-    parts = [f"<p>L(N, D) = E + A / N^α + B / D^β, fitted as Hoffmann et al. 2022 (approach 3): Huber loss (δ = "
-             f"{law['delta']:g}) on log loss, its 4 500-point start grid screened and the best {law['n_starts']} starts refined by "
-             "L-BFGS-B with analytic gradients; objective "
-             f"{law['objective']:.6g}, {'converged' if law['success'] else 'NOT converged'} ({esc(law['message'])}), largest "
-             f"gradient component {law['grad_norm']:.2g}. Points: {esc(scaling['points'])} (scaling.points), "
-             f"{law['n_points']} of them from {scaling['model_sizes']} model sizes and {scaling['budgets']} budgets; "
-             f"95 % percentile intervals from {law['n_converged']} of {law['n_resamples']} bootstrap resamples over trials. "
-             "E, A and B depend on the tokenizer and the data, so compare the exponents, which are comparable in kind.</p>",
-             table(["parameter", "ours, total N", "ours, non-embedding N", *[p["source"] for p in published]], rows)]
-    energy = [[_Raw(esc(series_label(e["hardware"].rstrip("/")) or "the study's")), _Raw(esc(e["energy"].replace("_", " "))),
-               _Raw(f"{e['gamma']:.3f} [{e['ci_gamma'][0]:.3f}, {e['ci_gamma'][1]:.3f}]" if e["status"] == "ok" else esc(e["message"])),
-               e.get("r2"), e.get("n_points")] for e in scaling["energy_per_token"]]
-    parts.append("<h3>Joules per token against model size</h3><p>e(N) = c · N^γ, a least-squares line on log–log axes over the "
-                 "trials (total N), per device profile: total energy and energy above idle.</p>"
-                 + table(["device profile", "energy", "γ [95 % CI]", "R²", "trials"], energy, left=2))
+    parts = [
+        f"<p>L(N, D) = E + A / N^α + B / D^β, fitted as Hoffmann et al. 2022 (approach 3): Huber loss (δ = "
+        f"{law['delta']:g}) on log loss, its 4 500-point start grid screened and the best {law['n_starts']} starts refined by "
+        "L-BFGS-B with analytic gradients; objective "
+        f"{law['objective']:.6g}, {'converged' if law['success'] else 'NOT converged'} ({esc(law['message'])}), largest "
+        f"gradient component {law['grad_norm']:.2g}. Points: {esc(scaling['points'])} (scaling.points), "
+        f"{law['n_points']} of them from {scaling['model_sizes']} model sizes and {scaling['budgets']} budgets; "
+        f"95 % percentile intervals from {law['n_converged']} of {law['n_resamples']} bootstrap resamples over trials. "
+        "E, A and B depend on the tokenizer and the data, so compare the exponents, which are comparable in kind.</p>",
+        table(["parameter", "ours, total N", "ours, non-embedding N", *[p["source"] for p in published]], rows),
+    ]
+    energy = [
+        [
+            _Raw(esc(series_label(e["hardware"].rstrip("/")) or "the study's")),
+            _Raw(esc(e["energy"].replace("_", " "))),
+            _Raw(
+                f"{e['gamma']:.3f} [{e['ci_gamma'][0]:.3f}, {e['ci_gamma'][1]:.3f}]"
+                if e["status"] == "ok"
+                else esc(e["message"])
+            ),
+            e.get("r2"),
+            e.get("n_points"),
+        ]
+        for e in scaling["energy_per_token"]
+    ]
+    parts.append(
+        "<h3>Joules per token against model size</h3><p>e(N) = c · N^γ, a least-squares line on log–log axes over the "
+        "trials (total N), per device profile: total energy and energy above idle.</p>"
+        + table(["device profile", "energy", "γ [95 % CI]", "R²", "trials"], energy, left=2)
+    )
     if scaling.get("allocation_message"):
         parts.append(f"<p>{esc(scaling['allocation_message'])}</p>")
     alloc, flops = scaling.get("allocation_energy"), scaling.get("allocation_flops")
     if alloc:
-        rows = [[_Raw(si(j, "J")), _Raw(f"{fixed(n / 1e6)} M"), _Raw(f"{fixed(d / 1e6)} M"), fixed(loss), fixed(d / n),
-                 _Raw(f"{fixed(fn / 1e6)} M / {fixed(fd / 1e6)} M"), _Raw("extrapolated" if x else "measured range")]
-                for j, n, d, loss, fn, fd, x in zip(alloc["budget"], alloc["N"], alloc["D"], alloc["loss"], flops["N"], flops["D"],
-                                                     alloc["extrapolated"])]
-        parts.append("<h3>The energy-optimal allocation on this hardware</h3><p>For a training-energy budget J: the N and D "
-                     "that minimise L(N, D) subject to e(N) · D = J (total N), beside the compute-optimal split of the same "
-                     "FLOPs (C = 6ND). Where the two differ, the hardware's energy per token does not scale as its FLOPs do: "
-                     "where scaling theory ends and system effects begin. Rows outside the measured N and D are extrapolations.</p>"
-                     + table(["energy budget", "N*", "D*", "L*", "D*/N*", "FLOP-optimal N* / D*", "range"], rows))
+        rows = [
+            [
+                _Raw(si(j, "J")),
+                _Raw(f"{fixed(n / 1e6)} M"),
+                _Raw(f"{fixed(d / 1e6)} M"),
+                fixed(loss),
+                fixed(d / n),
+                _Raw(f"{fixed(fn / 1e6)} M / {fixed(fd / 1e6)} M"),
+                _Raw("extrapolated" if x else "measured range"),
+            ]
+            for j, n, d, loss, fn, fd, x in zip(
+                alloc["budget"], alloc["N"], alloc["D"], alloc["loss"], flops["N"], flops["D"], alloc["extrapolated"]
+            )
+        ]
+        parts.append(
+            "<h3>The energy-optimal allocation on this hardware</h3><p>For a training-energy budget J: the N and D "
+            "that minimise L(N, D) subject to e(N) · D = J (total N), beside the compute-optimal split of the same "
+            "FLOPs (C = 6ND). Where the two differ, the hardware's energy per token does not scale as its FLOPs do: "
+            "where scaling theory ends and system effects begin. Rows outside the measured N and D are extrapolations.</p>"
+            + table(["energy budget", "N*", "D*", "L*", "D*/N*", "FLOP-optimal N* / D*", "range"], rows)
+        )
     return "\n".join(parts)
+
+
+def _figures_html(figures: dict[str, tuple[bytes, str]]) -> str:
+    return "".join(
+        f'<figure id="fig-{esc(name)}"><img alt="{esc(caption)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+        f"<figcaption>{esc(caption)}</figcaption></figure>"
+        for name, (png, caption) in figures.items()
+    )
 
 
 def _pct(x: Any) -> str:
@@ -471,48 +814,107 @@ def _profile_warning(check: list[dict[str, Any]]) -> str:
     disturbed = [v for v in check if v.get("status") == "disturbed"]
     if not disturbed:
         return ""
-    return ("".join(f'<div class="warn"><b>The {esc(_profile_name(v["profile"]))} looks disturbed</b>: ' + esc("; ".join(v["reasons"]))
-                    + ".</div>" for v in disturbed)
-            + "<p>CS_TFLOPS scales every trial's PE on that device alike, so PE's changes between budgets and every test on them "
-            "stand, but PE's level is uncertain; the matmul checks were judged against the median check of its trials instead. "
-            "Measure the profile again with <code>snakemake --cores 1 --resources gpu=1 --forcerun device_profile</code>.</p>")
+    return (
+        "".join(
+            f'<div class="warn"><b>The {esc(_profile_name(v["profile"]))} looks disturbed</b>: '
+            + esc("; ".join(v["reasons"]))
+            + ".</div>"
+            for v in disturbed
+        )
+        + "<p>CS_TFLOPS scales every trial's PE on that device alike, so PE's changes between budgets and every test on them "
+        "stand, but PE's level is uncertain; the matmul checks were judged against the median check of its trials instead. "
+        "Measure the profile again with <code>snakemake --cores 1 --resources gpu=1 --forcerun device_profile</code>.</p>"
+    )
 
 
-def _quality_html(trials: pl.DataFrame, stats: dict[str, Any], profiles: dict[str, dict[str, Any] | None],
-                  cs: dict[str, tuple[float | None, str]], rerun: list[str], exclude_flagged: bool,
-                  profile_check: list[dict[str, Any]], cs_basis: str = "training") -> str:
+def _quality_html(
+    trials: pl.DataFrame,
+    stats: dict[str, Any],
+    profiles: dict[str, dict[str, Any] | None],
+    cs: dict[str, tuple[float | None, str]],
+    rerun: list[str],
+    exclude_flagged: bool,
+    profile_check: list[dict[str, Any]],
+    cs_basis: str = "training",
+) -> str:
     """CS_TFLOPS and its drift per device profile, what a precision comparison of PE means, the flags with their
     reasons, the sensitivity analysis and the rerun command."""
-    parts = [f"<p><b>CS_TFLOPS{esc(' (' + series_label(key.rstrip('/')) + ')' if key else '')}</b> = {num(value)} TFLOP/s — "
-             f"{esc(source)}.</p>" for key, (value, source) in cs.items()]
-    parts.append(f"<p>{esc(cs_basis_sentence(cs_basis, configured=any('configured' in src for _, src in cs.values())))}</p>")
+    parts = [
+        f"<p><b>CS_TFLOPS{esc(' (' + series_label(key.rstrip('/')) + ')' if key else '')}</b> = {num(value)} TFLOP/s — "
+        f"{esc(source)}.</p>"
+        for key, (value, source) in cs.items()
+    ]
+    parts.append(
+        f"<p>{esc(cs_basis_sentence(cs_basis, configured=any('configured' in src for _, src in cs.values())))}</p>"
+    )
     parts.append(_profile_warning(profile_check))
     for key, profile in profiles.items():
         if not profile:
             continue
-        parts.append(table([_profile_name(key), "value"], [
-            [_Raw("median / 25th / 75th percentile (TFLOP/s)"), _Raw(f"{num(profile['median_tflops'])} / {num(profile['q25_tflops'])} / {num(profile['q75_tflops'])}")],
-            [_Raw("IQR (TFLOP/s), coefficient of variation"), _Raw(f"{num(profile['iqr_tflops'])}, {num(profile['cv'])}")],
-            [_Raw("windows × length (s), warm-up (s)"), _Raw(f"{profile['windows']} × {num(profile['window_s'])}, {num(profile['warmup_s'])}")],
-            [_Raw("matmul size, dtype, threads"), _Raw(f"{profile['matmul_size']}, {esc(profile['dtype'])}, {profile['threads']}")],
-            [_Raw("device"), _Raw(esc(profile["device_name"]))],
-            *[[_Raw(esc(k)), _Raw(esc(v))] for k, v in profile.items() if k.endswith(("_before", "_after")) and v is not None],
-        ]))
+        parts.append(
+            table(
+                [_profile_name(key), "value"],
+                [
+                    [
+                        _Raw("median / 25th / 75th percentile (TFLOP/s)"),
+                        _Raw(
+                            f"{num(profile['median_tflops'])} / {num(profile['q25_tflops'])} / {num(profile['q75_tflops'])}"
+                        ),
+                    ],
+                    [
+                        _Raw("IQR (TFLOP/s), coefficient of variation"),
+                        _Raw(f"{num(profile['iqr_tflops'])}, {num(profile['cv'])}"),
+                    ],
+                    [
+                        _Raw("windows × length (s), warm-up (s)"),
+                        _Raw(f"{profile['windows']} × {num(profile['window_s'])}, {num(profile['warmup_s'])}"),
+                    ],
+                    [
+                        _Raw("matmul size, dtype, threads"),
+                        _Raw(f"{profile['matmul_size']}, {esc(profile['dtype'])}, {profile['threads']}"),
+                    ],
+                    [_Raw("device"), _Raw(esc(profile["device_name"]))],
+                    *[
+                        [_Raw(esc(k)), _Raw(esc(v))]
+                        for k, v in profile.items()
+                        if k.endswith(("_before", "_after")) and v is not None
+                    ],
+                ],
+            )
+        )
     if "check_before_ratio" in trials.columns and trials["check_before_ratio"].drop_nulls().len():
         ratios = pl.concat([trials["check_before_ratio"], trials["check_after_ratio"]]).drop_nulls()
-        references = ", ".join(dict.fromkeys(v.get("reference", "the reference") for v in profile_check)) or "the reference"
-        parts.append(f"<p><b>Drift.</b> Each trial timed the same matmul right before and after training: between "
-                     f"{_pct(ratios.min())} and {_pct(ratios.max())} of {esc(references)} "
-                     f"(median {_pct(ratios.median())}). These checks are diagnostics only; PE always uses CS_TFLOPS above.</p>")
+        references = (
+            ", ".join(dict.fromkeys(v.get("reference", "the reference") for v in profile_check)) or "the reference"
+        )
+        parts.append(
+            f"<p><b>Drift.</b> Each trial timed the same matmul right before and after training: between "
+            f"{_pct(ratios.min())} and {_pct(ratios.max())} of {esc(references)} "
+            f"(median {_pct(ratios.median())}). These checks are diagnostics only; PE always uses CS_TFLOPS above.</p>"
+        )
     if trials.height == 0:
         return "\n".join([*parts, "<p>No finished trials, so no measurement to judge.</p>"])
     flagged = trials.filter(pl.col("quality") == "flagged").sort("run_position")
-    parts.append(f"<p><b>{flagged.height} of {trials.height} trials flagged</b> by the measurement-quality rules "
-                 "(<code>quality.*</code> in the config; thresholds in config/README.md).</p>")
+    parts.append(
+        f"<p><b>{flagged.height} of {trials.height} trials flagged</b> by the measurement-quality rules "
+        "(<code>quality.*</code> in the config; thresholds in config/README.md).</p>"
+    )
     if flagged.height:
-        parts.append(table(["condition", "trial", "ran as", "why flagged"], [
-            [_Raw(esc(condition_name(r.get("series") or "", r["budget"]))), r["trial"], _Raw(f"#{r['run_position']}"),
-             _Raw(esc(r["quality_reasons"]))] for r in flagged.iter_rows(named=True)], left=4))
+        parts.append(
+            table(
+                ["condition", "trial", "ran as", "why flagged"],
+                [
+                    [
+                        _Raw(esc(condition_name(r.get("series") or "", r["budget"]))),
+                        r["trial"],
+                        _Raw(f"#{r['run_position']}"),
+                        _Raw(esc(r["quality_reasons"])),
+                    ]
+                    for r in flagged.iter_rows(named=True)
+                ],
+                left=4,
+            )
+        )
         primary = stats.get("primary_trials", "every trial")
         sens = stats.get("sensitivity", {})
         rows = []
@@ -520,18 +922,30 @@ def _quality_html(trials: pl.DataFrame, stats: dict[str, Any], profiles: dict[st
             a, b = stats["anova"].get(dv), sens.get("anova", {}).get(dv)
             if a is None or b is None:
                 continue
-            rows.append([_Raw(esc(label(dv))), _Raw(esc(a.get("apa", a.get("message")))), _Raw(esc(b.get("apa", b.get("message"))))])
-        parts.append(f"<p>The primary statistics above use <b>{esc(primary)}</b> (<code>quality.exclude_flagged: "
-                     f"{str(exclude_flagged).lower()}</code>); the sensitivity analysis repeats them on {esc(sens.get('trials', ''))} "
-                     f"({esc(sens.get('subjects', 0))} subjects). A flagged trial's subject leaves every condition, since the design is "
-                     "repeated measures.</p>")
+            rows.append(
+                [
+                    _Raw(esc(label(dv))),
+                    _Raw(esc(a.get("apa", a.get("message")))),
+                    _Raw(esc(b.get("apa", b.get("message")))),
+                ]
+            )
+        parts.append(
+            f"<p>The primary statistics above use <b>{esc(primary)}</b> (<code>quality.exclude_flagged: "
+            f"{str(exclude_flagged).lower()}</code>); the sensitivity analysis repeats them on {esc(sens.get('trials', ''))} "
+            f"({esc(sens.get('subjects', 0))} subjects). A flagged trial's subject leaves every condition, since the design is "
+            "repeated measures.</p>"
+        )
         if sens.get("message"):
             parts.append(f'<p class="warn">{esc(sens["message"])}</p>')
         if rows:
-            parts.append(table(["measure", f"primary ({primary})", f"sensitivity ({sens.get('trials', '')})"], rows, left=3))
-        parts.append("<p>To measure exactly the flagged trials again (each retrains; the analysis and report follow; add the "
-                     "<code>--configfile</code> you ran the study with):</p>"
-                     f"<pre>snakemake --cores 1 --resources gpu=1 --forcerun {esc(' '.join(rerun))}</pre>")
+            parts.append(
+                table(["measure", f"primary ({primary})", f"sensitivity ({sens.get('trials', '')})"], rows, left=3)
+            )
+        parts.append(
+            "<p>To measure exactly the flagged trials again (each retrains; the analysis and report follow; add the "
+            "<code>--configfile</code> you ran the study with):</p>"
+            f"<pre>snakemake --cores 1 --resources gpu=1 --forcerun {esc(' '.join(rerun))}</pre>"
+        )
     return "\n".join(parts)
 
 
@@ -539,15 +953,21 @@ def cs_basis_sentence(basis: str, configured: bool = False) -> str:
     """What comparing PE between precisions means under ``metric.cs_basis`` (``configured``: metric.cs_tflops is a
     number, the same for every trial, so no precision's throughput enters)."""
     if configured:
-        return ("CS_TFLOPS is the configured number (metric.cs_tflops) for every trial, whatever its precision or device: "
-                "metric.cs_basis does not apply, and PE compares precisions at that one yardstick.")
+        return (
+            "CS_TFLOPS is the configured number (metric.cs_tflops) for every trial, whatever its precision or device: "
+            "metric.cs_basis does not apply, and PE compares precisions at that one yardstick."
+        )
     if basis == "training":
-        return ("CS_TFLOPS is each trial's own precision's (metric.cs_basis: training), the metric as defined: between "
-                "precisions, PE's ratio carries the ratio of their matmul peaks (on an H200 bf16's is about 12× fp32's), so a "
-                "precision comparison of PE asks how well each used what its precision offers, not which is more efficient "
-                "at one yardstick; set metric.cs_basis: fp32 for that.")
-    return (f"CS_TFLOPS is the {basis} matmul throughput of each trial's device (metric.cs_basis: {basis}), whatever precision "
-            "the trial trained in: PE compares precisions at one yardstick, so a faster precision shows as higher PE.")
+        return (
+            "CS_TFLOPS is each trial's own precision's (metric.cs_basis: training), the metric as defined: between "
+            "precisions, PE's ratio carries the ratio of their matmul peaks (on an H200 bf16's is about 12× fp32's), so a "
+            "precision comparison of PE asks how well each used what its precision offers, not which is more efficient "
+            "at one yardstick; set metric.cs_basis: fp32 for that."
+        )
+    return (
+        f"CS_TFLOPS is the {basis} matmul throughput of each trial's device (metric.cs_basis: {basis}), whatever precision "
+        "the trial trained in: PE compares precisions at one yardstick, so a faster precision shows as higher PE."
+    )
 
 
 def distinct(trials: pl.DataFrame, column: str) -> str:
@@ -562,17 +982,33 @@ def training_stack(trials: pl.DataFrame) -> str:
     if "implementation" not in trials.columns:
         return "—"
     compiled = trials["compiled"] if "compiled" in trials.columns else pl.Series([False] * trials.height)
-    stacks = {f"{impl}{' (torch.compile)' if comp else ''}" for impl, comp in zip(trials["implementation"], compiled) if impl}
+    stacks = {
+        f"{impl}{' (torch.compile)' if comp else ''}" for impl, comp in zip(trials["implementation"], compiled) if impl
+    }
     return ", ".join(sorted(stacks)) or "—"
 
 
 def render_report(
-    *, config: dict[str, Any], config_hash: str, trials: pl.DataFrame, conditions: pl.DataFrame,
-    changes: pl.DataFrame, stats: dict[str, Any], missing: list[str], figures: dict[str, tuple[bytes, str]],
-    curves: dict[str, Any] | None = None, scaling: dict[str, Any] | None = None,
-    reference: dict[str, Any], data_summary: dict[str, Any], profiles: dict[str, dict[str, Any] | None],
-    cs: dict[str, tuple[float | None, str]], rerun: list[str], profile_check: list[dict[str, Any]], cost: dict[str, Any] | None = None,
-    interim: bool = False, made: dict[str, Any] | None = None,
+    *,
+    config: dict[str, Any],
+    config_hash: str,
+    trials: pl.DataFrame,
+    conditions: pl.DataFrame,
+    changes: pl.DataFrame,
+    stats: dict[str, Any],
+    missing: list[str],
+    figures: dict[str, tuple[bytes, str]],
+    curves: dict[str, Any] | None = None,
+    scaling: dict[str, Any] | None = None,
+    reference: dict[str, Any],
+    data_summary: dict[str, Any],
+    profiles: dict[str, dict[str, Any] | None],
+    cs: dict[str, tuple[float | None, str]],
+    rerun: list[str],
+    profile_check: list[dict[str, Any]],
+    cost: dict[str, Any] | None = None,
+    interim: bool = False,
+    made: dict[str, Any] | None = None,
 ) -> str:
     """The whole report as one HTML string; ``figures`` maps name → (PNG bytes, caption); ``profiles`` and ``cs``
     (CS_TFLOPS and where it came from) are keyed by device profile (one per hardware level and precision, "" when
@@ -582,66 +1018,96 @@ def render_report(
     meters = sorted(set(trials["meter"].to_list())) if "meter" in trials.columns else []
     warnings = []
     if interim:
-        warnings.append(f'<div class="bad"><b>INTERIM report</b>: built from the {trials.height} trial(s) finished so far; the study '
-                        "is still running or stopped early. Trials not finished yet are listed below and left out of every number. "
-                        "The final report is <code>report.html</code> beside the <code>interim</code> folder.</div>")
+        warnings.append(
+            f'<div class="bad"><b>INTERIM report</b>: built from the {trials.height} trial(s) finished so far; the study '
+            "is still running or stopped early. Trials not finished yet are listed below and left out of every number. "
+            "The final report is <code>report.html</code> beside the <code>interim</code> folder.</div>"
+        )
     if "estimate" in meters:
-        warnings.append('<div class="warn"><b>Energy and power are ESTIMATED</b>, not measured: no power sensor was available, so power is '
-                        "CPU TDP × this process's CPU utilisation. That energy is work-based (CPU time × a share of the TDP) and that "
-                        "power depends on how much CPU the trial got: another load on the machine lowers it. PE, energy and "
-                        "quality-per-joule below inherit that estimate; the measurement-quality rules flag trials whose load changed.</div>")
+        warnings.append(
+            '<div class="warn"><b>Energy and power are ESTIMATED</b>, not measured: no power sensor was available, so power is '
+            "CPU TDP × this process's CPU utilisation. That energy is work-based (CPU time × a share of the TDP) and that "
+            "power depends on how much CPU the trial got: another load on the machine lowers it. PE, energy and "
+            "quality-per-joule below inherit that estimate; the measurement-quality rules flag trials whose load changed.</div>"
+        )
     if "none" in meters:
-        warnings.append('<div class="warn"><b>Energy was not measured</b> (meter none): energy, power and PE are missing, not zero.</div>')
+        warnings.append(
+            '<div class="warn"><b>Energy was not measured</b> (meter none): energy, power and PE are missing, not zero.</div>'
+        )
     if any(v.get("status") == "disturbed" for v in profile_check):
-        warnings.append('<div class="warn"><b>A device profile looks disturbed</b>: CS_TFLOPS, and so PE\'s level, is '
-                        'uncertain; see <a href="#quality">Measurement quality</a>.</div>')
+        warnings.append(
+            '<div class="warn"><b>A device profile looks disturbed</b>: CS_TFLOPS, and so PE\'s level, is '
+            'uncertain; see <a href="#quality">Measurement quality</a>.</div>'
+        )
     load, min_load = device_load(trials), config.get("quality", {}).get("min_load", 0.1)
     if load is not None and load < min_load:
-        warnings.append(f'<div class="warn"><b>The device was barely loaded</b>: training\'s mean power was {100 * load:+.1f} % '
-                        "off the idle baseline (median over trials; warned below "
-                        f"{100 * min_load:+g} %, quality.min_load). The energy measured here is mostly idle power × time, so differences "
-                        "between budgets reflect how long training took, not the model's arithmetic. On a GPU, a larger model "
-                        "or batch loads it (see the README's GPU figures).</div>")
+        warnings.append(
+            f'<div class="warn"><b>The device was barely loaded</b>: training\'s mean power was {100 * load:+.1f} % '
+            "off the idle baseline (median over trials; warned below "
+            f"{100 * min_load:+g} %, quality.min_load). The energy measured here is mostly idle power × time, so differences "
+            "between budgets reflect how long training took, not the model's arithmetic. On a GPU, a larger model "
+            "or batch loads it (see the README's GPU figures).</div>"
+        )
     n_flagged = trials.filter(pl.col("quality") == "flagged").height if "quality" in trials.columns else 0
     if n_flagged:
-        warnings.append(f'<div class="warn"><b>{n_flagged} trial(s) flagged as possibly disturbed measurements</b>: '
-                        'see <a href="#quality">Measurement quality</a> for the reasons, the sensitivity analysis and how to rerun them.</div>')
+        warnings.append(
+            f'<div class="warn"><b>{n_flagged} trial(s) flagged as possibly disturbed measurements</b>: '
+            'see <a href="#quality">Measurement quality</a> for the reasons, the sensitivity analysis and how to rerun them.</div>'
+        )
     if missing:
-        warnings.append('<div class="bad"><b>Missing or failed trials</b> (not averaged over): '
-                        + "; ".join(esc(m) for m in missing) + "</div>")
+        warnings.append(
+            '<div class="bad"><b>Missing or failed trials</b> (not averaged over): '
+            + "; ".join(esc(m) for m in missing)
+            + "</div>"
+        )
     first = trials.row(0, named=True) if trials.height else {}
-    started = trials["started_at_unix_s"].drop_nulls() if "started_at_unix_s" in trials.columns else pl.Series([], dtype=pl.Float64)
+    started = (
+        trials["started_at_unix_s"].drop_nulls()
+        if "started_at_unix_s" in trials.columns
+        else pl.Series([], dtype=pl.Float64)
+    )
     provenance = [
         ["trials ran", f"{utc(started.min())} to {utc(started.max())}" if len(started) else "—"],
-        ["report made", made.get("at", "—")], ["workflow code (git)", made.get("git", "—")],
-        ["config hash", config_hash], ["meter(s)", ", ".join(meters)], ["device", first.get("device_name")],
+        ["report made", made.get("at", "—")],
+        ["workflow code (git)", made.get("git", "—")],
+        ["config hash", config_hash],
+        ["meter(s)", ", ".join(meters)],
+        ["device", first.get("device_name")],
         ["device kind", first.get("device")],
         *([["GPU UUID", first.get("device_uuid")]] if first.get("device_uuid") else []),
-        ["precision", distinct(trials, "precision")], ["parameters", distinct(trials, "params")], ["optimizer", distinct(trials, "optimizer")],
+        ["precision", distinct(trials, "precision")],
+        ["parameters", distinct(trials, "params")],
+        ["optimizer", distinct(trials, "optimizer")],
         ["training stack", training_stack(trials)],
         ["power polling interval (s)", first.get("interval_requested_s")],
-        ["CS_TFLOPS", "; ".join(f"{series_label(k.rstrip('/')) + ': ' if k else ''}{num(v)} ({src})" for k, (v, src) in cs.items())],
-        ["trials finished", trials.height], ["documents in / out of normalization", f"{data_summary.get('documents_in')} / {data_summary.get('documents_out')}"],
+        [
+            "CS_TFLOPS",
+            "; ".join(
+                f"{series_label(k.rstrip('/')) + ': ' if k else ''}{num(v)} ({src})" for k, (v, src) in cs.items()
+            ),
+        ],
+        ["trials finished", trials.height],
+        [
+            "documents in / out of normalization",
+            f"{data_summary.get('documents_in')} / {data_summary.get('documents_out')}",
+        ],
     ]
-    versions = {k[len("versions_"):]: v for k, v in first.items() if k.startswith("versions_")}
-    figs = "".join(
-        f'<figure id="fig-{esc(name)}"><img alt="{esc(caption)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
-        f"<figcaption>{esc(caption)}</figcaption></figure>"
-        for name, (png, caption) in figures.items()
-    )
+    versions = {k[len("versions_") :]: v for k, v in first.items() if k.startswith("versions_")}
+    figs = _figures_html({k: v for k, v in figures.items() if k not in SCALING_FIGURES})
+    scaling_figs = _figures_html({k: v for k, v in figures.items() if k in SCALING_FIGURES})
     budgets = ", ".join(budget_label(b) for b in sorted(study["budgets"]))
     design = config.get("design") or {}
     further = "".join(f", crossed with {factor}: {', '.join(map(str, levels))}" for factor, levels in design.items())
     exclude_flagged = config.get("quality", {}).get("exclude_flagged", False)
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><meta name="tokenwatt-config-hash" content="{esc(config_hash)}"><title>tokenwatt {"interim " if interim else ""}report — {esc(study['name'])}</title>
+<html lang="en"><head><meta charset="utf-8"><meta name="tokenwatt-config-hash" content="{esc(config_hash)}"><title>tokenwatt {"interim " if interim else ""}report — {esc(study["name"])}</title>
 <style>{CSS}</style></head><body>
-<h1>tokenwatt {"INTERIM " if interim else ""}report: {esc(study['name'])}</h1>
+<h1>tokenwatt {"INTERIM " if interim else ""}report: {esc(study["name"])}</h1>
 <p><b>Question.</b> On fixed hardware, how does the number of training tokens change the energy-aware parameter efficiency
 (PE = K · invPPL · CS_TFLOPS · TT_scale / (params · TT_tokens · RMS(W))) of training a language model?
-Budgets {esc(budgets)} real tokens per epoch{esc(further)}, {esc(study['trials'])} trials each; trial <i>i</i> runs under every
+Budgets {esc(budgets)} real tokens per epoch{esc(further)}, {esc(study["trials"])} trials each; trial <i>i</i> runs under every
 {"cell" if further else "budget"} (the subject of the repeated-measures analysis).</p>
-{''.join(warnings)}
+{"".join(warnings)}
 {_summary_html(trials, stats, missing, "estimate" in meters, n_flagged, profile_check, cost, target_sentence(curves or {}))}
 <h2>Conditions</h2>
 <p>{esc(frame_note(trials, exclude_flagged))}</p>
@@ -652,6 +1118,7 @@ Budgets {esc(budgets)} real tokens per epoch{esc(further)}, {esc(study['trials']
 {_curves_html(curves or {})}
 <h2 id="scaling">Scaling</h2>
 {_scaling_html(scaling or {})}
+{scaling_figs}
 <h2>Figures</h2>
 {figs}
 <h2 id="quality">Measurement quality</h2>

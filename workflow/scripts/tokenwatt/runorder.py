@@ -7,7 +7,7 @@ every (cell, trial) of the design spreads them.
 
 from __future__ import annotations
 
-from typing import Hashable
+from collections.abc import Hashable
 
 import numpy as np
 

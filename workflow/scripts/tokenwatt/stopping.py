@@ -49,8 +49,10 @@ def stop_rule(config: str | Mapping[str, Any] | None) -> StopRule:
     if config is None or config == "none":
         return StopRule()
     if isinstance(config, str):
-        raise StopRuleError(f"stopping rule {config!r}: a rule is 'none' or a mapping such as "
-                            "{rule: marginal, min_gain_per_kj: 0.05, patience: 2}")
+        raise StopRuleError(
+            f"stopping rule {config!r}: a rule is 'none' or a mapping such as "
+            "{rule: marginal, min_gain_per_kj: 0.05, patience: 2}"
+        )
     config = dict(config)
     rule = config.pop("rule", None)
     if rule not in RULES:
@@ -64,7 +66,9 @@ def stop_rule(config: str | Mapping[str, Any] | None) -> StopRule:
         raise StopRuleError(f"stopping rule marginal: unknown setting(s) {', '.join(unknown)}")
     gain, patience = config.get("min_gain_per_kj"), config.get("patience", 1)
     if isinstance(gain, bool) or not isinstance(gain, (int, float)) or not math.isfinite(gain) or gain < 0:
-        raise StopRuleError(f"stopping rule marginal: min_gain_per_kj must be a finite number ≥ 0 (nats per kJ); got {gain!r}")
+        raise StopRuleError(
+            f"stopping rule marginal: min_gain_per_kj must be a finite number ≥ 0 (nats per kJ); got {gain!r}"
+        )
     if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
         raise StopRuleError(f"stopping rule marginal: patience must be a whole number ≥ 1 (segments); got {patience!r}")
     return StopRule("marginal", float(gain), patience)
@@ -87,14 +91,18 @@ def should_stop(points_so_far: Sequence[Mapping[str, Any]], rule: StopRule) -> s
     ``patience`` segments, so it never stops before point ``patience + 1``."""
     if rule.rule == "none" or len(points_so_far) < rule.patience + 1:
         return None
-    window = points_so_far[-(rule.patience + 1):]
+    window = points_so_far[-(rule.patience + 1) :]
     if any(p["train_energy_j"] is None for p in window):
-        raise StopRuleError("the marginal rule needs the training energy at every evaluation point, and a point "
-                            "has none (meter none records no energy)")
+        raise StopRuleError(
+            "the marginal rule needs the training energy at every evaluation point, and a point "
+            "has none (meter none records no energy)"
+        )
     recent = [segment_gain(a, b) for a, b in zip(window, window[1:])]
     if not all(g is not None and g < rule.min_gain_per_kj for g in recent):
         return None
     shown = ", ".join(f"{g:.4g}" for g in recent)
     last = points_so_far[-1]
-    return (f"quality gained per kJ fell below {rule.min_gain_per_kj:g} nats/kJ over each of the last {rule.patience} "
-            f"segment(s) ({shown} nats/kJ), at {last['train_energy_j']:.6g} J of training energy")
+    return (
+        f"quality gained per kJ fell below {rule.min_gain_per_kj:g} nats/kJ over each of the last {rule.patience} "
+        f"segment(s) ({shown} nats/kJ), at {last['train_energy_j']:.6g} J of training energy"
+    )

@@ -34,8 +34,9 @@ import shutil
 import sys
 import time
 import uuid
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 STORE_ENV = "TOKENWATT_STORE"
 FORCED_ENV = "TOKENWATT_FORCED"
@@ -87,8 +88,12 @@ def digest(path: str | os.PathLike) -> str:
 
 def job_key(rule: str, params: Mapping[str, Any], inputs: Mapping[str, str | os.PathLike]) -> str:
     """The key of a job: its rule, its params (canonical JSON) and the content of each input, by the input's name."""
-    described = {"store": VERSION, "rule": rule, "params": dict(params),
-                 "inputs": {name: digest(path) for name, path in sorted(inputs.items())}}
+    described = {
+        "store": VERSION,
+        "rule": rule,
+        "params": dict(params),
+        "inputs": {name: digest(path) for name, path in sorted(inputs.items())},
+    }
     text = json.dumps(described, sort_keys=True, allow_nan=False, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -108,8 +113,13 @@ def forced_spec(forceall: bool, forcerun: Iterable[str], targets: Iterable[str],
     ``targets`` are the targets when ``-f`` forces them, else nothing."""
     names = set(rules)
     items = [*forcerun, *targets]
-    return json.dumps({"all": bool(forceall), "rules": sorted({i for i in items if i in names}),
-                       "files": sorted({os.path.abspath(i) for i in items if i not in names})})
+    return json.dumps(
+        {
+            "all": bool(forceall),
+            "rules": sorted({i for i in items if i in names}),
+            "files": sorted({os.path.abspath(i) for i in items if i not in names}),
+        }
+    )
 
 
 def is_forced(rule: str, outputs: Iterable[str], spec: str | None = None) -> bool:
@@ -121,8 +131,9 @@ def is_forced(rule: str, outputs: Iterable[str], spec: str | None = None) -> boo
     if not isinstance(forced, dict):
         return False
     files = set(forced.get("files", ()))
-    return (bool(forced.get("all")) or rule in forced.get("rules", ())
-            or any(os.path.abspath(o) in files for o in outputs))
+    return (
+        bool(forced.get("all")) or rule in forced.get("rules", ()) or any(os.path.abspath(o) in files for o in outputs)
+    )
 
 
 def entry_dir(root: Path, rule: str, key: str) -> Path:
@@ -150,8 +161,14 @@ def _remove(path: Path) -> None:
             path.unlink()
 
 
-def save(root: Path, rule: str, key: str, outputs: Mapping[str, str], log_text: str | None = None,
-         about: Mapping[str, Any] | None = None) -> Path:
+def save(
+    root: Path,
+    rule: str,
+    key: str,
+    outputs: Mapping[str, str],
+    log_text: str | None = None,
+    about: Mapping[str, Any] | None = None,
+) -> Path:
     """Store a finished job's outputs under its key (an older entry of the key is replaced once the new one is complete)."""
     final = entry_dir(root, rule, key)
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -173,8 +190,15 @@ def save(root: Path, rule: str, key: str, outputs: Mapping[str, str], log_text: 
                 files[name] = {"kind": "file", "stored": stored, "sha256": _copy_hashed(src, tmp / "files" / stored)}
         if log_text is not None:
             (tmp / "log.txt").write_text(log_text, encoding="utf-8")
-        entry = {"version": VERSION, "rule": rule, "key": key, "files": files, "paths": dict(outputs),
-                 "stored_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), **(dict(about) if about else {})}
+        entry = {
+            "version": VERSION,
+            "rule": rule,
+            "key": key,
+            "files": files,
+            "paths": dict(outputs),
+            "stored_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            **(dict(about) if about else {}),
+        }
         (tmp / ENTRY).write_text(json.dumps(entry, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         if final.exists():  # the same key computed again (forced): the old entry goes once the new one is complete
             aside = final.parent / f".old-{key[:16]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -210,8 +234,9 @@ def lookup(root: Path, rule: str, key: str) -> dict[str, Any] | None:
     return entry
 
 
-def restore(root: Path, rule: str, key: str, outputs: Mapping[str, str],
-            last: str | None = None) -> dict[str, Any] | None:
+def restore(
+    root: Path, rule: str, key: str, outputs: Mapping[str, str], last: str | None = None
+) -> dict[str, Any] | None:
     """Copy a stored entry's files into place (each checked against its sha256; ``last`` goes last: the file whose
     presence marks a finished job). None when the key has no entry; StoreError when the entry is damaged (it is
     dropped); OSError when a file could not be written into place (the entry stays)."""
@@ -267,8 +292,16 @@ def restore(root: Path, rule: str, key: str, outputs: Mapping[str, str],
 class JobStore:
     """The store as one rule's script sees it: ``restore()`` before computing, ``save()`` after."""
 
-    def __init__(self, root: Path | None, rule: str, outputs: Mapping[str, str], key: str | None, forced: bool,
-                 log_path: str | None = None, last: str | None = None):
+    def __init__(
+        self,
+        root: Path | None,
+        rule: str,
+        outputs: Mapping[str, str],
+        key: str | None,
+        forced: bool,
+        log_path: str | None = None,
+        last: str | None = None,
+    ):
         self.root, self.rule, self.outputs, self.key, self.forced = root, rule, dict(outputs), key, forced
         self.log_path, self.last = log_path, last
         self.entry: dict[str, Any] | None = None
@@ -301,8 +334,10 @@ class JobStore:
         if self.entry is None:
             print(f"store: no stored result for key {self.key[:16]}…; computing")
             return False
-        print(f"store: restored from {where} (stored {self.entry.get('stored_at', '?')}); nothing was computed. "
-              f"To compute it again: snakemake --forcerun {self.first}")
+        print(
+            f"store: restored from {where} (stored {self.entry.get('stored_at', '?')}); nothing was computed. "
+            f"To compute it again: snakemake --forcerun {self.first}"
+        )
         if (where / "log.txt").exists():
             print("--- the log of the run that computed it ---")
             print((where / "log.txt").read_text(encoding="utf-8", errors="replace"), end="")
@@ -325,8 +360,10 @@ class JobStore:
             where = save(self.root, self.rule, self.key, self.outputs, log_text)
             print(f"store: kept in {where}")
         except Exception as err:  # noqa: BLE001 - the outputs are written; a store that fails must not fail the job
-            line = (f"store: could not keep this job's outputs in {self.root} ({type(err).__name__}: {err}); they are "
-                    "written, but a failed rerun could lose them")
+            line = (
+                f"store: could not keep this job's outputs in {self.root} ({type(err).__name__}: {err}); they are "
+                "written, but a failed rerun could lose them"
+            )
             print(line)
             terminal(f"tokenwatt: {self.first}: {line}")
 

@@ -8,12 +8,33 @@ import polars as pl
 
 # Column types of conditions.csv and changes.csv, for writing and for reading back: an all-null
 # column (e.g. energy with meter none) would otherwise come back from CSV as strings.
-CONDITIONS_SCHEMA = {"series": pl.String, "budget": pl.Int64, "measure": pl.String, "scale": pl.String, "n": pl.Int64,
-                     "mean": pl.Float64, "sd": pl.Float64, "center": pl.Float64, "ci95_low": pl.Float64, "ci95_high": pl.Float64,
-                     "nonpositive": pl.Int64, "change": pl.Float64, "change_ci95_low": pl.Float64, "change_ci95_high": pl.Float64,
-                     "change_n": pl.Int64, "change_unit": pl.String}
-CHANGES_SCHEMA = {"series": pl.String, "from_budget": pl.Int64, "to_budget": pl.Int64, "perplexity_reduction_pct": pl.Float64,
-                  "pe_drop_pct": pl.Float64, "power_change_pct": pl.Float64, "energy_change_pct": pl.Float64}
+CONDITIONS_SCHEMA = {
+    "series": pl.String,
+    "budget": pl.Int64,
+    "measure": pl.String,
+    "scale": pl.String,
+    "n": pl.Int64,
+    "mean": pl.Float64,
+    "sd": pl.Float64,
+    "center": pl.Float64,
+    "ci95_low": pl.Float64,
+    "ci95_high": pl.Float64,
+    "nonpositive": pl.Int64,
+    "change": pl.Float64,
+    "change_ci95_low": pl.Float64,
+    "change_ci95_high": pl.Float64,
+    "change_n": pl.Int64,
+    "change_unit": pl.String,
+}
+CHANGES_SCHEMA = {
+    "series": pl.String,
+    "from_budget": pl.Int64,
+    "to_budget": pl.Int64,
+    "perplexity_reduction_pct": pl.Float64,
+    "pe_drop_pct": pl.Float64,
+    "power_change_pct": pl.Float64,
+    "energy_change_pct": pl.Float64,
+}
 
 
 def read_conditions(path: str | Path) -> pl.DataFrame:

@@ -7,8 +7,9 @@ token defined, so later stages need not care where the tokenizer came from.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 BOS, EOS, PAD = "<|bos|>", "<|eos|>", "<|pad|>"
 

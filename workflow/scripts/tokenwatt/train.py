@@ -9,8 +9,9 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -28,7 +29,7 @@ class TrainingError(RuntimeError):
 class Diverged(TrainingError):
     """A non-finite loss: where it happened, and the loss curve and tokens up to the last good record."""
 
-    def __init__(self, step: int, epoch: int, partial: "TrainResult") -> None:
+    def __init__(self, step: int, epoch: int, partial: TrainResult) -> None:
         super().__init__(f"non-finite loss at step {step} (epoch {epoch})")
         self.step, self.epoch, self.partial = step, epoch, partial
 
@@ -74,7 +75,9 @@ def check_precision(device: torch.device, precision: str) -> None:
         with torch.autocast(device_type=device.type, dtype=dtype):
             torch.ones(2, 2, device=device) @ torch.ones(2, 2, device=device)
     except (RuntimeError, ValueError) as err:
-        raise TrainingError(f"train.precision {precision} is not supported on {device.type} here ({err}); use fp32") from err
+        raise TrainingError(
+            f"train.precision {precision} is not supported on {device.type} here ({err}); use fp32"
+        ) from err
     if device.type == "cuda" and dtype is torch.bfloat16 and not torch.cuda.is_bf16_supported():
         raise TrainingError("train.precision bf16-mixed needs a GPU with bf16 (Ampere or newer); use fp16-mixed")
 
@@ -91,8 +94,12 @@ def next_token_targets(input_ids: torch.Tensor, attention_mask: torch.Tensor) ->
     return F.pad(labels_for(input_ids, attention_mask)[:, 1:], (0, 1), value=IGNORE)
 
 
-def token_loss_sum(model: Callable[..., Any], input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                   targets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def token_loss_sum(
+    model: Callable[..., Any],
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    targets: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Summed next-token cross-entropy over real targets, and how many there were.
 
     ``model`` is either implementation, compiled or not: the native one returns logits, a
@@ -102,12 +109,16 @@ def token_loss_sum(model: Callable[..., Any], input_ids: torch.Tensor, attention
     logits = out if isinstance(out, torch.Tensor) else out.logits
     if targets is None:
         targets = next_token_targets(input_ids, attention_mask)
-    loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=IGNORE, reduction="sum")
+    loss = F.cross_entropy(
+        logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=IGNORE, reduction="sum"
+    )
     return loss, (targets != IGNORE).sum()
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, device: torch.device, precision: str, batch_size: int) -> float:
+def evaluate(
+    model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, device: torch.device, precision: str, batch_size: int
+) -> float:
     """Token-weighted mean loss over the whole eval set (every real target counts once)."""
     was_training = model.training
     model.eval()
@@ -115,7 +126,9 @@ def evaluate(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, devi
     count = torch.zeros((), device=device, dtype=torch.long)
     for start in range(0, len(ids), batch_size):
         with autocast(device, precision):
-            loss, n = token_loss_sum(model, ids[start : start + batch_size].to(device), mask[start : start + batch_size].to(device))
+            loss, n = token_loss_sum(
+                model, ids[start : start + batch_size].to(device), mask[start : start + batch_size].to(device)
+            )
         total += loss
         count += n
     model.train(was_training)
@@ -136,8 +149,9 @@ def batch_sizes(n_chunks: int, batch_size: int) -> list[int]:
     return sorted({min(batch_size, n_chunks)} | ({n_chunks % batch_size} if n_chunks % batch_size else set()))
 
 
-def compile_model(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, device: torch.device, precision: str,
-                  batch_size: int) -> tuple[Callable[..., Any], float]:
+def compile_model(
+    model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, device: torch.device, precision: str, batch_size: int
+) -> tuple[Callable[..., Any], float]:
     """``torch.compile`` the model and compile it now, for every batch shape the trial will run,
     so that no compile happens inside the metered training window. Returns the compiled model
     and the seconds compiling took. The warm-up's gradients are discarded: weights are untouched."""
@@ -153,10 +167,18 @@ def compile_model(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
 
 
 def train(
-    model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, device: torch.device, cfg: TrainSettings,
-    *, on_log: Callable[[dict[str, Any]], None] = lambda r: None,
-    sync: Callable[[], None] = lambda: None, forward: Callable[..., Any] | None = None, pace: Any = None,
-    pause_at_tokens: list[int] | None = None, on_pause: Callable[[dict[str, Any]], bool | None] = lambda r: None,
+    model: torch.nn.Module,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    device: torch.device,
+    cfg: TrainSettings,
+    *,
+    on_log: Callable[[dict[str, Any]], None] = lambda r: None,
+    sync: Callable[[], None] = lambda: None,
+    forward: Callable[..., Any] | None = None,
+    pace: Any = None,
+    pause_at_tokens: list[int] | None = None,
+    on_pause: Callable[[dict[str, Any]], bool | None] = lambda r: None,
 ) -> TrainResult:
     """Train in place; the data order of each epoch is a permutation drawn from ``cfg.seed``.
     ``forward`` is the model as the steps call it (compiled by ``compile_model``), the model itself by default;
@@ -198,7 +220,9 @@ def train(
         for start in range(0, len(order), cfg.batch_size):
             end = start + cfg.batch_size
             with autocast(device, cfg.precision):
-                loss_sum, n_targets = token_loss_sum(forward, epoch_ids[start:end], epoch_mask[start:end], epoch_targets[start:end])
+                loss_sum, n_targets = token_loss_sum(
+                    forward, epoch_ids[start:end], epoch_mask[start:end], epoch_targets[start:end]
+                )
             loss = loss_sum / n_targets.clamp(min=1)
             optimizer.zero_grad()
             scaler.scale(loss).backward()
@@ -209,15 +233,21 @@ def train(
             if pace is not None:
                 pace.done = step
             if step % cfg.log_every == 0:
-                _log_window(result, losses[logged:step], logged, epoch, clock, n_real_per_chunk, order[:end], sync, on_log)
+                _log_window(
+                    result, losses[logged:step], logged, epoch, clock, n_real_per_chunk, order[:end], sync, on_log
+                )
                 logged = step
             if step in pause_steps:
                 if step > logged:  # a loss record (and the non-finite check) at every pause
-                    _log_window(result, losses[logged:step], logged, epoch, clock, n_real_per_chunk, order[:end], sync, on_log)
+                    _log_window(
+                        result, losses[logged:step], logged, epoch, clock, n_real_per_chunk, order[:end], sync, on_log
+                    )
                     logged = step
                 sync()
                 paused_at = time.perf_counter()
-                stopped = bool(on_pause({"step": step, "epoch": epoch + 1, "real_tokens": pause_steps[step], "train_s": clock()}))
+                stopped = bool(
+                    on_pause({"step": step, "epoch": epoch + 1, "real_tokens": pause_steps[step], "train_s": clock()})
+                )
                 paused += time.perf_counter() - paused_at
                 if pace is not None:
                     pace.paused = paused
@@ -234,13 +264,16 @@ def train(
     result.stopped = stopped
     result.real_tokens = result.steps[-1]["tokens"] if stopped else int(n_real_per_chunk.sum().item()) * cfg.epochs
     # positions computed: the epochs done, and the chunks of the epoch it stopped in
-    result.padded_tokens = (epoch * len(ids) + min(end, len(ids))) * ids.shape[1] if stopped else ids.numel() * cfg.epochs
+    result.padded_tokens = (
+        (epoch * len(ids) + min(end, len(ids))) * ids.shape[1] if stopped else ids.numel() * cfg.epochs
+    )
     result.final_train_loss = result.steps[-1]["loss"] if result.steps else None
     return result
 
 
-def _pause_steps(n_real: torch.Tensor, order: torch.Tensor, batch_size: int, epoch: int, steps_before: int,
-                 pending: list[int]) -> dict[int, int]:
+def _pause_steps(
+    n_real: torch.Tensor, order: torch.Tensor, batch_size: int, epoch: int, steps_before: int, pending: list[int]
+) -> dict[int, int]:
     """Step (counted over the whole run) -> real tokens trained on after it, for the first step of this epoch
     at which each pending threshold is reached; computed on the host from the epoch's order."""
     values = n_real[order]
@@ -256,8 +289,17 @@ def _pause_steps(n_real: torch.Tensor, order: torch.Tensor, batch_size: int, epo
     return out
 
 
-def _log_window(result: TrainResult, window: torch.Tensor, first_step: int, epoch: int, clock: Callable[[], float],
-                n_real: torch.Tensor, done: torch.Tensor, sync: Callable[[], None], on_log: Callable[[dict[str, Any]], None]) -> None:
+def _log_window(
+    result: TrainResult,
+    window: torch.Tensor,
+    first_step: int,
+    epoch: int,
+    clock: Callable[[], float],
+    n_real: torch.Tensor,
+    done: torch.Tensor,
+    sync: Callable[[], None],
+    on_log: Callable[[dict[str, Any]], None],
+) -> None:
     """Every ``log_every`` steps: one host sync, one loss-curve record, the non-finite check.
     ``window`` holds the losses of the steps since the last record; ``done`` the chunks of this epoch trained so far."""
     values = window.tolist()
@@ -270,8 +312,12 @@ def _log_window(result: TrainResult, window: torch.Tensor, first_step: int, epoc
     tokens = int(n_real.sum().item()) * epoch + int(n_real[done].sum().item())
     elapsed = clock()
     record = {
-        "step": first_step + len(values), "epoch": epoch + 1, "tokens": tokens, "loss": sum(values) / len(values),
-        "elapsed_s": elapsed, "tokens_per_s": tokens / elapsed if elapsed > 0 else None,
+        "step": first_step + len(values),
+        "epoch": epoch + 1,
+        "tokens": tokens,
+        "loss": sum(values) / len(values),
+        "elapsed_s": elapsed,
+        "tokens_per_s": tokens / elapsed if elapsed > 0 else None,
     }
     result.steps.append(record)
     on_log(record)

@@ -14,22 +14,31 @@ import math
 import os
 import platform
 import time
+from collections.abc import Callable
 from importlib import metadata
-from typing import Any, Callable
+from typing import Any
 
 import polars as pl
 import torch
 
 from . import __version__
 from .devices import compute_dtype, device_name, device_sync, gpu_uuid, make_deterministic, resolve_device
-from .llama import check_right_padded
 from .evalplan import eval_thresholds, subset_chunks
+from .llama import check_right_padded
 from .meters import Meter, NvmlMeter, Pace, make_meter
-from .stopping import should_stop, stop_rule
 from .model import build_model, check_tokenizer_matches, describe, load_pretrained, preset_sizes
+from .stopping import should_stop, stop_rule
 from .throughput import measure_throughput
-from .train import (Diverged, TrainSettings, TrainingError, check_precision, compile_model, evaluate, should_compile,
-                    train)
+from .train import (
+    Diverged,
+    TrainingError,
+    TrainSettings,
+    check_precision,
+    compile_model,
+    evaluate,
+    should_compile,
+    train,
+)
 
 
 def chunk_tensors(chunks: pl.DataFrame, chunk_ids: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -42,7 +51,9 @@ def chunk_tensors(chunks: pl.DataFrame, chunk_ids: list[int] | None = None) -> t
     return ids, mask
 
 
-def cooldown(meter: Meter, seconds: float, below_c: float | None, timeout_s: float, log: Callable[[str], None]) -> dict[str, Any]:
+def cooldown(
+    meter: Meter, seconds: float, below_c: float | None, timeout_s: float, log: Callable[[str], None]
+) -> dict[str, Any]:
     """Wait before the trial: a fixed pause, then (NVML only) until the GPU is cool enough."""
     t0 = time.monotonic()
     time.sleep(seconds)
@@ -63,8 +74,9 @@ def implementation(model_cfg: dict[str, Any]) -> str:
     return chosen
 
 
-def load_model(model_cfg: dict[str, Any], tokenizer: dict[str, Any], context: int, seed: int,
-               log: Callable[[str], None] = print) -> torch.nn.Module:
+def load_model(
+    model_cfg: dict[str, Any], tokenizer: dict[str, Any], context: int, seed: int, log: Callable[[str], None] = print
+) -> torch.nn.Module:
     if model_cfg["source"] == "config":
         sizes = preset_sizes(model_cfg["preset"], model_cfg["overrides"], tokenizer, context)
         model = build_model(sizes, seed, implementation(model_cfg))
@@ -76,14 +88,33 @@ def load_model(model_cfg: dict[str, Any], tokenizer: dict[str, Any], context: in
 
 
 def versions() -> dict[str, str]:
-    return {"tokenwatt": __version__, "torch": torch.__version__, "transformers": metadata.version("transformers"),
-            "python": platform.python_version(), "cuda": torch.version.cuda or "none"}
+    return {
+        "tokenwatt": __version__,
+        "torch": torch.__version__,
+        "transformers": metadata.version("transformers"),
+        "python": platform.python_version(),
+        "cuda": torch.version.cuda or "none",
+    }
 
 
 def run_trial(
-    *, budget: int, trial: int, seed: int, subset: dict[str, Any], train_chunks: pl.DataFrame, eval_chunks: pl.DataFrame,
-    tokenizer: dict[str, Any], model_cfg: dict[str, Any], train_cfg: dict[str, Any], meter_cfg: dict[str, Any],
-    check_cfg: dict[str, Any], eval_cfg: dict[str, Any] | None = None, levels: dict[str, str] | None = None, cell: str | None = None, log: Callable[[str], None] = print, nvml=None,
+    *,
+    budget: int,
+    trial: int,
+    seed: int,
+    subset: dict[str, Any],
+    train_chunks: pl.DataFrame,
+    eval_chunks: pl.DataFrame,
+    tokenizer: dict[str, Any],
+    model_cfg: dict[str, Any],
+    train_cfg: dict[str, Any],
+    meter_cfg: dict[str, Any],
+    check_cfg: dict[str, Any],
+    eval_cfg: dict[str, Any] | None = None,
+    levels: dict[str, str] | None = None,
+    cell: str | None = None,
+    log: Callable[[str], None] = print,
+    nvml=None,
 ) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Train one (cell, trial): the budget and ``levels``, the cell's level of every further factor
     (recorded as they are; the settings they stand for come in ``model_cfg`` and ``train_cfg``) and ``cell``, the
@@ -112,12 +143,22 @@ def run_trial(
     if compiling:
         forward, compile_s = compile_model(model, ids, mask, device, train_cfg["precision"], train_cfg["batch_size"])
         log(f"torch.compile: {compile_s:.1f} s before the metered window (train.compile: {train_cfg['compile']})")
-    meter, why = make_meter(meter_cfg["kind"], device.type, interval_s=meter_cfg["interval_s"], cpu_tdp_w=meter_cfg["cpu_tdp_w"],
-                            rapl_root=meter_cfg["rapl_root"], gpu_uuid=gpu_uuid(device, nvml), nvml=nvml, sync=sync)
+    meter, why = make_meter(
+        meter_cfg["kind"],
+        device.type,
+        interval_s=meter_cfg["interval_s"],
+        cpu_tdp_w=meter_cfg["cpu_tdp_w"],
+        rapl_root=meter_cfg["rapl_root"],
+        gpu_uuid=gpu_uuid(device, nvml),
+        nvml=nvml,
+        sync=sync,
+    )
     log(why)
     # Sampling sized to the trial: about meter.target_samples samples over training, whatever its length.
     meter.target_samples = meter_cfg.get("target_samples", 0)
-    cooled = cooldown(meter, meter_cfg["cooldown_s"], meter_cfg["cooldown_below_c"], meter_cfg["cooldown_timeout_s"], log)
+    cooled = cooldown(
+        meter, meter_cfg["cooldown_s"], meter_cfg["cooldown_below_c"], meter_cfg["cooldown_timeout_s"], log
+    )
     precision, eval_batch = train_cfg["precision"], train_cfg["eval_batch_size"]
     total_tokens = int(mask.sum()) * train_cfg["epochs"]
     eval_cfg = eval_cfg or {}
@@ -126,21 +167,38 @@ def run_trial(
 
     def check(when: str) -> list[float]:
         meter.begin(f"check_{when}")
-        got = measure_throughput(device, compute_dtype(precision), size=check_cfg["matmul_size"],
-                                 window_s=check_cfg["window_s"], windows=check_cfg["windows"], warmup_s=0.0, sync=sync)
+        got = measure_throughput(
+            device,
+            compute_dtype(precision),
+            size=check_cfg["matmul_size"],
+            window_s=check_cfg["window_s"],
+            windows=check_cfg["windows"],
+            warmup_s=0.0,
+            sync=sync,
+        )
         meter.end()
-        log(f"throughput check {when} training: {got['median_tflops']:.4g} TFLOP/s (median of {got['windows']} windows)")
+        log(
+            f"throughput check {when} training: {got['median_tflops']:.4g} TFLOP/s (median of {got['windows']} windows)"
+        )
         return got["windows_tflops"]
 
     settings = TrainSettings(
-        epochs=train_cfg["epochs"], batch_size=train_cfg["batch_size"], lr=train_cfg["lr"], weight_decay=train_cfg["weight_decay"],
-        precision=precision, seed=seed, log_every=train_cfg["log_every"], eval_batch_size=eval_batch,
+        epochs=train_cfg["epochs"],
+        batch_size=train_cfg["batch_size"],
+        lr=train_cfg["lr"],
+        weight_decay=train_cfg["weight_decay"],
+        precision=precision,
+        seed=seed,
+        log_every=train_cfg["log_every"],
+        eval_batch_size=eval_batch,
     )
 
     def progress(r: dict[str, Any]) -> None:
         watts = meter.latest_power()
-        log(f"step {r['step']:>7} epoch {r['epoch']} tokens {r['tokens']:>10,} loss {r['loss']:.4f} "
-            f"{r['tokens_per_s'] or 0:,.0f} tok/s " + (f"{watts:.1f} W" if watts is not None else "- W"))
+        log(
+            f"step {r['step']:>7} epoch {r['epoch']} tokens {r['tokens']:>10,} loss {r['loss']:.4f} "
+            f"{r['tokens_per_s'] or 0:,.0f} tok/s " + (f"{watts:.1f} W" if watts is not None else "- W")
+        )
 
     points: list[dict[str, Any]] = []  # the curve; energies are filled in from the windows once the meter closes
     rule = stop_rule(train_cfg.get("stop", "none"))
@@ -155,9 +213,20 @@ def run_trial(
         t = time.perf_counter()
         loss = evaluate(model, eval_ids[:n_sub], eval_mask[:n_sub], device, precision, eval_batch)
         eval_s = time.perf_counter() - t
-        points.append({**at, "point": k, "eval_loss": loss, "eval_s": eval_s, "eval_tokens": int(eval_mask[:n_sub].sum()),
-                       "final": False, "train_energy_j": trained_j})
-        log(f"evaluation {k} at {at['real_tokens']:,} real tokens: eval loss {loss:.4f} ({eval_s:.2f} s, outside training)")
+        points.append(
+            {
+                **at,
+                "point": k,
+                "eval_loss": loss,
+                "eval_s": eval_s,
+                "eval_tokens": int(eval_mask[:n_sub].sum()),
+                "final": False,
+                "train_energy_j": trained_j,
+            }
+        )
+        log(
+            f"evaluation {k} at {at['real_tokens']:,} real tokens: eval loss {loss:.4f} ({eval_s:.2f} s, outside training)"
+        )
         reason = should_stop(points, rule) if rule.rule != "none" else None
         if reason:
             stop.update(stopped_at_point=k, stopped_at_tokens=at["real_tokens"], stop_reason=reason)
@@ -175,8 +244,19 @@ def run_trial(
     diverged = None
     meter.begin("train_1")
     try:
-        result = train(model, ids, mask, device, settings, on_log=progress, sync=sync, forward=forward, pace=pace,
-                       pause_at_tokens=thresholds, on_pause=evaluation)
+        result = train(
+            model,
+            ids,
+            mask,
+            device,
+            settings,
+            on_log=progress,
+            sync=sync,
+            forward=forward,
+            pace=pace,
+            pause_at_tokens=thresholds,
+            on_pause=evaluation,
+        )
     except Diverged as err:
         if train_cfg["on_divergence"] == "fail":
             meter.end()
@@ -198,54 +278,123 @@ def run_trial(
         eval_loss = evaluate(model, eval_ids, eval_mask, device, precision, eval_batch)
         # The curve's last point on the same eval tokens as its others, so no point of the curve differs from the
         # one before it by the set it was evaluated on; the whole set's loss is the trial's result.
-        curve_loss = eval_loss if n_sub == len(eval_ids) else evaluate(model, eval_ids[:n_sub], eval_mask[:n_sub], device,
-                                                                       precision, eval_batch)
+        curve_loss = (
+            eval_loss
+            if n_sub == len(eval_ids)
+            else evaluate(model, eval_ids[:n_sub], eval_mask[:n_sub], device, precision, eval_batch)
+        )
         eval_s = time.perf_counter() - t_eval
         meter.end()
         if not math.isfinite(eval_loss):
             meter.close()
             raise TrainingError(f"budget {budget}, trial {trial}: non-finite eval loss {eval_loss}")
-        points.append({"step": result.n_steps, "epoch": settings.epochs, "real_tokens": result.real_tokens, "train_s": result.train_s,
-                       "point": len(points) + 1, "eval_loss": curve_loss, "eval_loss_whole_set": eval_loss, "eval_s": eval_s,
-                       "eval_tokens": int(eval_mask[:n_sub].sum()), "final": True})
+        points.append(
+            {
+                "step": result.n_steps,
+                "epoch": settings.epochs,
+                "real_tokens": result.real_tokens,
+                "train_s": result.train_s,
+                "point": len(points) + 1,
+                "eval_loss": curve_loss,
+                "eval_loss_whole_set": eval_loss,
+                "eval_s": eval_s,
+                "eval_tokens": int(eval_mask[:n_sub].sum()),
+                "final": True,
+            }
+        )
     energy = meter.close()
     windows = {w["name"]: w for w in energy["windows"]}
-    idle_w = None if idle is None or windows["idle"]["energy_j"] is None else windows["idle"]["energy_j"] / windows["idle"]["duration_s"]
+    idle_w = (
+        None
+        if idle is None or windows["idle"]["energy_j"] is None
+        else windows["idle"]["energy_j"] / windows["idle"]["duration_s"]
+    )
     for w in energy["windows"]:
         if w["note"]:
             log(f"NOTE: window {w['name']}: {w['note']}")
     curve = trial_curve(points, windows, subset["real_tokens"])
 
     metrics = {
-        "budget": budget, "trial": trial, "levels": dict(levels or {}), "cell": cell or f"b{budget}", "seed": seed, "status": "diverged" if diverged else "ok", "started_at_unix_s": started_at,
+        "budget": budget,
+        "trial": trial,
+        "levels": dict(levels or {}),
+        "cell": cell or f"b{budget}",
+        "seed": seed,
+        "status": "diverged" if diverged else "ok",
+        "started_at_unix_s": started_at,
         **({"diverged_at_step": diverged.step, "diverged_in_epoch": diverged.epoch} if diverged else {}),
-        "subset_chunks": subset["n_chunks"], "subset_real_tokens": subset["real_tokens"],
-        "real_tokens": result.real_tokens, "padded_tokens": result.padded_tokens or None, "steps": result.n_steps,
-        "epochs": settings.epochs, "batch_size": settings.batch_size, "lr": settings.lr, "precision": settings.precision,
-        "optimizer": result.optimizer, "eval_loss": eval_loss, "final_train_loss": result.final_train_loss,
-        "eval_tokens": int(eval_mask.sum()), "train_s": result.train_s, "eval_s": eval_s, **cooled,
-        "eval_points": len(points), "eval_subset_tokens": int(eval_mask[:n_sub].sum()),
-        "stop_rule": rule.to_dict(), "stopped": result.stopped, **stop,
-        "settle_s": meter.settle_s, "energy_j": energy["energy_j"], "idle_power_w": idle_w,
+        "subset_chunks": subset["n_chunks"],
+        "subset_real_tokens": subset["real_tokens"],
+        "real_tokens": result.real_tokens,
+        "padded_tokens": result.padded_tokens or None,
+        "steps": result.n_steps,
+        "epochs": settings.epochs,
+        "batch_size": settings.batch_size,
+        "lr": settings.lr,
+        "precision": settings.precision,
+        "optimizer": result.optimizer,
+        "eval_loss": eval_loss,
+        "final_train_loss": result.final_train_loss,
+        "eval_tokens": int(eval_mask.sum()),
+        "train_s": result.train_s,
+        "eval_s": eval_s,
+        **cooled,
+        "eval_points": len(points),
+        "eval_subset_tokens": int(eval_mask[:n_sub].sum()),
+        "stop_rule": rule.to_dict(),
+        "stopped": result.stopped,
+        **stop,
+        "settle_s": meter.settle_s,
+        "energy_j": energy["energy_j"],
+        "idle_power_w": idle_w,
         "idle_seconds": None if idle is None else windows["idle"]["duration_s"],
         **{k: v for k, v in energy.items() if k not in ("trace", "energy_j")},
-        "device": device.type, "device_name": device_name(device),
-        "device_uuid": meter.static_info().get("meter_device_uuid") or gpu_uuid(device, nvml), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "threads": train_cfg["threads"], **arch, "compiled": compiling, "compile_s": compile_s, "tokenizer_vocab_size": tokenizer["vocab_size"], "context": context,
-        "check_before_tflops": check_before, "check_after_tflops": check_after,
+        "device": device.type,
+        "device_name": device_name(device),
+        "device_uuid": meter.static_info().get("meter_device_uuid") or gpu_uuid(device, nvml),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "threads": train_cfg["threads"],
+        **arch,
+        "compiled": compiling,
+        "compile_s": compile_s,
+        "tokenizer_vocab_size": tokenizer["vocab_size"],
+        "context": context,
+        "check_before_tflops": check_before,
+        "check_after_tflops": check_after,
         "versions": versions(),
         "run_s": time.perf_counter() - t_start,
     }
-    steps = pl.DataFrame(result.steps, schema={"step": pl.Int64, "epoch": pl.Int64, "tokens": pl.Int64, "loss": pl.Float64,
-                                               "elapsed_s": pl.Float64, "tokens_per_s": pl.Float64}, orient="row")
+    steps = pl.DataFrame(
+        result.steps,
+        schema={
+            "step": pl.Int64,
+            "epoch": pl.Int64,
+            "tokens": pl.Int64,
+            "loss": pl.Float64,
+            "elapsed_s": pl.Float64,
+            "tokens_per_s": pl.Float64,
+        },
+        orient="row",
+    )
     return metrics, energy["trace"], steps, curve
 
 
 # The columns of curve.parquet: one row per evaluation point of a trial.
-CURVE_SCHEMA = {"point": pl.Int64, "step": pl.Int64, "epoch": pl.Int64, "real_tokens": pl.Int64, "distinct_tokens": pl.Int64,
-                "train_s": pl.Float64, "train_energy_j": pl.Float64, "eval_loss": pl.Float64, "eval_loss_whole_set": pl.Float64,
-                "eval_s": pl.Float64,
-                "eval_energy_j": pl.Float64, "eval_tokens": pl.Int64, "final": pl.Boolean}
+CURVE_SCHEMA = {
+    "point": pl.Int64,
+    "step": pl.Int64,
+    "epoch": pl.Int64,
+    "real_tokens": pl.Int64,
+    "distinct_tokens": pl.Int64,
+    "train_s": pl.Float64,
+    "train_energy_j": pl.Float64,
+    "eval_loss": pl.Float64,
+    "eval_loss_whole_set": pl.Float64,
+    "eval_s": pl.Float64,
+    "eval_energy_j": pl.Float64,
+    "eval_tokens": pl.Int64,
+    "final": pl.Boolean,
+}
 
 
 def trial_curve(points: list[dict[str, Any]], windows: dict[str, dict[str, Any]], distinct_total: int) -> pl.DataFrame:
@@ -255,7 +404,12 @@ def trial_curve(points: list[dict[str, Any]], windows: dict[str, dict[str, Any]]
     for p in points:
         segments = [windows[f"train_{i}"]["energy_j"] for i in range(1, p["point"] + 1) if f"train_{i}" in windows]
         own = windows.get("eval_final" if p["final"] else f"eval_{p['point']}", {})
-        rows.append({**p, "distinct_tokens": min(p["real_tokens"], distinct_total),
-                     "train_energy_j": None if not segments or None in segments else float(sum(segments)),
-                     "eval_energy_j": own.get("energy_j")})
+        rows.append(
+            {
+                **p,
+                "distinct_tokens": min(p["real_tokens"], distinct_total),
+                "train_energy_j": None if not segments or None in segments else float(sum(segments)),
+                "eval_energy_j": own.get("energy_j"),
+            }
+        )
     return pl.DataFrame([{k: r.get(k) for k in CURVE_SCHEMA} for r in rows], schema=CURVE_SCHEMA, orient="row")

@@ -38,14 +38,24 @@ def conditions_table(trials: pl.DataFrame) -> pl.DataFrame:
             scale, previous = scale_of(measure), None
             for budget in budgets:
                 now = _values(mine, budget, measure)
-                row = {"series": series, "budget": budget, "measure": measure,
-                       **summary(np.array(list(now.values()), dtype=float), scale)}
+                row = {
+                    "series": series,
+                    "budget": budget,
+                    "measure": measure,
+                    **summary(np.array(list(now.values()), dtype=float), scale),
+                }
                 if previous is not None:
                     common = sorted(set(previous) & set(now))
-                    row.update(paired_change(np.array([previous[t] for t in common]), np.array([now[t] for t in common]), scale))
+                    row.update(
+                        paired_change(
+                            np.array([previous[t] for t in common]), np.array([now[t] for t in common]), scale
+                        )
+                    )
                 previous = now
                 rows.append(row)
-    return pl.DataFrame([{k: r.get(k) for k in CONDITIONS_SCHEMA} for r in rows], schema=CONDITIONS_SCHEMA, orient="row")
+    return pl.DataFrame(
+        [{k: r.get(k) for k in CONDITIONS_SCHEMA} for r in rows], schema=CONDITIONS_SCHEMA, orient="row"
+    )
 
 
 def changes_table(conditions: pl.DataFrame) -> pl.DataFrame:
@@ -59,6 +69,16 @@ def changes_table(conditions: pl.DataFrame) -> pl.DataFrame:
         get = lambda m: wide[m].to_list() if m in wide.columns else [None] * len(budgets)  # noqa: E731
         ppl, pe, power, energy = get("perplexity"), get("pe"), get("power_rms_w"), get("energy_j")
         neg = lambda x: None if x is None else -x  # noqa: E731
-        rows += [{"series": series, "from_budget": budgets[i - 1], "to_budget": budgets[i], "perplexity_reduction_pct": neg(ppl[i]),
-                  "pe_drop_pct": neg(pe[i]), "power_change_pct": power[i], "energy_change_pct": energy[i]} for i in range(1, len(budgets))]
+        rows += [
+            {
+                "series": series,
+                "from_budget": budgets[i - 1],
+                "to_budget": budgets[i],
+                "perplexity_reduction_pct": neg(ppl[i]),
+                "pe_drop_pct": neg(pe[i]),
+                "power_change_pct": power[i],
+                "energy_change_pct": energy[i],
+            }
+            for i in range(1, len(budgets))
+        ]
     return pl.DataFrame(rows, schema=CHANGES_SCHEMA, orient="row")

@@ -9,7 +9,7 @@ never shrunk by dropping a level. The frame is marked once, in the aggregate ste
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import polars as pl
 
@@ -18,7 +18,9 @@ FRAME_COLUMNS = ("subject_complete", "subject_flagged", "in_frame")
 MIN_SUBJECTS = 3
 
 
-def mark(trials: pl.DataFrame, cells: Iterable[str], exclude_flagged: bool, require_complete: bool = True) -> pl.DataFrame:
+def mark(
+    trials: pl.DataFrame, cells: Iterable[str], exclude_flagged: bool, require_complete: bool = True
+) -> pl.DataFrame:
     """``trials`` with ``subject_complete`` (its subject finished every cell), ``subject_flagged`` (any trial of its
     subject was flagged) and ``in_frame``. ``require_complete`` False (the interim report, mid-study) keeps
     incomplete subjects, so that it describes what has finished; the tests still use complete blocks only."""
@@ -26,10 +28,15 @@ def mark(trials: pl.DataFrame, cells: Iterable[str], exclude_flagged: bool, requ
         return trials.with_columns(*(pl.lit(False).alias(c) for c in FRAME_COLUMNS))
     cells = set(cells)
     flagged = pl.col("quality") == "flagged" if "quality" in trials.columns else pl.lit(False)
-    per = trials.group_by("trial").agg(pl.col("cell").n_unique().alias("_n"), pl.col("cell").is_in(list(cells)).all().alias("_known"),
-                                       flagged.any().alias("subject_flagged"))
+    per = trials.group_by("trial").agg(
+        pl.col("cell").n_unique().alias("_n"),
+        pl.col("cell").is_in(list(cells)).all().alias("_known"),
+        flagged.any().alias("subject_flagged"),
+    )
     per = per.with_columns(subject_complete=(pl.col("_n") == len(cells)) & pl.col("_known")).drop("_n", "_known")
-    out = trials.drop([c for c in FRAME_COLUMNS if c in trials.columns]).join(per, on="trial", how="left", maintain_order="left")
+    out = trials.drop([c for c in FRAME_COLUMNS if c in trials.columns]).join(
+        per, on="trial", how="left", maintain_order="left"
+    )
     keep = pl.col("subject_complete") if require_complete else pl.lit(True)
     if exclude_flagged:
         keep = keep & ~pl.col("subject_flagged")
@@ -68,5 +75,7 @@ def frame_note(trials: pl.DataFrame, exclude_flagged: bool) -> str:
     if exclude_flagged:
         gone = trials.filter(pl.col("subject_flagged") & pl.col("subject_complete"))["trial"].unique().sort().to_list()
         if gone:
-            out.append(f"left out because a trial of theirs was flagged (quality.exclude_flagged): trial {', '.join(map(str, gone))}")
+            out.append(
+                f"left out because a trial of theirs was flagged (quality.exclude_flagged): trial {', '.join(map(str, gone))}"
+            )
     return "; ".join(out) + "."

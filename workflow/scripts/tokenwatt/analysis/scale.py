@@ -42,9 +42,16 @@ def summary(values: np.ndarray, scale: str) -> dict[str, Any]:
     has no geometric mean: its centre is null and ``nonpositive`` counts the values that made it so."""
     values = np.asarray(values, dtype=float)
     n = len(values)
-    out: dict[str, Any] = {"scale": scale, "n": n, "mean": float(values.mean()) if n else None,
-                           "sd": float(values.std(ddof=1)) if n > 1 else None, "center": None,
-                           "ci95_low": None, "ci95_high": None, "nonpositive": 0}
+    out: dict[str, Any] = {
+        "scale": scale,
+        "n": n,
+        "mean": float(values.mean()) if n else None,
+        "sd": float(values.std(ddof=1)) if n > 1 else None,
+        "center": None,
+        "ci95_low": None,
+        "ci95_high": None,
+        "nonpositive": 0,
+    }
     if not n:
         return out
     y = on_scale(values, scale)
@@ -66,13 +73,21 @@ def paired_change(before: np.ndarray, after: np.ndarray, scale: str) -> dict[str
     a, b = on_scale(before, scale), on_scale(after, scale)
     keep = np.isfinite(a) & np.isfinite(b)
     d = (b - a)[keep]
-    out: dict[str, Any] = {"change": None, "change_ci95_low": None, "change_ci95_high": None, "change_n": int(len(d)),
-                           "change_unit": "%" if scale == "log" else ""}
+    out: dict[str, Any] = {
+        "change": None,
+        "change_ci95_low": None,
+        "change_ci95_high": None,
+        "change_n": int(len(d)),
+        "change_unit": "%" if scale == "log" else "",
+    }
     if not len(d):
         return out
     as_change = (lambda v: 100.0 * math.expm1(v)) if scale == "log" else (lambda v: v)
     half = _t_half(d)
     out["change"] = as_change(float(d.mean()))
     if half is not None:
-        out["change_ci95_low"], out["change_ci95_high"] = as_change(float(d.mean() - half)), as_change(float(d.mean() + half))
+        out["change_ci95_low"], out["change_ci95_high"] = (
+            as_change(float(d.mean() - half)),
+            as_change(float(d.mean() + half)),
+        )
     return out

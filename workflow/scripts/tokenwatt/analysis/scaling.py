@@ -112,8 +112,9 @@ class PublishedLaw(Law):
 
 
 HOFFMANN_2022 = PublishedLaw(1.69, 406.4, 410.7, 0.34, 0.28, "Hoffmann et al. 2022, approach 3", 0.46)
-BESIROGLU_2024 = PublishedLaw(1.82, 482.0, 2085.4, 0.348, 0.366, "Besiroglu et al. 2024, replication of approach 3",
-                              0.513)
+BESIROGLU_2024 = PublishedLaw(
+    1.82, 482.0, 2085.4, 0.348, 0.366, "Besiroglu et al. 2024, replication of approach 3", 0.513
+)
 PUBLISHED = (HOFFMANN_2022, BESIROGLU_2024)
 
 
@@ -135,8 +136,9 @@ class LawFit(Law):
     delta: float
 
 
-def law_objective(theta: ArrayLike, log_N: np.ndarray, log_D: np.ndarray, log_loss: np.ndarray,
-                  delta: float = HUBER_DELTA) -> tuple[float, np.ndarray]:
+def law_objective(
+    theta: ArrayLike, log_N: np.ndarray, log_D: np.ndarray, log_loss: np.ndarray, delta: float = HUBER_DELTA
+) -> tuple[float, np.ndarray]:
     """Sum of Huber losses of the predicted minus observed log-loss, and its gradient in
     theta = (log E, log A, log B, alpha, beta). The log-sum-exp is shifted by its largest term so that
     no step of the line search overflows."""
@@ -177,8 +179,9 @@ def _screen(log_N: np.ndarray, log_D: np.ndarray, log_loss: np.ndarray, delta: f
     return out.reshape(-1)
 
 
-def _minimise(theta0: np.ndarray, log_N: np.ndarray, log_D: np.ndarray, log_loss: np.ndarray,
-              delta: float) -> optimize.OptimizeResult:
+def _minimise(
+    theta0: np.ndarray, log_N: np.ndarray, log_D: np.ndarray, log_loss: np.ndarray, delta: float
+) -> optimize.OptimizeResult:
     """L-BFGS-B from ``theta0``; the result's ``x`` and ``jac`` are in theta.
 
     It runs in centred logs: with a' = a − alpha·mean(log N) the term is a' − alpha·(log N − mean), and the
@@ -186,9 +189,14 @@ def _minimise(theta0: np.ndarray, log_N: np.ndarray, log_D: np.ndarray, log_loss
     reaches the optimum in fewer steps instead of stopping early on a long narrow valley."""
     xm, ym = log_N.mean(), log_D.mean()
     e, a, b, alpha, beta = theta0
-    r = optimize.minimize(law_objective, np.array([e, a - alpha * xm, b - beta * ym, alpha, beta]),
-                          args=(log_N - xm, log_D - ym, log_loss, delta), jac=True, method="L-BFGS-B",
-                          options=LBFGSB_OPTIONS)
+    r = optimize.minimize(
+        law_objective,
+        np.array([e, a - alpha * xm, b - beta * ym, alpha, beta]),
+        args=(log_N - xm, log_D - ym, log_loss, delta),
+        jac=True,
+        method="L-BFGS-B",
+        options=LBFGSB_OPTIONS,
+    )
     e, a, b, alpha, beta = r.x
     g = r.jac
     r.x = np.array([e, a + alpha * xm, b + beta * ym, alpha, beta])
@@ -211,13 +219,22 @@ def _unidentified(N: np.ndarray, D: np.ndarray) -> str | None:
     three or more model sizes, E, B and beta by three or more data sizes, and there are five parameters."""
     n_N, n_D, n_points = np.unique(N).size, np.unique(D).size, np.unique(N + 1j * D).size  # complex: (N, D) pairs
     if n_points < 5 or n_N < 3 or n_D < 3:
-        return (f"{n_points} distinct (N, D) points, {n_N} distinct N and {n_D} distinct D: the law's 5 parameters "
-                "need at least 5 points, 3 distinct N and 3 distinct D")
+        return (
+            f"{n_points} distinct (N, D) points, {n_N} distinct N and {n_D} distinct D: the law's 5 parameters "
+            "need at least 5 points, 3 distinct N and 3 distinct D"
+        )
     return None
 
 
-def fit_law(N: ArrayLike, D: ArrayLike, loss: ArrayLike, *, start: Law | None = None, refine: int = REFINE,
-            delta: float = HUBER_DELTA) -> LawFit:
+def fit_law(
+    N: ArrayLike,
+    D: ArrayLike,
+    loss: ArrayLike,
+    *,
+    start: Law | None = None,
+    refine: int = REFINE,
+    delta: float = HUBER_DELTA,
+) -> LawFit:
     """Fit ``L(N, D)`` to points (N parameters, D tokens, loss in nats).
 
     From ``start`` (a law, e.g. the full-data fit for a bootstrap resample) one L-BFGS-B run; otherwise
@@ -242,11 +259,24 @@ def fit_law(N: ArrayLike, D: ArrayLike, loss: ArrayLike, *, start: Law | None = 
     best = min(range(len(results)), key=lambda i: results[i].fun)
     r = results[best]
     e, a, b, alpha, beta = r.x
-    return LawFit(E=float(np.exp(e)), A=float(np.exp(a)), B=float(np.exp(b)), alpha=float(alpha), beta=float(beta),
-                  objective=float(r.fun), success=bool(r.success), message=str(r.message),
-                  grad_norm=float(np.abs(r.jac).max()), n_iter=int(r.nit), n_points=int(N.size), n_starts=len(starts),
-                  start=tuple(float(v) for v in starts[best]), N_range=(float(N.min()), float(N.max())),
-                  D_range=(float(D.min()), float(D.max())), delta=delta)
+    return LawFit(
+        E=float(np.exp(e)),
+        A=float(np.exp(a)),
+        B=float(np.exp(b)),
+        alpha=float(alpha),
+        beta=float(beta),
+        objective=float(r.fun),
+        success=bool(r.success),
+        message=str(r.message),
+        grad_norm=float(np.abs(r.jac).max()),
+        n_iter=int(r.nit),
+        n_points=int(N.size),
+        n_starts=len(starts),
+        start=tuple(float(v) for v in starts[best]),
+        N_range=(float(N.min()), float(N.max())),
+        D_range=(float(D.min()), float(D.max())),
+        delta=delta,
+    )
 
 
 @dataclass(frozen=True)
@@ -304,11 +334,19 @@ def fit_energy(N: ArrayLike, joules_per_token: ArrayLike) -> EnergyFit:
     se_log_c = float(np.sqrt(s2 * (1 / N.size + x.mean() ** 2 / sxx)))
     t = float(sps.t.ppf(0.5 + LEVEL / 2, df))
     c = float(np.exp(log_c))
-    return EnergyFit(c=c, gamma=gamma, se_log_c=se_log_c, se_c=c * se_log_c, se_gamma=se_gamma,
-                     ci_c=(float(np.exp(log_c - t * se_log_c)), float(np.exp(log_c + t * se_log_c))),
-                     ci_gamma=(gamma - t * se_gamma, gamma + t * se_gamma),
-                     r2=1 - rss / tss if tss > 0 else float("nan"), n_points=int(N.size),
-                     n_sizes=int(np.unique(N).size), N_range=(float(N.min()), float(N.max())))
+    return EnergyFit(
+        c=c,
+        gamma=gamma,
+        se_log_c=se_log_c,
+        se_c=c * se_log_c,
+        se_gamma=se_gamma,
+        ci_c=(float(np.exp(log_c - t * se_log_c)), float(np.exp(log_c + t * se_log_c))),
+        ci_gamma=(gamma - t * se_gamma, gamma + t * se_gamma),
+        r2=1 - rss / tss if tss > 0 else float("nan"),
+        n_points=int(N.size),
+        n_sizes=int(np.unique(N).size),
+        N_range=(float(N.min()), float(N.max())),
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -343,14 +381,23 @@ class BootstrapResult:
         else:
             se = kept.std(axis=0, ddof=1)
             lo, hi = np.percentile(kept, [50 * (1 - LEVEL), 50 * (1 + LEVEL)], axis=0)
-        return {n: {"estimate": float(v), "se": float(s), "ci_low": float(a), "ci_high": float(b)}
-                for n, v, s, a, b in zip(self.names, self.estimate, se, lo, hi, strict=True)}
+        return {
+            n: {"estimate": float(v), "se": float(s), "ci_low": float(a), "ci_high": float(b)}
+            for n, v, s, a, b in zip(self.names, self.estimate, se, lo, hi, strict=True)
+        }
 
     def to_dict(self) -> dict[str, Any]:
-        return {"n_resamples": self.n_resamples, "n_converged": self.n_converged, "n_skipped": self.n_skipped,
-                "n_not_converged": self.n_resamples - self.n_converged - self.n_skipped, "n_subjects": self.n_subjects,
-                "seed": self.seed, "level": LEVEL, "parameters": self.summary(),
-                "energy": None if self.energy is None else self.energy.to_dict()}
+        return {
+            "n_resamples": self.n_resamples,
+            "n_converged": self.n_converged,
+            "n_skipped": self.n_skipped,
+            "n_not_converged": self.n_resamples - self.n_converged - self.n_skipped,
+            "n_subjects": self.n_subjects,
+            "seed": self.seed,
+            "level": LEVEL,
+            "parameters": self.summary(),
+            "energy": None if self.energy is None else self.energy.to_dict(),
+        }
 
 
 def _subject_draws(n_subjects: int, n_resamples: int, seed: int) -> Iterator[np.ndarray]:
@@ -387,8 +434,15 @@ class _EnergyResampler:
         self.samples[i] = np.exp(log_c), gamma
 
     def result(self, n_subjects: int, seed: int) -> BootstrapResult:
-        return BootstrapResult(ENERGY_PARAMS, (self.fit.c, self.fit.gamma), self.samples,
-                               np.isfinite(self.samples[:, 0]), self.skipped, n_subjects, seed)
+        return BootstrapResult(
+            ENERGY_PARAMS,
+            (self.fit.c, self.fit.gamma),
+            self.samples,
+            np.isfinite(self.samples[:, 0]),
+            self.skipped,
+            n_subjects,
+            seed,
+        )
 
 
 def _subject_codes(*subjects: np.ndarray) -> tuple[int, list[np.ndarray]]:
@@ -398,9 +452,17 @@ def _subject_codes(*subjects: np.ndarray) -> tuple[int, list[np.ndarray]]:
     return ids.size, np.split(codes, cuts)
 
 
-def bootstrap(N: ArrayLike, D: ArrayLike, loss: ArrayLike, subjects: ArrayLike | None = None, *,
-              fit: LawFit | None = None, energy: tuple[ArrayLike, ArrayLike, ArrayLike] | None = None,
-              n_resamples: int = 1000, seed: int = 0) -> BootstrapResult:
+def bootstrap(
+    N: ArrayLike,
+    D: ArrayLike,
+    loss: ArrayLike,
+    subjects: ArrayLike | None = None,
+    *,
+    fit: LawFit | None = None,
+    energy: tuple[ArrayLike, ArrayLike, ArrayLike] | None = None,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> BootstrapResult:
     """Bootstrap the loss law over subjects (``subjects[i]`` is point i's; default: each point its own).
 
     Each resample is refitted from ``fit`` (default: the full-data fit). ``energy``, as (N, J/token,
@@ -431,12 +493,26 @@ def bootstrap(N: ArrayLike, D: ArrayLike, loss: ArrayLike, subjects: ArrayLike |
             e, a, b, alpha, beta = r.x
             samples[i] = _law_row(Law(np.exp(e), np.exp(a), np.exp(b), alpha, beta))
             converged[i] = r.success
-    return BootstrapResult(LAW_SUMMARY, tuple(_law_row(fit)), samples, converged, skipped, n_subjects, seed,
-                           resampler.result(n_subjects, seed) if resampler else None)
+    return BootstrapResult(
+        LAW_SUMMARY,
+        tuple(_law_row(fit)),
+        samples,
+        converged,
+        skipped,
+        n_subjects,
+        seed,
+        resampler.result(n_subjects, seed) if resampler else None,
+    )
 
 
-def bootstrap_energy(N: ArrayLike, joules_per_token: ArrayLike, subjects: ArrayLike | None = None, *,
-                     n_resamples: int = 1000, seed: int = 0) -> BootstrapResult:
+def bootstrap_energy(
+    N: ArrayLike,
+    joules_per_token: ArrayLike,
+    subjects: ArrayLike | None = None,
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> BootstrapResult:
     """Bootstrap e(N) alone over subjects (default: each trial its own), beside ``fit_energy``'s t intervals."""
     subjects = np.arange(np.size(N)) if subjects is None else subjects
     n_subjects, (codes,) = _subject_codes(subjects)
@@ -474,8 +550,9 @@ class Allocation:
         return {**plain, "tokens_per_parameter": self.tokens_per_parameter.tolist()}
 
 
-def _optimum(law: np.ndarray, c: np.ndarray, gamma: np.ndarray, budget: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _optimum(
+    law: np.ndarray, c: np.ndarray, gamma: np.ndarray, budget: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """N*, D*, L* (laws × budgets) minimising L subject to c·N^gamma·D = budget, for laws as rows of
     (E, A, B, alpha, beta) and per-law c, gamma; NaN where no finite optimum exists (alpha, beta or gamma ≤ 0)."""
     E, A, B, alpha, beta = (law[:, i : i + 1] for i in range(5))
@@ -488,15 +565,24 @@ def _optimum(law: np.ndarray, c: np.ndarray, gamma: np.ndarray, budget: np.ndarr
         return N, D, E + A / N**alpha + B / D**beta
 
 
-def _allocate(constraint: str, law: Law, c: float, gamma: float, budget: ArrayLike, draws: np.ndarray | None,
-              ranges: tuple[tuple[float, float], tuple[float, float]] | None) -> Allocation:
+def _allocate(
+    constraint: str,
+    law: Law,
+    c: float,
+    gamma: float,
+    budget: ArrayLike,
+    draws: np.ndarray | None,
+    ranges: tuple[tuple[float, float], tuple[float, float]] | None,
+) -> Allocation:
     budget = np.atleast_1d(np.asarray(budget, float))
     check_positive(budget, "budget")
     point = np.array([[law.E, law.A, law.B, law.alpha, law.beta]])
     N, D, L = (v[0] for v in _optimum(point, np.array([c]), np.array([gamma]), budget))
     if np.isnan(N).any():
-        raise ValueError(f"no finite {constraint}-optimal allocation: it needs alpha, beta and gamma > 0 "
-                         f"(alpha = {law.alpha:.3g}, beta = {law.beta:.3g}, gamma = {gamma:.3g})")
+        raise ValueError(
+            f"no finite {constraint}-optimal allocation: it needs alpha, beta and gamma > 0 "
+            f"(alpha = {law.alpha:.3g}, beta = {law.beta:.3g}, gamma = {gamma:.3g})"
+        )
     extrapolated = None
     if ranges:
         (n_lo, n_hi), (d_lo, d_hi) = ranges
@@ -508,8 +594,11 @@ def _allocate(constraint: str, law: Law, c: float, gamma: float, budget: ArrayLi
         bands = {"n_resamples": int(ok.sum()), "n_without_optimum": int((~ok).sum())}
         if ok.any():
             q = [50 * (1 - LEVEL), 50 * (1 + LEVEL)]
-            bands.update(N_band=np.percentile(Nb[ok], q, axis=0), D_band=np.percentile(Db[ok], q, axis=0),
-                         loss_band=np.percentile(Lb[ok], q, axis=0))
+            bands.update(
+                N_band=np.percentile(Nb[ok], q, axis=0),
+                D_band=np.percentile(Db[ok], q, axis=0),
+                loss_band=np.percentile(Lb[ok], q, axis=0),
+            )
     return Allocation(constraint, budget, N, D, L, extrapolated, **bands)
 
 
@@ -517,8 +606,9 @@ def _law_ranges(law: Law) -> tuple[tuple[float, float], tuple[float, float]] | N
     return (law.N_range, law.D_range) if isinstance(law, LawFit) else None
 
 
-def allocate_energy(law: Law, energy: EnergyFit, joules: ArrayLike, *,
-                    boot: BootstrapResult | None = None) -> Allocation:
+def allocate_energy(
+    law: Law, energy: EnergyFit, joules: ArrayLike, *, boot: BootstrapResult | None = None
+) -> Allocation:
     """Minimise L(N, D) subject to e(N)·D = J for each energy budget J (joules), in closed form (module docstring).
 
     With ``boot`` (from ``bootstrap``), bands over its converged resamples, each law paired with the e(N) of

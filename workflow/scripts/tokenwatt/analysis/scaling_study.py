@@ -16,12 +16,13 @@ point, repeats included.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import polars as pl
 
-from .scaling import (PUBLISHED, ScalingInputError, allocate_energy, allocate_flops, bootstrap, fit_energy, fit_law)
+from .scaling import PUBLISHED, ScalingInputError, allocate_energy, allocate_flops, bootstrap, fit_energy, fit_law
 
 N_COUNTS = {"total": "params", "non_embedding": "non_embedding_params"}
 
@@ -31,24 +32,35 @@ def sizes(trials: pl.DataFrame) -> pl.DataFrame:
     vocabulary-sized one, also excluded from the non-embedding count) and joules per real token."""
     tied = pl.col("tied_embeddings").fill_null(False) if "tied_embeddings" in trials.columns else pl.lit(False)
     return trials.select(
-        "cell", pl.col("trial").cast(pl.Int64), "series", "budget", "params", "real_tokens",
-        (pl.col("params") - pl.col("embedding_params") * pl.when(tied).then(1).otherwise(2)).alias("non_embedding_params"),
+        "cell",
+        pl.col("trial").cast(pl.Int64),
+        "series",
+        "budget",
+        "params",
+        "real_tokens",
+        (pl.col("params") - pl.col("embedding_params") * pl.when(tied).then(1).otherwise(2)).alias(
+            "non_embedding_params"
+        ),
         (pl.col("energy_j") / pl.col("real_tokens")).alias("joules_per_token"),
         (pl.col("dynamic_energy_j") / pl.col("real_tokens")).alias("dynamic_joules_per_token")
-        if "dynamic_energy_j" in trials.columns else pl.lit(None, pl.Float64).alias("dynamic_joules_per_token"),
-        (pl.col("device_profile") if "device_profile" in trials.columns else pl.lit("")).alias("hardware"))
+        if "dynamic_energy_j" in trials.columns
+        else pl.lit(None, pl.Float64).alias("dynamic_joules_per_token"),
+        (pl.col("device_profile") if "device_profile" in trials.columns else pl.lit("")).alias("hardware"),
+    )
 
 
 def points(curves: pl.DataFrame, trials: pl.DataFrame, which: str) -> pl.DataFrame:
     """The (N, D, loss) points of the frame's trials, with their subject (the trial), chosen by ``scaling.points``."""
-    joined = curves.with_columns(pl.col("trial").cast(pl.Int64)).join(sizes(trials), on=["cell", "trial"], how="inner",
-                                                                      suffix="_trial")
+    joined = curves.with_columns(pl.col("trial").cast(pl.Int64)).join(
+        sizes(trials), on=["cell", "trial"], how="inner", suffix="_trial"
+    )
     if which == "final":
         joined = joined.filter(pl.col("final"))
     elif which == "first_epoch":
         joined = joined.filter(pl.col("real_tokens") <= pl.col("distinct_tokens"))
-    return joined.filter(pl.col("real_tokens") > 0).select("cell", "trial", "params", "non_embedding_params",
-                                                           pl.col("real_tokens").alias("tokens"), "eval_loss")
+    return joined.filter(pl.col("real_tokens") > 0).select(
+        "cell", "trial", "params", "non_embedding_params", pl.col("real_tokens").alias("tokens"), "eval_loss"
+    )
 
 
 def _finite(summary: dict[str, dict[str, float]]) -> dict[str, dict[str, float | None]]:
@@ -66,7 +78,15 @@ def _energy_fits(sized: pl.DataFrame) -> list[dict[str, Any]]:
                 fit = fit_energy(rows["params"].to_numpy(), rows[kind].to_numpy()).to_dict()
                 out.append({"hardware": hardware, "energy": kind, "status": "ok", "left_out": left_out, **fit})
             except ScalingInputError as err:
-                out.append({"hardware": hardware, "energy": kind, "status": "not fitted", "message": str(err), "left_out": left_out})
+                out.append(
+                    {
+                        "hardware": hardware,
+                        "energy": kind,
+                        "status": "not fitted",
+                        "message": str(err),
+                        "left_out": left_out,
+                    }
+                )
     return out
 
 
@@ -74,22 +94,35 @@ def analyse_scaling(curves: pl.DataFrame, trials: pl.DataFrame, settings: Mappin
     """The study's scaling analysis, or why it cannot be made (it needs 3 model sizes and 3 budgets)."""
     n_sizes = trials["params"].n_unique() if trials.height else 0
     n_budgets = trials["budget"].n_unique() if trials.height else 0
-    out: dict[str, Any] = {"points": settings.get("points", "first_epoch"), "model_sizes": n_sizes, "budgets": n_budgets,
-                           "published": [p.to_dict() for p in PUBLISHED]}
+    out: dict[str, Any] = {
+        "points": settings.get("points", "first_epoch"),
+        "model_sizes": n_sizes,
+        "budgets": n_budgets,
+        "published": [p.to_dict() for p in PUBLISHED],
+    }
     if n_sizes < 3 or n_budgets < 3:
-        return {**out, "status": "not fitted",
-                "message": f"A scaling law needs at least 3 model sizes and 3 budgets; this study has {n_sizes} and {n_budgets}."}
+        return {
+            **out,
+            "status": "not fitted",
+            "message": f"A scaling law needs at least 3 model sizes and 3 budgets; this study has {n_sizes} and {n_budgets}.",
+        }
     chosen = points(curves, trials, out["points"])
     if chosen.height == 0:
-        return {**out, "status": "not fitted", "message": f"No eval point is left for scaling.points: {out['points']} (with several "
-                "epochs and eval.points 0 there is no point within the first epoch: set eval.points, or scaling.points: final)."}
+        return {
+            **out,
+            "status": "not fitted",
+            "message": f"No eval point is left for scaling.points: {out['points']} (with several "
+            "epochs and eval.points 0 there is no point within the first epoch: set eval.points, or scaling.points: final).",
+        }
     try:
         return {**out, **_fits(chosen, sizes(trials), trials, settings)}
     except ScalingInputError as err:
         return {**out, "status": "not fitted", "message": f"The law cannot be fitted to these points: {err}"}
 
 
-def _fits(chosen: pl.DataFrame, sized: pl.DataFrame, trials: pl.DataFrame, settings: Mapping[str, Any]) -> dict[str, Any]:
+def _fits(
+    chosen: pl.DataFrame, sized: pl.DataFrame, trials: pl.DataFrame, settings: Mapping[str, Any]
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     boot_n, seed = settings.get("bootstrap", 1000), settings.get("seed", 0)
     laws = {}
@@ -102,17 +135,27 @@ def _fits(chosen: pl.DataFrame, sized: pl.DataFrame, trials: pl.DataFrame, setti
             energy = (e["params"].to_numpy().astype(float), e["joules_per_token"].to_numpy(), e["trial"].to_numpy())
         boot = bootstrap(N, D, L, chosen["trial"].to_numpy(), fit=fit, energy=energy, n_resamples=boot_n, seed=seed)
         laws[count] = {"fit": fit, "boot": boot}
-        out[f"law_{count}"] = {**fit.to_dict(), "bootstrap": _finite(boot.summary()), "n_resamples": boot.n_resamples,
-                               "n_converged": boot.n_converged, "n_skipped": boot.n_skipped, "n_points": int(N.size)}
+        out[f"law_{count}"] = {
+            **fit.to_dict(),
+            "bootstrap": _finite(boot.summary()),
+            "n_resamples": boot.n_resamples,
+            "n_converged": boot.n_converged,
+            "n_skipped": boot.n_skipped,
+            "n_points": int(N.size),
+        }
     out["energy_per_token"] = _energy_fits(sized)
     total = [e for e in out["energy_per_token"] if e["energy"] == "joules_per_token" and e["status"] == "ok"]
     if len(total) > 1:
-        out["allocation_message"] = ("Several device profiles (hardware levels or precisions): e(N) is fitted per profile above; "
-                                     "the energy-optimal allocation needs one device's e(N), so run it per profile.")
+        out["allocation_message"] = (
+            "Several device profiles (hardware levels or precisions): e(N) is fitted per profile above; "
+            "the energy-optimal allocation needs one device's e(N), so run it per profile."
+        )
     elif total:
         law, boot = laws["total"]["fit"], laws["total"]["boot"]
         measured = trials["energy_j"].drop_nulls()
-        budgets = np.asarray(settings.get("energy_budgets") or np.geomspace(measured.min() / 10, measured.max() * 10, 9))
+        budgets = np.asarray(
+            settings.get("energy_budgets") or np.geomspace(measured.min() / 10, measured.max() * 10, 9)
+        )
         e = sized.drop_nulls("joules_per_token").filter(pl.col("joules_per_token") > 0)
         energy = fit_energy(e["params"].to_numpy(), e["joules_per_token"].to_numpy())
         try:
@@ -121,7 +164,9 @@ def _fits(chosen: pl.DataFrame, sized: pl.DataFrame, trials: pl.DataFrame, setti
             out["allocation_flops"] = allocate_flops(law, flops, boot=boot).to_dict()
         except ValueError as err:  # a fitted exponent ≤ 0: the law has no finite optimum to allocate by
             out.pop("allocation_energy", None)
-            out["allocation_message"] = (f"No allocation: {err}. The points do not pin the law down (too few model sizes or "
-                                         "budgets, or too narrow a range of them); the estimates above show which exponent.")
+            out["allocation_message"] = (
+                f"No allocation: {err}. The points do not pin the law down (too few model sizes or "
+                "budgets, or too narrow a range of them); the estimates above show which exponent."
+            )
     out["status"] = "ok"
     return out

@@ -36,8 +36,9 @@ def _levels(trials: pl.DataFrame, factor: str) -> list[Any]:
     return sorted(set(values)) if factor == "budget" else list(dict.fromkeys(values))
 
 
-def complete_block(trials: pl.DataFrame, dv: str, factors: list[str] | None = None
-                   ) -> tuple[np.ndarray, list[str], list[list[Any]], list[int], list[int]]:
+def complete_block(
+    trials: pl.DataFrame, dv: str, factors: list[str] | None = None
+) -> tuple[np.ndarray, list[str], list[list[Any]], list[int], list[int]]:
     """Array trials × levels of each factor (factors with one level left out) of ``dv`` on its scale (log values
     for a log-scale measure), the factors and their levels, the complete trials and the trials dropped as
     incomplete (a missing or non-finite cell, or a value ≤ 0 on the log scale)."""
@@ -109,9 +110,17 @@ def anova_effects(y: np.ndarray, factors: list[str]) -> list[dict[str, Any]]:
             z = flat @ basis
             mean = z.mean(axis=0)
             df1, df2 = z.shape[1], z.shape[1] * (n - 1)
-            effects.append({"effect": effect_name([factors[i] for i in members]), "factors": [factors[i] for i in members],
-                            "df1": df1, "df2": df2, "ss_effect": float(n * mean @ mean),
-                            "ss_error": float(((z - mean) ** 2).sum()), **_sphericity(z)})
+            effects.append(
+                {
+                    "effect": effect_name([factors[i] for i in members]),
+                    "factors": [factors[i] for i in members],
+                    "df1": df1,
+                    "df2": df2,
+                    "ss_effect": float(n * mean @ mean),
+                    "ss_error": float(((z - mean) ** 2).sum()),
+                    **_sphericity(z),
+                }
+            )
     error_total = sum(e["ss_error"] for e in effects)
     for e in effects:
         e["eta2_g"] = e["ss_effect"] / (e["ss_effect"] + ss_subject + error_total)
@@ -124,7 +133,11 @@ def anova_effects(y: np.ndarray, factors: list[str]) -> list[dict[str, Any]]:
         e["status"] = "ok"
         if "eps_gg" in e:
             eps = e["eps_gg"]
-            e.update(df1_gg=e["df1"] * eps, df2_gg=e["df2"] * eps, p_gg=float(sps.f.sf(e["F"], e["df1"] * eps, e["df2"] * eps)))
+            e.update(
+                df1_gg=e["df1"] * eps,
+                df2_gg=e["df2"] * eps,
+                p_gg=float(sps.f.sf(e["F"], e["df1"] * eps, e["df2"] * eps)),
+            )
             if "mauchly_p" in e:
                 e["sphericity_ok"] = e["mauchly_p"] > 0.05
         e["apa"] = anova_text(e)
@@ -136,32 +149,58 @@ def rm_anova(trials: pl.DataFrame, dv: str) -> dict[str, Any]:
     budget's main effect also at the top level (the study's question), or a message saying why not."""
     y, factors, levels, kept, dropped = complete_block(trials, dv)
     budgets = sorted(set(trials["budget"].to_list())) if trials.height else []
-    out: dict[str, Any] = {"dv": dv, "scale": scale_of(dv), "factors": [factor_name(f) for f in factors], "budgets": budgets,
-                           "n_trials": len(kept), "dropped_trials": dropped}
+    out: dict[str, Any] = {
+        "dv": dv,
+        "scale": scale_of(dv),
+        "factors": [factor_name(f) for f in factors],
+        "budgets": budgets,
+        "n_trials": len(kept),
+        "dropped_trials": dropped,
+    }
     if trials.height == 0 or dv not in trials.columns:
         return {**out, "status": "not tested", "message": f"{dv}: no trials to test"}
     if len(kept) < MIN_SUBJECTS:
-        return {**out, "status": "not tested",
-                "message": f"{dv}: only {len(kept)} complete trials; the analysis needs at least {MIN_SUBJECTS}"}
+        return {
+            **out,
+            "status": "not tested",
+            "message": f"{dv}: only {len(kept)} complete trials; the analysis needs at least {MIN_SUBJECTS}",
+        }
     effects = anova_effects(y, factors) if factors else []
     if "budget" not in factors:  # one budget: the other factors' effects are still tested
-        return {**out, "effects": effects, "status": "not tested",
-                "message": f"{dv}: only {len(budgets)} budget; an ANOVA needs at least 2 budgets to test one"}
+        return {
+            **out,
+            "effects": effects,
+            "status": "not tested",
+            "message": f"{dv}: only {len(budgets)} budget; an ANOVA needs at least 2 budgets to test one",
+        }
     budget = effects[factors.index("budget")]
     if budget["status"] != "ok":
-        return {**out, "effects": effects, "status": "not tested", "message": f"{dv}: no error variance across trials (every trial "
-                "changes identically or all values are equal), so F is undefined"}
+        return {
+            **out,
+            "effects": effects,
+            "status": "not tested",
+            "message": f"{dv}: no error variance across trials (every trial "
+            "changes identically or all values are equal), so F is undefined",
+        }
     flat = y.reshape(len(kept), -1)
     residuals = flat - flat.mean(axis=1, keepdims=True) - flat.mean(axis=0, keepdims=True) + flat.mean()
     sw = sps.shapiro(residuals.ravel())
     top = {k: v for k, v in budget.items() if k not in ("effect", "factors", "ss_effect", "ss_error")}
-    return {**out, **top, "ss": {"effect": budget["ss_effect"], "error": budget["ss_error"]}, "effects": effects,
-            "residual_shapiro_w": float(sw.statistic), "residual_shapiro_p": float(sw.pvalue)}
+    return {
+        **out,
+        **top,
+        "ss": {"effect": budget["ss_effect"], "error": budget["ss_error"]},
+        "effects": effects,
+        "residual_shapiro_w": float(sw.statistic),
+        "residual_shapiro_p": float(sw.pvalue),
+    }
 
 
 def _long(y: np.ndarray, budgets: list[int], trials: list[int], dv: str) -> pd.DataFrame:
     """A one-factor block in long form for pingouin, budgets as integers (never strings)."""
-    return pd.DataFrame({"trial": np.repeat(trials, len(budgets)), "budget": np.tile(budgets, len(trials)), dv: y.ravel()})
+    return pd.DataFrame(
+        {"trial": np.repeat(trials, len(budgets)), "budget": np.tile(budgets, len(trials)), dv: y.ravel()}
+    )
 
 
 def holm(p: list[float]) -> list[float]:
@@ -185,17 +224,34 @@ def posthoc(trials: pl.DataFrame, dv: str) -> list[dict[str, Any]]:
         y, factors, levels, kept, _ = complete_block(block, dv, ["budget"])
         if factors != ["budget"] or len(kept) < MIN_SUBJECTS:
             continue
-        table = pg.pairwise_tests(data=_long(y, levels[0], kept, dv), dv=dv, within="budget", subject="trial", padjust="holm",
-                                  effsize="hedges")
+        table = pg.pairwise_tests(
+            data=_long(y, levels[0], kept, dv),
+            dv=dv,
+            within="budget",
+            subject="trial",
+            padjust="holm",
+            effsize="hedges",
+        )
         column = {b: i for i, b in enumerate(levels[0])}
         for _, r in table.iterrows():
             a, b = int(r["A"]), int(r["B"])
             diff = float((y[:, column[b]] - y[:, column[a]]).mean())
-            rows.append({"dv": dv, "scale": scale_of(dv), "series": series, "budget_a": a, "budget_b": b, "t": float(r["T"]),
-                         "df": int(r["dof"]), "p_unc": float(r["p_unc"]), "p_holm": float(r.get("p_corr", r["p_unc"])),
-                         "hedges_g": float(r["hedges"]),
-                         "ratio": float(np.exp(diff)) if scale_of(dv) == "log" else None,
-                         "difference": diff if scale_of(dv) == "raw" else None})
+            rows.append(
+                {
+                    "dv": dv,
+                    "scale": scale_of(dv),
+                    "series": series,
+                    "budget_a": a,
+                    "budget_b": b,
+                    "t": float(r["T"]),
+                    "df": int(r["dof"]),
+                    "p_unc": float(r["p_unc"]),
+                    "p_holm": float(r.get("p_corr", r["p_unc"])),
+                    "hedges_g": float(r["hedges"]),
+                    "ratio": float(np.exp(diff)) if scale_of(dv) == "log" else None,
+                    "difference": diff if scale_of(dv) == "raw" else None,
+                }
+            )
     return rows
 
 
@@ -209,9 +265,19 @@ def simple_effects(trials: pl.DataFrame, dv: str) -> list[dict[str, Any]]:
     rows = []
     for series, block in blocks:
         a = rm_anova(block, dv)  # the other factors are constant within a series, so only the budget varies
-        rows.append({"dv": dv, "series": series, "status": a["status"], "n_trials": a["n_trials"],
-                     **({k: a.get(k) for k in ("F", "df1", "df2", "p", "p_gg", "eta2_g", "apa")} if a["status"] == "ok"
-                        else {"message": a["message"]})})
+        rows.append(
+            {
+                "dv": dv,
+                "series": series,
+                "status": a["status"],
+                "n_trials": a["n_trials"],
+                **(
+                    {k: a.get(k) for k in ("F", "df1", "df2", "p", "p_gg", "eta2_g", "apa")}
+                    if a["status"] == "ok"
+                    else {"message": a["message"]}
+                ),
+            }
+        )
     tested = [r for r in rows if r["status"] == "ok"]
     for r, p in zip(tested, holm([r["p_gg"] if r.get("p_gg") is not None else r["p"] for r in tested])):
         r["p_holm"] = p
@@ -241,13 +307,26 @@ def interaction_contrasts(trials: pl.DataFrame, dv: str) -> list[dict[str, Any]]
         if len(common) < MIN_SUBJECTS:
             continue
         da, db = np.array([changes[a][t] for t in common]), np.array([changes[b][t] for t in common])
-        row = {"dv": dv, "scale": scale_of(dv), "series_a": a, "series_b": b, "change_a": shown(da.mean()),
-               "change_b": shown(db.mean()), "change_unit": "%" if log else "", "df": len(common) - 1,
-               "ratio_of_changes": float(np.exp((da - db).mean())) if log else None}
+        row = {
+            "dv": dv,
+            "scale": scale_of(dv),
+            "series_a": a,
+            "series_b": b,
+            "change_a": shown(da.mean()),
+            "change_b": shown(db.mean()),
+            "change_unit": "%" if log else "",
+            "df": len(common) - 1,
+            "ratio_of_changes": float(np.exp((da - db).mean())) if log else None,
+        }
         d = da - db
         if d.std(ddof=1) <= 1e-12 * max(float(np.abs(np.concatenate([da, db])).max()), 1e-300):
-            rows.append({**row, "status": "not tested",
-                         "message": "every trial's changes differ by the same amount, so t is undefined"})
+            rows.append(
+                {
+                    **row,
+                    "status": "not tested",
+                    "message": "every trial's changes differ by the same amount, so t is undefined",
+                }
+            )
             continue
         t = ttest_rel(da, db)
         rows.append({**row, "status": "ok", "t": float(t.statistic), "p_unc": float(t.pvalue)})
@@ -292,17 +371,26 @@ def analyse_study(trials: pl.DataFrame, measures: list[str], exclude_flagged: bo
     ANOVAs on the other set of subjects (the sensitivity analysis), or a sentence saying why it cannot run:
     a subject leaves every cell or none, so too few remaining subjects mean no test, never a smaller design."""
     primary = frame(trials)
-    flagged = trials.filter(pl.col("quality") == "flagged").select("cell", "trial").rows() if "quality" in trials.columns else []
+    flagged = (
+        trials.filter(pl.col("quality") == "flagged").select("cell", "trial").rows()
+        if "quality" in trials.columns
+        else []
+    )
     result = analyse(primary, measures)
-    result["primary_trials"] = ("complete subjects without a flagged trial (quality.exclude_flagged)" if exclude_flagged
-                                else "every complete subject")
+    result["primary_trials"] = (
+        "complete subjects without a flagged trial (quality.exclude_flagged)"
+        if exclude_flagged
+        else "every complete subject"
+    )
     result["subjects"] = subjects(primary)
     result["flagged"] = [list(r) for r in flagged]
     name, other = sensitivity_set(trials, exclude_flagged)
     sensitivity: dict[str, Any] = {"trials": name, "subjects": subjects(other), "anova": {}}
     if flagged and subjects(other) < MIN_SUBJECTS:
-        sensitivity["message"] = (f"No sensitivity analysis is possible: only {subjects(other)} subject(s) are {name}, and a "
-                                  f"repeated-measures test needs at least {MIN_SUBJECTS}; a subject enters every cell or none.")
+        sensitivity["message"] = (
+            f"No sensitivity analysis is possible: only {subjects(other)} subject(s) are {name}, and a "
+            f"repeated-measures test needs at least {MIN_SUBJECTS}; a subject enters every cell or none."
+        )
     elif flagged:
         sensitivity["anova"] = {m: rm_anova(other, m) for m in measures if m in result["anova"]}
     result["sensitivity"] = sensitivity

@@ -1,0 +1,77 @@
+"""The Scaling section's figures: drawn from the fitted analysis, extrapolation marked, a sentence when unfitted."""
+
+import numpy as np
+import polars as pl
+import pytest
+from test_scaling_study import _study
+from tokenwatt.analysis.scaling_study import analyse_scaling, points, sizes
+from tokenwatt.measures import SCALING_FIGURES
+from tokenwatt.scaling_figures import frontier, make_scaling
+
+
+@pytest.fixture(scope="module")
+def drawn():
+    curves, trials = _study()
+    scaling = analyse_scaling(curves, trials, {"points": "all", "bootstrap": 40, "seed": 1})
+    return scaling, make_scaling(scaling, points(curves, trials, "all"), sizes(trials), estimated=False)
+
+
+def _texts(fig) -> str:
+    return (
+        " ".join(
+            t.get_text()
+            for ax in fig.axes
+            for t in [ax.title, *ax.texts, *(ax.get_legend().get_texts() if ax.get_legend() else [])]
+        )
+        + " "
+        + (fig._suptitle.get_text() if fig._suptitle else "")
+    )
+
+
+def test_every_scaling_figure_is_drawn_for_a_fitted_study(drawn):
+    _, made = drawn
+    assert list(made) == SCALING_FIGURES
+    assert all(fig.axes[0].get_xscale() == "log" for fig in made.values())
+
+
+def test_the_loss_figure_draws_one_fitted_curve_per_model_size_through_its_points(drawn):
+    scaling, made = drawn
+    ax = made["scaling_loss"].axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert sum(label.startswith("N = ") for label in labels) == 4
+    law = scaling["law_total"]
+    solid = next(line for line in ax.get_lines() if line.get_label() == labels[0])
+    D, L = solid.get_xdata(), solid.get_ydata()
+    inside = np.isfinite(L)
+    assert D[inside].min() >= law["D_range"][0] and D[inside].max() <= law["D_range"][1]
+
+
+def test_the_frontier_draws_extrapolated_budgets_dashed_and_measured_ones_solid(drawn):
+    scaling, _ = drawn
+    alloc = dict(scaling["allocation_energy"])
+    extrapolated = np.arange(len(alloc["budget"])) >= 5  # the largest budgets beyond the measured range
+    alloc["extrapolated"] = extrapolated.tolist()
+    fig = frontier(alloc, scaling["allocation_flops"])
+    ax = fig.axes[0]
+    solid = next(line for line in ax.get_lines() if line.get_label() == "N* (parameters)")
+    assert np.array_equal(np.isfinite(solid.get_ydata()), ~extrapolated)
+    dashed = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert dashed and all(np.isfinite(line.get_ydata())[extrapolated].all() for line in dashed)
+    assert all(not np.isfinite(line.get_ydata())[:4].any() for line in dashed)  # measured budgets stay solid only
+    assert "extrapolated" in _texts(fig)
+
+
+def test_the_contours_draw_one_iso_energy_line_per_budget(drawn):
+    scaling, made = drawn
+    ax = made["scaling_contours"].axes[0]
+    white = [line for line in ax.get_lines() if line.get_color() == "white"]
+    assert len(white) == len(scaling["allocation_energy"]["budget"])
+
+
+def test_an_unfitted_study_gets_every_figure_saying_why():
+    curves, trials = _study()
+    few = trials.filter(pl.col("params") < 1_000_000)
+    scaling = analyse_scaling(curves, few, {})
+    made = make_scaling(scaling, None, None, estimated=False)
+    assert list(made) == SCALING_FIGURES
+    assert all("at least 3 model sizes" in _texts(fig) for fig in made.values())

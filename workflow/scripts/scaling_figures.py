@@ -1,0 +1,22 @@
+"""Rule scaling_figures: the Scaling section's figures as PNG and SVG."""
+
+import matplotlib.pyplot as plt
+from tokenwatt.analysis.curves import in_frame
+from tokenwatt.analysis.frame import frame
+from tokenwatt.analysis.scaling_study import points, sizes
+from tokenwatt.files import logged, read_analysis_json, read_table
+from tokenwatt.scaling_figures import make_scaling
+
+with logged(snakemake.log[0]):
+    plt.style.use(snakemake.params.style["style"])
+    trials = frame(read_table(snakemake.input.trials, "trials table"))
+    curves = in_frame(read_table(snakemake.input.curves, "eval curves table"), trials)
+    scaling = read_analysis_json(snakemake.input.scaling, "scaling analysis")
+    estimated = "meter" in trials.columns and "estimate" in trials["meter"].to_list()
+    chosen = points(curves, trials, scaling["points"]) if trials.height else None
+    made = make_scaling(scaling, chosen, sizes(trials) if trials.height else None, estimated)
+    for name, fig in made.items():
+        fig.savefig(snakemake.output[f"{name}_png"], dpi=snakemake.params.style["dpi"])
+        fig.savefig(snakemake.output[f"{name}_svg"], metadata={"Date": None})  # no timestamp: same data, same file
+        plt.close(fig)
+        print(f"wrote {name}")
