@@ -33,7 +33,7 @@ def test_the_time_and_energy_to_go_come_from_finished_trials_of_the_same_cell():
     }
     line = study_progress(finished, expected)
     # to go: one 1000-trial (10 s, 30 J) and one 2000-trial (30 s, 90 J)
-    assert line.startswith("  study: 2 of 4 trials done; ~0.7 min and ~0.12 kJ (energy itself estimated) to go")
+    assert line == "  study: 2 of 4 trials done; ~0.7 min and ~0.12 kJ of estimated energy to go"
 
 
 def test_a_cell_without_finished_trials_is_scaled_from_the_others_by_tokens():

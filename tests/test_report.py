@@ -502,3 +502,10 @@ def test_the_factorial_report_does_not_overflow_a_1300_px_page_in_chromium(facto
     found = re.search(r"<title>overflow=(-?\d+)</title>", proc.stdout)
     assert found, proc.stderr[-2000:]
     assert int(found.group(1)) <= 0
+
+
+def test_interaction_contrasts_give_t_to_two_decimals_and_whole_df_as_integers(factorial_page):
+    section = factorial_page.split("<h3>Interaction contrasts</h3>")[1].split("</table>")[0]
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", section)]
+    rows = [c for c in cells if len(c) == 9]
+    assert rows and all(re.fullmatch(r"-?\d+\.\d\d", c[5]) for c in rows) and all(c[6] == "2" for c in rows)

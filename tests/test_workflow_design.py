@@ -151,7 +151,10 @@ def test_a_model_level_with_its_own_tokenizer_trains_on_its_own_chunks_of_the_sa
 
 
 def _trial_threads(work, *args):
-    out = snakemake(work, "-n", "--cores", "2", "--configfile", ".test/config/config.yaml", *args).stdout
+    # Snakemake's own logger prints each job's block in a dry run; the default profile's rich logger shows the table only.
+    out = snakemake(
+        work, "-n", "--workflow-profile", "none", "--cores", "2", "--configfile", ".test/config/config.yaml", *args
+    ).stdout
     blocks = [b for b in out.split("\nrule ")[1:] if b.startswith("train_trial:")]
     # Snakemake prints a job's threads only when there are more than one
     return {int(line.split(":")[1]) for b in blocks for line in b.splitlines()[:12] if "threads:" in line} or {1}

@@ -101,18 +101,19 @@ def test_command_line_config_overrides_still_plan_beside_the_duplicate_check(bar
     assert snakemake(bare, *TINY, "--config", "results=elsewhere", "-n", check=False).returncode == 0
 
 
-def test_a_tokenwatt_error_in_a_job_reads_as_a_sentence_and_its_traceback_stays_in_the_log(tmp_path):
+def test_a_tokenwatt_error_in_a_job_reads_as_a_sentence_then_its_log_with_the_traceback(tmp_path):
     work = clone(tmp_path / "work")
     (work / "bad.txt").write_bytes(b"a good line\n\xff\xfe a bad one\n")
     (work / "bad.yaml").write_text("corpus: {source: local, local: {files: [bad.txt]}}\n")
     proc = snakemake(work, "results/data/corpus.parquet", *TINY, "bad.yaml", "--cores", "1", check=False)
     out = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and "Error in rule corpus" in out  # the job is failed, as before
-    assert (
+    assert proc.returncode != 0 and "Failed corpus" in out  # the job is failed, as before
+    sentence = (
         "tokenwatt: corpus file bad.txt is not valid UTF-8 (byte 12: invalid start byte); re-encode it as UTF-8, or set "
         "corpus.local.encoding_errors: replace to substitute U+FFFD (the traceback is in results/logs/corpus.log)"
-    ) in out
-    assert "Traceback" not in out
+    )
+    # The sentence first, whole; the terminal then shows the failed job's log, traceback included, as an error in full.
+    assert sentence in out and out.index(sentence) < out.index("Traceback")
     assert "Traceback (most recent call last)" in (work / "results/logs/corpus.log").read_text()
     assert not (work / "results/data/corpus.parquet").exists()
 

@@ -3,7 +3,9 @@
 import contextlib
 import json
 import os
+import re
 import time
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -114,8 +116,13 @@ def test_the_terminal_shows_each_trial_and_the_studys_progress_without_noise(stu
     terminal = (study / "terminal.txt").read_text()
     assert terminal.count("▶ ") == 6 and terminal.count("■ ") == 6
     assert "tokens/s" in terminal and "W estimated" in terminal and "eval loss" in terminal
-    assert "study: 6 of 6 trials done." in terminal and "to go (an estimate from" in terminal
+    assert "study: 6 of 6 trials done." in terminal and "of estimated energy to go" in terminal
     assert "Shell command: None" not in terminal
+    assert "Job stats" in terminal and "tokenwatt plan:" in terminal
+    assert "input:" not in terminal and "output:" not in terminal and "eligible for caching" not in terminal
+    assert terminal.count("process start-up between trials not included") == 1  # said once, in the plan
+    log = re.search(r"Complete [Ll]og: (\S+)", terminal)
+    assert log and "input:" in Path(log.group(1)).read_text()  # Snakemake's job blocks went to its log
 
 
 def test_an_unchanged_rerun_has_nothing_to_do(study):

@@ -48,15 +48,21 @@ def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = 
 
 
 def planned_jobs(workdir: Path, *args: str) -> Counter:
-    """Jobs a dry run would execute, by rule (the 'Job stats' table), without the target rules."""
-    out = snakemake(workdir, "-n", *args).stdout
+    """Jobs a dry run would execute, by rule (the 'Job stats' table, as Snakemake's own logger or the default
+    profile's rich logger prints it: "train_trial 6" or "train trial 6"), without the target rules."""
+    proc = snakemake(workdir, "-n", *args)
+    out = proc.stdout + proc.stderr
     jobs = Counter()
-    if "Job stats:" in out:
-        table = out.split("Job stats:")[1]
-        for line in table.splitlines()[3:]:
-            m = re.match(r"^(\w+)\s+(\d+)$", line.strip())
-            if not m:
+    if "Job stats" in out:
+        for line in out.split("Job stats", 1)[1].splitlines()[1:]:
+            m = re.match(r"^\s*([a-z][\w ]*?)\s+(\d+)\s*$", line)
+            if m is None:
+                if jobs:
+                    break
+                continue
+            rule = m.group(1).replace(" ", "_")
+            if rule == "total":
                 break
-            if m.group(1) not in ("all", "data", "total"):
-                jobs[m.group(1)] = int(m.group(2))
+            if rule not in ("all", "data", "job", "rule"):
+                jobs[rule] = int(m.group(2))
     return jobs

@@ -7,6 +7,12 @@ from typing import Any
 
 from .measures import duration
 
+# Said once in the plan, so that the line after each trial (progress.study_progress) stays short.
+PROGRESS_NOTE = (
+    "While it runs: a line as each trial starts and ends, then the trials done and the time and energy to go, "
+    "estimated from the finished trials (process start-up between trials not included)."
+)
+
 
 def cost_preview(
     expected: dict[Any, int],
@@ -33,7 +39,7 @@ def cost_preview(
     if not todo:
         return lines[0]
     if not timed:
-        return "\n".join([*lines, *_pilot_lines(pilot or {}, tokens_todo, len(todo), cost)])
+        return "\n".join([*lines, *_pilot_lines(pilot or {}, tokens_todo, len(todo), cost), PROGRESS_NOTE])
     s_per_token = statistics.median(m["train_s"] / m["real_tokens"] for m in timed)
     fixed = statistics.median(m["run_s"] - m["train_s"] for m in timed)
     seconds = tokens_todo * s_per_token + len(todo) * fixed
@@ -45,7 +51,7 @@ def cost_preview(
     if metered:
         joules = tokens_todo * statistics.median(m["energy_j"] / m["real_tokens"] for m in metered)
         lines.append(_energy_line(joules, seconds, any(m.get("meter_is_estimate") for m in metered), cost))
-    return "\n".join(lines)
+    return "\n".join([*lines, PROGRESS_NOTE])
 
 
 def _pilot_lines(pilot: dict[str, Any], tokens: int, trials: int, cost: dict[str, Any] | None) -> list[str]:

@@ -84,8 +84,6 @@ def study_progress(finished: dict[tuple[str, int], dict[str, Any]], expected: li
         energy_known = energy_known and rate is not None
         joules += (rate or 0.0) * tokens
     estimated = any(m["meter_is_estimate"] for m in done)
-    energy = f" and ~{joules / 1e3:,.2f} kJ{' (energy itself estimated)' if estimated else ''}" if energy_known else ""
-    return (
-        f"{line}; ~{seconds / 60:,.1f} min{energy} to go (an estimate from {len(done)} finished trial(s); "
-        "process start-up between trials not included)"
-    )
+    energy = f" and ~{joules / 1e3:,.2f} kJ{' of estimated energy' if estimated else ''}" if energy_known else ""
+    # One short line per trial: how it is estimated is said once, in the plan (preview.PROGRESS_NOTE).
+    return f"{line}; ~{seconds / 60:,.1f} min{energy} to go"

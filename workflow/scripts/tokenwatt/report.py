@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from .analysis.apa import bounded, df, fmt_p, p_value
+from .analysis.apa import bounded, df, fmt_p, p_value, stat
 from .analysis.frame import frame, frame_note
 from .analysis.scale import paired_change
 from .design import condition_name, series_label
@@ -345,7 +345,7 @@ def _stats_html(stats: dict[str, Any]) -> str:
                 _Raw(esc(r.get("scale", "raw"))),
                 change(r["change_a"]),
                 change(r["change_b"]),
-                r["t"] if tested else _Raw(esc(r.get("message", ""))),
+                _Raw(stat(r["t"])) if tested else _Raw(esc(r.get("message", ""))),
                 _Raw(df(r["df"])),
                 _Raw(p_value(r["p_unc"]) if tested else "—"),
                 _Raw(p_value(r["p_holm"]) if tested else "—"),
