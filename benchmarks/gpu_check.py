@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scrip
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 import torch  # noqa: E402
-from tokenwatt.efficiency import derived_metrics  # noqa: E402
-from tokenwatt.throughput import profile_device  # noqa: E402
-from tokenwatt.trial import run_trial  # noqa: E402
+from tokenwatt.analysis.efficiency import derived_metrics  # noqa: E402
+from tokenwatt.measurement.throughput import profile_device  # noqa: E402
+from tokenwatt.training.trial import run_trial  # noqa: E402
 
 DEVICE = "cuda"  # a smoke test of this script on a CPU sets "cpu"
 TOK = {"vocab_size": 1024, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}

@@ -37,9 +37,9 @@ sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
 
 import polars as pl  # noqa: E402
 import yaml  # noqa: E402
-from tokenwatt.config import load_schema, validate_config  # noqa: E402
-from tokenwatt.design import Design, parse_cell  # noqa: E402
-from tokenwatt.runorder import run_order  # noqa: E402
+from tokenwatt.plan.config import load_schema, validate_config  # noqa: E402
+from tokenwatt.plan.design import Design, parse_cell  # noqa: E402
+from tokenwatt.plan.runorder import run_order  # noqa: E402
 
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 # Targets go before these: after `--quiet all` they would be read as more --quiet choices.

@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scrip
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from tokenwatt.meters import EstimateMeter  # noqa: E402
-from tokenwatt.model import build_model, preset_sizes  # noqa: E402
-from tokenwatt.train import TrainSettings, compile_model, labels_for, train  # noqa: E402
+from tokenwatt.measurement.meters import EstimateMeter  # noqa: E402
+from tokenwatt.training.model import build_model, preset_sizes  # noqa: E402
+from tokenwatt.training.train import TrainSettings, compile_model, labels_for, train  # noqa: E402
 
 TOK = {"vocab_size": 1024, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
 

@@ -17,7 +17,7 @@ def root() -> Path:
 
 @pytest.fixture(scope="session")
 def grammar():
-    from tokenwatt.corpus import load_grammar
+    from tokenwatt.data.corpus import load_grammar
 
     return load_grammar(ROOT / "resources" / "story_grammar.json")
 
@@ -25,8 +25,8 @@ def grammar():
 @pytest.fixture(scope="session")
 def small_tokenizer(grammar):
     """A BPE trained on a few hundred synthetic stories; shared because training takes ~1 s."""
-    from tokenwatt.corpus import synthetic_corpus
-    from tokenwatt.tokenizer import train_bpe
+    from tokenwatt.data.corpus import synthetic_corpus
+    from tokenwatt.data.tokenizer import train_bpe
 
     return train_bpe(synthetic_corpus(grammar, 300, seed=1)["text"].to_list(), vocab_size=400)
 

@@ -2,9 +2,9 @@ import math
 
 import polars as pl
 import pytest
-from tokenwatt.aggregate import cs_tflops_of
+from tokenwatt.analysis.aggregate import cs_tflops_of
 from tokenwatt.analysis.conditions import changes_table, conditions_table
-from tokenwatt.measures import budget_label
+from tokenwatt.analysis.measures import budget_label
 from trial_records import aggregate, raw_record
 
 

@@ -48,7 +48,7 @@ def _squeue() -> list[tuple[str, str, str]]:
 def test_a_gpu_job_sees_the_gpu_slurm_assigned_and_the_meter_maps_it(slurm, tmp_path):
     """SLURM's fake GPU sets CUDA_VISIBLE_DEVICES; our NVML mapping resolves it (fake NVML with two GPUs)."""
     code = (
-        "import os; from fake_nvml import FakeNvml; from tokenwatt.devices import visible_gpu_uuid; "
+        "import os; from fake_nvml import FakeNvml; from tokenwatt.measurement.devices import visible_gpu_uuid; "
         "nvml = FakeNvml({'GPU-first': 1.0, 'GPU-second': 1.0}); "
         "print('CVD', os.environ.get('CUDA_VISIBLE_DEVICES'), visible_gpu_uuid(nvml, 0, os.environ.get('CUDA_VISIBLE_DEVICES')))"
     )

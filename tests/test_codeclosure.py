@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from tokenwatt.codeclosure import DISPLAY_ONLY, closure, code_digest
+from tokenwatt.common.codeclosure import DISPLAY_ONLY, closure, code_digest
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts"
 
@@ -59,7 +59,7 @@ def test_editing_an_imported_module_changes_the_digest_and_an_unrelated_one_does
 
 
 def test_the_chunk_rule_digest_covers_the_tokenizer_module_its_script_imports():
-    assert "tokenwatt/tokenizer.py" in _names(closure(SCRIPTS / "chunk.py", SCRIPTS), SCRIPTS)
+    assert "tokenwatt/data/tokenizer.py" in _names(closure(SCRIPTS / "chunk.py", SCRIPTS), SCRIPTS)
 
 
 def test_every_rule_script_covers_every_tokenwatt_module_it_names():
@@ -78,8 +78,8 @@ def test_every_rule_script_covers_every_tokenwatt_module_it_names():
 
 def test_the_trial_digest_leaves_out_the_analysis_so_a_formula_change_never_retrains():
     covered = _names(closure(SCRIPTS / "train_trial.py", SCRIPTS), SCRIPTS)
-    assert "tokenwatt/efficiency.py" not in covered and "tokenwatt/quality.py" not in covered
-    assert "tokenwatt/train.py" in covered and "tokenwatt/meters.py" in covered
+    assert "tokenwatt/analysis/efficiency.py" not in covered and "tokenwatt/measurement/quality.py" not in covered
+    assert "tokenwatt/training/train.py" in covered and "tokenwatt/measurement/meters.py" in covered
 
 
 def test_the_closure_follows_imports_inside_and_out_of_nested_packages(tmp_path):

@@ -5,9 +5,16 @@ import os
 
 import pytest
 import yaml
-from tokenwatt import files
-from tokenwatt.config import ConfigError, checked_config, duplicate_keys, load_schema, schema_reference, validate_config
-from tokenwatt.corpus import CorpusError
+from tokenwatt.common import files
+from tokenwatt.data.corpus import CorpusError
+from tokenwatt.plan.config import (
+    ConfigError,
+    checked_config,
+    duplicate_keys,
+    load_schema,
+    schema_reference,
+    validate_config,
+)
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@ import json
 
 import polars as pl
 import pytest
-from tokenwatt.corpus import CorpusError, hf_corpus, local_corpus, synthetic_corpus
+from tokenwatt.data.corpus import CorpusError, hf_corpus, local_corpus, synthetic_corpus
 
 TEXTS = ["Once there was a cat.", "The dog ran home."]
 

@@ -1,7 +1,7 @@
 """Carbon and money from a trial's energy and time: hand-computed values, the offline country table, labels."""
 
 import pytest
-from tokenwatt.cost import CostError, carbon_intensity, trial_cost
+from tokenwatt.analysis.cost import CostError, carbon_intensity, trial_cost
 from trial_records import COST, aggregate, raw_record
 
 PRICED = {**COST, "pue": 1.5, "electricity_price_per_kwh": 0.3, "device_hour_price": 2.0}
@@ -52,8 +52,8 @@ def test_estimated_energy_keeps_its_label_through_to_co2_and_money():
 
 
 def test_the_report_states_co2_and_money_with_the_estimate_label():
-    from tokenwatt.aggregate import cost_summary
-    from tokenwatt.report import _cost_sentences
+    from tokenwatt.analysis.aggregate import cost_summary
+    from tokenwatt.presentation.report import _cost_sentences
 
     trials, _ = aggregate([raw_record(1000, 1, energy_j=3.6e6)], [(1000, 1)], cost=PRICED, intensity=400.0)
     summary = cost_summary(trials, PRICED, (400.0, "configured (cost.carbon_intensity)"))

@@ -5,8 +5,8 @@ import math
 
 import pytest
 import yaml
-from tokenwatt.config import ConfigError, load_schema, validate_config
-from tokenwatt.design import Design, cell_label, parse_cell, profile_key_of
+from tokenwatt.plan.config import ConfigError, load_schema, validate_config
+from tokenwatt.plan.design import Design, cell_label, parse_cell, profile_key_of
 from workflow_helpers import ROOT
 
 SCHEMA = load_schema(ROOT / "workflow/schemas/config.schema.yaml")
@@ -149,7 +149,7 @@ def test_an_empty_or_repeated_level_list_is_rejected():
 
 
 def test_a_hardware_level_may_name_one_local_gpu_and_a_cpu_only_machine_says_it_has_none():
-    from tokenwatt.devices import DeviceError, resolve_device
+    from tokenwatt.measurement.devices import DeviceError, resolve_device
 
     d = _design(hardware={"first": {"device": "cuda:0"}, "second": {"device": "cuda:1"}})
     assert d.train_config(d.cell("hardware=second/b10000"))["device"] == "cuda:1"

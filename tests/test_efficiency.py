@@ -1,7 +1,7 @@
 import math
 
 import pytest
-from tokenwatt.efficiency import derived_metrics, efficiency_record, parameter_efficiency, training_flops
+from tokenwatt.analysis.efficiency import derived_metrics, efficiency_record, parameter_efficiency, training_flops
 
 
 def test_pe_from_a_metrics_record_matches_the_formula_by_hand():
@@ -100,7 +100,7 @@ def test_flops_count_the_padded_positions_the_model_computes():
 
 
 def test_a_tied_transformers_llama_is_described_as_tied():
-    from tokenwatt.model import describe
+    from tokenwatt.training.model import describe
     from transformers import LlamaConfig, LlamaForCausalLM
 
     cfg = dict(

@@ -40,7 +40,7 @@ def _third_party_imports(root, script):
     import ast
     import sys
 
-    from tokenwatt.codeclosure import closure
+    from tokenwatt.common.codeclosure import closure
 
     scripts = root / "workflow" / "scripts"
     names = set()

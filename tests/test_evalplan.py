@@ -3,7 +3,7 @@
 import math
 
 import torch
-from tokenwatt.evalplan import eval_thresholds, subset_chunks
+from tokenwatt.training.evalplan import eval_thresholds, subset_chunks
 
 
 def test_points_are_log_spaced_from_the_first_fraction_to_the_end():

@@ -5,8 +5,8 @@ import json
 
 import polars as pl
 import pytest
-from tokenwatt.failures import explain
-from tokenwatt.files import (
+from tokenwatt.common.failures import explain
+from tokenwatt.common.files import (
     DamagedFileError,
     read_chunks,
     read_curve,

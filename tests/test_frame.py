@@ -1,12 +1,12 @@
 """One analysis frame: a subject enters every table, figure and test whole, or not at all."""
 
 import polars as pl
-from tokenwatt import figures as F
 from tokenwatt.analysis.conditions import changes_table, conditions_table
 from tokenwatt.analysis.frame import frame
+from tokenwatt.analysis.measures import TESTED
 from tokenwatt.analysis.stats import analyse_study
-from tokenwatt.measures import TESTED
-from tokenwatt.report import _summary_html
+from tokenwatt.presentation import figures as F
+from tokenwatt.presentation.report import _summary_html
 from trial_records import QUALITY, aggregate, raw_record
 
 BUDGETS = [10_000, 20_000, 40_000]

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from tokenwatt.llama import ImplementationError, LlamaSizes, check_right_padded
-from tokenwatt.model import ModelError, build_model, preset_sizes
-from tokenwatt.presets import NATIVE_FIELDS
-from tokenwatt.train import TrainSettings, compile_model, evaluate, token_loss_sum, train
+from tokenwatt.training.llama import ImplementationError, LlamaSizes, check_right_padded
+from tokenwatt.training.model import ModelError, build_model, preset_sizes
+from tokenwatt.training.presets import NATIVE_FIELDS
+from tokenwatt.training.train import TrainSettings, compile_model, evaluate, token_loss_sum, train
 from transformers import LlamaConfig, LlamaForCausalLM
 
 TOK = {"vocab_size": 96, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
@@ -131,9 +131,9 @@ def test_compiled_training_repeats_bit_for_bit_and_leaves_the_weights_untouched(
 def test_an_eager_native_trial_imports_neither_transformers_nor_dynamo_up_to_its_last_step():
     # Built, made deterministic and trained (torch.optim's optimizers would import torch._dynamo at their first call).
     code = (
-        "import sys, torch; from tokenwatt.model import build_model, preset_sizes; "
-        "from tokenwatt.devices import make_deterministic; import tokenwatt.trial; "
-        "from tokenwatt.train import TrainSettings, train; "
+        "import sys, torch; from tokenwatt.training.model import build_model, preset_sizes; "
+        "from tokenwatt.measurement.devices import make_deterministic; import tokenwatt.training.trial; "
+        "from tokenwatt.training.train import TrainSettings, train; "
         "make_deterministic(torch.device('cpu'), compiling=False); "
         f"m = build_model(preset_sizes('llama-tiny', {{}}, {TOK!r}, 16), 0, 'native'); "
         "ids = torch.randint(3, 96, (4, 16)); "

@@ -3,8 +3,8 @@ import time
 import polars as pl
 import pytest
 from fake_nvml import FakeNvml
-from tokenwatt.devices import visible_gpu_uuid
-from tokenwatt.meters import EstimateMeter, MeterError, NullMeter, NvmlMeter, RaplMeter, make_meter
+from tokenwatt.measurement.devices import visible_gpu_uuid
+from tokenwatt.measurement.meters import EstimateMeter, MeterError, NullMeter, NvmlMeter, RaplMeter, make_meter
 
 GPU_A, GPU_B = "GPU-aaaaaaaa-0000-0000-0000-000000000001", "GPU-bbbbbbbb-0000-0000-0000-000000000002"
 
@@ -157,7 +157,7 @@ def test_cuda_visible_devices_maps_to_the_physical_gpu(visible, cuda_index, expe
 
 
 def test_cooldown_waits_until_the_gpu_is_below_the_temperature(monkeypatch):
-    import tokenwatt.trial as trial
+    import tokenwatt.training.trial as trial
 
     fake = FakeNvml({GPU_A: 100.0})
     temps = iter([70, 60, 44])
@@ -205,7 +205,7 @@ def test_mean_and_rms_power_are_weighted_by_the_time_each_sample_stands_for():
 
 
 def test_instant_readings_are_weighted_by_the_trapezoid_rule():
-    from tokenwatt.meters import sample_weights
+    from tokenwatt.measurement.meters import sample_weights
 
     assert list(sample_weights([0.0, 1.0, 3.0], "instant")) == [0.5, 1.5, 1.0]
     assert list(sample_weights([0.0, 1.0, 3.0], "previous")) == [0.0, 1.0, 2.0]
@@ -230,7 +230,7 @@ def test_estimated_power_does_not_depend_on_the_cores_the_process_may_use(monkey
 
 
 def test_the_poller_shortens_its_interval_so_a_short_trial_gets_its_samples():
-    from tokenwatt.meters import Pace
+    from tokenwatt.measurement.meters import Pace
 
     meter = EstimateMeter(tdp_w=65.0, interval_s=0.2)
     meter.target_samples = 40
@@ -247,7 +247,7 @@ def test_the_poller_shortens_its_interval_so_a_short_trial_gets_its_samples():
 
 
 def test_the_poller_never_polls_faster_than_its_floor():
-    from tokenwatt.meters import Pace
+    from tokenwatt.measurement.meters import Pace
 
     meter = EstimateMeter(tdp_w=65.0, interval_s=0.2)
     meter.target_samples = 10_000
@@ -283,7 +283,7 @@ def test_counter_windows_add_up_to_the_counter_over_the_whole_session():
 
 
 def test_polled_windows_add_up_to_the_integral_over_the_whole_session():
-    from tokenwatt.meters import integrate
+    from tokenwatt.measurement.meters import integrate
 
     out = _windows(EstimateMeter(tdp_w=65.0, interval_s=0.02), [("idle", 0.1), ("train_1", 0.2), ("eval_1", 0.1)])
     trace = out["trace"].drop_nulls("power_w")
@@ -329,7 +329,7 @@ def test_the_achieved_interval_is_measured_within_training_windows_not_across_th
 
 
 def test_the_expected_training_time_leaves_out_what_came_before_training_and_the_pauses():
-    from tokenwatt.meters import Pace
+    from tokenwatt.measurement.meters import Pace
 
     pace = Pace(planned=100)
     pace.started, pace.done, pace.paused = time.monotonic() - 3.0, 10, 2.0  # 1 s of training for 10 steps
@@ -350,3 +350,25 @@ def test_a_rapl_boundary_sample_stands_for_the_energy_since_the_previous_poll(tm
     boundary = out["trace"].filter(pl.col("window") == "train_1")["power_w"].to_list()
     assert boundary and boundary[-1] > 10  # ~5 J over ~0.1 s, never the microseconds after a counter read
     assert out["windows"][0]["energy_j"] == pytest.approx(5.0)
+
+
+def test_power_just_after_an_evaluation_is_left_out_of_the_training_power_but_not_of_its_energy():
+    fake = FakeNvml({GPU_A: 100.0}, has_counter=False)  # energy: the integral of the polled power
+    meter = NvmlMeter(fake, GPU_A, interval_s=0.01)
+    meter.settle_s = 0.1  # an averaged reading that lags a tenth of a second (NVML's lags a second)
+    meter.open()
+    meter.begin("train_1")
+    time.sleep(0.2)
+    meter.switch("eval_1")
+    fake.gpus[GPU_A] = 300.0  # evaluation draws more, and the reading still shows it as training resumes
+    time.sleep(0.1)
+    meter.switch("train_2")
+    time.sleep(0.08)
+    fake.gpus[GPU_A] = 100.0
+    time.sleep(0.3)
+    meter.end()
+    out = meter.close()
+    assert out["samples_settling"] > 0
+    assert out["power_max_w"] == pytest.approx(100.0) and out["power_mean_w"] == pytest.approx(100.0)
+    train_2 = next(w for w in out["windows"] if w["name"] == "train_2")
+    assert train_2["energy_j"] > 100.0 * train_2["duration_s"] * 1.05  # the energy keeps what was drawn

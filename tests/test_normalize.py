@@ -1,5 +1,5 @@
 import polars as pl
-from tokenwatt.normalize import normalize_corpus, normalize_text
+from tokenwatt.data.normalize import normalize_corpus, normalize_text
 
 
 def test_nfkc_folds_compatibility_forms():

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from tokenwatt.optim import FusedAdamW
+from tokenwatt.training.optim import FusedAdamW
 
 
 def model_pair(seed=0):

@@ -1,5 +1,5 @@
-from tokenwatt.preview import cost_preview
-from tokenwatt.runorder import run_order, trial_priorities
+from tokenwatt.plan.preview import cost_preview
+from tokenwatt.plan.runorder import run_order, trial_priorities
 
 
 def test_preview_before_any_trial_counts_trials_and_tokens_and_says_time_is_unknown():

@@ -1,7 +1,7 @@
 """The terminal lines of a running study: each trial's end, and the time and energy still to go."""
 
-from tokenwatt.codeclosure import closure
-from tokenwatt.progress import study_progress, trial_finished, trial_started
+from tokenwatt.common.codeclosure import closure
+from tokenwatt.measurement.progress import study_progress, trial_finished, trial_started
 from trial_records import QUALITY, raw_record
 from workflow_helpers import ROOT
 
@@ -50,7 +50,7 @@ def test_before_any_trial_finishes_the_time_to_go_is_unknown_and_after_the_last_
 
 def test_editing_the_terminal_lines_never_retrains_a_trial():
     scripts = ROOT / "workflow" / "scripts"
-    assert "tokenwatt/progress.py" not in [
+    assert "tokenwatt/measurement/progress.py" not in [
         p.relative_to(scripts).as_posix() for p in closure(scripts / "train_trial.py", scripts)
     ]
 
@@ -58,7 +58,7 @@ def test_editing_the_terminal_lines_never_retrains_a_trial():
 def test_the_end_line_carries_a_first_quality_look_from_the_trials_own_traces():
     import numpy as np
     import polars as pl
-    from tokenwatt.progress import first_look
+    from tokenwatt.measurement.progress import first_look
     from trial_records import steady_steps, steady_trace
 
     stepped = pl.DataFrame(
@@ -72,7 +72,7 @@ def test_the_end_line_carries_a_first_quality_look_from_the_trials_own_traces():
 
 
 def test_a_diverged_trial_without_tokens_gets_no_quality_look_and_no_error():
-    from tokenwatt.progress import first_look
+    from tokenwatt.measurement.progress import first_look
     from trial_records import steady_steps, steady_trace
 
     m = raw_record(1000, 1, status="diverged", diverged_at_step=2, eval_loss=None, real_tokens=0)

@@ -2,7 +2,7 @@
 
 import subprocess
 
-from tokenwatt.provenance import git_state, versions
+from tokenwatt.common.provenance import git_state, versions
 
 
 def test_a_folder_outside_git_says_so(tmp_path):

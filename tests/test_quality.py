@@ -3,7 +3,15 @@
 import numpy as np
 import polars as pl
 import pytest
-from tokenwatt.quality import RULES, assess, device_load, power_step, profile_verdict, steady_deviation, window_rates
+from tokenwatt.measurement.quality import (
+    RULES,
+    assess,
+    device_load,
+    power_step,
+    profile_verdict,
+    steady_deviation,
+    window_rates,
+)
 
 Q = dict(
     throughput_tolerance=0.1,
@@ -208,7 +216,7 @@ def test_device_load_is_unknown_without_power():
 
 
 def test_a_trial_on_another_device_than_its_cs_tflops_profile_is_flagged():
-    from tokenwatt.aggregate import trials_table
+    from tokenwatt.analysis.aggregate import trials_table
     from trial_records import COST, METRIC, QUALITY, raw_record, steady_steps, steady_trace
 
     recs = [raw_record(1000, t, device_name=name) for t, name in ((1, "NVIDIA H200"), (2, "NVIDIA A100-SXM4-80GB"))]

@@ -1,7 +1,7 @@
 """metrics.json is a typed record: checked when written and when read, with the file and the fix named."""
 
 import pytest
-from tokenwatt.records import RecordError, check_record, load_validator, read_record
+from tokenwatt.common.records import RecordError, check_record, load_validator, read_record
 from trial_records import raw_record
 
 

@@ -8,11 +8,11 @@ import subprocess
 import numpy as np
 import polars as pl
 import pytest
-from tokenwatt import figures as F
 from tokenwatt.analysis.conditions import changes_table, conditions_table
+from tokenwatt.analysis.measures import FIGURES, TESTED
 from tokenwatt.analysis.stats import analyse_study
-from tokenwatt.measures import FIGURES, TESTED
-from tokenwatt.report import render_report
+from tokenwatt.presentation import figures as F
+from tokenwatt.presentation.report import render_report
 from trial_records import COST, QUALITY, aggregate, raw_record
 
 BUDGETS = [10_000, 20_000, 40_000]
@@ -221,7 +221,7 @@ def test_conditions_tables_have_no_exponent_notation_and_state_each_rows_power_o
     ],
 )
 def test_numbers_are_written_in_fixed_notation_with_four_significant_digits(x, scale, text):
-    from tokenwatt.measures import fixed
+    from tokenwatt.analysis.measures import fixed
 
     assert fixed(x, scale) == text
 
@@ -297,7 +297,7 @@ def _study(shape: str):
 
 @pytest.mark.parametrize("shape", ["meter none", "one budget", "one trial", "no finished trials", "all diverged"])
 def test_every_study_the_schema_accepts_ends_in_a_report(shape, tmp_path):
-    from tokenwatt.tables import read_changes, read_conditions
+    from tokenwatt.analysis.tables import read_changes, read_conditions
 
     recs, expected = _study(shape)
     power = pl.DataFrame(
@@ -362,7 +362,7 @@ def test_the_summary_says_what_changed_how_sure_we_are_what_it_cost_and_the_cave
 
 
 def test_report_numbers_take_si_prefixes_instead_of_exponents_or_runs_of_zeros():
-    from tokenwatt.measures import duration, si
+    from tokenwatt.analysis.measures import duration, si
 
     assert (si(0.2998, "Wh"), si(8.994e-05, "EUR"), si(1.5e4, "J"), si(0.0, "J")) == (
         "299.8 mWh",
@@ -398,7 +398,7 @@ def test_a_barely_loaded_device_gets_a_warning_that_energy_is_mostly_idle_power(
     "basis,words", [("training", "carries the ratio of their matmul peaks"), ("fp32", "at one yardstick")]
 )
 def test_the_report_says_what_a_precision_comparison_of_pe_means_under_its_cs_basis(analysed, figures, basis, words):
-    from tokenwatt.report import cs_basis_sentence
+    from tokenwatt.presentation.report import cs_basis_sentence
 
     assert words in cs_basis_sentence(basis)
 

@@ -4,9 +4,9 @@ import numpy as np
 import polars as pl
 import pytest
 from test_scaling_study import _study
+from tokenwatt.analysis.measures import SCALING_FIGURES
 from tokenwatt.analysis.scaling_study import analyse_scaling, points, sizes
-from tokenwatt.measures import SCALING_FIGURES
-from tokenwatt.scaling_figures import frontier, make_scaling
+from tokenwatt.presentation.scaling_figures import frontier, make_scaling
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import os
 from types import SimpleNamespace
 
 import pytest
-from tokenwatt.store import (
+from tokenwatt.common.store import (
     FORCED_ENV,
     STORE_ENV,
     JobStore,

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from tokenwatt.throughput import measure_throughput, summarise, timed_windows
+from tokenwatt.measurement.throughput import measure_throughput, summarise, timed_windows
 
 
 class FakeClock:
@@ -63,7 +63,7 @@ def test_a_real_cpu_profile_records_its_settings():
 
 
 def test_the_device_profile_names_the_device_and_precision():
-    from tokenwatt.throughput import profile_device
+    from tokenwatt.measurement.throughput import profile_device
 
     got = profile_device(
         device_name="cpu",
@@ -80,7 +80,7 @@ def test_the_device_profile_names_the_device_and_precision():
 
 
 def test_an_unsteady_profile_is_measured_again_and_the_steadiest_attempt_kept(monkeypatch):
-    from tokenwatt import throughput
+    from tokenwatt.measurement import throughput
 
     cvs = iter([0.3, 0.05, 0.2])
     monkeypatch.setattr(

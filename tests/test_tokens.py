@@ -5,10 +5,10 @@ import sys
 import numpy as np
 import polars as pl
 import pytest
-from tokenwatt.chunking import ChunkError, chunk_documents, chunk_ids, with_special_tokens
-from tokenwatt.split import SplitError, split_documents
-from tokenwatt.subsets import SubsetError, draw_subset, trial_seed
-from tokenwatt.tokenizer import TokenizerError, load_tokenizer, save_tokenizer, tokenizer_info
+from tokenwatt.data.chunking import ChunkError, chunk_documents, chunk_ids, with_special_tokens
+from tokenwatt.data.split import SplitError, split_documents
+from tokenwatt.data.subsets import SubsetError, draw_subset, trial_seed
+from tokenwatt.data.tokenizer import TokenizerError, load_tokenizer, save_tokenizer, tokenizer_info
 from transformers import AutoTokenizer
 from workflow_helpers import ROOT
 
@@ -63,7 +63,7 @@ def test_a_trained_tokenizer_loads_as_auto_tokenizer_would_without_its_model_map
     text = "Once upon a time, Bolika the fox found a shiny zibblo."
     auto = AutoTokenizer.from_pretrained(tmp_path)
     code = (
-        f"import sys; from tokenwatt.tokenizer import load_tokenizer; t = load_tokenizer({str(tmp_path)!r}); "
+        f"import sys; from tokenwatt.data.tokenizer import load_tokenizer; t = load_tokenizer({str(tmp_path)!r}); "
         f"print(type(t).__name__, t({text!r})['input_ids'], t.pad_token_id); "
         "print('transformers.models.auto.tokenization_auto' in sys.modules)"
     )

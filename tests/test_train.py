@@ -4,9 +4,17 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
-from tokenwatt.model import ModelError, build_model, check_tokenizer_matches, load_pretrained, preset_sizes
-from tokenwatt.train import TrainingError, TrainSettings, check_precision, evaluate, labels_for, should_compile, train
-from tokenwatt.trial import run_trial
+from tokenwatt.training.model import ModelError, build_model, check_tokenizer_matches, load_pretrained, preset_sizes
+from tokenwatt.training.train import (
+    TrainingError,
+    TrainSettings,
+    check_precision,
+    evaluate,
+    labels_for,
+    should_compile,
+    train,
+)
+from tokenwatt.training.trial import run_trial
 
 TOK = {"vocab_size": 64, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
 SIZES = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)
@@ -208,7 +216,7 @@ def test_a_trial_records_measurements_only_never_derived_metrics():
 
 
 def test_a_trial_record_satisfies_the_metrics_schema(root):
-    from tokenwatt.records import load_validator, problems
+    from tokenwatt.common.records import load_validator, problems
 
     metrics, _, _, _ = _run("estimate")
     assert problems(metrics, load_validator(root / "workflow/schemas/metrics.schema.yaml")) == []
@@ -226,7 +234,7 @@ def test_a_trial_without_a_meter_has_null_energy_and_power():
 
 
 def test_a_diverged_trial_is_recorded_as_a_result_with_its_step_and_partial_loss_curve(root):
-    from tokenwatt.records import load_validator, problems
+    from tokenwatt.common.records import load_validator, problems
 
     metrics, power, steps, curve = _run("estimate", lr=1e30, log_every=1)
     assert metrics["status"] == "diverged" and metrics["diverged_at_step"] >= 1 and metrics["eval_loss"] is None

@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from statsmodels.stats.anova import AnovaRM
-from tokenwatt.measures import FIGURES, SCALING_FIGURES
+from tokenwatt.analysis.measures import FIGURES, SCALING_FIGURES
 from workflow_helpers import ANALYSIS, TINY, clone, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
@@ -199,7 +199,7 @@ def test_a_normalization_change_reruns_everything_from_normalization_down(study)
 
 
 def test_editing_the_training_library_reruns_every_trial_and_what_follows(study):
-    with _edited(study / "workflow/scripts/tokenwatt/train.py"):
+    with _edited(study / "workflow/scripts/tokenwatt/training/train.py"):
         assert planned_jobs(study, *TINY) == {"train_trial": 6, **ANALYSIS}
 
 
@@ -216,12 +216,12 @@ def test_a_quality_threshold_change_reruns_only_the_analysis(study):
 
 
 def test_editing_the_efficiency_formulas_reruns_only_the_analysis(study):
-    with _edited(study / "workflow/scripts/tokenwatt/efficiency.py"):
+    with _edited(study / "workflow/scripts/tokenwatt/analysis/efficiency.py"):
         assert planned_jobs(study, *TINY) == ANALYSIS
 
 
 def test_editing_the_tokenizer_module_reruns_chunking_and_everything_after(study):
-    with _edited(study / "workflow/scripts/tokenwatt/tokenizer.py"):
+    with _edited(study / "workflow/scripts/tokenwatt/data/tokenizer.py"):
         assert planned_jobs(study, *TINY) == {"tokenizer": 1, "chunk": 2, "subset": 6, "train_trial": 6, **ANALYSIS}
 
 
@@ -231,14 +231,14 @@ def test_the_documented_rerun_of_flagged_trials_retrains_exactly_those(study):
 
 
 def test_editing_the_analysis_library_reruns_only_the_analysis(study):
-    with _edited(study / "workflow/scripts/tokenwatt/aggregate.py"):
+    with _edited(study / "workflow/scripts/tokenwatt/analysis/aggregate.py"):
         assert planned_jobs(study, *TINY) == ANALYSIS
-    with _edited(study / "workflow/scripts/tokenwatt/figures.py"):
+    with _edited(study / "workflow/scripts/tokenwatt/presentation/figures.py"):
         assert planned_jobs(study, *TINY) == {"figures": 1, "scaling_figures": 1, "report": 1}
 
 
 def test_a_comment_or_a_reformatting_of_the_training_library_reruns_nothing(study):
-    path = study / "workflow/scripts/tokenwatt/train.py"
+    path = study / "workflow/scripts/tokenwatt/training/train.py"
     original = path.read_text()
     path.write_text("# why this module exists, said again\n" + original.replace("    ", "    ", 1) + "\n\n\n")
     try:

@@ -110,7 +110,7 @@ def aggregate(
 ):
     """trials_table over records with steady traces and loss curves unless given, its analysis frame marked as the
     aggregate rule marks it; ``expected`` names each trial's cell by its id or, in a one-factor study, by its budget."""
-    from tokenwatt.aggregate import trials_table
+    from tokenwatt.analysis.aggregate import trials_table
     from tokenwatt.analysis.frame import mark
 
     n = len(expected)

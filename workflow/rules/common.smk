@@ -13,22 +13,22 @@ WORKFLOW_DIR = Path(workflow.current_basedir.get_path_or_uri(secret_free=True)).
 SCRIPTS = WORKFLOW_DIR / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
-from tokenwatt.codeclosure import code_digest as _closure_digest  # noqa: E402
-from tokenwatt.config import (
+from tokenwatt.common.codeclosure import code_digest as _closure_digest  # noqa: E402
+from tokenwatt.plan.config import (
     ConfigError,
     checked_config,
     config_hash,
     load_schema,
     quality_settings,
 )  # noqa: E402
-from tokenwatt.design import (
+from tokenwatt.plan.design import (
     CELL_PATTERN,
     PROFILE_PATTERN,
     TOKENIZER_PATTERN,
     Design,
 )  # noqa: E402
-from tokenwatt.measures import FIGURES, SCALING_FIGURES  # noqa: E402
-from tokenwatt.runorder import trial_priorities  # noqa: E402
+from tokenwatt.analysis.measures import FIGURES, SCALING_FIGURES  # noqa: E402
+from tokenwatt.plan.runorder import trial_priorities  # noqa: E402
 
 try:
     # The files Snakemake read the config from (--configfile, then the Snakefile's configfile:), re-read for
@@ -196,6 +196,42 @@ def interim_path(*parts):
     return res("interim", *parts)
 
 
+def _interim(path):
+    """A file of the analysis stage (results/analysis/…, results/figures/…, the report) moved under
+    results/interim/; anything else (captions, the reference study) as it is."""
+    staged = str(path).startswith(
+        tuple(res(stage) + os.sep for stage in ("analysis", "figures"))
+    )
+    return (
+        interim_path(os.path.relpath(path, RESULTS))
+        if staged or str(path) == res("report.html")
+        else path
+    )
+
+
+def interim_named(files, **replaced):
+    """A final rule's named inputs or outputs for its interim twin (the interim rules are derived from the final
+    ones, never listed twice); ``replaced`` names inputs the interim rule reads otherwise (only what exists now).
+    """
+    return {
+        name: (
+            replaced[name]
+            if name in replaced
+            else (
+                [_interim(p) for p in value]
+                if isinstance(value, list)
+                else _interim(value)
+            )
+        )
+        for name, value in ((name, files.get(name)) for name in files.keys())
+    }
+
+
+def interim_positional(files):
+    """A final rule's unnamed inputs or outputs for its interim twin."""
+    return [] if list(files.keys()) else [_interim(p) for p in files]
+
+
 def existing_profiles(wildcards):
     return [p for p in DEVICE_PROFILES if Path(p).exists()]
 
@@ -268,7 +304,7 @@ def hardware_resources(cell_for):
 def _finished_trials():
     """Finished trials' records for the cost preview; an unreadable one is named, never fatal here,
     so -n, --summary and --unlock still work (aggregation reports it with the fix)."""
-    from tokenwatt.files import read_json
+    from tokenwatt.common.files import read_json
 
     found = {}
     for c, t in EXPECTED:
@@ -285,7 +321,7 @@ def _finished_trials():
 
 
 if workflow.is_main_process:
-    from tokenwatt.preview import cost_preview
+    from tokenwatt.plan.preview import cost_preview
 
     logger.info(
         cost_preview(
@@ -303,10 +339,10 @@ if workflow.is_main_process:
 
 def mark_forced_jobs():
     """onstart (a real run, before any job): the jobs the user forced (--forcerun/-R, -F, -f) compute again rather than
-    restore from the result store (tokenwatt/store.py), so a trial forced to be measured again is measured again.
+    restore from the result store (tokenwatt/common/store.py), so a trial forced to be measured again is measured again.
     Passed in the environment, which every job inherits (a local script, an sbatch job: --export=ALL).
     """
-    from tokenwatt.store import FORCED_ENV, forced_spec
+    from tokenwatt.common.store import FORCED_ENV, forced_spec
 
     settings = workflow.dag_settings
     os.environ[FORCED_ENV] = forced_spec(

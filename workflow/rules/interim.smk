@@ -43,51 +43,47 @@ use rule aggregate as interim_aggregate with:
 
 use rule stats as interim_stats with:
     input:
-        interim_path("analysis", "trials.parquet"),
+        *interim_positional(rules.stats.input),
+        **interim_named(rules.stats.input),
     output:
-        json=interim_path("analysis", "stats.json"),
-        anova=interim_path("analysis", "anova.csv"),
-        posthoc=interim_path("analysis", "posthoc.csv"),
+        *interim_positional(rules.stats.output),
+        **interim_named(rules.stats.output),
     log:
         logfile("interim_stats"),
 
 
 use rule curves as interim_curves with:
     input:
-        trials=interim_path("analysis", "trials.parquet"),
-        curves=interim_path("analysis", "curves.parquet"),
-        cost=interim_path("analysis", "cost.json"),
+        *interim_positional(rules.curves.input),
+        **interim_named(rules.curves.input),
     output:
-        interim_path("analysis", "curves.json"),
+        *interim_positional(rules.curves.output),
+        **interim_named(rules.curves.output),
     log:
         logfile("interim_curves"),
 
 
 use rule scaling as interim_scaling with:
     input:
-        trials=interim_path("analysis", "trials.parquet"),
-        curves=interim_path("analysis", "curves.parquet"),
+        *interim_positional(rules.scaling.input),
+        **interim_named(rules.scaling.input),
     output:
-        interim_path("analysis", "scaling.json"),
+        *interim_positional(rules.scaling.output),
+        **interim_named(rules.scaling.output),
     log:
         logfile("interim_scaling"),
 
 
 use rule figures as interim_figures with:
     input:
-        trials=interim_path("analysis", "trials.parquet"),
-        conditions=interim_path("analysis", "conditions.csv"),
-        changes=interim_path("analysis", "changes.csv"),
-        curves=interim_path("analysis", "curves.parquet"),
-        traces=lambda wildcards: [
-            ancient(trial_files(c, t)[1]) for c, t in interim_traces()
-        ],
+        **interim_named(
+            rules.figures.input,
+            traces=lambda wildcards: [
+                ancient(trial_files(c, t)[1]) for c, t in interim_traces()
+            ],
+        ),
     output:
-        **{
-            f"{name}_{ext}": interim_path("figures", f"{name}.{ext}")
-            for name in FIGURES
-            for ext in ("png", "svg")
-        },
+        **interim_named(rules.figures.output),
     log:
         logfile("interim_figures"),
     params:
@@ -99,41 +95,28 @@ use rule figures as interim_figures with:
 
 use rule scaling_figures as interim_scaling_figures with:
     input:
-        trials=interim_path("analysis", "trials.parquet"),
-        curves=interim_path("analysis", "curves.parquet"),
-        scaling=interim_path("analysis", "scaling.json"),
+        *interim_positional(rules.scaling_figures.input),
+        **interim_named(rules.scaling_figures.input),
     output:
-        **{
-            f"{name}_{ext}": interim_path("figures", f"{name}.{ext}")
-            for name in SCALING_FIGURES
-            for ext in ("png", "svg")
-        },
+        *interim_positional(rules.scaling_figures.output),
+        **interim_named(rules.scaling_figures.output),
     log:
         logfile("interim_scaling_figures"),
 
 
 use rule report as interim_report with:
+    # Only the device profiles and data summary that exist now: mid data stage, asking for them would run the
+    # study's own jobs beside the study.
     input:
-        trials=interim_path("analysis", "trials.parquet"),
-        conditions=interim_path("analysis", "conditions.csv"),
-        changes=interim_path("analysis", "changes.csv"),
-        missing=interim_path("analysis", "missing.json"),
-        profile_check=interim_path("analysis", "profile_check.json"),
-        cost=interim_path("analysis", "cost.json"),
-        flagged=interim_path("analysis", "flagged.txt"),
-        profile=existing_profiles,
-        stats=interim_path("analysis", "stats.json"),
-        curves=interim_path("analysis", "curves.json"),
-        scaling=interim_path("analysis", "scaling.json"),
-        figures=[interim_path("figures", f"{name}.png") for name in REPORT_FIGURES],
-        captions=[
-            shipped("workflow", "report", f"{name}.rst") for name in REPORT_FIGURES
-        ],
-        reference=shipped("resources", "reference_study.json"),
-        # Only once it exists: mid data stage, asking for it would run the study's own corpus jobs beside the study.
-        normalize=existing(res("data", "normalize_summary.json")),
+        *interim_positional(rules.report.input),
+        **interim_named(
+            rules.report.input,
+            profile=existing_profiles,
+            normalize=existing(res("data", "normalize_summary.json")),
+        ),
     output:
-        interim_path("report.html"),
+        *interim_positional(rules.report.output),
+        **interim_named(rules.report.output),
     log:
         logfile("interim_report"),
     params:

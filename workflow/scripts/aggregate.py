@@ -1,12 +1,11 @@
 """Rule aggregate: trials.parquet (measured + derived + quality), conditions, changes, quality flags, missing trials."""
 
 import polars as pl
-from tokenwatt.aggregate import cost_summary, cs_tflops_of, curves_table, trials_table
+from tokenwatt.analysis.aggregate import cost_summary, cs_tflops_of, curves_table, trials_table
 from tokenwatt.analysis.conditions import changes_table, conditions_table
+from tokenwatt.analysis.cost import carbon_intensity
 from tokenwatt.analysis.frame import frame_note, mark
-from tokenwatt.cost import carbon_intensity
-from tokenwatt.design import profile_key_of
-from tokenwatt.files import (
+from tokenwatt.common.files import (
     DamagedFileError,
     logged,
     read_curve,
@@ -17,8 +16,9 @@ from tokenwatt.files import (
     write_parquet,
     write_text,
 )
-from tokenwatt.quality import QUALITY_COLUMNS, profile_verdict
-from tokenwatt.records import RecordError, load_validator, read_record
+from tokenwatt.common.records import RecordError, load_validator, read_record
+from tokenwatt.measurement.quality import QUALITY_COLUMNS, profile_verdict
+from tokenwatt.plan.design import profile_key_of
 
 with logged(snakemake.log[0]):
     p, inp, out = snakemake.params, snakemake.input, snakemake.output

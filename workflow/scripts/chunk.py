@@ -1,10 +1,10 @@
 """Rule chunk: tokenize one split's documents into fixed-length padded chunks (or restore the chunks of the same
-documents, tokenizer and settings from the result store, tokenwatt/store.py)."""
+documents, tokenizer and settings from the result store, tokenwatt/common/store.py)."""
 
-from tokenwatt.chunking import chunk_documents
-from tokenwatt.files import logged, read_documents, write_parquet
-from tokenwatt.store import job_store
-from tokenwatt.tokenizer import load_tokenizer
+from tokenwatt.common.files import logged, read_documents, write_parquet
+from tokenwatt.common.store import job_store
+from tokenwatt.data.chunking import chunk_documents
+from tokenwatt.data.tokenizer import load_tokenizer
 
 with logged(snakemake.log[0]):
     store = job_store(snakemake)

@@ -1,7 +1,7 @@
 """Rule corpus: load the configured source into results/data/corpus.parquet."""
 
-from tokenwatt import corpus
-from tokenwatt.files import logged, write_parquet
+from tokenwatt.common.files import logged, write_parquet
+from tokenwatt.data import corpus
 
 with logged(snakemake.log[0]):
     source, opts = snakemake.params.source, snakemake.params.options

@@ -1,7 +1,7 @@
 """Rule curves: the eval curves' analysis (energy to target, equal energy, marginal gain, trajectories, stopping rules)."""
 
 from tokenwatt.analysis.curves import analyse_curves, full_runs, in_frame
-from tokenwatt.files import logged, read_analysis_json, read_table, write_json
+from tokenwatt.common.files import logged, read_analysis_json, read_table, write_json
 
 with logged(snakemake.log[0]):
     trials = read_table(snakemake.input.trials, "trials table")

@@ -1,14 +1,14 @@
 """Rule device_profile: the device's sustained matmul throughput (CS_TFLOPS) -> profile.json, or the profile
-measured before with the same settings, restored from the result store (tokenwatt/store.py): to measure it
+measured before with the same settings, restored from the result store (tokenwatt/common/store.py): to measure it
 again, --forcerun it."""
 
-from tokenwatt.files import logged, write_json
-from tokenwatt.store import job_store
+from tokenwatt.common.files import logged, write_json
+from tokenwatt.common.store import job_store
 
 with logged(snakemake.log[0]):
     store = job_store(snakemake)
     if not store.restore():
-        from tokenwatt.throughput import profile_device
+        from tokenwatt.measurement.throughput import profile_device
 
         p = snakemake.params
         write_json(

@@ -1,10 +1,10 @@
 """Rule figures: every figure as PNG and SVG."""
 
 import matplotlib.pyplot as plt
-from tokenwatt import figures as F
 from tokenwatt.analysis.curves import in_frame
-from tokenwatt.files import logged, read_power_trace, read_table
-from tokenwatt.tables import read_changes, read_conditions
+from tokenwatt.analysis.tables import read_changes, read_conditions
+from tokenwatt.common.files import logged, read_power_trace, read_table
+from tokenwatt.presentation import figures as F
 
 with logged(snakemake.log[0]):
     style = snakemake.params.style

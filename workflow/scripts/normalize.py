@@ -1,8 +1,8 @@
 """Rule normalize: Unicode form, control/zero-width characters, whitespace, empties, duplicates."""
 
 import polars as pl
-from tokenwatt.files import logged, write_json, write_parquet
-from tokenwatt.normalize import normalize_corpus
+from tokenwatt.common.files import logged, write_json, write_parquet
+from tokenwatt.data.normalize import normalize_corpus
 
 with logged(snakemake.log[0]):
     docs, summary = normalize_corpus(

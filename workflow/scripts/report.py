@@ -3,11 +3,11 @@
 import time
 from pathlib import Path
 
-from tokenwatt.aggregate import cs_tflops_of
-from tokenwatt.files import logged, read_analysis_json, read_json, read_profile, read_table
-from tokenwatt.provenance import git_state, utc, versions
-from tokenwatt.report import render_report
-from tokenwatt.tables import read_changes, read_conditions
+from tokenwatt.analysis.aggregate import cs_tflops_of
+from tokenwatt.analysis.tables import read_changes, read_conditions
+from tokenwatt.common.files import logged, read_analysis_json, read_json, read_profile, read_table
+from tokenwatt.common.provenance import git_state, utc, versions
+from tokenwatt.presentation.report import render_report
 
 with logged(snakemake.log[0]):
     figures = {

@@ -3,7 +3,7 @@
 from tokenwatt.analysis.curves import in_frame
 from tokenwatt.analysis.frame import frame
 from tokenwatt.analysis.scaling_study import analyse_scaling
-from tokenwatt.files import logged, read_table, write_json
+from tokenwatt.common.files import logged, read_table, write_json
 
 with logged(snakemake.log[0]):
     trials = read_table(snakemake.input.trials, "trials table")

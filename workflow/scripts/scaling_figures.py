@@ -4,8 +4,8 @@ import matplotlib.pyplot as plt
 from tokenwatt.analysis.curves import in_frame
 from tokenwatt.analysis.frame import frame
 from tokenwatt.analysis.scaling_study import points, sizes
-from tokenwatt.files import logged, read_analysis_json, read_table
-from tokenwatt.scaling_figures import make_scaling
+from tokenwatt.common.files import logged, read_analysis_json, read_table
+from tokenwatt.presentation.scaling_figures import make_scaling
 
 with logged(snakemake.log[0]):
     plt.style.use(snakemake.params.style["style"])

@@ -1,8 +1,8 @@
 """Rule split: held-out evaluation documents, shared by every trial and budget."""
 
 import polars as pl
-from tokenwatt.files import logged, write_parquet
-from tokenwatt.split import split_documents
+from tokenwatt.common.files import logged, write_parquet
+from tokenwatt.data.split import split_documents
 
 with logged(snakemake.log[0]):
     train, evaluation = split_documents(

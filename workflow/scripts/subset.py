@@ -1,9 +1,9 @@
 """Rule subset: the trial's chunks for one budget (a prefix of the trial's seeded order), or the same subset
-restored from the result store (tokenwatt/store.py)."""
+restored from the result store (tokenwatt/common/store.py)."""
 
-from tokenwatt.files import logged, read_chunks, write_json
-from tokenwatt.store import job_store
-from tokenwatt.subsets import draw_subset, trial_seed
+from tokenwatt.common.files import logged, read_chunks, write_json
+from tokenwatt.common.store import job_store
+from tokenwatt.data.subsets import draw_subset, trial_seed
 
 with logged(snakemake.log[0]):
     store = job_store(snakemake)

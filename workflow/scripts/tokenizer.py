@@ -1,9 +1,9 @@
 """Rule tokenizer: train a byte-level BPE on the training documents, or load a pretrained one (or restore the
-tokenizer of the same documents and settings from the result store, tokenwatt/store.py)."""
+tokenizer of the same documents and settings from the result store, tokenwatt/common/store.py)."""
 
-from tokenwatt import tokenizer as tk
-from tokenwatt.files import logged, read_documents, write_json
-from tokenwatt.store import job_store
+from tokenwatt.common.files import logged, read_documents, write_json
+from tokenwatt.common.store import job_store
+from tokenwatt.data import tokenizer as tk
 
 with logged(snakemake.log[0]):
     store = job_store(snakemake)

@@ -1,5 +1,5 @@
 """Rule train_trial: train one (budget, trial) and write metrics.json, power.parquet, steps.parquet, curve.parquet,
-or restore them from the result store when a trial with the same params and inputs was stored (tokenwatt/store.py).
+or restore them from the result store when a trial with the same params and inputs was stored (tokenwatt/common/store.py).
 
 Its full progress goes to the rule's log; the terminal gets one line when it starts, one when it
 ends, and the study's progress (sys.__stderr__ is the terminal while the log holds stdout/stderr).
@@ -19,22 +19,22 @@ os.environ.setdefault(
     "TORCHINDUCTOR_CACHE_DIR", os.path.abspath(os.path.join(snakemake.config["results"], "cache", "torchinductor"))
 )
 
-from tokenwatt.files import logged  # noqa: E402
-from tokenwatt.store import job_store  # noqa: E402
+from tokenwatt.common.files import logged  # noqa: E402
+from tokenwatt.common.store import job_store  # noqa: E402
 
 # The result store first, before torch is imported: a trial whose params and inputs match a stored one is
-# restored, never trained again, whatever happened to its files in between (tokenwatt/store.py).
+# restored, never trained again, whatever happened to its files in between (tokenwatt/common/store.py).
 with logged(snakemake.log[0]):
     store = job_store(snakemake, last="metrics")
     restored = store.restore()
 if restored:
     os._exit(0)
 
-from tokenwatt.files import read_chunks, read_json, read_subset, read_tokenizer_info, write_json, write_parquet  # noqa: E402
-from tokenwatt.progress import expected_trials, first_look, study_progress, trial_finished, trial_started  # noqa: E402
-from tokenwatt.records import check_record, load_validator  # noqa: E402
-from tokenwatt.subsets import trial_seed  # noqa: E402
-from tokenwatt.trial import run_trial  # noqa: E402
+from tokenwatt.common.files import read_chunks, read_json, read_subset, read_tokenizer_info, write_json, write_parquet  # noqa: E402
+from tokenwatt.common.records import check_record, load_validator  # noqa: E402
+from tokenwatt.data.subsets import trial_seed  # noqa: E402
+from tokenwatt.measurement.progress import expected_trials, first_look, study_progress, trial_finished, trial_started  # noqa: E402
+from tokenwatt.training.trial import run_trial  # noqa: E402
 
 
 def terminal(line: str) -> None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ..measures import MEASURES, scale_of
-from ..tables import CHANGES_SCHEMA, CONDITIONS_SCHEMA, series_blocks
 from .frame import frame
+from .measures import MEASURES, scale_of
 from .scale import paired_change, summary
+from .tables import CHANGES_SCHEMA, CONDITIONS_SCHEMA, series_blocks
 
 
 def _values(block: pl.DataFrame, budget: int, measure: str) -> dict[int, float]:

@@ -27,7 +27,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     ),
 }
 
-# LlamaConfig fields the native implementation (tokenwatt/llama.py) supports; any other
+# LlamaConfig fields the native implementation (tokenwatt/training/llama.py) supports; any other
 # override needs model.implementation: hf. Here so the config check can say so without torch.
 NATIVE_FIELDS = frozenset(
     {

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .design import per_profile, profile_key_of
+from ..plan.design import per_profile, profile_key_of
 from .traces import training_samples
 
 Diagnostics = dict[str, Any]

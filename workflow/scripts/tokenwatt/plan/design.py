@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .measures import budget_label
+from ..analysis.measures import budget_label
 
 # The further factors, in the order of path parts, columns and labels.
 FACTORS = ("model", "precision", "lr", "batch_size", "hardware", "stopping")

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .devices import PRECISIONS
+from ..measurement.devices import PRECISIONS
 from .optim import FusedAdamW
 
 IGNORE = -100

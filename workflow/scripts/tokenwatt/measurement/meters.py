@@ -260,6 +260,28 @@ class Meter:
         return rows[-1]["power_w"] if rows else None
 
     # -- results
+    def _settling(self, t: Any, in_training: Any) -> Any:
+        """Training samples within ``settle_s`` of a segment that follows another window (an evaluation): an averaged
+        reading still shows that window's power there, so the training power statistics leave them out (the energy,
+        from the counter or the integral over the windows, keeps every sample). A segment is never left without
+        samples: one shorter than the settle time keeps its own."""
+        import numpy as np
+
+        out = np.zeros(len(t), dtype=bool)
+        if self.settle_s <= 0:
+            return out
+        for before, w in zip(self._windows, self._windows[1:]):
+            if (
+                w["name"].startswith("train")
+                and not before["name"].startswith("train")
+                and before["end_s"] == w["start_s"]
+            ):
+                segment = in_training & (t > w["start_s"]) & (t <= w["end_s"])
+                early = segment & (t < w["start_s"] + self.settle_s)
+                if (segment & ~early).any():
+                    out |= early
+        return out
+
     def _summarise(self, trace: pl.DataFrame) -> dict[str, Any]:
         import numpy as np
 
@@ -295,6 +317,8 @@ class Meter:
         # Power over the training windows' samples, each weighted by the time it stands for.
         names = pl.Series([w["name"] for w in training], dtype=pl.String).implode()
         in_training = valid["window"].is_in(names).fill_null(False).to_numpy()
+        settling = self._settling(t_all, in_training)
+        in_training &= ~settling
         p = p_all[in_training]
         wts = sample_weights(t_all, self.covers)[in_training]
         if len(p) and wts.sum() <= 0:  # every sample at one instant
@@ -324,6 +348,7 @@ class Meter:
             "power_max_w": float(p.max()) if has_power else None,
             "samples": len(times),
             "samples_with_power": len(p),
+            "samples_settling": int(settling.sum()),
             "sample_errors": len(self._errors),
             "sample_error_messages": self._errors[:20],
             "interval_requested_s": self.interval_s,

@@ -51,7 +51,7 @@ def written_path(err: BaseException) -> str | None:
     tb: TracebackType | None = err.__traceback__
     while tb is not None:  # outermost first; the innermost _atomic frame wins
         frame = tb.tb_frame
-        if frame.f_code.co_name == "_atomic" and frame.f_globals.get("__name__") == f"{PACKAGE}.files":
+        if frame.f_code.co_name == "_atomic" and frame.f_globals.get("__name__") == f"{PACKAGE}.common.files":
             found = str(frame.f_locals.get("path"))
         tb = tb.tb_next
     return found

@@ -21,14 +21,14 @@ from typing import Any
 import polars as pl
 import torch
 
-from . import __version__
-from .devices import compute_dtype, device_name, device_sync, gpu_uuid, make_deterministic, resolve_device
+from .. import __version__
+from ..measurement.devices import compute_dtype, device_name, device_sync, gpu_uuid, make_deterministic, resolve_device
+from ..measurement.meters import Meter, NvmlMeter, Pace, make_meter
+from ..measurement.throughput import measure_throughput
 from .evalplan import eval_thresholds, subset_chunks
 from .llama import check_right_padded
-from .meters import Meter, NvmlMeter, Pace, make_meter
 from .model import build_model, check_tokenizer_matches, describe, load_pretrained, preset_sizes
 from .stopping import should_stop, stop_rule
-from .throughput import measure_throughput
 from .train import (
     Diverged,
     TrainingError,

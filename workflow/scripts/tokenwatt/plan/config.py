@@ -18,9 +18,9 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator
 
-from .cost import CostError, carbon_intensity
+from ..analysis.cost import CostError, carbon_intensity
+from ..training.presets import NATIVE_FIELDS, PRESETS
 from .design import merged_model
-from .presets import NATIVE_FIELDS, PRESETS
 
 
 class ConfigError(ValueError):
@@ -217,7 +217,7 @@ def _requirements(cfg: dict[str, Any], schema: dict[str, Any]) -> list[str]:
 def _stopping_problems(cfg: dict[str, Any]) -> list[str]:
     """Stopping rules that could never act, or act on nothing: a rule decided at evaluation points needs them, and
     measured training energy; a rule the analysis replays must be complete."""
-    from .stopping import StopRuleError, stop_rule  # no torch, no polars
+    from ..training.stopping import StopRuleError, stop_rule  # no torch, no polars
 
     problems = []
     online = {
@@ -270,14 +270,14 @@ def _model_problems(model: dict[str, Any], tokenizer: dict[str, Any], prefix: st
     return problems
 
 
-# How tokenwatt.hub words a name that is a valid Hub id but not downloaded yet.
+# How tokenwatt.plan.hub words a name that is a valid Hub id but not downloaded yet.
 NOT_CACHED = "in the local Hugging Face cache"
 
 
 def _pretrained_problems(
     model: dict[str, Any] | None, tokenizer: dict[str, Any] | None, model_key: str, tokenizer_key: str
 ) -> list[str]:
-    """A pretrained name that is neither a folder here nor a Hub id in the local cache (``tokenwatt.hub``)."""
+    """A pretrained name that is neither a folder here nor a Hub id in the local cache (``tokenwatt.plan.hub``)."""
     problems = []
     for kind, spec, key in (("tokenizer", tokenizer, tokenizer_key), ("model", model, model_key)):
         if spec is not None and spec["source"] == "pretrained" and spec["name"]:
@@ -288,7 +288,7 @@ def _pretrained_problems(
     return problems
 
 
-# --- architecture: what the Llama built from a preset and its overrides needs (tokenwatt/model.py, llama.py)
+# --- architecture: what the Llama built from a preset and its overrides needs (tokenwatt/training/model.py, llama.py)
 # Set from the tokenizer by model.preset_sizes, whatever the overrides say: an override of them does nothing.
 FROM_TOKENIZER = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id")
 WHOLE_SIZES = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")

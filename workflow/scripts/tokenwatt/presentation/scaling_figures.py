@@ -15,8 +15,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
+from ..analysis.measures import SCALING_FIGURES, si  # noqa: E402
 from .figures import placeholder  # noqa: E402
-from .measures import SCALING_FIGURES, si  # noqa: E402
 
 EXTRAPOLATED = "dashed: extrapolated beyond the measured N and D"
 

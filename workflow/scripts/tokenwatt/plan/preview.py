@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from .measures import duration
+from ..analysis.measures import duration
 
 # Said once in the plan, so that the line after each trial (progress.study_progress) stays short.
 PROGRESS_NOTE = (
@@ -77,8 +77,8 @@ def _pilot_lines(pilot: dict[str, Any], tokens: int, trials: int, cost: dict[str
 def _energy_line(
     joules: float, seconds: float, estimated: bool, cost: dict[str, Any] | None, origin: str = "finished trials"
 ) -> str:
-    from .cost import carbon_intensity, trial_cost
-    from .measures import fixed
+    from ..analysis.cost import carbon_intensity, trial_cost
+    from ..analysis.measures import fixed
 
     label = f"ESTIMATE from {origin}" + (", whose energy is itself estimated" if estimated else "")
     parts = [f"Energy: ~{fixed(joules / 3.6e6)} kWh"]

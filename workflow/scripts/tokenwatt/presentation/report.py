@@ -9,11 +9,9 @@ from typing import Any
 
 import polars as pl
 
-from .analysis.apa import bounded, df, fmt_p, p_value, stat
-from .analysis.frame import frame, frame_note
-from .analysis.scale import paired_change
-from .design import condition_name, series_label
-from .measures import (
+from ..analysis.apa import bounded, df, fmt_p, p_value, stat
+from ..analysis.frame import frame, frame_note
+from ..analysis.measures import (
     FAMILIES,
     SCALING_FIGURES,
     TESTED,
@@ -26,9 +24,11 @@ from .measures import (
     scale_of,
     si,
 )
-from .provenance import utc
-from .quality import device_load
-from .tables import series_blocks
+from ..analysis.scale import paired_change
+from ..analysis.tables import series_blocks
+from ..common.provenance import utc
+from ..measurement.quality import device_load
+from ..plan.design import condition_name, series_label
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45;overflow-wrap:break-word}

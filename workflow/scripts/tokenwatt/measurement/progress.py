@@ -12,8 +12,8 @@ from typing import Any
 
 import polars as pl
 
-from .config import quality_settings
-from .design import Design, condition_name, parse_cell, series_of
+from ..plan.config import quality_settings
+from ..plan.design import Design, condition_name, parse_cell, series_of
 from .quality import assess
 
 

@@ -1,0 +1,1 @@
+"""The data stage: corpus, normalization, the eval split, the tokenizer, chunks and nested token subsets."""
