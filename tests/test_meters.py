@@ -372,3 +372,21 @@ def test_power_just_after_an_evaluation_is_left_out_of_the_training_power_but_no
     assert out["power_max_w"] == pytest.approx(100.0) and out["power_mean_w"] == pytest.approx(100.0)
     train_2 = next(w for w in out["windows"] if w["name"] == "train_2")
     assert train_2["energy_j"] > 100.0 * train_2["duration_s"] * 1.05  # the energy keeps what was drawn
+
+
+def test_settling_samples_still_count_as_power_samples_and_an_instant_reading_has_none():
+    for instant in (False, True):
+        meter = NvmlMeter(FakeNvml({GPU_A: 100.0}, has_instant=instant), GPU_A, interval_s=0.01)
+        meter.settle_s = 0.1
+        meter.open()
+        meter.begin("train_1")
+        time.sleep(0.15)
+        meter.switch("eval_1")
+        time.sleep(0.05)
+        meter.switch("train_2")
+        time.sleep(0.3)
+        meter.end()
+        out = meter.close()
+        in_training = out["trace"].filter(pl.col("window").str.starts_with("train"))["power_w"].drop_nulls().len()
+        assert out["samples_with_power"] == in_training  # what quality.min_samples judges: every training sample
+        assert (out["samples_settling"] > 0) != instant

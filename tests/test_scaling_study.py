@@ -110,3 +110,23 @@ def test_joules_per_token_are_fitted_per_device_profile_and_a_mixed_study_alloca
     fits = [e for e in got["energy_per_token"] if e["energy"] == "joules_per_token"]
     assert [e["hardware"] for e in fits] == ["precision=bf16-mixed/", "precision=fp32/"]
     assert "allocation_energy" not in got and "Several device profiles" in got["allocation_message"]
+
+
+def test_with_one_of_two_device_profiles_fitted_the_allocation_uses_that_profiles_joules_per_token_only():
+    curves, trials = _study()
+    # A second profile measured on two model sizes only (no e(N) of its own), each token costing 50 times more there.
+    other = trials.filter(pl.col("params") <= 250_000, pl.col("trial") == 1).with_columns(
+        cell=pl.col("cell") + "-gpu", energy_j=pl.col("energy_j") * 50, dynamic_energy_j=pl.col("dynamic_energy_j") * 50
+    )
+    both = pl.concat(
+        [
+            trials.with_columns(device_profile=pl.lit("hardware=a/")),
+            other.with_columns(device_profile=pl.lit("hardware=b/")),
+        ]
+    )
+    settings = {"points": "all", "bootstrap": 20, "seed": 1, "energy_budgets": [10.0, 100.0, 1000.0]}
+    got = analyse_scaling(curves, both, settings)
+    fitted = [e for e in got["energy_per_token"] if e["energy"] == "joules_per_token" and e["status"] == "ok"]
+    assert [e["hardware"] for e in fitted] == ["hardware=a/"]
+    alone = analyse_scaling(curves, trials, settings)
+    assert got["allocation_energy"]["N"] == pytest.approx(alone["allocation_energy"]["N"], rel=1e-9)

@@ -39,7 +39,7 @@ def test_the_trajectory_config_plans_its_six_seeds_of_twenty_million_tokens_with
     proc = snakemake(clone(tmp_path / "plan"), "-n", "--configfile", "config/trajectory.yaml")
     out = proc.stdout + proc.stderr
     assert "1 budget × 6 trials = 6 trials" in out and "~120,000,000 of ~120,000,000 training tokens" in out
-    # 120 M tokens at the pilot's 3 099 tokens/s plus 6 × 9 s: 10.8 h; at its 0.0209 J/token: 0.6967 kWh
+    # 120 M tokens at the pilot's 3 099 tokens/s plus 6 × 30 s: 10.8 h; at its 0.0209 J/token: 0.6967 kWh (estimated)
     assert "Time: ~10.8 h" in out and "plan.tokens_per_s" in out and "Energy: ~0.6967 kWh" in out
 
 

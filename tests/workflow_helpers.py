@@ -38,7 +38,10 @@ def copy_of_study(study: Path, dest: Path) -> Path:
 
 
 def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1", **(env or {})}
+    # Plain, wide text whatever the caller's terminal: the job table is parsed (planned_jobs), and colour codes or
+    # wrapped rows would hide its rows.
+    full_env = {**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1", "NO_COLOR": "1", "COLUMNS": "200", **(env or {})}
+    full_env.pop("FORCE_COLOR", None)
     proc = subprocess.run([SNAKEMAKE, *args], cwd=workdir, capture_output=True, text=True, env=full_env)
     if check and proc.returncode != 0:
         raise AssertionError(
@@ -49,20 +52,28 @@ def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = 
 
 def planned_jobs(workdir: Path, *args: str) -> Counter:
     """Jobs a dry run would execute, by rule (the 'Job stats' table, as Snakemake's own logger or the default
-    profile's rich logger prints it: "train_trial 6" or "train trial 6"), without the target rules."""
+    profile's rich logger prints it: "train_trial 6" or "train trial 6"), without the target rules. Empty only when
+    Snakemake says there is nothing to be done: a table it cannot read fails the test, never passes it vacuously."""
     proc = snakemake(workdir, "-n", *args)
-    out = proc.stdout + proc.stderr
-    jobs = Counter()
-    if "Job stats" in out:
-        for line in out.split("Job stats", 1)[1].splitlines()[1:]:
-            m = re.match(r"^\s*([a-z][\w ]*?)\s+(\d+)\s*$", line)
-            if m is None:
-                if jobs:
-                    break
-                continue
-            rule = m.group(1).replace(" ", "_")
-            if rule == "total":
+    out = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
+    if "Job stats" not in out:
+        assert "Nothing to be done" in out, f"neither a job table nor 'Nothing to be done' in:\n{out[-3000:]}"
+        return Counter()
+    jobs, total = Counter(), None
+    for line in out.split("Job stats", 1)[1].splitlines()[1:]:
+        if not line.strip():  # the rich table's spacer rows
+            continue
+        m = re.match(r"^\s*([a-z][\w ]*?)\s+(\d+)\s*$", line)
+        if m is None:
+            if jobs:
                 break
-            if rule not in ("all", "data", "job", "rule"):
-                jobs[rule] = int(m.group(2))
+            continue
+        rule = m.group(1).replace(" ", "_")
+        if rule == "total":
+            total = int(m.group(2))
+            break
+        jobs[rule] = int(m.group(2))
+    assert total is not None and sum(jobs.values()) == total, f"a job table that does not add up:\n{out[-3000:]}"
+    for target in ("all", "data", "interim"):
+        jobs.pop(target, None)
     return jobs

@@ -43,7 +43,10 @@ def trial_cost(trial: dict[str, Any], cost: dict[str, Any], intensity_g_per_kwh:
     kg = None if kwh is None or intensity_g_per_kwh is None else kwh * intensity_g_per_kwh / 1000
     price = cost["electricity_price_per_kwh"]
     electricity = None if kwh is None or price is None else kwh * price
-    device = None if cost["device_hour_price"] is None else trial["run_s"] / 3600 * cost["device_hour_price"]
+    seconds = trial.get("run_s")
+    device = (
+        None if cost["device_hour_price"] is None or seconds is None else seconds / 3600 * cost["device_hour_price"]
+    )
     # The sum of every priced part, or nothing: with energy unmeasured but a price set, the device cost alone
     # is not "electricity + device".
     parts = [(price, electricity), (cost["device_hour_price"], device)]

@@ -123,7 +123,11 @@ def analyse_scaling(curves: pl.DataFrame, trials: pl.DataFrame, settings: Mappin
 def _fits(
     chosen: pl.DataFrame, sized: pl.DataFrame, trials: pl.DataFrame, settings: Mapping[str, Any]
 ) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"energy_per_token": _energy_fits(sized)}
+    total = [e for e in out["energy_per_token"] if e["energy"] == "joules_per_token" and e["status"] == "ok"]
+    # The allocation and its bands use one device profile's e(N): with several profiles of which one was fitted,
+    # that profile's trials only (pooling devices would mix what a token costs on each).
+    sized = sized.filter(pl.col("hardware") == total[0]["hardware"]) if len(total) == 1 else sized
     boot_n, seed = settings.get("bootstrap", 1000), settings.get("seed", 0)
     laws = {}
     for count, column in N_COUNTS.items():
@@ -143,8 +147,6 @@ def _fits(
             "n_skipped": boot.n_skipped,
             "n_points": int(N.size),
         }
-    out["energy_per_token"] = _energy_fits(sized)
-    total = [e for e in out["energy_per_token"] if e["energy"] == "joules_per_token" and e["status"] == "ok"]
     if len(total) > 1:
         out["allocation_message"] = (
             "Several device profiles (hardware levels or precisions): e(N) is fitted per profile above; "

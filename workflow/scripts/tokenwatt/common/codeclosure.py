@@ -74,5 +74,7 @@ def code_digest(script: Path, scripts_dir: Path) -> str:
     h = hashlib.sha256()
     for path in closure(script, scripts_dir):
         h.update(path.relative_to(scripts_dir).as_posix().encode())
-        h.update(ast.dump(ast.parse(path.read_text(encoding="utf-8"))).encode())
+        # ast.unparse, not ast.dump: the dump's fields change between Python versions (3.12 adds type_params), the
+        # canonical source of the same tree does not, so a host project's Snakemake on another Python keys alike.
+        h.update(ast.unparse(ast.parse(path.read_text(encoding="utf-8"))).encode())
     return h.hexdigest()[:16]

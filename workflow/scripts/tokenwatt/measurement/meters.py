@@ -268,7 +268,9 @@ class Meter:
         import numpy as np
 
         out = np.zeros(len(t), dtype=bool)
-        if self.settle_s <= 0:
+        if (
+            self.settle_s <= 0 or getattr(self, "power_reading", "average") == "instant"
+        ):  # an instant reading has no lag
             return out
         for before, w in zip(self._windows, self._windows[1:]):
             if (
@@ -317,6 +319,7 @@ class Meter:
         # Power over the training windows' samples, each weighted by the time it stands for.
         names = pl.Series([w["name"] for w in training], dtype=pl.String).implode()
         in_training = valid["window"].is_in(names).fill_null(False).to_numpy()
+        with_power = int(in_training.sum())  # what the quality rules count: every training sample with power
         settling = self._settling(t_all, in_training)
         in_training &= ~settling
         p = p_all[in_training]
@@ -347,7 +350,7 @@ class Meter:
             "power_mean_w": float((wts * p).sum() / wts.sum()) if has_power else None,
             "power_max_w": float(p.max()) if has_power else None,
             "samples": len(times),
-            "samples_with_power": len(p),
+            "samples_with_power": with_power,
             "samples_settling": int(settling.sum()),
             "sample_errors": len(self._errors),
             "sample_error_messages": self._errors[:20],

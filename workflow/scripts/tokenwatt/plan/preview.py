@@ -69,7 +69,13 @@ def _pilot_lines(pilot: dict[str, Any], tokens: int, trials: int, cost: dict[str
     ]
     if pilot.get("joules_per_token"):
         out.append(
-            _energy_line(tokens * pilot["joules_per_token"], seconds, False, cost, "plan.joules_per_token, a pilot")
+            _energy_line(
+                tokens * pilot["joules_per_token"],
+                seconds,
+                bool(pilot.get("energy_is_estimate")),
+                cost,
+                "plan.joules_per_token, a pilot",
+            )
         )
     return out
 
