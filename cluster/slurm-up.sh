@@ -4,7 +4,7 @@
 # types (gres gpu:a100 and gpu:h100, backed by /dev/null and /dev/zero) so GPU requests, and GPU
 # model requests, schedule. Needs root.
 #
-#   cluster/slurm-up.sh      # then sbatch/squeue/snakemake --profile profiles/slurm work
+#   cluster/slurm-up.sh      # then sbatch/squeue/snakemake --profile profiles/slurm --workflow-profile none work
 #   cluster/slurm-down.sh    # stops exactly the daemons this script started
 #
 # State (configs, PID files, logs, spool) lives in $TOKENWATT_SLURM_DIR (default

@@ -11,7 +11,7 @@ import pytest
 from workflow_helpers import ROOT, SNAKEMAKE, TINY, clone, planned_jobs, snakemake
 
 pytestmark = pytest.mark.cluster
-PROFILE = ["--profile", "profiles/slurm", "--slurm-init-seconds-before-status-checks", "5"]
+PROFILE = ["--profile", "profiles/slurm", "--workflow-profile", "none", "--slurm-init-seconds-before-status-checks", "5"]
 # Columns that must equal the local run's; timing, energy and power may differ.
 SAME_AS_LOCAL = [
     "budget",
@@ -110,10 +110,11 @@ def test_a_rerun_completes_the_study_without_redoing_finished_trials(cancelled_r
         "curves": 1,
         "scaling": 1,
         "figures": 1,
+        "scaling_figures": 1,
         "report": 1,
     }
     rerun = snakemake(work, *TINY, *PROFILE)
-    assert (rerun.stdout + rerun.stderr).count("submitted with SLURM") == 7  # the trial and the six analysis jobs
+    assert (rerun.stdout + rerun.stderr).count("submitted with SLURM") == 8  # the trial and the seven analysis jobs
     assert {p: p.stat().st_mtime_ns for p in finished} == finished
     assert (work / "results/report.html").exists()
     # Same results table as the local run, except timing and energy.
