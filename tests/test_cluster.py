@@ -11,7 +11,14 @@ import pytest
 from workflow_helpers import ROOT, SNAKEMAKE, TINY, clone, planned_jobs, snakemake
 
 pytestmark = pytest.mark.cluster
-PROFILE = ["--profile", "profiles/slurm", "--workflow-profile", "none", "--slurm-init-seconds-before-status-checks", "5"]
+PROFILE = [
+    "--profile",
+    "profiles/slurm",
+    "--workflow-profile",
+    "none",
+    "--slurm-init-seconds-before-status-checks",
+    "5",
+]
 # Columns that must equal the local run's; timing, energy and power may differ.
 SAME_AS_LOCAL = [
     "budget",
