@@ -60,3 +60,19 @@ def test_the_report_states_co2_and_money_with_the_estimate_label():
     assert summary["total_kg_co2e"] == pytest.approx(0.6) and summary["is_estimate"]
     text = " ".join(_cost_sentences(summary))
     assert "600.0 g CO2e (ESTIMATED, from estimated energy)" in text and "EUR" in text
+
+
+def test_the_evaluations_energy_is_costed_beside_the_training_never_inside_it():
+    from tokenwatt.analysis.aggregate import cost_summary
+    from tokenwatt.presentation.report import _cost_sentences
+
+    records = [
+        raw_record(1000, 1, energy_j=3.6e6, eval_energy_j=3.6e5),
+        raw_record(2000, 1, energy_j=3.6e6, eval_energy_j=3.6e5),
+    ]
+    trials, _ = aggregate(records, [(1000, 1), (2000, 1)], cost=PRICED, intensity=400.0)
+    summary = cost_summary(trials, PRICED, (400.0, "configured (cost.carbon_intensity)"))
+    kwh = 7.2e5 * PRICED["pue"] / 3.6e6
+    assert summary["total_kg_co2e"] == pytest.approx(2 * 3.6e6 * PRICED["pue"] / 3.6e6 * 0.4)  # training only
+    assert summary["eval_kwh"] == pytest.approx(kwh) and summary["eval_kg_co2e"] == pytest.approx(kwh * 0.4)
+    assert "The evaluations used 720.0 kJ" in " ".join(_cost_sentences(summary))

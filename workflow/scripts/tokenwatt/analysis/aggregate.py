@@ -42,6 +42,19 @@ def cost_summary(trials: pl.DataFrame, cost: dict[str, Any], intensity: tuple[fl
         "trials": trials.height,
         "is_estimate": bool(trials["cost_is_estimate"].any()) if "cost_is_estimate" in trials.columns else False,
         **{f"total_{c}": total(c) for c in ("kwh", "kg_co2e", "electricity_cost", "device_cost", "total_cost")},
+        # The evaluations' own energy, metered beside the training energy and never in it (nor in the totals above).
+        **_eval_costs(total("eval_energy_j"), cost, intensity[0]),
+    }
+
+
+def _eval_costs(joules: float | None, cost: dict[str, Any], intensity_g_per_kwh: float | None) -> dict[str, Any]:
+    kwh = None if joules is None else joules * cost["pue"] / 3.6e6
+    price = cost["electricity_price_per_kwh"]
+    return {
+        "eval_energy_j": joules,
+        "eval_kwh": kwh,
+        "eval_kg_co2e": None if kwh is None or intensity_g_per_kwh is None else kwh * intensity_g_per_kwh / 1000,
+        "eval_electricity_cost": None if kwh is None or price is None else kwh * price,
     }
 
 

@@ -180,6 +180,16 @@ def _cost_sentences(cost: dict[str, Any]) -> list[str]:
             f"Its device-hours cost {si(cost['total_device_cost'], cost['currency'])}; with its energy unmeasured, the "
             "electricity is not priced, so there is no total."
         )
+    if cost.get("eval_energy_j") is not None:
+        beside = [f"{si(cost['eval_energy_j'], 'J')}"]
+        if cost.get("eval_kg_co2e") is not None:
+            beside.append(f"{si(cost['eval_kg_co2e'] * 1000, 'g')} CO2e")
+        if cost.get("eval_electricity_cost") is not None:
+            beside.append(si(cost["eval_electricity_cost"], cost["currency"]))
+        out.append(
+            f"The evaluations used {', '.join(beside)} more{label}, metered in their own windows and left out of "
+            "every figure above."
+        )
     if not out and cost:
         out.append("No CO2 or money figures: set cost.carbon_intensity and the prices in the config.")
     return out
