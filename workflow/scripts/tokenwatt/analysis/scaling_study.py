@@ -154,6 +154,10 @@ def _fits(
         )
     elif total:
         law, boot = laws["total"]["fit"], laws["total"]["boot"]
+        # The budgets span the fitted profile's own trials (another profile's energies say nothing of this one's).
+        if len(total) == 1 and "device_profile" in trials.columns:
+            trials = trials.filter(pl.col("device_profile") == total[0]["hardware"])
+            out["allocation_profile"] = total[0]["hardware"]
         measured = trials["energy_j"].drop_nulls()
         budgets = np.asarray(
             settings.get("energy_budgets") or np.geomspace(measured.min() / 10, measured.max() * 10, 9)

@@ -180,6 +180,9 @@ def _cost_sentences(cost: dict[str, Any]) -> list[str]:
             f"Its device-hours cost {si(cost['total_device_cost'], cost['currency'])}; with its energy unmeasured, the "
             "electricity is not priced, so there is no total."
         )
+    totals = ("total_kg_co2e", "total_total_cost", "total_device_cost")
+    if cost and all(cost.get(k) is None for k in totals):
+        out.append("No CO2 or money figures: set cost.carbon_intensity and the prices in the config.")
     if cost.get("eval_energy_j") is not None:
         beside = [f"{si(cost['eval_energy_j'], 'J')}"]
         if cost.get("eval_kg_co2e") is not None:
@@ -190,8 +193,7 @@ def _cost_sentences(cost: dict[str, Any]) -> list[str]:
             f"The evaluations used {', '.join(beside)} more{label}, metered in their own windows and left out of "
             "every figure above."
         )
-    if not out and cost:
-        out.append("No CO2 or money figures: set cost.carbon_intensity and the prices in the config.")
+
     return out
 
 
@@ -795,7 +797,14 @@ def _scaling_html(scaling: dict[str, Any]) -> str:
             )
         ]
         parts.append(
-            "<h3>The energy-optimal allocation on this hardware</h3><p>For a training-energy budget J: the N and D "
+            "<h3>The energy-optimal allocation on this hardware</h3><p>"
+            + (
+                f"Device profile {esc(series_label(scaling['allocation_profile'].rstrip('/')))}, the one whose e(N) "
+                "was fitted. "
+                if scaling.get("allocation_profile")
+                else ""
+            )
+            + "For a training-energy budget J: the N and D "
             "that minimise L(N, D) subject to e(N) · D = J (total N), beside the compute-optimal split of the same "
             "FLOPs (C = 6ND). Where the two differ, the hardware's energy per token does not scale as its FLOPs do: "
             "where scaling theory ends and system effects begin. Rows outside the measured N and D are extrapolations.</p>"
