@@ -444,3 +444,9 @@ def test_every_record_serialises_to_json():
         stopping_outcomes(curves, StopRule("marginal", 0.01, 2)),
     ]
     assert all(json.loads(json.dumps(r.to_dict())) for r in records)
+
+
+def test_a_zero_carbon_intensity_gives_zero_co2e_to_a_target_not_a_missing_one():
+    cost = {"pue": 1.0, "carbon_intensity_g_per_kwh": 0.0, "electricity_price_per_kwh": None, "device_hour_price": None}
+    summary = energy_to_target_summary(energy_to_target(_curves(HAND), [{"loss": 3.5}], cost)).row(0, named=True)
+    assert summary["kg_co2e_geomean"] == 0.0 and summary["total_cost_geomean"] is None

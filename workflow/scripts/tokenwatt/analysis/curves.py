@@ -132,6 +132,14 @@ def _centre(values: np.ndarray, prefix: str, suffix: str = "") -> dict[str, Any]
     }
 
 
+def _cost_centre(values: np.ndarray, prefix: str) -> dict[str, Any]:
+    """``_centre`` of a cost to a target; a price or carbon intensity of 0 makes every run's cost 0, which is the
+    answer (0), not a missing geometric mean."""
+    if len(values) and not values.any():
+        return {f"{prefix}_{k}": 0.0 for k in ("median", "geomean", "ci95_low", "ci95_high")}
+    return _centre(values, prefix)
+
+
 def _centre_schema(prefix: str, suffix: str = "") -> dict[str, Any]:
     return {f"{prefix}_{k}{suffix}": pl.Float64 for k in ("median", "geomean", "ci95_low", "ci95_high")}
 
@@ -317,7 +325,7 @@ def energy_to_target_summary(reached: pl.DataFrame) -> pl.DataFrame:
                 "n_at_first_point": int(got["at_first_point"].sum()),
                 **_centre(got["energy_j"].drop_nulls().to_numpy(), "energy", "_j"),
                 **_centre(got["train_s"].drop_nulls().to_numpy(), "train_s"),
-                **{k: v for c in TARGET_COSTS for k, v in _centre(got[c].drop_nulls().to_numpy(), c).items()},
+                **{k: v for c in TARGET_COSTS for k, v in _cost_centre(got[c].drop_nulls().to_numpy(), c).items()},
             }
         )
     return _table(rows, REACH_SUMMARY_SCHEMA)

@@ -74,7 +74,13 @@ def code_digest(script: Path, scripts_dir: Path) -> str:
     h = hashlib.sha256()
     for path in closure(script, scripts_dir):
         h.update(path.relative_to(scripts_dir).as_posix().encode())
-        # ast.unparse, not ast.dump: the dump's fields change between Python versions (3.12 adds type_params), the
-        # canonical source of the same tree does not, so a host project's Snakemake on another Python keys alike.
-        h.update(ast.unparse(ast.parse(path.read_text(encoding="utf-8"))).encode())
+        h.update(_canonical(path.read_text(encoding="utf-8")).encode())
     return h.hexdigest()[:16]
+
+
+@functools.cache
+def _canonical(source: str) -> str:
+    """The source as its syntax tree prints it (no comments, one layout). ast.unparse, not ast.dump: the dump's
+    fields change between Python versions (3.12 adds type_params); the printed tree is far more stable (not
+    guaranteed; the project pins 3.11). Cached by text: every rule's digest walks the same shared modules."""
+    return ast.unparse(ast.parse(source))

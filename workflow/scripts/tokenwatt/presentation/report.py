@@ -486,22 +486,13 @@ def _reference_html(
     )
 
 
-def _energy_ci(r: dict[str, Any], prefix: str = "energy") -> str:
-    got = r.get(f"{prefix}_geomean_j")
+def _centre_ci(r: dict[str, Any], prefix: str, unit: str = "J", factor: float = 1.0, suffix: str = "") -> str:
+    """A geometric mean and its interval (``{prefix}_geomean{suffix}``, ``_ci95_low``, ``_ci95_high``) with an SI
+    prefix, e.g. energies (``energy``, suffix ``_j``) and the CO2e and money to a target."""
+    got = r.get(f"{prefix}_geomean{suffix}")
     if got is None:
         return "—"
-    low, high = r.get(f"{prefix}_ci95_low_j"), r.get(f"{prefix}_ci95_high_j")
-    return f"{si(got, 'J')}" + (
-        f' <span class="ci">[{si(low, "J")}, {si(high, "J")}]</span>' if low is not None else ""
-    )
-
-
-def _centre_ci(r: dict[str, Any], prefix: str, unit: str, factor: float = 1.0) -> str:
-    """A geometric mean and its interval (``{prefix}_geomean``, ``_ci95_low``, ``_ci95_high``) with an SI prefix."""
-    got = r.get(f"{prefix}_geomean")
-    if got is None:
-        return "—"
-    low, high = r.get(f"{prefix}_ci95_low"), r.get(f"{prefix}_ci95_high")
+    low, high = r.get(f"{prefix}_ci95_low{suffix}"), r.get(f"{prefix}_ci95_high{suffix}")
     return si(got * factor, unit) + (
         f' <span class="ci">[{si(low * factor, unit)}, {si(high * factor, unit)}]</span>' if low is not None else ""
     )
@@ -560,7 +551,7 @@ def _curves_html(curves: dict[str, Any]) -> str:
             _Raw(esc(condition_name(r["series"], r["budget"]))),
             _Raw(f"{r['n_reached']} of {r['n']}"),
             _Raw(si(r["energy_median_j"], "J")),
-            _Raw(_energy_ci(r)),
+            _Raw(_centre_ci(r, "energy", suffix="_j")),
             *[_Raw(_centre_ci(r, c, unit, factor)) for c, _, unit, factor in extra],
             r["n_censored"],
         ]
@@ -654,7 +645,7 @@ def _curves_html(curves: dict[str, Any]) -> str:
         [
             _Raw(esc(condition_name(r["series"], r["budget"]))),
             _Raw(f"{r['n_fell']} of {r['n_defined']}"),
-            _Raw(_energy_ci(r, "fall_energy")),
+            _Raw(_centre_ci(r, "fall_energy", suffix="_j")),
         ]
         for r in curves.get("gain_falls") or []
     ]
