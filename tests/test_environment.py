@@ -81,3 +81,17 @@ def test_every_rule_runs_in_a_stage_environment_that_has_every_package_its_code_
 def test_only_the_training_stage_environment_installs_torch(root):
     for env in (root / "workflow" / "envs").glob("*.yaml"):
         assert ("torch==" in env.read_text()) == (env.stem == "train"), env.name
+
+
+def test_the_manifest_lists_every_file_a_remote_module_source_must_fetch(root):
+    # A github(...) module source fetches only what a directive names; the rule files fetch the rest from this list.
+    folders = ("resources", "workflow/schemas", "workflow/report", "workflow/scripts")
+    present = sorted(
+        path.relative_to(root).as_posix()
+        for folder in folders
+        for path in (root / folder).rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    )
+    manifest = (root / "workflow" / "MANIFEST.txt").read_text().splitlines()
+    listed = [line for line in manifest if line.strip() and not line.startswith("#")]
+    assert listed == present, "regenerate workflow/MANIFEST.txt: its header, then one path per line, sorted"

@@ -3,8 +3,12 @@
 Both reuse the shared tiny study's result store (TOKENWATT_STORE), so they restore its trials rather than
 train them again: the store's keys hold no path, only what a job depends on."""
 
+import shutil
+import subprocess
+from types import SimpleNamespace
+
 import pytest
-from workflow_helpers import ROOT, snakemake
+from workflow_helpers import ROOT, clone, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -22,7 +26,9 @@ def test_a_project_using_tokenwatt_as_a_module_gets_its_report_in_its_own_folder
     (project / "Snakefile").write_text(
         'configfile: "config.yaml"\n\n\n'
         f'module tokenwatt:\n    snakefile:\n        "{ROOT / "workflow" / "Snakefile"}"\n    config:\n        config\n\n\n'
-        "use rule * from tokenwatt\n"
+        "use rule * from tokenwatt\n\n\n"
+        # tokenwatt's own start and error hooks, which Snakemake runs for the main Snakefile only
+        "onstart:\n    tokenwatt.onstart()\n\n\nonerror:\n    tokenwatt.onerror()\n"
     )
     proc = snakemake(project, "--cores", "2", "--resources", "gpu=1", env=_store(study))
     assert (project / "results" / "report.html").stat().st_size > 10_000
@@ -44,3 +50,104 @@ def test_another_working_directory_holds_the_results_and_the_embedded_study_plan
         ROOT, "-s", snakefile, "--directory", str(elsewhere), "--cores", "2", "--resources", "gpu=1", env=_store(study)
     )
     assert (elsewhere / "results" / "report.html").stat().st_size > 10_000
+
+
+# --- a released tokenwatt from GitHub, reached offline: git's url.insteadOf sends github.com/tokenwatt/tokenwatt to a
+# local repository of this checkout's files, so Snakemake's own github(...) source runs unchanged
+REMOTE_SNAKEFILE = """configfile: "config.yaml"
+
+
+module tokenwatt:
+    snakefile:
+        github("tokenwatt/tokenwatt", path="workflow/Snakefile", tag="{tag}")
+    config:
+        config
+
+
+use rule * from tokenwatt as tw_*
+"""
+
+
+def _git(repo, *args):
+    subprocess.run(
+        ["git", "-c", "user.name=tokenwatt", "-c", "user.email=tokenwatt@example.org", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
+
+
+def _release(repo, tag):
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "--allow-empty", "-m", tag)
+    _git(repo, "tag", tag)
+
+
+def _pin(project, tag):
+    (project / "Snakefile").write_text(REMOTE_SNAKEFILE.format(tag=tag))
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    """A project pinned to tokenwatt v1.0.0 on GitHub, run once to its report. Its trials train (a few seconds
+    each): the store keys a job by its rule's name, and these rules are renamed."""
+    base = tmp_path_factory.mktemp("released")
+    repo = clone(base / "repo")
+    _git(repo, "init", "-q")
+    _release(repo, "v1.0.0")
+    (base / "gitconfig").write_text(f'[url "{repo}"]\n\tinsteadOf = https://github.com/tokenwatt/tokenwatt\n')
+    env = {
+        "GIT_CONFIG_GLOBAL": str(base / "gitconfig"),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "XDG_CACHE_HOME": str(base / "cache"),  # Snakemake's source cache, this test's own
+    }
+    project = base / "project"
+    project.mkdir()
+    (project / "config.yaml").write_text(TINY)
+    _pin(project, "v1.0.0")
+    proc = snakemake(project, "--cores", "2", "--resources", "gpu=1", env=env)
+    return SimpleNamespace(repo=repo, project=project, env=env, terminal=proc.stdout + proc.stderr)
+
+
+def _copy(project, dest):
+    shutil.copytree(project, dest, ignore=shutil.ignore_patterns("locks", "incomplete"))
+    return dest
+
+
+def test_a_project_pinned_to_a_github_release_gets_its_report_with_the_rules_renamed(released):
+    assert (released.project / "results" / "report.html").stat().st_size > 10_000
+    assert len(list((released.project / "results" / "trials").glob("*/t*/metrics.json"))) == 6
+    assert "tw_train_trial" in released.terminal
+    assert "ModuleNotFoundError" not in released.terminal
+
+
+def test_a_new_release_reruns_only_the_jobs_whose_files_changed(released, tmp_path):
+    project = _copy(released.project, tmp_path / "project")
+    with open(released.repo / "README.md", "a", encoding="utf-8") as readme:
+        readme.write("\nA line that no job reads.\n")
+    _release(released.repo, "v1.0.1")
+    _pin(project, "v1.0.1")
+    assert planned_jobs(project, env=released.env) == {}
+    report_module = released.repo / "workflow" / "scripts" / "tokenwatt" / "presentation" / "report.py"
+    with open(report_module, "a", encoding="utf-8") as module:
+        module.write("\nNEW_IN_THIS_RELEASE = 1\n")
+    _release(released.repo, "v1.0.2")
+    _pin(project, "v1.0.2")
+    assert planned_jobs(project, env=released.env) == {"tw_report": 1, "tw_all": 1}
+
+
+def test_a_trial_rule_forced_by_its_new_name_is_measured_again_not_restored(released, tmp_path):
+    project = _copy(released.project, tmp_path / "project")
+    metrics = project / "results" / "trials" / "b1000" / "t1" / "metrics.json"
+    before = metrics.read_bytes()
+    forced = snakemake(
+        project,
+        "--cores",
+        "1",
+        "--forcerun",
+        "tw_train_trial",
+        "--",
+        str(metrics.relative_to(project)),
+        env=released.env,
+    )
+    assert "↺" not in forced.stdout + forced.stderr and metrics.read_bytes() != before

@@ -50,11 +50,11 @@ def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = 
     return proc
 
 
-def planned_jobs(workdir: Path, *args: str) -> Counter:
+def planned_jobs(workdir: Path, *args: str, env: dict | None = None) -> Counter:
     """Jobs a dry run would execute, by rule (the 'Job stats' table, as Snakemake's own logger or the default
     profile's rich logger prints it: "train_trial 6" or "train trial 6"), without the target rules. Empty only when
     Snakemake says there is nothing to be done: a table it cannot read fails the test, never passes it vacuously."""
-    proc = snakemake(workdir, "-n", *args)
+    proc = snakemake(workdir, "-n", *args, env=env)
     out = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
     if "Job stats" not in out:
         assert "Nothing to be done" in out, f"neither a job table nor 'Nothing to be done' in:\n{out[-3000:]}"

@@ -1,15 +1,55 @@
 # Shared helpers: validated config, every output path, code digests and run order.
 import mimetypes
 import os
+import shutil
 import sys
 from pathlib import Path
+
+from snakemake.sourcecache import LocalSourceFile
 
 # Parquet's registered media type; without it `snakemake --report` assumes text/plain and says so.
 mimetypes.add_type("application/vnd.apache.parquet", ".parquet")
 
-# The workflow's own files (library, schemas, captions, resources) are found from this file, never from the working
-# directory or the main Snakefile: a user's project runs tokenwatt as a module, or from another --directory.
-WORKFLOW_DIR = Path(workflow.current_basedir.get_path_or_uri(secret_free=True)).parent
+
+# Where a remote module source's files are mirrored, in the working directory: a path that stays when the version
+# does, so that a new tag reruns only the jobs whose files changed.
+REMOTE_MIRROR = Path(".snakemake", "tokenwatt")
+
+
+def _local_workflow_dir():
+    """tokenwatt's workflow/ folder on this machine. The workflow's own files (library, schemas, captions, resources)
+    are found from this file, never from the working directory or the main Snakefile: a user's project runs tokenwatt
+    as a module, or from another --directory.
+
+    From a remote module source (github(...), gitlab(...), git+file:) Snakemake fetches only what a directive names.
+    Every file of workflow/MANIFEST.txt is fetched into Snakemake's source cache, where the scripts it runs find the
+    library beside them, and mirrored under REMOTE_MIRROR for the rules' inputs and this file's imports. A mirrored
+    file is rewritten only when its bytes change, with the source's own time (the commit's, from git), so neither a
+    new version of an unchanged file nor a deleted .snakemake folder makes a job look outdated.
+    """
+    here = workflow.current_basedir
+    if isinstance(here, LocalSourceFile):
+        return Path(here.get_path_or_uri(secret_free=True)).parent
+    with open(workflow.source_path("../MANIFEST.txt"), encoding="utf-8") as manifest:
+        listed = ["workflow/MANIFEST.txt"] + [
+            line.strip()
+            for line in manifest
+            if line.strip() and not line.startswith("#")
+        ]
+    for path in listed:
+        fetched = Path(workflow.source_path(f"../../{path}"))
+        mirrored = REMOTE_MIRROR / path
+        if mirrored.exists() and mirrored.read_bytes() == fetched.read_bytes():
+            continue
+        mirrored.parent.mkdir(parents=True, exist_ok=True)
+        partial = mirrored.with_name(f".{mirrored.name}.{os.getpid()}")
+        shutil.copy2(fetched, partial)
+        # atomic: another job's Snakemake may be reading the mirror meanwhile
+        os.replace(partial, mirrored)
+    return Path.cwd() / REMOTE_MIRROR / "workflow"
+
+
+WORKFLOW_DIR = _local_workflow_dir()
 SCRIPTS = WORKFLOW_DIR / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
@@ -337,20 +377,30 @@ if workflow.is_main_process:
         logger.info(note)
 
 
-def mark_forced_jobs():
-    """onstart (a real run, before any job): the jobs the user forced (--forcerun/-R, -F, -f) compute again rather than
-    restore from the result store (tokenwatt/common/store.py), so a trial forced to be measured again is measured again.
-    Passed in the environment, which every job inherits (a local script, an sbatch job: --export=ALL).
+_FORCED_NOTED = []
+
+
+def forced_jobs_noted(wildcards):
+    """An input function of every rule that restores from the result store (tokenwatt/common/store.py); it adds no
+    input. Building the DAG calls it before any job runs, in a project that uses tokenwatt as a module too, whose
+    onstart Snakemake never calls: the jobs the user forced (--forcerun/-R, -F, -f) compute again rather than restore,
+    so a trial forced to be measured again is measured again. Passed in the environment, which every job inherits (a
+    local script, an sbatch job: --export=ALL); a job's own Snakemake (on a cluster node) keeps what it inherited.
     """
     from tokenwatt.common.store import FORCED_ENV, forced_spec
 
-    settings = workflow.dag_settings
-    os.environ[FORCED_ENV] = forced_spec(
-        settings.forceall,
-        settings.forcerun,
-        settings.targets if settings.forcetargets else (),
-        [r.name for r in workflow.rules],
-    )
+    if workflow.is_main_process and not _FORCED_NOTED:
+        _FORCED_NOTED.append(
+            True
+        )  # once: the settings are the same for every job of this run
+        settings = workflow.dag_settings
+        os.environ[FORCED_ENV] = forced_spec(
+            settings.forceall,
+            settings.forcerun,
+            settings.targets if settings.forcetargets else (),
+            [r.name for r in workflow.rules],
+        )
+    return []
 
 
 def warn_if_report_is_stale():

@@ -3,6 +3,7 @@
 
 rule tokenizer:
     input:
+        forced_jobs_noted,
         res("data", "docs_train.parquet"),
     output:
         directory(data_file("{tok}", "tokenizer")),
@@ -24,6 +25,7 @@ rule tokenizer:
 
 rule chunk:
     input:
+        forced_jobs_noted,
         docs=res("data", "docs_{split}.parquet"),
         tokenizer=data_file("{tok}", "tokenizer"),
     output:
@@ -47,6 +49,7 @@ rule chunk:
 
 rule subset:
     input:
+        forced_jobs_noted,
         data_file("{tok}", "chunks_train.parquet"),
     output:
         subset_file("{tok}", "{budget}", "{trial}"),

@@ -3,6 +3,8 @@
 
 
 rule device_profile:
+    input:
+        forced_jobs_noted,
     output:
         profile_file("{profile}"),
     log:
@@ -45,6 +47,7 @@ rule device_profile:
 
 rule train_trial:
     input:
+        forced_jobs_noted,
         unpack(trial_inputs),
         schema=METRICS_SCHEMA,
     output:
