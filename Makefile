@@ -14,10 +14,10 @@ $(STAMP): requirements.txt
 	$(BIN)/python -m pip install -q -r requirements.txt
 	touch $@
 
-# Debian packages the tests use: Chromium renders the report, Graphviz draws the DAG.
+# Debian packages the tests use: Chromium renders the report, Graphviz draws the DAG, git serves a module release.
 system-deps:
-	@command -v chromium >/dev/null && command -v dot >/dev/null || \
-	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium graphviz >/dev/null; }
+	@command -v chromium >/dev/null && command -v dot >/dev/null && command -v git >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium graphviz git >/dev/null; }
 
 study: $(STAMP)
 	HF_HUB_DISABLE_PROGRESS_BARS=1 $(BIN)/snakemake --cores 2 --resources gpu=1
