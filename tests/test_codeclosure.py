@@ -123,3 +123,22 @@ def test_a_comment_or_a_reformatting_leaves_the_digest_and_a_changed_constant_ch
     assert code_digest(root / "run.py", root) == before
     (root / "tokenwatt/a.py").write_text("def f(x):\n    return x * 3\n")
     assert code_digest(root / "run.py", root) != before
+
+
+def test_a_docstring_leaves_the_digest_and_a_string_the_code_uses_changes_it(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "run.py": "from tokenwatt import a\n",
+            "tokenwatt/__init__.py": "",
+            "tokenwatt/a.py": "def f(x):\n    return x + 'J'\n\n\nclass C:\n    pass\n",
+        },
+    )
+    before = code_digest(root / "run.py", root)
+    (root / "tokenwatt/a.py").write_text(
+        '"""Energy in joules."""\n\n\ndef f(x):\n    """Adds the unit."""\n    return x + \'J\'\n\n\n'
+        'class C:\n    """Only a docstring."""\n'
+    )
+    assert code_digest(root / "run.py", root) == before
+    (root / "tokenwatt/a.py").write_text("def f(x):\n    return x + 'kJ'\n\n\nclass C:\n    pass\n")
+    assert code_digest(root / "run.py", root) != before

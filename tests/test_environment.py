@@ -95,3 +95,11 @@ def test_the_manifest_lists_every_file_a_remote_module_source_must_fetch(root):
     manifest = (root / "workflow" / "MANIFEST.txt").read_text().splitlines()
     listed = [line for line in manifest if line.strip() and not line.startswith("#")]
     assert listed == present, "regenerate workflow/MANIFEST.txt: its header, then one path per line, sorted"
+
+
+def test_every_file_a_remote_source_fetches_ends_in_exactly_one_newline(root):
+    # Snakemake's git sources drop a file's last newline; the rule files add one back, exact only for these files.
+    listed = [line for line in (root / "workflow" / "MANIFEST.txt").read_text().splitlines() if line and line[0] != "#"]
+    for path in listed:
+        content = (root / path).read_bytes()
+        assert content.endswith(b"\n") and not content.endswith(b"\n\n") and b"\r" not in content, path

@@ -154,20 +154,21 @@ class _Params(dict):
 
 
 def test_a_script_job_is_keyed_by_its_rule_params_and_named_inputs(tmp_path, monkeypatch):
+    # A project's own name for the rule (use rule * from tokenwatt as tw_*) keys nothing: tokenwatt's name does.
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(STORE_ENV, raising=False)
     monkeypatch.setenv(FORCED_ENV, json.dumps({"all": False, "rules": [], "files": []}))
     (tmp_path / "chunks.parquet").write_bytes(b"chunks")
     outputs = _outputs(tmp_path)
     smk = SimpleNamespace(
-        rule="train_trial",
+        rule="tw_train_trial",
         config={"results": "results"},
         log=["results/logs/t1.log"],
         params=_Params(budget=10, trial=1),
         input=_Files(["chunks.parquet"], {"train": "chunks.parquet"}),
         output=_Files(list(outputs.values()), {"metrics": outputs["metrics"], "power": outputs["power"]}),
     )
-    job = job_store(smk, last="metrics")
+    job = job_store(smk, "train_trial", last="metrics")
     assert job.root == tmp_path / "results" / "store" and not job.forced
     assert job.key == job_key("train_trial", {"budget": 10, "trial": 1}, {"train": "chunks.parquet"})
     assert named_paths(smk.output) == outputs
@@ -175,3 +176,17 @@ def test_a_script_job_is_keyed_by_its_rule_params_and_named_inputs(tmp_path, mon
     for path in outputs.values():
         os.remove(path)
     assert job.restore() is True and "restored from the store" in job.restored_line()
+
+
+def test_a_renamed_rule_is_forced_by_the_name_the_user_gave_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(FORCED_ENV, forced_spec(False, ["tw_train_trial"], (), ["tw_train_trial", "tw_report"]))
+    smk = SimpleNamespace(
+        rule="tw_train_trial",
+        config={"results": "results"},
+        log=[],
+        params=_Params(budget=10, trial=1),
+        input=_Files([], {}),
+        output=_Files(["m.json"], {"metrics": "m.json"}),
+    )
+    assert job_store(smk, "train_trial").forced

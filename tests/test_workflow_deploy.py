@@ -88,9 +88,9 @@ def _pin(project, tag):
 
 
 @pytest.fixture(scope="module")
-def released(tmp_path_factory):
-    """A project pinned to tokenwatt v1.0.0 on GitHub, run once to its report. Its trials train (a few seconds
-    each): the store keys a job by its rule's name, and these rules are renamed."""
+def released(study, tmp_path_factory):
+    """A project pinned to tokenwatt v1.0.0 on GitHub, run once to its report. Its rules are renamed, and its trials
+    are restored from the shared study's store all the same: an entry is keyed by tokenwatt's name for the rule."""
     base = tmp_path_factory.mktemp("released")
     repo = clone(base / "repo")
     _git(repo, "init", "-q")
@@ -100,6 +100,7 @@ def released(tmp_path_factory):
         "GIT_CONFIG_GLOBAL": str(base / "gitconfig"),
         "GIT_CONFIG_NOSYSTEM": "1",
         "XDG_CACHE_HOME": str(base / "cache"),  # Snakemake's source cache, this test's own
+        **_store(study),
     }
     project = base / "project"
     project.mkdir()
@@ -117,7 +118,7 @@ def _copy(project, dest):
 def test_a_project_pinned_to_a_github_release_gets_its_report_with_the_rules_renamed(released):
     assert (released.project / "results" / "report.html").stat().st_size > 10_000
     assert len(list((released.project / "results" / "trials").glob("*/t*/metrics.json"))) == 6
-    assert "tw_train_trial" in released.terminal
+    assert "tw_train_trial" in released.terminal and "nothing trained" in released.terminal
     assert "ModuleNotFoundError" not in released.terminal
 
 
@@ -136,8 +137,10 @@ def test_a_new_release_reruns_only_the_jobs_whose_files_changed(released, tmp_pa
     assert planned_jobs(project, env=released.env) == {"tw_report": 1, "tw_all": 1}
 
 
-def test_a_trial_rule_forced_by_its_new_name_is_measured_again_not_restored(released, tmp_path):
+def test_a_trial_rule_forced_by_its_new_name_is_measured_again_not_restored(released, study, tmp_path):
     project = _copy(released.project, tmp_path / "project")
+    # a copy of the store, which the new measurement replaces: other tests restore the shared one's trials
+    store = shutil.copytree(study / "results" / "store", tmp_path / "store")
     metrics = project / "results" / "trials" / "b1000" / "t1" / "metrics.json"
     before = metrics.read_bytes()
     forced = snakemake(
@@ -148,6 +151,6 @@ def test_a_trial_rule_forced_by_its_new_name_is_measured_again_not_restored(rele
         "tw_train_trial",
         "--",
         str(metrics.relative_to(project)),
-        env=released.env,
+        env={**released.env, "TOKENWATT_STORE": str(store)},
     )
     assert "↺" not in forced.stdout + forced.stderr and metrics.read_bytes() != before

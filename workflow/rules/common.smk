@@ -38,12 +38,19 @@ def _local_workflow_dir():
         ]
     for path in listed:
         fetched = Path(workflow.source_path(f"../../{path}"))
+        content = fetched.read_bytes()
+        # Snakemake reads a git source through GitPython, which drops the file's last newline; every listed file ends
+        # in exactly one (tests/test_environment.py), so this gives back the repository's bytes: the rules' inputs are
+        # keyed by content (the result store), and a lost newline would make every trial look new.
+        if not content.endswith(b"\n"):
+            content += b"\n"
         mirrored = REMOTE_MIRROR / path
-        if mirrored.exists() and mirrored.read_bytes() == fetched.read_bytes():
+        if mirrored.exists() and mirrored.read_bytes() == content:
             continue
         mirrored.parent.mkdir(parents=True, exist_ok=True)
         partial = mirrored.with_name(f".{mirrored.name}.{os.getpid()}")
-        shutil.copy2(fetched, partial)
+        partial.write_bytes(content)
+        shutil.copystat(fetched, partial)
         # atomic: another job's Snakemake may be reading the mirror meanwhile
         os.replace(partial, mirrored)
     return Path.cwd() / REMOTE_MIRROR / "workflow"

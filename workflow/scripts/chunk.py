@@ -7,7 +7,7 @@ from tokenwatt.data.chunking import chunk_documents
 from tokenwatt.data.tokenizer import load_tokenizer
 
 with logged(snakemake.log[0]):
-    store = job_store(snakemake)
+    store = job_store(snakemake, "chunk")
     if not store.restore():
         opts = snakemake.params.options
         tok = load_tokenizer(snakemake.input.tokenizer)

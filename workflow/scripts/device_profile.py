@@ -6,7 +6,7 @@ from tokenwatt.common.files import logged, write_json
 from tokenwatt.common.store import job_store
 
 with logged(snakemake.log[0]):
-    store = job_store(snakemake)
+    store = job_store(snakemake, "device_profile")
     if not store.restore():
         from tokenwatt.measurement.throughput import profile_device
 

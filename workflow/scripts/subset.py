@@ -6,7 +6,7 @@ from tokenwatt.common.store import job_store
 from tokenwatt.data.subsets import draw_subset, trial_seed
 
 with logged(snakemake.log[0]):
-    store = job_store(snakemake)
+    store = job_store(snakemake, "subset")
     if not store.restore():
         budget, trial = snakemake.params.budget, snakemake.params.trial
         chunks = read_chunks(snakemake.input[0], columns=["chunk_id", "n_real"])

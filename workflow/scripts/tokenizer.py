@@ -6,7 +6,7 @@ from tokenwatt.common.store import job_store
 from tokenwatt.data import tokenizer as tk
 
 with logged(snakemake.log[0]):
-    store = job_store(snakemake)
+    store = job_store(snakemake, "tokenizer")
     if not store.restore():
         opts = snakemake.params.options
         if opts["source"] == "train":

@@ -25,7 +25,7 @@ from tokenwatt.common.store import job_store  # noqa: E402
 # The result store first, before torch is imported: a trial whose params and inputs match a stored one is
 # restored, never trained again, whatever happened to its files in between (tokenwatt/common/store.py).
 with logged(snakemake.log[0]):
-    store = job_store(snakemake, last="metrics")
+    store = job_store(snakemake, "train_trial", last="metrics")
     restored = store.restore()
 if restored:
     os._exit(0)

@@ -69,8 +69,9 @@ def closure(script: Path, scripts_dir: Path) -> list[Path]:
 
 
 def code_digest(script: Path, scripts_dir: Path) -> str:
-    """Short digest of a script and its import closure: each file's name and its syntax tree, so a comment or a
-    reformatting (snakefmt, ruff format) reruns nothing, while any change to what the code does reruns its jobs."""
+    """Short digest of a script and its import closure: each file's name and its syntax tree, so a comment, a
+    docstring or a reformatting (snakefmt, ruff format) reruns nothing, while any change to what the code does reruns
+    its jobs."""
     h = hashlib.sha256()
     for path in closure(script, scripts_dir):
         h.update(path.relative_to(scripts_dir).as_posix().encode())
@@ -80,7 +81,19 @@ def code_digest(script: Path, scripts_dir: Path) -> str:
 
 @functools.cache
 def _canonical(source: str) -> str:
-    """The source as its syntax tree prints it (no comments, one layout). ast.unparse, not ast.dump: the dump's
-    fields change between Python versions (3.12 adds type_params); the printed tree is far more stable (not
-    guaranteed; the project pins 3.11). Cached by text: every rule's digest walks the same shared modules."""
-    return ast.unparse(ast.parse(source))
+    """The source as its syntax tree prints it (no comments, no docstrings, one layout). ast.unparse, not ast.dump:
+    the dump's fields change between Python versions (3.12 adds type_params); the printed tree is far more stable
+    (not guaranteed; the project pins 3.11). Cached by text: every rule's digest walks the same shared modules.
+    Docstrings go too: no rule's code reads one, so correcting the documentation reruns no job."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and _has_docstring(
+            node
+        ):
+            node.body = node.body[1:] or [ast.Pass()]
+    return ast.unparse(tree)
+
+
+def _has_docstring(node: ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    first = node.body[0] if node.body else None
+    return isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)

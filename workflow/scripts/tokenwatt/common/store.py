@@ -18,9 +18,9 @@ every file's sha256. It is built in a temporary folder and renamed into place, s
 absent; an entry of the same key from before stays until the new one is complete. A restore checks
 every file's sha256; a damaged entry is named, dropped and the job computes.
 
-A job the user forces (``--forcerun``/``-R``, ``-F``, ``-f``: ``forced_spec``, set by the Snakefile's
-onstart in ``TOKENWATT_FORCED``) is computed again and replaces its entry: a trial forced to be measured
-again is measured again. ``TOKENWATT_STORE`` names another folder (the key holds no path, so clones on
+A job the user forces (``--forcerun``/``-R``, ``-F``, ``-f``: ``forced_spec``, put in ``TOKENWATT_FORCED`` by the
+rule files' ``forced_jobs_noted`` while Snakemake builds the DAG) is computed again and replaces its entry: a trial
+forced to be measured again is measured again. ``TOKENWATT_STORE`` names another folder (the key holds no path, so clones on
 one machine may share one) or ``off``. Standard library only: a trial asks before it imports torch.
 """
 
@@ -373,10 +373,14 @@ def terminal(line: str) -> None:
     print(line, file=sys.__stderr__, flush=True)
 
 
-def job_store(smk: Any, last: str | None = None) -> JobStore:
-    """The store for the running Snakemake script job ``smk`` (its rule, params, inputs, outputs, config, log)."""
+def job_store(smk: Any, kind: str, last: str | None = None) -> JobStore:
+    """The store for the running Snakemake script job ``smk`` (its rule, params, inputs, outputs, config, log).
+
+    ``kind`` is what the job computes: its rule's name in tokenwatt's own rule files. It keys the entry, so a project
+    that renames tokenwatt's rules (``use rule * from tokenwatt as tw_*``) shares entries with one that does not;
+    forcing goes by the name the user sees and types (``smk.rule``)."""
     root = store_root(smk.config.get("results", "results"))
     outputs = named_paths(smk.output)
-    key = job_key(smk.rule, dict(smk.params.items()), named_paths(smk.input)) if root is not None else None
+    key = job_key(kind, dict(smk.params.items()), named_paths(smk.input)) if root is not None else None
     log = str(smk.log[0]) if len(smk.log) else None
-    return JobStore(root, smk.rule, outputs, key, is_forced(smk.rule, outputs.values()), log, last)
+    return JobStore(root, kind, outputs, key, is_forced(smk.rule, outputs.values()), log, last)
