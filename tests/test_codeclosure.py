@@ -142,3 +142,28 @@ def test_a_docstring_leaves_the_digest_and_a_string_the_code_uses_changes_it(tmp
     assert code_digest(root / "run.py", root) == before
     (root / "tokenwatt/a.py").write_text("def f(x):\n    return x + 'kJ'\n\n\nclass C:\n    pass\n")
     assert code_digest(root / "run.py", root) != before
+
+
+def test_a_module_that_is_only_a_docstring_digests_as_an_empty_one(tmp_path):
+    files = {"run.py": "import tokenwatt.sub\n", "tokenwatt/__init__.py": "", "tokenwatt/sub/__init__.py": ""}
+    root = _tree(tmp_path, files)
+    before = code_digest(root / "run.py", root)
+    (root / "tokenwatt/sub/__init__.py").write_text('"""The stage this package holds."""\n')
+    assert code_digest(root / "run.py", root) == before
+
+
+def test_a_new_release_number_leaves_the_digest_and_a_changed_constant_changes_it(tmp_path):
+    files = {"run.py": "from tokenwatt import a\n", "tokenwatt/__init__.py": '__version__ = "0.1.0"\nLIMIT = 1\n'}
+    root = _tree(tmp_path, {**files, "tokenwatt/a.py": "X = 1\n"})
+    before = code_digest(root / "run.py", root)
+    (root / "tokenwatt/__init__.py").write_text('__version__ = "0.2.0"\nLIMIT = 1\n')
+    assert code_digest(root / "run.py", root) == before
+    (root / "tokenwatt/__init__.py").write_text('__version__ = "0.2.0"\nLIMIT = 2\n')
+    assert code_digest(root / "run.py", root) != before
+
+
+def test_a_package_is_followed_before_a_module_of_the_same_name_as_python_imports_it(tmp_path):
+    files = {"run.py": "import tokenwatt.x\n", "tokenwatt/__init__.py": "", "tokenwatt/x.py": "STALE = 1\n"}
+    root = _tree(tmp_path, {**files, "tokenwatt/x/__init__.py": "LIVE = 1\n"})
+    assert "tokenwatt/x/__init__.py" in _names(closure(root / "run.py", root), root)
+    assert "tokenwatt/x.py" not in _names(closure(root / "run.py", root), root)

@@ -127,6 +127,33 @@ def test_the_jobs_the_user_forced_compute_again(tmp_path, monkeypatch):
     assert not is_forced("train_trial", trial)
 
 
+def test_a_file_forced_by_its_absolute_path_is_found_from_a_node_that_mounts_the_folder_elsewhere(
+    tmp_path, monkeypatch
+):
+    login, node = tmp_path / "home" / "study", tmp_path / "mnt" / "home" / "study"
+    login.mkdir(parents=True)
+    node.mkdir(parents=True)
+    monkeypatch.chdir(login)
+    spec = forced_spec(False, [str(login / "results/trials/b10/t1/metrics.json")], [], ["train_trial"])
+    monkeypatch.chdir(node)  # the job's Snakemake, in the same study folder under another mount point
+    assert is_forced("train_trial", ["results/trials/b10/t1/metrics.json"], spec)
+
+
+def test_a_job_without_the_forced_list_in_its_environment_says_so(tmp_path, monkeypatch, capfd):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(FORCED_ENV, raising=False)
+    smk = SimpleNamespace(
+        rule="train_trial",
+        config={"results": "results"},
+        log=[],
+        params=_Params(budget=10, trial=1),
+        input=_Files([], {}),
+        output=_Files(["m.json"], {"metrics": "m.json"}),
+    )
+    job_store(smk, "train_trial")
+    assert "TOKENWATT_FORCED is not in this job's environment" in capfd.readouterr().err
+
+
 def test_the_store_lives_in_the_results_folder_unless_told_otherwise(tmp_path, monkeypatch):
     monkeypatch.delenv(STORE_ENV, raising=False)
     assert store_root("results") == (tmp_path.cwd() / "results" / "store")

@@ -241,7 +241,8 @@ def test_a_comment_a_docstring_or_a_reformatting_of_the_training_library_reruns_
     path = study / "workflow/scripts/tokenwatt/training/train.py"
     original = path.read_text()
     assert original.startswith('"""')  # the module's docstring, reworded below
-    edited = '"""In other words: ' + original[3:].replace("    ", "    ", 1)
+    edited = '"""In other words: ' + original[3:].replace(" = ", "  =  ")  # spaces around every assignment
+    assert edited.count("  =  ") > 5
     path.write_text("# why this module exists, said again\n" + edited + "\n\n\n")
     try:
         assert planned_jobs(study, *TINY) == {}

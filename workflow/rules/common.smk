@@ -3,6 +3,7 @@ import mimetypes
 import os
 import shutil
 import sys
+import uuid
 from pathlib import Path
 
 from snakemake.sourcecache import LocalSourceFile
@@ -21,11 +22,13 @@ def _local_workflow_dir():
     are found from this file, never from the working directory or the main Snakefile: a user's project runs tokenwatt
     as a module, or from another --directory.
 
-    From a remote module source (github(...), gitlab(...), git+file:) Snakemake fetches only what a directive names.
+    From a remote module source (github(...), gitlab(...)) Snakemake fetches only what a directive names.
     Every file of workflow/MANIFEST.txt is fetched into Snakemake's source cache, where the scripts it runs find the
-    library beside them, and mirrored under REMOTE_MIRROR for the rules' inputs and this file's imports. A mirrored
-    file is rewritten only when its bytes change, with the source's own time (the commit's, from git), so neither a
-    new version of an unchanged file nor a deleted .snakemake folder makes a job look outdated.
+    library beside them, and mirrored under REMOTE_MIRROR for the rules' inputs and this file's imports; a file no
+    longer listed is removed. A mirrored file is rewritten only when its bytes change, and then carries the time of
+    writing, so the jobs that read it are newer than nothing they made; a file new to the mirror takes the source's
+    own time (the commit's, from github or gitlab), so a project moved to a remote source, or one whose .snakemake
+    folder was deleted, does not see every job as outdated.
     """
     here = workflow.current_basedir
     if isinstance(here, LocalSourceFile):
@@ -45,14 +48,22 @@ def _local_workflow_dir():
         if not content.endswith(b"\n"):
             content += b"\n"
         mirrored = REMOTE_MIRROR / path
-        if mirrored.exists() and mirrored.read_bytes() == content:
+        new = not mirrored.exists()
+        if not new and mirrored.read_bytes() == content:
             continue
         mirrored.parent.mkdir(parents=True, exist_ok=True)
-        partial = mirrored.with_name(f".{mirrored.name}.{os.getpid()}")
+        # unique across processes and hosts: the jobs' own Snakemakes on a cluster share this folder
+        partial = mirrored.with_name(f".{mirrored.name}.{uuid.uuid4().hex}")
         partial.write_bytes(content)
-        shutil.copystat(fetched, partial)
+        if new:
+            shutil.copystat(fetched, partial)
         # atomic: another job's Snakemake may be reading the mirror meanwhile
         os.replace(partial, mirrored)
+    # what an older release listed; a dot file is another process's file being written
+    keep = {REMOTE_MIRROR / path for path in listed}
+    for stale in REMOTE_MIRROR.rglob("*"):
+        if stale.is_file() and stale not in keep and not stale.name.startswith("."):
+            stale.unlink(missing_ok=True)
     return Path.cwd() / REMOTE_MIRROR / "workflow"
 
 

@@ -46,7 +46,8 @@ def closure(script: Path, scripts_dir: Path) -> list[Path]:
 
     def file_of(name: str) -> Path | None:
         parts = name.split(".")
-        for candidate in (scripts_dir.joinpath(*parts).with_suffix(".py"), scripts_dir.joinpath(*parts, "__init__.py")):
+        # a package before a module of the same name, as Python's import does
+        for candidate in (scripts_dir.joinpath(*parts, "__init__.py"), scripts_dir.joinpath(*parts).with_suffix(".py")):
             if candidate.is_file():
                 return candidate
         return None  # a name imported from a module (a function), not a module
@@ -84,16 +85,23 @@ def _canonical(source: str) -> str:
     """The source as its syntax tree prints it (no comments, no docstrings, one layout). ast.unparse, not ast.dump:
     the dump's fields change between Python versions (3.12 adds type_params); the printed tree is far more stable
     (not guaranteed; the project pins 3.11). Cached by text: every rule's digest walks the same shared modules.
-    Docstrings go too: no rule's code reads one, so correcting the documentation reruns no job."""
+    Docstrings go, and a module's ``__version__ = ...``: no rule's code reads a docstring, and the version only labels
+    what a trial records, so neither a correction of the documentation nor a new release number reruns a job."""
     tree = ast.parse(source)
+    tree.body = [statement for statement in tree.body if not _sets_version(statement)]
     for node in ast.walk(tree):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and _has_docstring(
             node
         ):
-            node.body = node.body[1:] or [ast.Pass()]
+            # a module may be empty; a class's or a function's body may not
+            node.body = node.body[1:] or ([] if isinstance(node, ast.Module) else [ast.Pass()])
     return ast.unparse(tree)
 
 
 def _has_docstring(node: ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     first = node.body[0] if node.body else None
     return isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+
+
+def _sets_version(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Assign) and [ast.unparse(t) for t in statement.targets] == ["__version__"]

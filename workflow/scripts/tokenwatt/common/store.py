@@ -109,17 +109,22 @@ def named_paths(files: Iterable[Any]) -> dict[str, str]:
 
 
 def forced_spec(forceall: bool, forcerun: Iterable[str], targets: Iterable[str], rules: Iterable[str]) -> str:
-    """What the user forced, for ``TOKENWATT_FORCED`` (JSON): everything, rule names, output paths (absolute).
-    ``targets`` are the targets when ``-f`` forces them, else nothing."""
+    """What the user forced, for ``TOKENWATT_FORCED`` (JSON): everything, rule names, output paths (relative to the
+    working directory, which a cluster node may mount elsewhere). ``targets`` are the targets when ``-f`` forces
+    them, else nothing."""
     names = set(rules)
     items = [*forcerun, *targets]
     return json.dumps(
         {
             "all": bool(forceall),
             "rules": sorted({i for i in items if i in names}),
-            "files": sorted({os.path.abspath(i) for i in items if i not in names}),
+            "files": sorted({_from_workdir(i) for i in items if i not in names}),
         }
     )
+
+
+def _from_workdir(path: str) -> str:
+    return os.path.relpath(os.path.abspath(path))
 
 
 def is_forced(rule: str, outputs: Iterable[str], spec: str | None = None) -> bool:
@@ -131,9 +136,7 @@ def is_forced(rule: str, outputs: Iterable[str], spec: str | None = None) -> boo
     if not isinstance(forced, dict):
         return False
     files = set(forced.get("files", ()))
-    return (
-        bool(forced.get("all")) or rule in forced.get("rules", ()) or any(os.path.abspath(o) in files for o in outputs)
-    )
+    return bool(forced.get("all")) or rule in forced.get("rules", ()) or any(_from_workdir(o) in files for o in outputs)
 
 
 def entry_dir(root: Path, rule: str, key: str) -> Path:
@@ -383,4 +386,9 @@ def job_store(smk: Any, kind: str, last: str | None = None) -> JobStore:
     outputs = named_paths(smk.output)
     key = job_key(kind, dict(smk.params.items()), named_paths(smk.input)) if root is not None else None
     log = str(smk.log[0]) if len(smk.log) else None
+    if root is not None and FORCED_ENV not in os.environ:
+        terminal(
+            f"tokenwatt: {FORCED_ENV} is not in this job's environment, so it cannot know whether you forced it and "
+            "may restore it from the store: run with an executor that passes the environment to jobs (local, SLURM)"
+        )
     return JobStore(root, kind, outputs, key, is_forced(smk.rule, outputs.values()), log, last)
