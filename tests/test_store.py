@@ -139,6 +139,17 @@ def test_a_file_forced_by_its_absolute_path_is_found_from_a_node_that_mounts_the
     assert is_forced("train_trial", ["results/trials/b10/t1/metrics.json"], spec)
 
 
+def test_a_forced_file_outside_the_working_directory_is_matched_by_its_absolute_path(tmp_path, monkeypatch):
+    study, node_study, scratch = tmp_path / "home" / "study", tmp_path / "a" / "b" / "study", tmp_path / "scratch"
+    for folder in (study, node_study, scratch):
+        folder.mkdir(parents=True)
+    metrics = str(scratch / "results/trials/b10/t1/metrics.json")  # results: an absolute folder on scratch
+    monkeypatch.chdir(study)
+    spec = forced_spec(False, [metrics], [], ["train_trial"])
+    monkeypatch.chdir(node_study)  # a working directory at another depth
+    assert is_forced("train_trial", [metrics], spec)
+
+
 def test_a_job_without_the_forced_list_in_its_environment_says_so(tmp_path, monkeypatch, capfd):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(FORCED_ENV, raising=False)

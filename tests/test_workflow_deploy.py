@@ -154,6 +154,22 @@ def test_a_new_release_reruns_only_the_jobs_whose_files_changed(released, tmp_pa
     _release(released.repo, "v1.0.3", committed="2001-01-01T00:00:00")
     _pin(project, "v1.0.3")
     assert planned_jobs(project, env=released.env) == {"tw_report": 1, "tw_all": 1}
+    # A file one release ships and the next no longer lists leaves the project's mirror with it.
+    manifest = released.repo / "workflow" / "MANIFEST.txt"
+    listed = manifest.read_text()
+    (released.repo / "resources" / "extra.json").write_text("{}\n")
+    manifest.write_text(listed + "resources/extra.json\n")
+    _release(released.repo, "v1.0.4")
+    _pin(project, "v1.0.4")
+    planned_jobs(project, env=released.env)
+    mirrored = project / ".snakemake" / "tokenwatt" / "resources" / "extra.json"
+    assert mirrored.read_text() == "{}\n"
+    (released.repo / "resources" / "extra.json").unlink()
+    manifest.write_text(listed)
+    _release(released.repo, "v1.0.5")
+    _pin(project, "v1.0.5")
+    planned_jobs(project, env=released.env)
+    assert not mirrored.exists() and (mirrored.parent / "story_grammar.json").exists()
 
 
 def test_a_trial_rule_forced_by_its_new_name_is_measured_again_not_restored(released, study, tmp_path):

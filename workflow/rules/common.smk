@@ -12,63 +12,69 @@ from snakemake.sourcecache import LocalSourceFile
 mimetypes.add_type("application/vnd.apache.parquet", ".parquet")
 
 
-# Where a remote module source's files are mirrored, in the working directory: a path that stays when the version
-# does, so that a new tag reruns only the jobs whose files changed.
+# Where a remote module source's data files are mirrored, in the working directory: a path that stays when the
+# version does, so that a new tag reruns only the jobs whose files changed.
 REMOTE_MIRROR = Path(".snakemake", "tokenwatt")
 
 
-def _local_workflow_dir():
-    """tokenwatt's workflow/ folder on this machine. The workflow's own files (library, schemas, captions, resources)
-    are found from this file, never from the working directory or the main Snakefile: a user's project runs tokenwatt
-    as a module, or from another --directory.
+def _workflow_dirs():
+    """tokenwatt's workflow/ folder on this machine, for the files it ships (schemas, captions, resources), and the
+    folder its library is imported from. Both are found from this file, never from the working directory or the main
+    Snakefile: a user's project runs tokenwatt as a module, or from another --directory.
 
-    From a remote module source (github(...), gitlab(...)) Snakemake fetches only what a directive names.
-    Every file of workflow/MANIFEST.txt is fetched into Snakemake's source cache, where the scripts it runs find the
-    library beside them, and mirrored under REMOTE_MIRROR for the rules' inputs and this file's imports; a file no
-    longer listed is removed. A mirrored file is rewritten only when its bytes change, and then carries the time of
-    writing, so the jobs that read it are newer than nothing they made; a file new to the mirror takes the source's
-    own time (the commit's, from github or gitlab), so a project moved to a remote source, or one whose .snakemake
-    folder was deleted, does not see every job as outdated.
+    From a remote module source (github(...), gitlab(...)) Snakemake fetches only what a directive names. Every file
+    of workflow/MANIFEST.txt is fetched into Snakemake's source cache, a folder per release: the library is imported,
+    and its digests taken, from there, where the scripts Snakemake runs find it beside them. The data files are also
+    mirrored under REMOTE_MIRROR, which the rules name as inputs. Only the main Snakemake writes the mirror (a job's
+    own Snakemake on a cluster reads it), and a file an older release listed is removed. A mirrored file is rewritten
+    only when its bytes change, and then carries the time of writing, so the jobs that read it rerun; a file new to
+    the mirror takes the source's own time (the commit's), so a project whose .snakemake folder was deleted does not
+    see every job as outdated.
     """
     here = workflow.current_basedir
     if isinstance(here, LocalSourceFile):
-        return Path(here.get_path_or_uri(secret_free=True)).parent
+        local = Path(here.get_path_or_uri(secret_free=True)).parent
+        return local, local / "scripts"
     with open(workflow.source_path("../MANIFEST.txt"), encoding="utf-8") as manifest:
-        listed = ["workflow/MANIFEST.txt"] + [
+        listed = [
             line.strip()
             for line in manifest
             if line.strip() and not line.startswith("#")
         ]
-    for path in listed:
-        fetched = Path(workflow.source_path(f"../../{path}"))
-        content = fetched.read_bytes()
-        # Snakemake reads a git source through GitPython, which drops the file's last newline; every listed file ends
-        # in exactly one (tests/test_environment.py), so this gives back the repository's bytes: the rules' inputs are
-        # keyed by content (the result store), and a lost newline would make every trial look new.
-        if not content.endswith(b"\n"):
-            content += b"\n"
-        mirrored = REMOTE_MIRROR / path
-        new = not mirrored.exists()
-        if not new and mirrored.read_bytes() == content:
-            continue
-        mirrored.parent.mkdir(parents=True, exist_ok=True)
-        # unique across processes and hosts: the jobs' own Snakemakes on a cluster share this folder
-        partial = mirrored.with_name(f".{mirrored.name}.{uuid.uuid4().hex}")
-        partial.write_bytes(content)
-        if new:
-            shutil.copystat(fetched, partial)
-        # atomic: another job's Snakemake may be reading the mirror meanwhile
-        os.replace(partial, mirrored)
-    # what an older release listed; a dot file is another process's file being written
-    keep = {REMOTE_MIRROR / path for path in listed}
-    for stale in REMOTE_MIRROR.rglob("*"):
-        if stale.is_file() and stale not in keep and not stale.name.startswith("."):
-            stale.unlink(missing_ok=True)
-    return Path.cwd() / REMOTE_MIRROR / "workflow"
+    fetched = {path: Path(workflow.source_path(f"../../{path}")) for path in listed}
+    scripts = fetched["workflow/scripts/tokenwatt/__init__.py"].parents[1]
+    data = [path for path in listed if not path.startswith("workflow/scripts/")]
+    if workflow.is_main_process:
+        for path in data:
+            _mirror(fetched[path], REMOTE_MIRROR / path)
+        keep = {REMOTE_MIRROR / path for path in data}
+        for stale in REMOTE_MIRROR.rglob("*"):
+            # a dot file is another process's file being written
+            if stale.is_file() and stale not in keep and not stale.name.startswith("."):
+                stale.unlink(missing_ok=True)
+    return Path.cwd() / REMOTE_MIRROR / "workflow", scripts
 
 
-WORKFLOW_DIR = _local_workflow_dir()
-SCRIPTS = WORKFLOW_DIR / "scripts"
+def _mirror(fetched, mirrored):
+    content = fetched.read_bytes()
+    # Snakemake reads a git source through GitPython, which drops the file's last newline; every listed file ends in
+    # exactly one (tests/test_environment.py), so this gives back the repository's bytes: the rules' inputs are keyed
+    # by content (the result store), and a lost newline in the metrics schema would make every trial look new.
+    if not content.endswith(b"\n"):
+        content += b"\n"
+    new = not mirrored.exists()
+    if not new and mirrored.read_bytes() == content:
+        return
+    mirrored.parent.mkdir(parents=True, exist_ok=True)
+    partial = mirrored.with_name(f".{mirrored.name}.{uuid.uuid4().hex}")
+    partial.write_bytes(content)
+    if new:
+        shutil.copystat(fetched, partial)
+    # atomic: a job's Snakemake may be reading the mirror meanwhile
+    os.replace(partial, mirrored)
+
+
+WORKFLOW_DIR, SCRIPTS = _workflow_dirs()
 sys.path.insert(0, str(SCRIPTS))
 
 from tokenwatt.common.codeclosure import code_digest as _closure_digest  # noqa: E402

@@ -109,9 +109,8 @@ def named_paths(files: Iterable[Any]) -> dict[str, str]:
 
 
 def forced_spec(forceall: bool, forcerun: Iterable[str], targets: Iterable[str], rules: Iterable[str]) -> str:
-    """What the user forced, for ``TOKENWATT_FORCED`` (JSON): everything, rule names, output paths (relative to the
-    working directory, which a cluster node may mount elsewhere). ``targets`` are the targets when ``-f`` forces
-    them, else nothing."""
+    """What the user forced, for ``TOKENWATT_FORCED`` (JSON): everything, rule names, output paths (``_from_workdir``).
+    ``targets`` are the targets when ``-f`` forces them, else nothing."""
     names = set(rules)
     items = [*forcerun, *targets]
     return json.dumps(
@@ -124,7 +123,11 @@ def forced_spec(forceall: bool, forcerun: Iterable[str], targets: Iterable[str],
 
 
 def _from_workdir(path: str) -> str:
-    return os.path.relpath(os.path.abspath(path))
+    """Relative to the working directory when inside it (a node may mount the study's folder elsewhere), else absolute
+    (a results folder elsewhere, say on scratch, is mounted in the same place on every node or on none)."""
+    absolute = os.path.abspath(path)
+    relative = os.path.relpath(absolute)
+    return absolute if relative == os.pardir or relative.startswith(os.pardir + os.sep) else relative
 
 
 def is_forced(rule: str, outputs: Iterable[str], spec: str | None = None) -> bool:
