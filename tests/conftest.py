@@ -45,3 +45,23 @@ def study(tmp_path_factory, cache):
     proc = snakemake(work, *TINY, "--cores", "2", "--resources", "gpu=1", "--cache", env=cache)
     (work / "terminal.txt").write_text(proc.stdout + proc.stderr)  # what the user saw
     return work
+
+
+@pytest.fixture(scope="session")
+def released(study, tmp_path_factory):
+    """A project pinned to tokenwatt v1.0.0 on GitHub (workflow_helpers.publish), run once to its report. Its rules
+    are renamed, and its trials are restored from the shared study's store all the same: an entry is keyed by
+    tokenwatt's name for the rule."""
+    from types import SimpleNamespace
+
+    from workflow_helpers import pin_release, publish, snakemake
+
+    base = tmp_path_factory.mktemp("released")
+    repo, env = publish(base)
+    env["TOKENWATT_STORE"] = str(study / "results" / "store")
+    project = base / "project"
+    project.mkdir()
+    (project / "config.yaml").write_text((ROOT / ".test" / "config" / "config.yaml").read_text())
+    pin_release(project, "v1.0.0")
+    proc = snakemake(project, "--cores", "2", "--resources", "gpu=1", env=env)
+    return SimpleNamespace(repo=repo, project=project, env=env, terminal=proc.stdout + proc.stderr)

@@ -8,7 +8,7 @@ import time
 
 import polars as pl
 import pytest
-from workflow_helpers import ROOT, SNAKEMAKE, TINY, clone, planned_jobs, snakemake
+from workflow_helpers import ROOT, SNAKEMAKE, TINY, clone, copy_project, planned_jobs, snakemake
 
 pytestmark = pytest.mark.cluster
 PROFILE = [
@@ -162,3 +162,20 @@ def test_a_hardware_factor_puts_each_levels_trials_on_its_gpu_type(slurm, tmp_pa
         assert types == {level}, (wildcards, types)
     records = pl.read_parquet(work / "results/analysis/trials.parquet")
     assert sorted(records["levels_hardware"].to_list()) == ["a100", "a100", "h100", "h100"]
+
+
+def test_a_github_release_runs_its_jobs_on_slurm_and_restores_what_was_not_forced(slurm, released, tmp_path):
+    """Each job's own Snakemake on a node parses the project again: it fetches the release, imports the library from
+    its source cache, reads the mirror the main Snakemake wrote, and keeps the forced list sbatch passed down."""
+    project = copy_project(released.project, tmp_path / "project")
+    trial = project / "results" / "trials" / "b1000" / "t1"
+    log = project / "results" / "logs" / "train_trial" / "b1000" / "t1.log"
+    for path in [*trial.iterdir(), log]:
+        path.unlink()
+    profile = ["--profile", str(ROOT / "profiles" / "slurm"), *PROFILE[2:]]
+    proc = snakemake(project, *profile, "--", "results/trials/b1000/t1/metrics.json", env=released.env)
+    assert (proc.stdout + proc.stderr).count("submitted with SLURM") == 1
+    assert "store: restored from" in log.read_text()  # on the node, through sbatch: not trained again
+    assert (trial / "metrics.json").read_bytes() == (
+        released.project / "results/trials/b1000/t1/metrics.json"
+    ).read_bytes()

@@ -3,14 +3,11 @@
 Both reuse the shared tiny study's result store (TOKENWATT_STORE), so they restore its trials rather than
 train them again: the store's keys hold no path, only what a job depends on."""
 
-import os
 import re
 import shutil
-import subprocess
-from types import SimpleNamespace
 
 import pytest
-from workflow_helpers import ROOT, clone, planned_jobs, snakemake
+from workflow_helpers import ROOT, copy_project, pin_release, planned_jobs, release, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -54,72 +51,6 @@ def test_another_working_directory_holds_the_results_and_the_embedded_study_plan
     assert (elsewhere / "results" / "report.html").stat().st_size > 10_000
 
 
-# --- a released tokenwatt from GitHub, reached offline: git's url.insteadOf sends github.com/tokenwatt/tokenwatt to a
-# local repository of this checkout's files, so Snakemake's own github(...) source runs unchanged
-REMOTE_SNAKEFILE = """configfile: "config.yaml"
-
-
-module tokenwatt:
-    snakefile:
-        github("tokenwatt/tokenwatt", path="workflow/Snakefile", tag="{tag}")
-    config:
-        config
-
-
-use rule * from tokenwatt as tw_*
-"""
-
-
-def _git(repo, *args, env=None):
-    subprocess.run(
-        ["git", "-c", "user.name=tokenwatt", "-c", "user.email=tokenwatt@example.org", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-        env={**os.environ, **(env or {})},
-    )
-
-
-def _release(repo, tag, committed=None):
-    """Commit the folder as it is and tag it; ``committed`` backdates the commit (git's own date format)."""
-    dates = {"GIT_COMMITTER_DATE": committed, "GIT_AUTHOR_DATE": committed} if committed else None
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "--allow-empty", "-m", tag, env=dates)
-    _git(repo, "tag", tag)
-
-
-def _pin(project, tag):
-    (project / "Snakefile").write_text(REMOTE_SNAKEFILE.format(tag=tag))
-
-
-@pytest.fixture(scope="module")
-def released(study, tmp_path_factory):
-    """A project pinned to tokenwatt v1.0.0 on GitHub, run once to its report. Its rules are renamed, and its trials
-    are restored from the shared study's store all the same: an entry is keyed by tokenwatt's name for the rule."""
-    base = tmp_path_factory.mktemp("released")
-    repo = clone(base / "repo")
-    _git(repo, "init", "-q")
-    _release(repo, "v1.0.0")
-    (base / "gitconfig").write_text(f'[url "{repo}"]\n\tinsteadOf = https://github.com/tokenwatt/tokenwatt\n')
-    env = {
-        "GIT_CONFIG_GLOBAL": str(base / "gitconfig"),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "XDG_CACHE_HOME": str(base / "cache"),  # Snakemake's source cache, this test's own
-        **_store(study),
-    }
-    project = base / "project"
-    project.mkdir()
-    (project / "config.yaml").write_text(TINY)
-    _pin(project, "v1.0.0")
-    proc = snakemake(project, "--cores", "2", "--resources", "gpu=1", env=env)
-    return SimpleNamespace(repo=repo, project=project, env=env, terminal=proc.stdout + proc.stderr)
-
-
-def _copy(project, dest):
-    shutil.copytree(project, dest, ignore=shutil.ignore_patterns("locks", "incomplete"))
-    return dest
-
-
 def test_a_project_pinned_to_a_github_release_gets_its_report_with_the_rules_renamed(released):
     assert (released.project / "results" / "report.html").stat().st_size > 10_000
     assert len(list((released.project / "results" / "trials").glob("*/t*/metrics.json"))) == 6
@@ -130,50 +61,50 @@ def test_a_project_pinned_to_a_github_release_gets_its_report_with_the_rules_ren
 
 
 def test_a_new_release_reruns_only_the_jobs_whose_files_changed(released, tmp_path):
-    project = _copy(released.project, tmp_path / "project")
+    project = copy_project(released.project, tmp_path / "project")
     with open(released.repo / "README.md", "a", encoding="utf-8") as readme:
         readme.write("\nA line that no job reads.\n")
     package = released.repo / "workflow" / "scripts" / "tokenwatt" / "__init__.py"
     version = package.read_text()
     assert '__version__ = "' in version
     package.write_text(re.sub(r'__version__ = "[^"]*"', '__version__ = "1.0.1"', version))  # every rule imports it
-    _release(released.repo, "v1.0.1")
-    _pin(project, "v1.0.1")
+    release(released.repo, "v1.0.1")
+    pin_release(project, "v1.0.1")
     assert planned_jobs(project, env=released.env) == {}
     report_module = released.repo / "workflow" / "scripts" / "tokenwatt" / "presentation" / "report.py"
     with open(report_module, "a", encoding="utf-8") as module:
         module.write("\nNEW_IN_THIS_RELEASE = 1\n")
-    _release(released.repo, "v1.0.2")
-    _pin(project, "v1.0.2")
+    release(released.repo, "v1.0.2")
+    pin_release(project, "v1.0.2")
     assert planned_jobs(project, env=released.env) == {"tw_report": 1, "tw_all": 1}
     snakemake(project, "--cores", "1", env=released.env)
     # A caption is an input, not code: a release that changes one reruns the report even when its commit is older
     # than the results (a tag made before this study ran), since the mirror rewrites it with the time of writing.
     with open(released.repo / "workflow" / "report" / "pe_by_budget.rst", "a", encoding="utf-8") as caption:
         caption.write("\nOne more sentence.\n")
-    _release(released.repo, "v1.0.3", committed="2001-01-01T00:00:00")
-    _pin(project, "v1.0.3")
+    release(released.repo, "v1.0.3", committed="2001-01-01T00:00:00")
+    pin_release(project, "v1.0.3")
     assert planned_jobs(project, env=released.env) == {"tw_report": 1, "tw_all": 1}
     # A file one release ships and the next no longer lists leaves the project's mirror with it.
     manifest = released.repo / "workflow" / "MANIFEST.txt"
     listed = manifest.read_text()
     (released.repo / "resources" / "extra.json").write_text("{}\n")
     manifest.write_text(listed + "resources/extra.json\n")
-    _release(released.repo, "v1.0.4")
-    _pin(project, "v1.0.4")
+    release(released.repo, "v1.0.4")
+    pin_release(project, "v1.0.4")
     planned_jobs(project, env=released.env)
     mirrored = project / ".snakemake" / "tokenwatt" / "resources" / "extra.json"
     assert mirrored.read_text() == "{}\n"
     (released.repo / "resources" / "extra.json").unlink()
     manifest.write_text(listed)
-    _release(released.repo, "v1.0.5")
-    _pin(project, "v1.0.5")
+    release(released.repo, "v1.0.5")
+    pin_release(project, "v1.0.5")
     planned_jobs(project, env=released.env)
     assert not mirrored.exists() and (mirrored.parent / "story_grammar.json").exists()
 
 
 def test_a_trial_rule_forced_by_its_new_name_is_measured_again_not_restored(released, study, tmp_path):
-    project = _copy(released.project, tmp_path / "project")
+    project = copy_project(released.project, tmp_path / "project")
     # a copy of the store, which the new measurement replaces: other tests restore the shared one's trials
     store = shutil.copytree(study / "results" / "store", tmp_path / "store")
     metrics = project / "results" / "trials" / "b1000" / "t1" / "metrics.json"

@@ -77,3 +77,61 @@ def planned_jobs(workdir: Path, *args: str, env: dict | None = None) -> Counter:
     for target in ("all", "data", "interim"):
         jobs.pop(target, None)
     return jobs
+
+
+# --- a released tokenwatt from GitHub, reached offline: git's url.insteadOf sends github.com/tokenwatt/tokenwatt to a
+# local repository of this checkout's files, so Snakemake's own github(...) source runs unchanged
+REMOTE_SNAKEFILE = """configfile: "config.yaml"
+
+
+module tokenwatt:
+    snakefile:
+        github("tokenwatt/tokenwatt", path="workflow/Snakefile", tag="{tag}")
+    config:
+        config
+
+
+use rule * from tokenwatt as tw_*
+"""
+
+
+def git(repo: Path, *args: str, env: dict | None = None) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=tokenwatt", "-c", "user.email=tokenwatt@example.org", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def release(repo: Path, tag: str, committed: str | None = None) -> None:
+    """Commit the folder as it is and tag it; ``committed`` backdates the commit (git's own date format)."""
+    dates = {"GIT_COMMITTER_DATE": committed, "GIT_AUTHOR_DATE": committed} if committed else None
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--allow-empty", "-m", tag, env=dates)
+    git(repo, "tag", tag)
+
+
+def publish(base: Path) -> tuple[Path, dict]:
+    """This checkout as github.com/tokenwatt/tokenwatt at v1.0.0; the environment that reaches it, with a source cache
+    of its own."""
+    repo = clone(base / "repo")
+    git(repo, "init", "-q")
+    release(repo, "v1.0.0")
+    (base / "gitconfig").write_text(f'[url "{repo}"]\n\tinsteadOf = https://github.com/tokenwatt/tokenwatt\n')
+    env = {
+        "GIT_CONFIG_GLOBAL": str(base / "gitconfig"),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "XDG_CACHE_HOME": str(base / "cache"),
+    }
+    return repo, env
+
+
+def pin_release(project: Path, tag: str) -> None:
+    (project / "Snakefile").write_text(REMOTE_SNAKEFILE.format(tag=tag))
+
+
+def copy_project(project: Path, dest: Path) -> Path:
+    shutil.copytree(project, dest, ignore=shutil.ignore_patterns("locks", "incomplete"))
+    return dest
