@@ -101,7 +101,8 @@ def git(repo: Path, *args: str, env: dict | None = None) -> None:
         cwd=repo,
         check=True,
         capture_output=True,
-        env={**os.environ, **(env or {})},
+        # the developer's own git settings (commit signing, hooks) kept out
+        env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", **(env or {})},
     )
 
 
