@@ -2,6 +2,7 @@
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -166,16 +167,30 @@ def test_a_hardware_factor_puts_each_levels_trials_on_its_gpu_type(slurm, tmp_pa
 
 def test_a_github_release_runs_its_jobs_on_slurm_and_restores_what_was_not_forced(slurm, released, tmp_path):
     """Each job's own Snakemake on a node parses the project again: it fetches the release, imports the library from
-    its source cache, reads the mirror the main Snakemake wrote, and keeps the forced list sbatch passed down."""
+    its source cache, reads the mirror the main Snakemake wrote in this run, and keeps the forced list sbatch passed
+    down."""
     project = copy_project(released.project, tmp_path / "project")
+    shutil.rmtree(project / ".snakemake" / "tokenwatt")  # written again by this run's main Snakemake
     trial = project / "results" / "trials" / "b1000" / "t1"
     log = project / "results" / "logs" / "train_trial" / "b1000" / "t1.log"
     for path in [*trial.iterdir(), log]:
         path.unlink()
     profile = ["--profile", str(ROOT / "profiles" / "slurm"), *PROFILE[2:]]
-    proc = snakemake(project, *profile, "--", "results/trials/b1000/t1/metrics.json", env=released.env)
+    logs = tmp_path / "slurm_logs"  # kept: the job's own output shows what its Snakemake on the node saw
+    proc = snakemake(
+        project,
+        *profile,
+        "--slurm-keep-successful-logs",
+        "--slurm-logdir",
+        str(logs),
+        "--",
+        "results/trials/b1000/t1/metrics.json",
+        env=released.env,
+    )
     assert (proc.stdout + proc.stderr).count("submitted with SLURM") == 1
     assert "store: restored from" in log.read_text()  # on the node, through sbatch: not trained again
+    job_output = "".join(f.read_text() for f in logs.rglob("*.log"))
+    assert "tw_train_trial" in job_output and "is not in this job's environment" not in job_output
     assert (trial / "metrics.json").read_bytes() == (
         released.project / "results/trials/b1000/t1/metrics.json"
     ).read_bytes()

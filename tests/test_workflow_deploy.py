@@ -84,6 +84,13 @@ def test_a_new_release_reruns_only_the_jobs_whose_files_changed(released, tmp_pa
         caption.write("\nOne more sentence.\n")
     release(released.repo, "v1.0.3", committed="2001-01-01T00:00:00")
     pin_release(project, "v1.0.3")
+    # While a run of the old pin holds the folder's lock, the new release may not change the files its jobs read.
+    lock = project / ".snakemake" / "locks" / "0.input.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text("results/report.html\n")
+    refused = snakemake(project, "-n", check=False, env=released.env)
+    assert refused.returncode != 0 and "would mix two releases" in refused.stdout + refused.stderr
+    lock.unlink()
     assert planned_jobs(project, env=released.env) == {"tw_report": 1, "tw_all": 1}
     # A file one release ships and the next no longer lists leaves the project's mirror with it.
     manifest = released.repo / "workflow" / "MANIFEST.txt"

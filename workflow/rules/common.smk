@@ -23,13 +23,16 @@ def _workflow_dirs():
     Snakefile: a user's project runs tokenwatt as a module, or from another --directory.
 
     From a remote module source (github(...), gitlab(...)) Snakemake fetches only what a directive names. Every file
-    of workflow/MANIFEST.txt is fetched into Snakemake's source cache, a folder per release: the library is imported,
-    and its digests taken, from there, where the scripts Snakemake runs find it beside them. The data files are also
-    mirrored under REMOTE_MIRROR, which the rules name as inputs. Only the main Snakemake writes the mirror (a job's
-    own Snakemake on a cluster reads it), and a file an older release listed is removed. A mirrored file is rewritten
-    only when its bytes change, and then carries the time of writing, so the jobs that read it rerun; a file new to
-    the mirror takes the source's own time (the commit's), so a project whose .snakemake folder was deleted does not
-    see every job as outdated.
+    of workflow/MANIFEST.txt is fetched into Snakemake's source cache (a folder per tag or commit; per run for a
+    branch): the library is imported, and its digests taken, from there, where the scripts Snakemake runs find it
+    beside them. The data files are also mirrored under REMOTE_MIRROR, which the rules name as inputs.
+
+    Only the main Snakemake changes the mirror, never while another run holds this folder's lock (its jobs would
+    read two releases' files), and removes what an older release listed; a job's own Snakemake (a cluster node)
+    writes only a file that is missing, where .snakemake is not shared. A mirrored file is rewritten only when its
+    bytes change, and then carries the time of writing, so the jobs that read it rerun; a file new to the mirror takes
+    the source's own time (the commit's), so a project whose .snakemake folder was deleted does not see every job as
+    outdated.
     """
     here = workflow.current_basedir
     if isinstance(here, LocalSourceFile):
@@ -43,33 +46,57 @@ def _workflow_dirs():
         ]
     fetched = {path: Path(workflow.source_path(f"../../{path}")) for path in listed}
     scripts = fetched["workflow/scripts/tokenwatt/__init__.py"].parents[1]
-    data = [path for path in listed if not path.startswith("workflow/scripts/")]
-    if workflow.is_main_process:
-        for path in data:
-            _mirror(fetched[path], REMOTE_MIRROR / path)
-        keep = {REMOTE_MIRROR / path for path in data}
-        for stale in REMOTE_MIRROR.rglob("*"):
-            # a dot file is another process's file being written
-            if stale.is_file() and stale not in keep and not stale.name.startswith("."):
-                stale.unlink(missing_ok=True)
+    wanted = {
+        REMOTE_MIRROR / path: (source, _repository_bytes(source))
+        for path, source in fetched.items()
+        if not path.startswith("workflow/scripts/")
+    }
+    changed = [
+        m
+        for m, (_, content) in wanted.items()
+        if m.exists() and m.read_bytes() != content
+    ]
+    # a dot file is another process's file being written
+    stale = [
+        p
+        for p in REMOTE_MIRROR.rglob("*")
+        if p.is_file() and p not in wanted and not p.name.startswith(".")
+    ]
+    main = workflow.is_main_process
+    if main and (changed or stale):
+        locks = Path(".snakemake", "locks")
+        if locks.is_dir() and any(locks.iterdir()):
+            raise WorkflowError(
+                f"tokenwatt from {here} ships other files than the run that holds this folder's lock "
+                f"(.snakemake/locks) uses, e.g. {(changed or stale)[0]}; changing them now would mix two releases "
+                "in one study. Let that run finish, or keep its pin until it has; if none runs (a crash left its "
+                "lock), run snakemake --unlock with the old pin, or remove .snakemake/locks."
+            )
+    for mirrored, (source, content) in wanted.items():
+        if not mirrored.exists() or (main and mirrored in changed):
+            _write_mirrored(mirrored, content, source)
+    if main:
+        for path in stale:
+            path.unlink(missing_ok=True)
     return Path.cwd() / REMOTE_MIRROR / "workflow", scripts
 
 
-def _mirror(fetched, mirrored):
+def _repository_bytes(fetched):
+    """A fetched file's bytes as the repository holds them. Snakemake reads a git source through GitPython, which
+    drops the file's last newline; every listed file ends in exactly one (tests/test_environment.py), so adding it
+    back is exact: the rules' inputs are keyed by content (the result store), and a lost newline in the metrics
+    schema would make every trial look new."""
     content = fetched.read_bytes()
-    # Snakemake reads a git source through GitPython, which drops the file's last newline; every listed file ends in
-    # exactly one (tests/test_environment.py), so this gives back the repository's bytes: the rules' inputs are keyed
-    # by content (the result store), and a lost newline in the metrics schema would make every trial look new.
-    if not content.endswith(b"\n"):
-        content += b"\n"
+    return content if content.endswith(b"\n") else content + b"\n"
+
+
+def _write_mirrored(mirrored, content, source):
     new = not mirrored.exists()
-    if not new and mirrored.read_bytes() == content:
-        return
     mirrored.parent.mkdir(parents=True, exist_ok=True)
     partial = mirrored.with_name(f".{mirrored.name}.{uuid.uuid4().hex}")
     partial.write_bytes(content)
     if new:
-        shutil.copystat(fetched, partial)
+        shutil.copystat(source, partial)
     # atomic: a job's Snakemake may be reading the mirror meanwhile
     os.replace(partial, mirrored)
 
