@@ -150,18 +150,22 @@ def test_a_forced_file_outside_the_working_directory_is_matched_by_its_absolute_
     assert is_forced("train_trial", [metrics], spec)
 
 
-def test_a_job_without_the_forced_list_in_its_environment_says_so(tmp_path, monkeypatch, capfd):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv(FORCED_ENV, raising=False)
-    smk = SimpleNamespace(
-        rule="train_trial",
+def _trial_job(rule):
+    """A trial's Snakemake script object, as the project named its rule, with one output and no inputs."""
+    return SimpleNamespace(
+        rule=rule,
         config={"results": "results"},
         log=[],
         params=_Params(budget=10, trial=1),
         input=_Files([], {}),
         output=_Files(["m.json"], {"metrics": "m.json"}),
     )
-    job_store(smk, "train_trial")
+
+
+def test_a_job_without_the_forced_list_in_its_environment_says_so(tmp_path, monkeypatch, capfd):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(FORCED_ENV, raising=False)
+    job_store(_trial_job("train_trial"), "train_trial")
     assert "TOKENWATT_FORCED is not in this job's environment" in capfd.readouterr().err
 
 
@@ -219,12 +223,4 @@ def test_a_script_job_is_keyed_by_its_rule_params_and_named_inputs(tmp_path, mon
 def test_a_renamed_rule_is_forced_by_the_name_the_user_gave_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(FORCED_ENV, forced_spec(False, ["tw_train_trial"], (), ["tw_train_trial", "tw_report"]))
-    smk = SimpleNamespace(
-        rule="tw_train_trial",
-        config={"results": "results"},
-        log=[],
-        params=_Params(budget=10, trial=1),
-        input=_Files([], {}),
-        output=_Files(["m.json"], {"metrics": "m.json"}),
-    )
-    assert job_store(smk, "train_trial").forced
+    assert job_store(_trial_job("tw_train_trial"), "train_trial").forced

@@ -1,4 +1,5 @@
 # Shared helpers: validated config, every output path, code digests and run order.
+import functools
 import mimetypes
 import os
 import shutil
@@ -428,9 +429,6 @@ if workflow.is_main_process:
         logger.info(note)
 
 
-_FORCED_NOTED = []
-
-
 def forced_jobs_noted(wildcards):
     """An input function of every rule that restores from the result store (tokenwatt/common/store.py); it adds no
     input. Building the DAG calls it before any job runs, in a project that uses tokenwatt as a module too, whose
@@ -438,20 +436,23 @@ def forced_jobs_noted(wildcards):
     so a trial forced to be measured again is measured again. Passed in the environment, which every job inherits (a
     local script, an sbatch job: --export=ALL); a job's own Snakemake (on a cluster node) keeps what it inherited.
     """
+    if workflow.is_main_process:
+        _note_forced_jobs()
+    return []
+
+
+@functools.cache
+def _note_forced_jobs():
+    """Once per run: the settings are the same for every job."""
     from tokenwatt.common.store import FORCED_ENV, forced_spec
 
-    if workflow.is_main_process and not _FORCED_NOTED:
-        _FORCED_NOTED.append(
-            True
-        )  # once: the settings are the same for every job of this run
-        settings = workflow.dag_settings
-        os.environ[FORCED_ENV] = forced_spec(
-            settings.forceall,
-            settings.forcerun,
-            settings.targets if settings.forcetargets else (),
-            [r.name for r in workflow.rules],
-        )
-    return []
+    settings = workflow.dag_settings
+    os.environ[FORCED_ENV] = forced_spec(
+        settings.forceall,
+        settings.forcerun,
+        settings.targets if settings.forcetargets else (),
+        [r.name for r in workflow.rules],
+    )
 
 
 def warn_if_report_is_stale():
