@@ -21,10 +21,18 @@ class FakeNvml:
     NVML_SUCCESS = 0
     NVML_FI_DEV_POWER_INSTANT = 186
 
-    def __init__(self, gpus: dict[str, float], has_counter: bool = True, has_instant: bool = False):
+    def __init__(
+        self,
+        gpus: dict[str, float],
+        has_counter: bool = True,
+        has_instant: bool = False,
+        mig: dict[str, str] | None = None,
+    ):
         """``gpus`` maps UUID → constant power in watts; ``has_instant``: the driver offers the
-        instantaneous power field (otherwise that field answers "not supported", code 3)."""
+        instantaneous power field (otherwise that field answers "not supported", code 3); ``mig`` maps a MIG
+        slice's UUID ("MIG-…") → its GPU's UUID: a slice has a handle but no sensor of its own, as on real NVML."""
         self.gpus = gpus
+        self.mig = mig or {}
         self.has_counter = has_counter
         self.has_instant = has_instant
         self.fail: dict[str, int] = {}  # call name → how many more calls succeed before failing forever
@@ -42,9 +50,15 @@ class FakeNvml:
         self._maybe_fail("nvmlInit")
 
     def nvmlDeviceGetHandleByUUID(self, uuid):
-        if uuid not in self.gpus:
+        if uuid not in self.gpus and uuid not in self.mig:
             raise NVMLError(f"no GPU with UUID {uuid}")
         return SimpleNamespace(uuid=uuid)
+
+    def nvmlDeviceIsMigDeviceHandle(self, h):
+        return int(h.uuid in self.mig)
+
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, h):
+        return SimpleNamespace(uuid=self.mig[h.uuid])
 
     def nvmlDeviceGetHandleByIndex(self, index):
         """NVML indices follow the order of ``gpus`` (physical, PCI order)."""

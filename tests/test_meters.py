@@ -390,3 +390,62 @@ def test_settling_samples_still_count_as_power_samples_and_an_instant_reading_ha
         in_training = out["trace"].filter(pl.col("window").str.starts_with("train"))["power_w"].drop_nulls().len()
         assert out["samples_with_power"] == in_training  # what quality.min_samples judges: every training sample
         assert (out["samples_settling"] > 0) != instant
+
+
+MIG_A = "MIG-aaaaaaaa-1111-1111-1111-000000000001"
+
+
+def test_a_mig_slice_is_metered_as_its_whole_gpu_and_says_so():
+    meter = NvmlMeter(FakeNvml({GPU_A: 100.0}, mig={MIG_A: GPU_A}), MIG_A, interval_s=0.05)
+    out = _window(meter)
+    assert out["meter"] == "nvml-energy" and out["mig"] is True and out["mig_parent_uuid"] == GPU_A
+    assert out["meter_device_uuid"] == MIG_A and "whole GPU" in out["meter_note"]
+
+
+def test_a_whole_gpu_is_recorded_as_no_mig_slice():
+    out = _window(NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.05))
+    assert out["mig"] is False and out["mig_parent_uuid"] is None and out["meter_note"] == ""
+
+
+@pytest.mark.parametrize("instant,source", [(True, "NVML_FI_DEV_POWER_INSTANT"), (False, "one-second average")])
+def test_the_record_names_which_nvml_reading_power_came_from(instant, source):
+    out = _window(NvmlMeter(FakeNvml({GPU_A: 100.0}, has_instant=instant), GPU_A, interval_s=0.05))
+    assert source in out["power_reading_source"]
+
+
+def test_auto_on_cuda_refuses_to_fall_back_to_a_cpu_meter_when_nvml_fails(tmp_path):
+    """A GPU trial measured by the CPU estimate would report the host's work as the GPU's energy."""
+    with pytest.raises(MeterError, match="meter.kind is 'auto' on a CUDA device.*meter.kind: none"):
+        make_meter(
+            "auto",
+            "cuda",
+            interval_s=0.1,
+            cpu_tdp_w=65,
+            rapl_root=str(tmp_path),
+            gpu_uuid=GPU_B,  # not a GPU NVML knows
+            nvml=FakeNvml({GPU_A: 50.0}),
+        )
+
+
+class _Props:
+    def __init__(self, uuid: str) -> None:
+        self.uuid = uuid
+
+
+@pytest.mark.parametrize("torch_uuid,expected", [(GPU_A[4:], GPU_A), (MIG_A[4:], MIG_A)])
+def test_the_cuda_device_uuid_takes_the_prefix_nvml_knows(monkeypatch, torch_uuid, expected):
+    """torch reports a UUID without NVML's prefix; a MIG slice's is "MIG-…", not "GPU-…"."""
+    import torch
+    from tokenwatt.measurement.devices import gpu_uuid
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: _Props(torch_uuid))
+    fake = FakeNvml({GPU_A: 1.0}, mig={MIG_A: GPU_A})
+    assert gpu_uuid(torch.device("cuda", 0), fake) == expected
+
+
+def test_an_evaluation_shorter_than_ten_counter_updates_is_refused_by_key_with_the_tokens_that_would_do():
+    from tokenwatt.measurement.meters import short_eval_window
+
+    problem = short_eval_window(0.02, 4096, 0.1, "measured")
+    assert problem.startswith("eval.max_tokens:") and "at least 204,800" in problem
+    assert short_eval_window(1.0, 4096, 0.1, "measured") is None

@@ -154,7 +154,7 @@ def _chunks(ids, mask):
     )
 
 
-def _run(meter_kind, eval_cfg=None, **train_overrides):
+def _run(meter_kind, eval_cfg=None, nvml=None, **train_overrides):
     ids, mask = _data(n=24)
     chunks = _chunks(ids, mask)
     train_cfg = {
@@ -198,6 +198,7 @@ def _run(meter_kind, eval_cfg=None, **train_overrides):
         check_cfg={"matmul_size": 64, "window_s": 0.01, "windows": 2},
         eval_cfg=eval_cfg,
         log=lambda s: None,
+        nvml=nvml,
     )
 
 
@@ -336,3 +337,26 @@ def test_a_stopping_rule_ends_training_at_an_evaluation_point_and_the_trial_says
 def test_without_a_rule_every_trial_trains_all_its_tokens():
     metrics, _, _, _ = _run("estimate", eval_cfg={"points": 4, "first_fraction": 0.1})
     assert not metrics["stopped"] and metrics["stop_rule"] == {"rule": "none"}
+
+
+def _on_a_fake_gpu(monkeypatch):
+    """The fake NVML's GPU stands for the trial's device: the CPU trains, NVML meters (tests/fake_nvml.py)."""
+    import tokenwatt.training.trial as trial
+    from fake_nvml import FakeNvml
+
+    monkeypatch.setattr(trial, "gpu_uuid", lambda device, nvml=None: "GPU-fake-0001")
+    return FakeNvml({"GPU-fake-0001": 100.0})
+
+
+def test_a_trial_refuses_an_evaluation_too_short_for_the_nvml_counter_by_its_key(monkeypatch):
+    nvml = _on_a_fake_gpu(monkeypatch)
+    with pytest.raises(
+        TrainingError, match=r"budget 100, trial 1: eval.max_tokens: .* ms \(measured at the first point\)"
+    ):
+        _run("nvml", eval_cfg={"points": 3, "first_fraction": 0.25, "max_tokens": 20}, nvml=nvml)
+
+
+def test_a_trial_records_its_meter_choice_and_measures_idle_only_after_the_meter_settle_time(monkeypatch):
+    metrics, _, _, _ = _run("nvml", nvml=_on_a_fake_gpu(monkeypatch))
+    assert metrics["meter_choice"] == "meter.kind nvml" and metrics["mig"] is False
+    assert metrics["idle_after_s"] >= metrics["settle_s"] >= 1.0  # NVML's averaged reading lags a second

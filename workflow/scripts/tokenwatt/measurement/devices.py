@@ -94,17 +94,33 @@ def visible_gpu_uuid(nvml, cuda_index: int, visible: str | None) -> str:
     return uuid.decode() if isinstance(uuid, bytes) else uuid
 
 
-def gpu_uuid(device: torch.device, nvml=None) -> str | None:
-    """NVML-style UUID of the CUDA device this process uses (None on a CPU).
+def _nvml_knows(nvml, uuid: str) -> bool:
+    try:
+        nvml.nvmlDeviceGetHandleByUUID(uuid)
+    except nvml.NVMLError:
+        return False
+    return True
 
-    torch reports the physical device's UUID directly; CUDA_VISIBLE_DEVICES is the fallback.
+
+def gpu_uuid(device: torch.device, nvml=None) -> str | None:
+    """NVML UUID of the CUDA device this process uses (None on a CPU).
+
+    torch reports the device's UUID without NVML's prefix: "GPU-" for a whole GPU, "MIG-" for a MIG slice, so the
+    prefix is the one NVML knows (a slice named "GPU-…" would match no device and leave the trial unmetered).
+    CUDA_VISIBLE_DEVICES is the fallback where torch reports none; without NVML, the whole-GPU form is a guess.
     """
     if device.type != "cuda":
         return None
-    uuid = str(getattr(torch.cuda.get_device_properties(device), "uuid", "") or "")
-    if uuid:
-        return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
-    if nvml is None:
-        import pynvml as nvml
-    nvml.nvmlInit()
+    bare = str(getattr(torch.cuda.get_device_properties(device), "uuid", "") or "")
+    try:
+        if nvml is None:
+            import pynvml as nvml
+        nvml.nvmlInit()
+    except Exception:  # no NVML here: nothing to match against, and no NVML meter either
+        return bare if bare.startswith(("GPU-", "MIG-")) or not bare else f"GPU-{bare}"
+    if bare:
+        candidates = [bare] if bare.startswith(("GPU-", "MIG-")) else [f"GPU-{bare}", f"MIG-{bare}"]
+        for candidate in candidates:
+            if _nvml_knows(nvml, candidate):
+                return candidate
     return visible_gpu_uuid(nvml, device.index or 0, os.environ.get("CUDA_VISIBLE_DEVICES"))

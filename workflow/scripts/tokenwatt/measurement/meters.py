@@ -389,6 +389,39 @@ class NullMeter(Meter):
     kind = "none"
 
 
+# An evaluation's energy is the counter's change over its window; a counter that updates every ``update_period_s``
+# is off by up to one update at each end, so a window must span this many updates to keep that within ~10 %.
+MIN_COUNTER_PERIODS = 10
+
+
+def short_eval_window(seconds: float, tokens: int, period_s: float, how: str) -> str | None:
+    """Why an intermediate evaluation of ``tokens`` real tokens lasting ``seconds`` (``how`` that figure was had) is
+    too short for an energy counter updated every ``period_s``, with the eval.max_tokens that would do; None if it
+    is long enough."""
+    need_s = MIN_COUNTER_PERIODS * period_s
+    if seconds >= need_s:
+        return None
+    enough = f"at least {math.ceil(tokens * need_s / seconds):,}" if seconds > 0 else "far more"
+    return (
+        f"eval.max_tokens: an intermediate evaluation of {tokens:,} real tokens takes {seconds * 1000:.0f} ms ({how}), "
+        f"shorter than {MIN_COUNTER_PERIODS} updates of the energy counter ({need_s:g} s), so its energy would be the "
+        f"counter's rounding; set eval.max_tokens to {enough} (null: the whole eval set), or eval.points: 0 and no "
+        "eval.at_tokens for the final evaluation only"
+    )
+
+
+def mig_parent(nvml, handle) -> tuple[object, str] | None:
+    """The whole GPU's handle and UUID when ``handle`` is a MIG slice; None for a whole GPU (or an NVML without MIG)."""
+    try:
+        if not nvml.nvmlDeviceIsMigDeviceHandle(handle):
+            return None
+    except (AttributeError, nvml.NVMLError):  # NVML before MIG (pre-Ampere drivers) has no slices
+        return None
+    parent = nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle)
+    uuid = nvml.nvmlDeviceGetUUID(parent)
+    return parent, uuid.decode() if isinstance(uuid, bytes) else uuid
+
+
 class NvmlMeter(Meter):
     """NVML on the GPU this process was given, found by UUID (not by index).
 
@@ -397,7 +430,17 @@ class NvmlMeter(Meter):
     Measured on an H200: with the averaged reading, a matmul burst just before the window
     showed for about a second inside it (polled-power integral 5–8 % above the counter, a
     training "maximum" of 682 W while training drew 122 W), hence ``settle_s``.
+
+    A MIG slice has no power sensor or energy counter of its own: the meter reads the whole GPU the
+    slice belongs to (every slice's work and the GPU's idle power) and says so in its note and record.
     """
+
+    # How each ``power_reading`` was read, for the record and the report: the two are different statistics (an
+    # averaged reading smooths peaks), so RMS power is comparable between trials only at the same reading.
+    READINGS = {
+        "instant": "instantaneous (NVML_FI_DEV_POWER_INSTANT)",
+        "average": "one-second average (nvmlDeviceGetPowerUsage)",
+    }
 
     kind = "nvml-energy"
     settle_s = 1.0
@@ -412,11 +455,20 @@ class NvmlMeter(Meter):
         nvml.nvmlInit()
         self.uuid = uuid
         self.handle = nvml.nvmlDeviceGetHandleByUUID(uuid)
+        self.mig_parent_uuid: str | None = None
+        if (parent := mig_parent(nvml, self.handle)) is not None:
+            self.handle, self.mig_parent_uuid = parent
+            self.note = (
+                f"MIG slice {uuid} of GPU {self.mig_parent_uuid}: NVML has no sensor per slice, so power and energy are "
+                "the whole GPU's (every slice's work and its idle power), not this slice's"
+            )
         try:
             nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)
         except nvml.NVMLError as err:
             self.kind = "nvml-power"
-            self.note = f"no energy counter on this GPU ({err}); energy integrates polled power"
+            self.note = "; ".join(
+                filter(None, [self.note, f"no energy counter on this GPU ({err}); energy integrates polled power"])
+            )
         self._power_limit_w = self._optional(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(self.handle) / 1000.0)
         self._name = self._optional(lambda: nvml.nvmlDeviceGetName(self.handle))
         self.power_reading = "instant"
@@ -465,6 +517,9 @@ class NvmlMeter(Meter):
             "meter_device_uuid": self.uuid,
             "meter_device_name": self._name,
             "power_reading": self.power_reading,
+            "power_reading_source": self.READINGS[self.power_reading],
+            "mig": self.mig_parent_uuid is not None,
+            "mig_parent_uuid": self.mig_parent_uuid,
         }
 
 
@@ -567,10 +622,11 @@ def make_meter(
     nvml=None,
     sync: Callable[[], None] = _nothing,
 ) -> tuple[Meter, str]:
-    """The configured meter and a log line saying why it was chosen.
+    """The configured meter and a line saying why it was chosen (logged and recorded as ``meter_choice``).
 
-    ``auto`` on a CUDA device takes NVML; on a CPU it takes RAPL if readable, else the
-    estimate (NVML would measure a GPU that is not doing the work).
+    ``auto`` on a CUDA device takes NVML and nothing else: a CPU meter there would measure the host, not the GPU
+    doing the work, so an NVML that does not work fails the trial with the reason rather than falling back. On a
+    CPU it takes RAPL if readable, else the estimate (NVML would measure a GPU that is not doing the work).
     """
 
     def nvml_meter():
@@ -592,14 +648,18 @@ def make_meter(
             return makers[kind](), f"meter.kind {kind}"
         except Exception as err:
             raise MeterError(f"meter.kind is {kind!r} but it cannot be used here: {err}") from err
-    tried = []
-    for candidate in (["nvml"] if device_type == "cuda" else []) + ["rapl"]:
+    if device_type == "cuda":
         try:
-            return makers[candidate](), f"meter.kind auto chose {candidate}" + (
-                f" (after: {'; '.join(tried)})" if tried else ""
-            )
+            return nvml_meter(), "meter.kind auto chose nvml"
         except Exception as err:
-            tried.append(f"{candidate} unavailable: {err}")
-    return makers[
-        "estimate"
-    ](), "meter.kind auto chose estimate, an ESTIMATE, because no real meter works here: " + "; ".join(tried)
+            raise MeterError(
+                f"meter.kind is 'auto' on a CUDA device but NVML cannot meter it: {err}. A CPU meter would measure the "
+                "host, not the GPU, so none is taken in its place: check the driver and nvidia-ml-py (nvidia-smi must "
+                "list the GPU), or set meter.kind: none to train without energy"
+            ) from err
+    try:
+        return makers["rapl"](), "meter.kind auto chose rapl"
+    except Exception as err:
+        return makers[
+            "estimate"
+        ](), f"meter.kind auto chose estimate, an ESTIMATE, because no real meter works here: rapl unavailable: {err}"

@@ -179,6 +179,7 @@ def _requirements(cfg: dict[str, Any], schema: dict[str, Any]) -> list[str]:
         except CostError as err:
             problems.append(str(err))
     problems += _stopping_problems(cfg)
+    problems += _eval_window_problems(cfg)
     base = _model_problems(cfg["model"], cfg["tokenizer"], "")
     base += _architecture_problems(cfg["model"], lambda f: _base_key(cfg["model"], f), "")
     base += _pretrained_problems(cfg["model"], cfg["tokenizer"], "model.", "tokenizer.")
@@ -244,6 +245,36 @@ def _stopping_problems(cfg: dict[str, Any]) -> list[str]:
         except StopRuleError as err:
             problems.append(f"analysis.stopping.{name}: {err}")
     return problems
+
+
+# A forward pass is about a third of a training step's arithmetic (forward + backward), and at the eval batch it is
+# no slower per token: the plan's training tokens/s times this is what an evaluation is assumed to reach at most.
+EVAL_SPEEDUP = 3.0
+
+
+def measures_with_nvml(cfg: dict[str, Any]) -> bool:
+    """The study's trials meter with NVML: meter.kind nvml, or auto on a CUDA device (train.device or a hardware level)."""
+    if cfg["meter"]["kind"] == "nvml":
+        return True
+    devices = {cfg["train"]["device"]} | {
+        spec.get("device") for spec in cfg["design"].get("hardware", {}).values() if isinstance(spec, dict)
+    }
+    return cfg["meter"]["kind"] == "auto" and "cuda" in devices
+
+
+def _eval_window_problems(cfg: dict[str, Any]) -> list[str]:
+    """An intermediate evaluation too short for NVML's energy counter, refused before any GPU time is spent: its
+    length estimated from the pilot's throughput (plan.tokens_per_s); a trial refuses it too, once measured."""
+    from ..measurement.meters import NvmlMeter, short_eval_window  # polars only, no torch
+
+    schedule, tokens_per_s = cfg["eval"], cfg["plan"]["tokens_per_s"]
+    intermediate = schedule["points"] > 1 or bool(schedule["at_tokens"])
+    if not (intermediate and schedule["max_tokens"] and tokens_per_s and measures_with_nvml(cfg)):
+        return []
+    seconds = schedule["max_tokens"] / (EVAL_SPEEDUP * tokens_per_s)
+    how = f"estimated at {EVAL_SPEEDUP:g} × plan.tokens_per_s, forward only"
+    problem = short_eval_window(seconds, schedule["max_tokens"], NvmlMeter.update_period_s, how)
+    return [problem] if problem else []
 
 
 def _model_problems(model: dict[str, Any], tokenizer: dict[str, Any], prefix: str) -> list[str]:

@@ -23,7 +23,7 @@ import torch
 
 from .. import __version__
 from ..measurement.devices import compute_dtype, device_name, device_sync, gpu_uuid, make_deterministic, resolve_device
-from ..measurement.meters import Meter, NvmlMeter, Pace, make_meter
+from ..measurement.meters import Meter, NvmlMeter, Pace, make_meter, short_eval_window
 from ..measurement.throughput import measure_throughput
 from .evalplan import eval_thresholds, subset_chunks
 from .llama import check_right_padded
@@ -143,6 +143,8 @@ def run_trial(
     if compiling:
         forward, compile_s = compile_model(model, ids, mask, device, train_cfg["precision"], train_cfg["batch_size"])
         log(f"torch.compile: {compile_s:.1f} s before the metered window (train.compile: {train_cfg['compile']})")
+    sync()
+    last_work = time.monotonic()  # the model's load and compile end here: the idle baseline is measured after a pause
     meter, why = make_meter(
         meter_cfg["kind"],
         device.type,
@@ -213,6 +215,12 @@ def run_trial(
         t = time.perf_counter()
         loss = evaluate(model, eval_ids[:n_sub], eval_mask[:n_sub], device, precision, eval_batch)
         eval_s = time.perf_counter() - t
+        # NVML's counter updates about every 100 ms: an evaluation shorter than it can resolve is refused at the
+        # first point rather than measured as rounding for the rest of the study (the CPU meters resolve ms).
+        if k == 1 and isinstance(meter, NvmlMeter):
+            tokens = int(eval_mask[:n_sub].sum())
+            if problem := short_eval_window(eval_s, tokens, meter.update_period_s, "measured at the first point"):
+                raise TrainingError(problem)
         points.append(
             {
                 **at,
@@ -237,7 +245,11 @@ def run_trial(
         return False
 
     pace = Pace(steps_planned)
+    # At least the meter's settle time since the device last worked, whatever the cooldown: an averaged reading
+    # still shows the load or compile for that long, and the idle baseline would read it as idle power.
+    time.sleep(max(0.0, meter.settle_s - (time.monotonic() - last_work)))
     meter.open(pace)
+    idle_after_s = time.monotonic() - last_work
     idle = meter.window("idle", meter_cfg["idle_seconds"]) if meter_cfg["idle_seconds"] > 0 else None
     check_before = check("before") if check_cfg["windows"] else []
     time.sleep(meter.settle_s)
@@ -348,6 +360,8 @@ def run_trial(
         "energy_j": energy["energy_j"],
         "idle_power_w": idle_w,
         "idle_seconds": None if idle is None else windows["idle"]["duration_s"],
+        "idle_after_s": idle_after_s,
+        "meter_choice": why,
         **{k: v for k, v in energy.items() if k not in ("trace", "energy_j")},
         "device": device.type,
         "device_name": device_name(device),
