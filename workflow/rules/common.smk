@@ -247,7 +247,9 @@ def corpus_inputs(wildcards):
     if source == "synthetic":
         return [user_or_shipped(config["corpus"]["synthetic"]["grammar"])]
     if source == "local":
-        return config["corpus"]["local"]["files"]
+        # A missing file is left to the pre-flight check, which names corpus.local.files (Snakemake would refuse the
+        # plan with "Missing input files"); a dry run plans all the same.
+        return [f for f in config["corpus"]["local"]["files"] if os.path.exists(f)]
     return []
 
 
@@ -367,6 +369,16 @@ def cell_of(wildcards):
     return DESIGN.cell(wildcards.cell)
 
 
+def trial_runtime(wildcards):
+    """A trial's time limit in minutes (SLURM's --time), from the plan's estimate of its length (plan.*)."""
+    from tokenwatt.plan.preview import trial_runtime_min
+
+    cell = cell_of(wildcards)
+    return trial_runtime_min(
+        cell.budget, DESIGN.train_config(cell)["epochs"], config["plan"]
+    )
+
+
 def trial_inputs(wildcards):
     cell = cell_of(wildcards)
     tok = DESIGN.tokenizer_key(cell)
@@ -391,6 +403,68 @@ def hardware_resources(cell_for):
         )
         for name in names
     }
+
+
+# --- the pre-flight check (tokenwatt/plan/preflight.py): what this machine cannot do for the study, said before any job
+def _preflight_machine():
+    from tokenwatt.plan.preflight import machine_findings
+
+    devices = [DESIGN.train_config(c)["device"] for c in DESIGN.cells]
+    return machine_findings(config["meter"], devices)
+
+
+def _preflight_files(planned):
+    """The findings about files: the local corpus (when its job is planned), the results folder and its free disk."""
+    from tokenwatt.plan.preflight import (
+        free_disk,
+        local_corpus_files,
+        planned_bytes,
+        results_folder,
+    )
+
+    local = config["corpus"]["local"]["files"] if config["corpus"]["source"] == "local" else []
+    found = local_corpus_files(local) if planned.get("corpus") else []
+    if found := found + results_folder(RESULTS):
+        return found
+    sizes = sum(os.path.getsize(f) for f in local if os.path.isfile(f))
+    return free_disk(RESULTS, planned_bytes(planned, sizes))
+
+
+def preflight_refuse():
+    """At the start of a real run (onstart, once the jobs to run are known): refuse before any job what this machine
+    cannot do for them; the device and meter only where the jobs run here (a cluster's node checks its own)."""
+    import collections
+
+    planned = collections.Counter(job.rule.name for job in workflow.dag.needrun_jobs())
+    found = _preflight_files(planned)
+    if workflow.local_exec and (planned.get("train_trial") or planned.get("device_profile")):
+        found += _preflight_machine()
+    if found:
+        from tokenwatt.plan.preflight import report
+
+        raise WorkflowError("tokenwatt cannot start this study here:\n  " + report(found))
+
+
+_OUTPUT = workflow.output_settings  # None where Snakemake only parses (--lint)
+if workflow.is_main_process and _OUTPUT is not None:
+    # A failed job's sentence once on the terminal: where Snakemake prints a failed job's log itself (the rich logger
+    # always, the plain one with --show-failed-logs), the job does not print it too (tokenwatt.common.files.logged).
+    from tokenwatt.common.files import LOG_SHOWN_ENV
+
+    _shown = _OUTPUT.show_failed_logs or "rich" in _OUTPUT.log_handler_settings
+    os.environ[LOG_SHOWN_ENV] = "1" if _shown else "0"
+    if _OUTPUT.dryrun:
+        # A plan is made on any machine (a laptop, a cluster's login node): what this one lacks is said, not refused.
+        for _found in _preflight_files({"corpus": 1}) + _preflight_machine():
+            _where = (
+                " (under a cluster executor, the node's job checks this)"
+                if _found.on_node
+                else ""
+            )
+            print(
+                f"WARNING: this machine cannot run the study as configured (a dry run is fine): {_found.sentence}{_where}",
+                file=sys.stderr,
+            )
 
 
 def _finished_trials():

@@ -20,6 +20,8 @@ rule device_profile:
         gpu=1,
         mem_mb=4000,
         runtime=30,
+        # SLURM's CPUs for the job: the threads its matmuls run with (params.threads).
+        cpus_per_task=config["train"]["threads"],
     params:
         profile={
             k: config["profile"][k]
@@ -70,7 +72,9 @@ rule train_trial:
         **hardware_resources(cell_of),
         gpu=1,
         mem_mb=8000,
-        runtime=60,
+        runtime=trial_runtime,
+        # SLURM's CPUs for the job: the threads the trial trains with (a batch-1 step is host-bound).
+        cpus_per_task=config["train"]["threads"],
     params:
         # The job's identity; it also keys the between-workflow cache, which hashes params and
         # inputs but not wildcards.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any
 
@@ -12,6 +13,22 @@ PROGRESS_NOTE = (
     "While it runs: a line as each trial starts and ends, then the trials done and the time and energy to go, "
     "estimated from the finished trials (process start-up between trials not included)."
 )
+
+# A trial's time limit (SLURM's --time): the plan's estimate of its training and fixed seconds with room for a slower
+# node or a busier host (× 1.5), plus the process's start-up, model load, compile, cooldown and idle baseline
+# (+ 15 min). Without a pilot's tokens/s there is no estimate, and the limit is a guess said to be one.
+RUNTIME_MARGIN = 1.5
+RUNTIME_EXTRA_MIN = 15
+RUNTIME_UNKNOWN_MIN = 240
+
+
+def trial_runtime_min(budget: int, epochs: int, pilot: dict[str, Any]) -> int:
+    """Minutes a trial of ``budget`` real tokens × ``epochs`` may run, from the config's ``plan`` (a pilot's
+    tokens/s and fixed seconds per trial); RUNTIME_UNKNOWN_MIN without plan.tokens_per_s."""
+    if not pilot.get("tokens_per_s"):
+        return RUNTIME_UNKNOWN_MIN
+    seconds = budget * epochs / pilot["tokens_per_s"] + pilot.get("fixed_s", 0)
+    return math.ceil(RUNTIME_MARGIN * seconds / 60) + RUNTIME_EXTRA_MIN
 
 
 def cost_preview(

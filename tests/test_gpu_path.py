@@ -1,0 +1,97 @@
+"""The GPU path before any GPU runs it: configs that stand on their own, the plan's refusals, SLURM routing."""
+
+import re
+
+import pytest
+import yaml
+from tokenwatt.plan.config import ConfigError, load_schema, validate_config
+from tokenwatt.plan.preview import RUNTIME_UNKNOWN_MIN, trial_runtime_min
+from workflow_helpers import clone, snakemake
+
+GPU_CONFIGS = ["paper.yaml", "paper-model-size.yaml", "paper-scaling.yaml"]
+
+
+def _yaml(root, name):
+    return yaml.safe_load((root / "config" / name).read_text())
+
+
+@pytest.fixture(scope="module")
+def schema(root):
+    return load_schema(root / "workflow/schemas/config.schema.yaml")
+
+
+@pytest.mark.parametrize("name", GPU_CONFIGS)
+def test_a_gpu_config_inherits_no_evaluation_or_quality_key_from_the_cpu_default(root, name):
+    """--configfile overlays config/config.yaml: a key the GPU config leaves out takes the CPU study's value."""
+    default, gpu = _yaml(root, "config.yaml"), _yaml(root, name)
+    for section in ("eval", "quality"):
+        inherited = set(default[section]) - set(gpu.get(section, {}))
+        assert not inherited, f"{name} inherits {section}.{sorted(inherited)} from config/config.yaml"
+
+
+@pytest.mark.parametrize("name", GPU_CONFIGS)
+def test_a_gpu_config_bounds_the_cooldown_a_trial_may_wait(root, name):
+    meter = _yaml(root, name)["meter"]
+    assert meter["cooldown_s"] + meter["cooldown_timeout_s"] <= 180  # 150 trials: at most 7.5 h of waiting
+
+
+def _nvml_study(root, max_tokens, tokens_per_s, kind="nvml"):
+    cfg = _yaml(root, "config.yaml")
+    cfg["meter"]["kind"] = kind
+    cfg["eval"] = {"points": 8, "max_tokens": max_tokens}
+    cfg["plan"] = {"tokens_per_s": tokens_per_s}
+    return cfg
+
+
+def test_the_plan_refuses_an_evaluation_too_short_for_the_nvml_counter_by_its_key(root, schema):
+    # 4 096 tokens at 3 × 700 tokens/s: ~2 s, long enough; at 3 × 70 000 tokens/s: 20 ms, not.
+    validate_config(_nvml_study(root, 4096, 700), schema)
+    with pytest.raises(ConfigError, match=r"eval.max_tokens: .* 20 ms \(estimated at 3 × plan.tokens_per_s"):
+        validate_config(_nvml_study(root, 4096, 70_000), schema)
+
+
+def test_the_plan_leaves_short_evaluations_a_cpu_meter_resolves_alone(root, schema):
+    validate_config(_nvml_study(root, 4096, 70_000, kind="estimate"), schema)
+
+
+def test_a_trials_time_limit_is_the_plans_estimate_with_room():
+    # 2M tokens × 3 epochs at 600 tokens/s and 300 s fixed: 10 300 s, × 1.5 = 258 min, + 15.
+    assert trial_runtime_min(2_000_000, 3, {"tokens_per_s": 600, "fixed_s": 300}) == 273
+
+
+def test_a_trials_time_limit_without_a_pilot_is_the_fallback():
+    assert trial_runtime_min(2_000_000, 3, {"tokens_per_s": None}) == RUNTIME_UNKNOWN_MIN
+
+
+def test_the_slurm_profile_routes_the_device_profile_as_the_trials(root):
+    resources = yaml.safe_load((root / "profiles/slurm/config.yaml").read_text())["set-resources"]
+    assert resources["device_profile"] == resources["train_trial"]
+    assert not {"runtime", "cpus_per_task"} & set(resources["train_trial"])  # the rules' derived values stand
+
+
+def _jobs(out: str, rule: str) -> list[dict[str, str]]:
+    """The wildcards and resources Snakemake's dry run lists for each job of ``rule``, as one dict per job."""
+    jobs = []
+    for block in re.findall(rf"rule {rule}:\n(.*?)\n\[", out, flags=re.S):
+        fields = re.findall(r"(?:resources|wildcards): (.*)", block)
+        jobs.append(dict(kv.split("=", 1) for line in fields for kv in line.split(", ")))
+    return jobs
+
+
+@pytest.mark.workflow
+def test_slurm_puts_every_gpu_job_on_the_gpu_type_with_the_trials_threads_and_a_derived_time_limit(tmp_path):
+    work = clone(tmp_path)
+    profile = work / "profiles/slurm/config.yaml"
+    profile.write_text(profile.read_text().replace("# gpu_model: a100", "gpu_model: a100"))
+    (work / "own.yaml").write_text("plan: {tokens_per_s: 10, fixed_s: 0}\ntrain: {threads: 3}\n")
+    proc = snakemake(
+        work,
+        *("-n", "--profile", "profiles/slurm", "--workflow-profile", "none"),
+        *("--configfile", ".test/config/config.yaml", "own.yaml"),
+    )
+    (profile_job,) = _jobs(proc.stdout + proc.stderr, "device_profile")
+    trials = _jobs(proc.stdout + proc.stderr, "train_trial")
+    assert profile_job["gpu_model"] == "a100" and profile_job["cpus_per_task"] == "3"
+    assert len(trials) == 6 and all(t["gpu_model"] == "a100" and t["cpus_per_task"] == "3" for t in trials)
+    # 1 epoch at 10 tokens/s, × 1.5, + 15 min: 1 000 tokens 150 s → 3 + 15 min; 2 000 tokens 300 s → 5 + 15.
+    assert {t["cell"]: t["runtime"] for t in trials} == {"b1000": "18", "b2000": "20"}
