@@ -95,3 +95,55 @@ def test_slurm_puts_every_gpu_job_on_the_gpu_type_with_the_trials_threads_and_a_
     assert len(trials) == 6 and all(t["gpu_model"] == "a100" and t["cpus_per_task"] == "3" for t in trials)
     # 1 epoch at 10 tokens/s, × 1.5, + 15 min: 1 000 tokens 150 s → 3 + 15 min; 2 000 tokens 300 s → 5 + 15.
     assert {t["cell"]: t["runtime"] for t in trials} == {"b1000": "18", "b2000": "20"}
+
+
+def _trials(**columns):
+    import polars as pl
+
+    return pl.DataFrame(columns)
+
+
+def test_the_report_explains_energy_above_idle_at_or_below_zero_with_its_figures():
+    from tokenwatt.presentation.meter_notes import meter_warnings
+
+    trials = _trials(
+        dynamic_energy_j=[-3.0, 40.0],
+        power_mean_w=[123.0, 180.0],
+        idle_power_w=[125.0, 125.0],
+        idle_after_s=[61.0, 61.0],
+    )
+    (warning,) = meter_warnings(trials)
+    assert "1 trial(s) have energy above idle at or below zero" in warning
+    assert "123.0 W" in warning and "125.0 W" in warning and "61 s after" in warning and "meter.cooldown_s" in warning
+
+
+def test_the_report_warns_when_trials_read_power_two_ways():
+    from tokenwatt.presentation.meter_notes import meter_warnings
+
+    (warning,) = meter_warnings(_trials(power_reading=["instant", "average"]))
+    assert "2 different NVML readings" in warning and "RMS power" in warning
+
+
+def test_the_report_names_a_mig_slice_its_whole_gpu_and_the_meter_choice():
+    from tokenwatt.presentation.meter_notes import meter_provenance, meter_warnings
+
+    trials = _trials(
+        mig=[True],
+        mig_parent_uuid=["GPU-parent"],
+        meter_choice=["meter.kind auto chose nvml"],
+        power_reading_source=["one-second average (nvmlDeviceGetPowerUsage)"],
+    )
+    rows = dict(meter_provenance(trials))
+    assert (
+        rows["meter choice"] == "meter.kind auto chose nvml" and "nvmlDeviceGetPowerUsage" in rows["NVML power reading"]
+    )
+    assert "GPU-parent" in rows["MIG"] and "Trained on a MIG slice" in meter_warnings(trials)[0]
+
+
+def test_a_cpu_study_gets_no_gpu_warning():
+    from tokenwatt.presentation.meter_notes import meter_warnings
+
+    assert (
+        meter_warnings(_trials(meter=["estimate"], dynamic_energy_j=[5.0], power_mean_w=[9.0], idle_power_w=[1.0]))
+        == []
+    )

@@ -360,3 +360,18 @@ def test_a_trial_records_its_meter_choice_and_measures_idle_only_after_the_meter
     metrics, _, _, _ = _run("nvml", nvml=_on_a_fake_gpu(monkeypatch))
     assert metrics["meter_choice"] == "meter.kind nvml" and metrics["mig"] is False
     assert metrics["idle_after_s"] >= metrics["settle_s"] >= 1.0  # NVML's averaged reading lags a second
+
+
+def test_the_steps_the_grad_scaler_skipped_are_counted(monkeypatch):
+    """fp16-mixed skips a step whose scaled gradients overflow; a loss scale of 1e38 overflows the first steps."""
+    cpu = torch.device("cpu")
+    try:
+        check_precision(cpu, "fp16-mixed")
+    except TrainingError:
+        pytest.skip("fp16 autocast is not supported on this CPU build")
+    scaler = torch.amp.GradScaler
+    monkeypatch.setattr(
+        torch.amp, "GradScaler", lambda device, enabled: scaler(device, init_scale=1e38, enabled=enabled)
+    )
+    ids, mask = _data(n=8)
+    assert train(_model(), ids, mask, cpu, _settings(precision="fp16-mixed")).grad_scaler_skips >= 1

@@ -29,6 +29,7 @@ from ..analysis.tables import series_blocks
 from ..common.provenance import utc
 from ..measurement.quality import device_load
 from ..plan.design import condition_name, series_label
+from .meter_notes import meter_provenance, meter_warnings
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45;overflow-wrap:break-word}
@@ -1058,6 +1059,7 @@ def render_report(
             "between budgets reflect how long training took, not the model's arithmetic. On a GPU, a larger model "
             "or batch loads it (see the README's GPU figures).</div>"
         )
+    warnings += [f'<div class="warn">{w}</div>' for w in meter_warnings(trials)]
     n_flagged = trials.filter(pl.col("quality") == "flagged").height if "quality" in trials.columns else 0
     if n_flagged:
         warnings.append(
@@ -1082,6 +1084,7 @@ def render_report(
         ["workflow code (git)", made.get("git", "—")],
         ["config hash", config_hash],
         ["meter(s)", ", ".join(meters)],
+        *meter_provenance(trials),
         ["device", first.get("device_name")],
         ["device kind", first.get("device")],
         *([["GPU UUID", first.get("device_uuid")]] if first.get("device_uuid") else []),

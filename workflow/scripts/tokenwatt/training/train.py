@@ -56,6 +56,7 @@ class TrainResult:
     final_train_loss: float | None = None
     optimizer: str = ""
     stopped: bool = False  # by a stopping rule, before the end of its tokens
+    grad_scaler_skips: int | None = None  # fp16-mixed: optimizer steps the GradScaler skipped (inf/NaN gradients)
 
 
 def autocast(device: torch.device, precision: str):
@@ -197,6 +198,7 @@ def train(
     model.to(device).train()
     optimizer = FusedAdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16-mixed")
+    skips = torch.zeros((), device=device)  # summed on the device, read once at the end: no sync per step
     ids, mask = ids.to(device), mask.to(device)
     targets = next_token_targets(ids, mask)
     n_real_per_chunk = mask.sum(dim=1)
@@ -227,6 +229,8 @@ def train(
             optimizer.zero_grad()
             scaler.scale(loss).backward()
             scaler.step(optimizer)
+            if scaler.is_enabled():  # the step's inf/NaN flags, which update() clears
+                skips += sum(scaler._found_inf_per_device(optimizer).values())
             scaler.update()
             losses[step] = loss.detach()
             step += 1
@@ -262,6 +266,7 @@ def train(
     result.train_s = clock()
     result.n_steps = step
     result.stopped = stopped
+    result.grad_scaler_skips = int(skips.item())
     result.real_tokens = result.steps[-1]["tokens"] if stopped else int(n_real_per_chunk.sum().item()) * cfg.epochs
     # positions computed: the epochs done, and the chunks of the epoch it stopped in
     result.padded_tokens = (

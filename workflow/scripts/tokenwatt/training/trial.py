@@ -345,6 +345,7 @@ def run_trial(
         "lr": settings.lr,
         "precision": settings.precision,
         "optimizer": result.optimizer,
+        "grad_scaler_skips": result.grad_scaler_skips,
         "eval_loss": eval_loss,
         "final_train_loss": result.final_train_loss,
         "eval_tokens": int(eval_mask.sum()),
