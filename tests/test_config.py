@@ -368,18 +368,63 @@ def test_duplicate_keys_and_schema_errors_are_reported_together(tmp_path, schema
 
 
 # --- a job's failure, as files.logged reports it
-def test_a_tokenwatt_error_in_a_job_ends_it_with_a_sentence_and_its_traceback_in_the_log(tmp_path, capsys):
+def test_a_tokenwatt_error_in_a_job_ends_it_with_a_sentence_and_its_traceback_in_a_file_of_its_own(tmp_path, capsys):
     log = tmp_path / "logs" / "corpus.log"
     with pytest.raises(SystemExit) as exc:
         with files.logged(log):
+            print("reading a.txt")
             raise CorpusError("corpus file a.txt is not valid UTF-8; re-encode it as UTF-8")
-    assert exc.value.code == 1
-    terminal = capsys.readouterr().err
+    kept = tmp_path / "logs" / "corpus.traceback.log"
+    line = f"tokenwatt: corpus file a.txt is not valid UTF-8; re-encode it as UTF-8 (the traceback is in {kept})\n"
+    assert exc.value.code == 1 and capsys.readouterr().err == line
+    assert log.read_text() == line  # the log a logger prints for a failed job: the sentence alone
     assert (
-        terminal
-        == f"tokenwatt: corpus file a.txt is not valid UTF-8; re-encode it as UTF-8 (the traceback is in {log})\n"
+        kept.read_text().startswith("reading a.txt\nTraceback (most recent call last)")
+        and "CorpusError" in kept.read_text()
     )
-    assert "Traceback (most recent call last)" in log.read_text() and "CorpusError" in log.read_text()
+
+
+def test_where_snakemake_prints_a_failed_jobs_log_the_job_does_not_print_its_sentence_too(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setenv(files.LOG_SHOWN_ENV, "1")
+    with pytest.raises(SystemExit):
+        with files.logged(tmp_path / "job.log"):
+            raise CorpusError("corpus file a.txt is empty")
+    assert capsys.readouterr().err == "" and "corpus file a.txt is empty" in (tmp_path / "job.log").read_text()
+
+
+def test_a_failed_jobs_sentence_names_the_job_it_is_given(tmp_path, capsys):
+    job = files.job_label("train_trial", {"cell": "lr=50/b1000", "trial": "2"})
+    with pytest.raises(SystemExit):
+        with files.logged(tmp_path / "job.log", job=job):
+            raise CorpusError("no CUDA device is visible")
+    assert "tokenwatt: train_trial (cell lr=50/b1000, trial 2): no CUDA device is visible" in capsys.readouterr().err
+
+
+def test_a_job_that_succeeds_leaves_no_traceback_of_an_earlier_failure(tmp_path):
+    (tmp_path / "job.traceback.log").write_text("Traceback (most recent call last): an earlier run's\n")
+    with files.logged(tmp_path / "job.log"):
+        print("fine")
+    assert not (tmp_path / "job.traceback.log").exists()
+
+
+def test_a_job_stopped_by_a_signal_ends_in_a_sentence_naming_it(tmp_path, capsys):
+    import os
+    import signal
+
+    from tokenwatt.common.failures import stop_with_a_sentence
+
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    try:
+        stop_with_a_sentence()
+        with pytest.raises(SystemExit):
+            with files.logged(tmp_path / "job.log", job="device_profile"):
+                os.kill(os.getpid(), signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, before[0])
+        signal.signal(signal.SIGINT, before[1])
+    assert "tokenwatt: device_profile: stopped by SIGTERM before it finished" in capsys.readouterr().err
 
 
 def test_a_bug_in_a_job_keeps_its_traceback(tmp_path, capsys):
@@ -388,7 +433,7 @@ def test_a_bug_in_a_job_keeps_its_traceback(tmp_path, capsys):
         with files.logged(log):
             {}["missing"]
     assert "tokenwatt:" not in capsys.readouterr().err
-    assert "KeyError: 'missing'" in log.read_text()
+    assert "KeyError: 'missing'" in log.read_text() and not (tmp_path / "job.traceback.log").exists()
 
 
 def test_a_full_disk_names_the_file_being_written(tmp_path, capsys):

@@ -422,7 +422,11 @@ def _preflight_files(planned):
         results_folder,
     )
 
-    local = config["corpus"]["local"]["files"] if config["corpus"]["source"] == "local" else []
+    local = (
+        config["corpus"]["local"]["files"]
+        if config["corpus"]["source"] == "local"
+        else []
+    )
     found = local_corpus_files(local) if planned.get("corpus") else []
     if found := found + results_folder(RESULTS):
         return found
@@ -432,17 +436,22 @@ def _preflight_files(planned):
 
 def preflight_refuse():
     """At the start of a real run (onstart, once the jobs to run are known): refuse before any job what this machine
-    cannot do for them; the device and meter only where the jobs run here (a cluster's node checks its own)."""
+    cannot do for them; the device and meter only where the jobs run here (a cluster's node checks its own).
+    """
     import collections
 
     planned = collections.Counter(job.rule.name for job in workflow.dag.needrun_jobs())
     found = _preflight_files(planned)
-    if workflow.local_exec and (planned.get("train_trial") or planned.get("device_profile")):
+    if workflow.local_exec and (
+        planned.get("train_trial") or planned.get("device_profile")
+    ):
         found += _preflight_machine()
     if found:
         from tokenwatt.plan.preflight import report
 
-        raise WorkflowError("tokenwatt cannot start this study here:\n  " + report(found))
+        raise WorkflowError(
+            "tokenwatt cannot start this study here:\n  " + report(found)
+        )
 
 
 _OUTPUT = workflow.output_settings  # None where Snakemake only parses (--lint)

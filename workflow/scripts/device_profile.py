@@ -2,10 +2,12 @@
 measured before with the same settings, restored from the result store (tokenwatt/common/store.py): to measure it
 again, --forcerun it."""
 
-from tokenwatt.common.files import logged, write_json
+from tokenwatt.common.failures import stop_with_a_sentence
+from tokenwatt.common.files import job_label, logged, write_json
 from tokenwatt.common.store import job_store
 
-with logged(snakemake.log[0]):
+stop_with_a_sentence()
+with logged(snakemake.log[0], job=job_label(snakemake.rule, snakemake.wildcards)):
     store = job_store(snakemake, "device_profile")
     if not store.restore():
         from tokenwatt.measurement.throughput import profile_device

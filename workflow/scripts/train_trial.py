@@ -19,7 +19,8 @@ os.environ.setdefault(
     "TORCHINDUCTOR_CACHE_DIR", os.path.abspath(os.path.join(snakemake.config["results"], "cache", "torchinductor"))
 )
 
-from tokenwatt.common.files import logged  # noqa: E402
+from tokenwatt.common.failures import stop_with_a_sentence  # noqa: E402
+from tokenwatt.common.files import job_label, logged  # noqa: E402
 from tokenwatt.common.store import job_store  # noqa: E402
 
 # The result store first, before torch is imported: a trial whose params and inputs match a stored one is
@@ -43,7 +44,8 @@ def terminal(line: str) -> None:
 
 p, out = snakemake.params, snakemake.output
 terminal(trial_started(p.budget, p.trial, p.levels))
-with logged(snakemake.log[0], append=True):
+stop_with_a_sentence()  # a trial stopped mid-training removes its outputs and names itself
+with logged(snakemake.log[0], append=True, job=job_label(snakemake.rule, snakemake.wildcards)):
     try:
         metrics, power, steps, curve = run_trial(
             budget=p.budget,

@@ -10,7 +10,7 @@ import polars as pl
 from ..measurement.quality import assess
 from ..plan.design import cell_label, profile_key_of, series_of
 from .cost import trial_cost
-from .efficiency import derived_metrics
+from .efficiency import derived_metrics, finite
 
 
 def cs_tflops_of(metric: dict[str, Any], profile: dict[str, Any] | None) -> tuple[float | None, str]:
@@ -80,11 +80,14 @@ def curves_table(records: Iterable[dict[str, Any] | str | None], curves: Iterabl
 
 
 def _flatten(rec: dict[str, Any]) -> dict[str, Any]:
-    """Nested records flattened (versions -> versions_torch), lists dropped."""
+    """Nested records flattened (versions -> versions_torch), lists dropped, a non-finite number (a hand-edited NaN
+    or Infinity, which JSON readers accept) made missing: a summary would spread it to its whole cell."""
     flat = {}
     for key, value in rec.items():
         if isinstance(value, dict):
             flat.update({f"{key}_{k}": v for k, v in value.items()})
+        elif isinstance(value, float):
+            flat[key] = finite(value)
         elif not isinstance(value, list):
             flat[key] = value
     return flat
@@ -150,16 +153,17 @@ def trials_table(
     rows = []
     for i, (rec, verdict) in enumerate(zip(recs, verdicts)):
         cs = cs_tflops.get(cs_key(rec)) if isinstance(cs_tflops, dict) else cs_tflops
-        derived = derived_metrics(rec, cs_tflops=cs, K=metric["K"], tt_scale=metric["tt_scale"])
+        flat = _flatten(rec)
+        derived = derived_metrics(flat, cs_tflops=cs, K=metric["K"], tt_scale=metric["tt_scale"])
         rows.append(
             {
                 "series": series_of(rec["levels"]),
-                **_flatten(rec),
+                **flat,
                 **derived,
                 "cs_basis": metric.get("cs_basis", "training"),
                 "cs_profile": cs_key(rec),
                 "device_profile": profile_key_of(rec["levels"]),
-                **trial_cost({**rec, **derived}, cost, intensity_g_per_kwh),
+                **trial_cost({**flat, **derived}, cost, intensity_g_per_kwh),
                 "cost_is_estimate": rec["meter_is_estimate"],
                 **verdict,
                 "run_position": position[i],

@@ -5,7 +5,11 @@ analysis, never in a trial, so changing a constant or a formula never retrains."
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
+
+# The largest x whose exp() a float holds (exp(709.78) ≈ 1.8e308).
+LOG_MAX_FLOAT = math.log(sys.float_info.max)
 
 
 def training_flops(
@@ -37,9 +41,22 @@ def parameter_efficiency(
     return K * inv_ppl * cs_tflops * tt_scale / (params * tt_tokens * rms_w)
 
 
+def finite(x: float | None) -> float | None:
+    """``x`` where it is a finite number, else None: a value the analysis cannot compute (a loss of 1e4 has no
+    perplexity a float can hold; nothing divided by zero training time) is missing from every table, never inf or
+    NaN, which a summary would spread to its whole cell and JSON cannot hold."""
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """a / b, or None where either is missing or b is zero (a trial that recorded no training time, no tokens)."""
+    a, b = finite(a), finite(b)
+    return None if a is None or not b else finite(a / b)
+
+
 def efficiency_record(
     *,
-    eval_loss: float,
+    eval_loss: float | None,
     params: int,
     flops: float,
     tokens: int,
@@ -53,22 +70,29 @@ def efficiency_record(
     """PE and the three layers the literature mixes up, each with its unit in the name.
 
     quality per parameter: invPPL per million parameters; per compute: invPPL per PFLOP;
-    per energy: invPPL per kJ.
+    per energy: invPPL per kJ. A layer whose denominator is not positive (energy at or below zero) is missing.
     """
-    inv_ppl = math.exp(-eval_loss)
-    per = lambda x, scale: None if x is None or x <= 0 else inv_ppl / (x / scale)  # noqa: E731
+    loss = finite(eval_loss)
+    # exp overflows past a loss of ~709 nats: such a perplexity is missing, and its quality (invPPL) rounds to 0
+    perplexity = None if loss is None or loss > LOG_MAX_FLOAT else math.exp(loss)
+    inv_ppl = None if loss is None else math.exp(-loss) if loss > -LOG_MAX_FLOAT else None
+    per = lambda x, scale: None if inv_ppl is None or x is None or x <= 0 else ratio(inv_ppl, x / scale)  # noqa: E731
+    energy = finite(energy_j)
+    throughput = ratio(flops, train_s)
     return {
-        "perplexity": math.exp(eval_loss),
+        "perplexity": perplexity,
         "inv_ppl": inv_ppl,
-        "pe": parameter_efficiency(K, inv_ppl, cs_tflops, tt_scale, params, tokens, rms_w),
+        "pe": None
+        if inv_ppl is None
+        else finite(parameter_efficiency(K, inv_ppl, cs_tflops, tt_scale, params, tokens, finite(rms_w))),
         "quality_per_mparam": per(params, 1e6),
         "quality_per_pflop": per(flops, 1e15),
-        "quality_per_kj": per(energy_j, 1e3),
-        "tokens_per_s": tokens / train_s,
-        "joules_per_token": None if energy_j is None else energy_j / tokens,
-        "tokens_per_joule": None if not energy_j else tokens / energy_j,
-        "achieved_tflops": flops / train_s / 1e12,
-        "mfu": None if cs_tflops is None else flops / train_s / (cs_tflops * 1e12),
+        "quality_per_kj": per(energy, 1e3),
+        "tokens_per_s": ratio(tokens, train_s),
+        "joules_per_token": ratio(energy, tokens),
+        "tokens_per_joule": ratio(tokens, energy),
+        "achieved_tflops": None if throughput is None else throughput / 1e12,
+        "mfu": ratio(throughput, None if cs_tflops is None else cs_tflops * 1e12),
     }
 
 
@@ -83,8 +107,8 @@ def derived_metrics(trial: dict[str, Any], *, cs_tflops: float | None, K: float,
         trial.get("padded_tokens") or trial["real_tokens"],
         bool(trial.get("tied_embeddings", False)),
     )
-    energy, idle_w = trial["energy_j"], trial["idle_power_w"]
-    idle_j = None if idle_w is None else idle_w * trial["duration_s"]
+    energy, idle_w = finite(trial["energy_j"]), finite(trial["idle_power_w"])
+    idle_j = None if idle_w is None else finite(idle_w * trial["duration_s"])
     return {
         "flops": flops,
         "flops_is_estimate": True,
@@ -92,6 +116,7 @@ def derived_metrics(trial: dict[str, Any], *, cs_tflops: float | None, K: float,
         "K": K,
         "tt_scale": tt_scale,
         "idle_energy_j": idle_j,
+        # may be zero or negative (a noisy idle baseline): analysed on the raw scale (measures.py)
         "dynamic_energy_j": None if energy is None or idle_j is None else energy - idle_j,
         **efficiency_record(
             eval_loss=trial["eval_loss"],

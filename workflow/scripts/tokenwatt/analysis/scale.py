@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
+from .efficiency import finite
 from .measures import scale_of
 
 
@@ -64,7 +65,8 @@ def summary(values: np.ndarray, scale: str) -> dict[str, Any]:
     out["center"] = float(back(centre))
     if half is not None:
         out["ci95_low"], out["ci95_high"] = float(back(centre - half)), float(back(centre + half))
-    return out
+    # values near the largest float (a perplexity of e^700) overflow a mean or its interval: missing, not inf
+    return {k: finite(v) if isinstance(v, float) else v for k, v in out.items()}
 
 
 def paired_change(before: np.ndarray, after: np.ndarray, scale: str) -> dict[str, Any]:
@@ -82,12 +84,13 @@ def paired_change(before: np.ndarray, after: np.ndarray, scale: str) -> dict[str
     }
     if not len(d):
         return out
-    as_change = (lambda v: 100.0 * math.expm1(v)) if scale == "log" else (lambda v: v)
+    # numpy's expm1, not math's: a ratio past e^709 is inf (then missing), not an OverflowError
+    as_change = (lambda v: 100.0 * float(np.expm1(v))) if scale == "log" else (lambda v: v)
     half = _t_half(d)
-    out["change"] = as_change(float(d.mean()))
+    out["change"] = finite(as_change(float(d.mean())))
     if half is not None:
         out["change_ci95_low"], out["change_ci95_high"] = (
-            as_change(float(d.mean() - half)),
-            as_change(float(d.mean() + half)),
+            finite(as_change(float(d.mean() - half))),
+            finite(as_change(float(d.mean() + half))),
         )
     return out

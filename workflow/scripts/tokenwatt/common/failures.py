@@ -10,6 +10,7 @@ traceback on the terminal. Text only: this module writes nothing.
 from __future__ import annotations
 
 import errno
+import signal
 from types import TracebackType
 
 PACKAGE = "tokenwatt"
@@ -66,3 +67,22 @@ def explain(err: BaseException) -> str | None:
     if is_tokenwatt_error(err):
         return str(err)
     return None
+
+
+class JobStopped(RuntimeError):
+    """The job's process was told to stop before it finished (SIGTERM from a scheduler or ``kill``, SIGINT from
+    Ctrl-C)."""
+
+
+def stop_with_a_sentence() -> None:
+    """Turn SIGTERM and SIGINT into JobStopped: a job stopped mid-run then runs its cleanup and ends in its sentence
+    (naming the job, through ``files.logged``), where SIGTERM would end it silently and Ctrl-C in a traceback."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise JobStopped(
+            f"stopped by {signal.Signals(signum).name} before it finished, and nothing of it is kept; rerun the same "
+            "command and it runs again"
+        )
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)

@@ -13,7 +13,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -168,20 +168,64 @@ def write_parquet(path: str | Path, df: pl.DataFrame) -> None:
     _atomic(path, lambda p: df.write_parquet(p, compression="zstd", statistics=False))
 
 
+# Set by the Snakefile's main process when Snakemake prints a failed job's log file itself (the rich logger always
+# does; the plain one with --show-failed-logs): a job's sentence is then not printed a second time.
+LOG_SHOWN_ENV = "TOKENWATT_LOG_SHOWN"
+
+
+def traceback_file(log_path: str | Path) -> Path:
+    """Where a job that failed on an expected error keeps what its log held and the traceback: beside the log
+    (results/logs/corpus.log -> results/logs/corpus.traceback.log)."""
+    log_path = Path(log_path)
+    return log_path.with_name(f"{log_path.stem}.traceback{log_path.suffix}")
+
+
+def job_label(rule: str, wildcards: Mapping[str, Any]) -> str:
+    """How a failed job's sentence names the job: ``train_trial (cell b1000, trial 2)``, ``device_profile``."""
+    named = [f"{key} {value}" for key, value in wildcards.items() if str(value).strip("/")]
+    return f"{rule} ({', '.join(named)})" if named else rule
+
+
+def _failure_line(sentence: str, kept: Path) -> str:
+    return f"tokenwatt: {sentence} (the traceback is in {kept})"
+
+
+def _keep_traceback(log_path: Path, sentence: str) -> str:
+    """Move the log (the job's output, then its traceback) aside and leave the sentence as the whole log, so that a
+    logger that prints a failed job's log prints the sentence only; returns the line the user reads (naming the log
+    itself when the move or the new log cannot be written: the disk may be the full one)."""
+    kept = traceback_file(log_path)
+    try:
+        os.replace(log_path, kept)
+    except OSError:
+        return _failure_line(sentence, log_path)
+    try:
+        log_path.write_text(_failure_line(sentence, kept) + "\n", encoding="utf-8")
+    except OSError:
+        os.replace(kept, log_path)
+        return _failure_line(sentence, log_path)
+    return _failure_line(sentence, kept)
+
+
 @contextlib.contextmanager
-def logged(log_path: str | Path, append: bool = False) -> Iterator[None]:
+def logged(log_path: str | Path, append: bool = False, job: str | None = None) -> Iterator[None]:
     """Send stdout/stderr (prints, warnings, tracebacks) to the rule's log file (``append``: after what an earlier
-    block of the same job wrote there).
+    block of the same job wrote there); ``job`` names the job in its failure's sentence (``job_label``).
 
     Snakemake runs a ``script:`` as its own Python process and fails the job on a non-zero exit. An
     error tokenwatt expects (its own exceptions, whose messages name the key or file and the fix; a
-    full disk) ends that process with exit status 1 and one sentence on the terminal, the traceback
-    kept in the log; any other exception is a bug and propagates, its traceback on the terminal too.
+    full disk) ends that process with exit status 1 and one sentence: the log then holds that sentence
+    alone, with the path of ``traceback_file`` (what the log held, and the traceback), and the terminal shows
+    it once (printed here unless Snakemake prints the log itself, see LOG_SHOWN_ENV). Any other exception is
+    a bug and propagates, its traceback kept in the log and on the terminal.
     """
     terminal = sys.stderr  # before the redirect: where the user looks
+    log_path = Path(log_path)
     sentence = None
     try:
-        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        if not append:  # an earlier failure's traceback would be read as this run's
+            traceback_file(log_path).unlink(missing_ok=True)
         fh = open(log_path, "a" if append else "w", buffering=1, encoding="utf-8")
     except OSError as err:  # no log to keep a traceback in: a full disk is still said in words
         from .failures import explain
@@ -202,13 +246,13 @@ def logged(log_path: str | Path, append: bool = False) -> Iterator[None]:
                 sentence = explain(err) if isinstance(err, Exception) else None
                 with contextlib.suppress(OSError):  # the log's disk may be the full one
                     traceback.print_exc(file=fh)
-                    if sentence is not None:
-                        print(f"tokenwatt: {sentence}", file=fh)
                 if sentence is None:
                     raise
     finally:
         with contextlib.suppress(OSError):
             fh.close()
     if sentence is not None:
-        print(f"tokenwatt: {sentence} (the traceback is in {log_path})", file=terminal, flush=True)
+        line = _keep_traceback(log_path, f"{job}: {sentence}" if job else sentence)
+        if os.environ.get(LOG_SHOWN_ENV) != "1":
+            print(line, file=terminal, flush=True)
         raise SystemExit(1)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ..analysis.efficiency import finite, ratio
 from ..plan.design import per_profile, profile_key_of
 from .traces import training_samples
 
@@ -149,27 +150,28 @@ def diagnose(
     device its CS_TFLOPS profile ran on (None: no profile)."""
     by_condition: dict[Any, list[float]] = {}
     by_device: dict[str, list[float]] = {}
+    # A trial without training time, or without a finite idle power, has no throughput or idle figure to judge.
     for t in trials:
-        by_condition.setdefault(t["cell"], []).append(t["real_tokens"] / t["train_s"])
-        by_device.setdefault(profile_key_of(t["levels"]), []).append(t["idle_power_w"])
+        by_condition.setdefault(t["cell"], []).append(ratio(t["real_tokens"], t["train_s"]))
+        by_device.setdefault(profile_key_of(t["levels"]), []).append(finite(t["idle_power_w"]))
     condition_tps = {c: _median(v) for c, v in by_condition.items()}
     idle_medians = {k: _median(v) for k, v in by_device.items()}
     out = []
     for t, trace, st, measured_on in zip(trials, traces, steps, profile_devices or [None] * len(trials)):
-        tps = t["real_tokens"] / t["train_s"]
+        tps, idle_w = ratio(t["real_tokens"], t["train_s"]), finite(t["idle_power_w"])
         device = profile_key_of(t["levels"])
         reference = per_profile(reference_tflops, t["levels"])
-        ratio = lambda x: None if x is None or not reference else x / reference  # noqa: E731
+        vs_reference = lambda x: None if x is None or not reference else x / reference  # noqa: E731
         idle_median = idle_medians[device]
         out.append(
             {
-                "throughput_vs_condition": tps / condition_tps[t["cell"]] - 1.0 if condition_tps[t["cell"]] else 0.0,
+                "throughput_vs_condition": None
+                if tps is None or not condition_tps[t["cell"]]
+                else tps / condition_tps[t["cell"]] - 1.0,
                 "throughput_steady_deviation": steady_deviation(st, q["steady_window"]),
-                "check_before_ratio": ratio(_check_median(t, "before")),
-                "check_after_ratio": ratio(_check_median(t, "after")),
-                "idle_power_deviation_w": None
-                if t["idle_power_w"] is None or idle_median is None
-                else t["idle_power_w"] - idle_median,
+                "check_before_ratio": vs_reference(_check_median(t, "before")),
+                "check_after_ratio": vs_reference(_check_median(t, "after")),
+                "idle_power_deviation_w": None if idle_w is None or idle_median is None else idle_w - idle_median,
                 "idle_power_median_w": idle_median,
                 "power_step": power_step(trace, q["power_step_window"]),
                 "temperature_start_c": first_temperature(trace),
@@ -184,7 +186,7 @@ Rule = Callable[[dict[str, Any], Diagnostics, dict[str, Any]], "str | None"]
 
 def _throughput(t, d, q):
     dev = d["throughput_vs_condition"]
-    if abs(dev) > q["throughput_tolerance"]:
+    if dev is not None and abs(dev) > q["throughput_tolerance"]:
         return (
             f"throughput {_pct(dev)} against its condition's median (tolerance ±{100 * q['throughput_tolerance']:g} %)"
         )

@@ -1,0 +1,189 @@
+"""What this machine must offer a study before its first job: checked when the workflow starts, not found in a job.
+
+The config check (``plan.config``) judges what the config says; this module judges what the config asks of the machine
+it runs on: the local corpus files exist and can be read, the results folder can be written, the disk has room for the
+plan's outputs, the training device is there and the meter can be read. Each finding is one sentence naming the key
+and the fix. The device and the meter are ``on_node`` findings: under a cluster executor the jobs run elsewhere, and
+the node's job checks them (``measurement.devices`` and ``measurement.meters`` raise the same sentences there).
+
+The Snakefile imports this module at every start: it reads the file system and NVML only, never torch.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# What a job of each rule leaves on the disk, with its copy in the result store: generous upper bounds measured on the
+# tiny and the embedded studies (a trial's power trace, loss and eval curves, its record; a device profile), so a plan
+# is refused only for want of room its outputs would certainly need. The data stage scales with the corpus instead.
+JOB_BYTES = {"train_trial": 4_000_000, "device_profile": 100_000, "subset": 200_000}
+# The data stage keeps the corpus several times over (corpus, normalized, train/eval documents, chunks, store copies).
+CORPUS_COPIES = 8
+# Room kept free beyond the plan's outputs: logs, Snakemake's own records, the compiler's cache.
+MARGIN_BYTES = 200_000_000
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing this machine cannot do for the study: the config key it concerns and the sentence saying the fix."""
+
+    key: str
+    sentence: str
+    on_node: bool = False  # depends on the machine the jobs run on: a cluster's node checks it itself
+
+
+def local_corpus_files(files: Iterable[str]) -> list[Finding]:
+    """Each configured local corpus file that is missing, not a file, or unreadable."""
+    found = []
+    for name in files:
+        path = Path(name)
+        if not path.exists():
+            why = f"{name} does not exist (relative paths are read from {Path.cwd()})"
+        elif not path.is_file():
+            why = f"{name} is not a file"
+        elif not os.access(path, os.R_OK):
+            why = f"{name} cannot be read by this user (check its permissions)"
+        else:
+            continue
+        found.append(
+            Finding("corpus.local.files", f"corpus.local.files: {why}; fix the path or remove it from the list")
+        )
+    return found
+
+
+def results_folder(results: str) -> list[Finding]:
+    """The results folder, or the nearest folder above it that exists (where it will be made), must be writable."""
+    folder = Path(results).absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if folder.is_dir() and os.access(folder, os.W_OK | os.X_OK):
+        return []
+    what = "is not a folder" if folder.exists() and not folder.is_dir() else "cannot be written by this user"
+    return [
+        Finding(
+            "results",
+            f"results: {folder} {what}, so the study has nowhere to write; set `results` to a folder you can write",
+        )
+    ]
+
+
+def planned_bytes(planned: Mapping[str, int], corpus_bytes: int) -> int:
+    """Bytes the planned jobs (rule -> count) will write, at most: ``JOB_BYTES`` each, the corpus's copies if the data
+    stage runs, and the margin."""
+    data = CORPUS_COPIES * corpus_bytes if planned.get("corpus") else 0
+    return MARGIN_BYTES + data + sum(JOB_BYTES.get(rule, 0) * n for rule, n in planned.items())
+
+
+def free_disk(results: str, needed: int, free: Callable[[str], int] | None = None) -> list[Finding]:
+    """Whether the disk of the results folder has ``needed`` bytes free (``free``: bytes free at a path)."""
+    folder = Path(results).absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    available = (free or (lambda p: shutil.disk_usage(p).free))(str(folder))
+    if available >= needed:
+        return []
+    return [
+        Finding(
+            "results",
+            f"results: the disk of {folder} has {available / 1e6:,.0f} MB free and this plan's outputs need about "
+            f"{needed / 1e6:,.0f} MB; free space there, or set `results` to a folder on a larger disk",
+        )
+    ]
+
+
+def visible_cuda_devices(nvml: Any = None) -> int:
+    """How many CUDA devices a job started here would see: NVML's count, cut as CUDA_VISIBLE_DEVICES cuts it (CUDA
+    stops at the first entry that is empty or negative). Zero without NVML (no NVIDIA driver)."""
+    try:
+        if nvml is None:
+            import pynvml as nvml
+        nvml.nvmlInit()
+        try:
+            count = int(nvml.nvmlDeviceGetCount())
+        finally:
+            nvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - pynvml missing, no driver, no device: nothing a job could train on
+        return 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return count
+    listed = 0
+    for entry in visible.split(","):
+        if not entry.strip() or entry.strip().startswith("-"):
+            break
+        listed += 1
+    return min(count, listed)
+
+
+def training_devices(devices: Iterable[str], cuda_count: int) -> list[Finding]:
+    """Each training device (train.device, or a design.hardware level's device) that this machine does not have."""
+    found = []
+    for name in sorted(set(devices)):
+        if not name.startswith("cuda"):
+            continue  # cpu, and auto, which takes the CPU where no GPU is
+        index = int(name[5:]) if name.startswith("cuda:") else 0
+        if index < cuda_count:
+            continue
+        have = "no CUDA device is visible here" if not cuda_count else f"only {cuda_count} CUDA device(s) are visible"
+        found.append(
+            Finding(
+                "train.device",
+                f"train.device (or a design.hardware level's device) is {name} but {have}; use train.device: cpu or "
+                "auto, or run the study where that GPU is",
+                on_node=True,
+            )
+        )
+    return found
+
+
+def meter_kind(meter: Mapping[str, Any], devices: Iterable[str], cuda_count: int) -> list[Finding]:
+    """Whether ``meter.kind`` can be read here: RAPL counters readable under meter.rapl_root, NVML with a GPU to read
+    (estimate, none and auto always can: auto falls back to the estimate)."""
+    kind = meter["kind"]
+    if kind == "rapl":
+        from ..measurement.meters import rapl_domains  # the domains the RAPL meter reads
+
+        root = Path(meter["rapl_root"])
+        counters = [d / "energy_uj" for d in rapl_domains(root)]
+        if counters and all(os.access(c, os.R_OK) for c in counters):
+            return []
+        why = (
+            f"its counters under {root} cannot be read by this user (Linux lets only root read them by default)"
+            if counters
+            else f"there are no RAPL counters under {root} (meter.rapl_root)"
+        )
+        return [
+            Finding(
+                "meter.kind",
+                f"meter.kind is rapl but {why}; use meter.kind: estimate or auto, or make energy_uj readable",
+                on_node=True,
+            )
+        ]
+    if kind == "nvml" and (not cuda_count or not all(d.startswith("cuda") for d in devices)):
+        why = "no NVIDIA GPU is visible here" if not cuda_count else "some trials train on the CPU (train.device)"
+        return [
+            Finding(
+                "meter.kind",
+                f"meter.kind is nvml but {why}; use meter.kind: auto (NVML where a GPU trains, else RAPL or the "
+                "estimate), or train.device: cuda",
+                on_node=True,
+            )
+        ]
+    return []
+
+
+def machine_findings(meter: Mapping[str, Any], devices: Iterable[str], nvml: Any = None) -> list[Finding]:
+    """The device and meter findings (asks NVML only when a GPU or NVML is configured)."""
+    devices = list(devices)
+    wants_gpu = meter["kind"] == "nvml" or any(d.startswith("cuda") for d in devices)
+    cuda_count = visible_cuda_devices(nvml) if wants_gpu else 0
+    return training_devices(devices, cuda_count) + meter_kind(meter, devices, cuda_count)
+
+
+def report(findings: list[Finding]) -> str:
+    return "\n  ".join(f.sentence for f in findings)
