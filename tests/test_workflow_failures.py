@@ -101,7 +101,7 @@ def test_command_line_config_overrides_still_plan_beside_the_duplicate_check(bar
     assert snakemake(bare, *TINY, "--config", "results=elsewhere", "-n", check=False).returncode == 0
 
 
-def test_a_tokenwatt_error_in_a_job_reads_as_a_sentence_then_its_log_with_the_traceback(tmp_path):
+def test_a_tokenwatt_error_in_a_job_reads_as_its_sentence_once_with_the_traceback_in_a_file_it_names(tmp_path):
     work = clone(tmp_path / "work")
     (work / "bad.txt").write_bytes(b"a good line\n\xff\xfe a bad one\n")
     (work / "bad.yaml").write_text("corpus: {source: local, local: {files: [bad.txt]}}\n")
@@ -110,12 +110,33 @@ def test_a_tokenwatt_error_in_a_job_reads_as_a_sentence_then_its_log_with_the_tr
     assert proc.returncode != 0 and "Failed corpus" in out  # the job is failed, as before
     sentence = (
         "tokenwatt: corpus file bad.txt is not valid UTF-8 (byte 12: invalid start byte); re-encode it as UTF-8, or set "
-        "corpus.local.encoding_errors: replace to substitute U+FFFD (the traceback is in results/logs/corpus.log)"
+        "corpus.local.encoding_errors: replace to substitute U+FFFD (the traceback is in "
+        "results/logs/corpus.traceback.log)"
     )
-    # The sentence first, whole; the terminal then shows the failed job's log, traceback included, as an error in full.
-    assert sentence in out and out.index(sentence) < out.index("Traceback")
-    assert "Traceback (most recent call last)" in (work / "results/logs/corpus.log").read_text()
+    # once, as the rich logger prints the failed job's log (wrapped at the terminal's width), and no traceback
+    assert " ".join(out.split()).count(sentence) == 1 and "Traceback" not in out
+    assert "Traceback (most recent call last)" in (work / "results/logs/corpus.traceback.log").read_text()
     assert not (work / "results/data/corpus.parquet").exists()
+
+
+def test_what_this_machine_cannot_do_is_said_by_a_dry_run_and_refused_by_a_run_before_any_job(bare):
+    text = (
+        "corpus: {source: local, local: {files: [nowhere.txt]}}\n"
+        "meter: {kind: rapl, rapl_root: /nonexistent}\ntrain: {device: cuda}\n"
+    )
+    sentences = [
+        "corpus.local.files: nowhere.txt does not exist",
+        "meter.kind is rapl but there are no RAPL counters under /nonexistent (meter.rapl_root)",
+        "train.device (or a design.hardware level's device) is cuda but no CUDA device is visible here",
+    ]
+    plan = _dry(bare, text, "machine.yaml")
+    assert plan.returncode == 0 and "Job stats" in plan.stdout + plan.stderr  # planned all the same
+    assert all(f"cannot run the study as configured (a dry run is fine): {s}" in plan.stderr for s in sentences)
+    run = snakemake(bare, *TINY, "machine.yaml", "--cores", "1", check=False)
+    out = run.stdout + run.stderr
+    assert run.returncode != 0 and "tokenwatt cannot start this study here" in out
+    assert all(out.count(s) == 1 for s in sentences) and "Traceback" not in out
+    assert not (bare / "results").exists()  # refused before any job
 
 
 def test_whole_numbers_written_as_floats_plan_exactly_the_same_jobs(study):
@@ -317,3 +338,27 @@ def test_after_snakemake_is_killed_unlock_and_rerun_incomplete_finish_without_tr
         "↺ results/trials/b1000/t2/metrics.json: restored" in done.stdout + done.stderr
     )  # what the killed run measured
     assert planned_jobs(work, *TINY) == {}
+
+
+@pytest.fixture(scope="module")
+def diverging(study, tmp_path_factory):
+    """The tiny study's data with two trials per cell, run to its report where half the trials diverge
+    (design.lr: [0.003, 50]), then where all of them do (train.lr: 50); each report kept."""
+    work = copy_of_study(study, tmp_path_factory.mktemp("diverging"))
+    reports = {}
+    for case, text in (("half", "design: {lr: [0.003, 50]}"), ("all", "train: {lr: 50}")):
+        (work / f"{case}.yaml").write_text(f"study: {{trials: 2}}\n{text}\n")
+        snakemake(work, *TINY, f"{case}.yaml", "--cores", "2", "--resources", "gpu=1")
+        reports[case] = (work / "results" / "report.html").read_text(encoding="utf-8")
+    return reports
+
+
+@pytest.mark.parametrize(
+    "case,named",
+    [
+        ("half", [f"lr 50, budget {b} trial {t}: diverged at step" for b in (1000, 2000) for t in (1, 2)]),
+        ("all", [f"budget {b} trial {t}: diverged at step" for b in (1000, 2000) for t in (1, 2)]),
+    ],
+)
+def test_a_study_whose_trials_diverge_ends_in_a_report_naming_each_diverged_trial(diverging, case, named):
+    assert all(name in diverging[case] for name in named)

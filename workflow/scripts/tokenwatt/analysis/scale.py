@@ -53,6 +53,8 @@ def summary(values: np.ndarray, scale: str) -> dict[str, Any]:
         "ci95_high": None,
         "nonpositive": 0,
     }
+    # values near the largest float (a perplexity of e^700) overflow a mean, sd or interval: missing, not inf
+    out = {k: finite(v) if isinstance(v, float) else v for k, v in out.items()}
     if not n:
         return out
     y = on_scale(values, scale)
@@ -65,7 +67,6 @@ def summary(values: np.ndarray, scale: str) -> dict[str, Any]:
     out["center"] = float(back(centre))
     if half is not None:
         out["ci95_low"], out["ci95_high"] = float(back(centre - half)), float(back(centre + half))
-    # values near the largest float (a perplexity of e^700) overflow a mean or its interval: missing, not inf
     return {k: finite(v) if isinstance(v, float) else v for k, v in out.items()}
 
 
