@@ -4,8 +4,9 @@ For each precision it measures the device profile (CS_TFLOPS, as the device_prof
 trains a small Llama on synthetic chunks through ``run_trial`` (the same code path as the
 workflow) with ``meter.kind: nvml``, derives MFU as the analysis does, and prints, side by side:
 tokens/s, CS_TFLOPS and its IQR, the trial's matmul checks against the profile, the NVML energy
-counter against the integral of the polled power (their ratio should be near 1), RMS power, and
-whether the meter's GPU UUID equals the one nvidia-smi reports for CUDA device 0. Then steps/s
+counter against the integral of the polled power over the same training windows (their ratio should be near 1),
+RMS power, and whether the meter's GPU UUID equals the one nvidia-smi reports for CUDA device 0 (under
+CUDA_VISIBLE_DEVICES, nvidia-smi's index for it is that variable's entry). Then steps/s
 and MFU of each training stack (transformers' model, the native model, the native model
 compiled) in fp32 and bf16, and whether the same seed repeats the same loss curve bit for bit.
 Writes everything to gpu_check.json in --out.
@@ -17,49 +18,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scripts"))
 
-import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 import torch  # noqa: E402
+from gpu_validate import chunks, smi_uuid, window_closure  # noqa: E402
 from tokenwatt.analysis.efficiency import derived_metrics  # noqa: E402
+from tokenwatt.measurement.meters import NvmlMeter  # noqa: E402
 from tokenwatt.measurement.throughput import profile_device  # noqa: E402
 from tokenwatt.training.trial import run_trial  # noqa: E402
 
 DEVICE = "cuda"  # a smoke test of this script on a CPU sets "cpu"
 TOK = {"vocab_size": 1024, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
-
-
-def chunks(n: int) -> pl.DataFrame:
-    rng = np.random.default_rng(0)
-    ids = rng.integers(3, 1024, size=(n, 64))
-    mask = np.ones((n, 64), dtype=np.int8)
-    return pl.DataFrame(
-        {
-            "chunk_id": np.arange(n),
-            "doc_id": np.arange(n),
-            "input_ids": ids,
-            "attention_mask": mask,
-            "n_real": mask.sum(1).astype(np.int64),
-        }
-    )
-
-
-def smi_uuid() -> str | None:
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader", "-i", "0"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def trial(
@@ -72,7 +45,7 @@ def trial(
     compile_: bool = False,
     checks: int = 3,
     seed: int = 1,
-) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
+) -> tuple[dict, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """One trial through ``run_trial``, the workflow's own code path."""
     return run_trial(
         budget=steps * 64,
@@ -92,11 +65,11 @@ def trial(
             device=DEVICE,
             threads=4,
             log_every=250,
-            eval_every_epoch=False,
             eval_batch_size=64,
             on_divergence="fail",
             compile=compile_,
             compile_min_steps=1,
+            stop="none",
         ),
         meter_cfg=dict(
             kind=meter,
@@ -114,11 +87,8 @@ def trial(
 
 def energy_checks(data: pl.DataFrame, steps: int, precision: str, profile: dict, smi: str | None) -> dict:
     """The meter on real hardware: counter against integrated power, UUID, checks against the profile."""
-    metrics, power, _ = trial(data, steps, precision, meter="nvml")
+    metrics, power, _, _ = trial(data, steps, precision, meter="nvml")
     metrics.update(derived_metrics(metrics, cs_tflops=profile["cs_tflops"], K=1.0, tt_scale=1e6))
-    valid = power.drop_nulls("power_w")
-    t, p = valid["t_s"].to_numpy(), valid["power_w"].to_numpy()
-    integrated = float(((p[1:] + p[:-1]) / 2 * np.diff(t)).sum())
     run = {
         k: metrics.get(k)
         for k in (
@@ -145,8 +115,7 @@ def energy_checks(data: pl.DataFrame, steps: int, precision: str, profile: dict,
             "train_s",
         )
     }
-    run["integrated_power_j"] = integrated
-    run["counter_over_integrated"] = metrics["energy_j"] / integrated if integrated else None
+    run["counter_over_integrated"] = window_closure(metrics, power, NvmlMeter.covers, "train")
     run["profile_iqr_tflops"] = profile["iqr_tflops"]
     run["checks_over_profile"] = [
         x / profile["cs_tflops"] for x in metrics["check_before_tflops"] + metrics["check_after_tflops"]
@@ -159,7 +128,7 @@ def speed(data: pl.DataFrame, steps: int, precision: str, profile: dict) -> list
     """Steps/s and MFU of each training stack, meter off; the compile is timed apart, as a trial does."""
     rows = []
     for implementation, compile_ in (("hf", False), ("native", False), ("native", True)):
-        metrics, _, _ = trial(
+        metrics, _, _, _ = trial(
             data, steps, precision, meter="none", implementation=implementation, compile_=compile_, checks=0
         )
         derived = derived_metrics(metrics, cs_tflops=profile["cs_tflops"], K=1.0, tt_scale=1e6)
@@ -194,7 +163,7 @@ def main() -> None:
     ap.add_argument("--speed-steps", type=int, default=600, help="training steps of each speed run")
     args = ap.parse_args()
     assert torch.cuda.is_available(), "no CUDA device visible"
-    data = chunks(max(args.steps, args.speed_steps) + 64)
+    data = chunks(max(args.steps, args.speed_steps) + 64, TOK["vocab_size"])
     results = {
         "device": torch.cuda.get_device_name(0),
         "nvidia_smi_uuid": smi_uuid(),

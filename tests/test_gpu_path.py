@@ -147,3 +147,71 @@ def test_a_cpu_study_gets_no_gpu_warning():
         meter_warnings(_trials(meter=["estimate"], dynamic_energy_j=[5.0], power_mean_w=[9.0], idle_power_w=[1.0]))
         == []
     )
+
+
+@pytest.fixture
+def gpu_validate(root, monkeypatch):
+    monkeypatch.syspath_prepend(str(root / "benchmarks"))
+    import gpu_validate
+
+    return gpu_validate
+
+
+def test_the_counter_is_compared_with_the_polled_power_over_the_same_windows_only(gpu_validate):
+    import polars as pl
+
+    # Idle at 100 W, training at 200 W; the training window's counter read 200 J over its second.
+    trace = pl.DataFrame({"t_s": [0.0, 0.5, 1.0, 1.5, 2.0], "power_w": [100.0, 100.0, 200.0, 200.0, 200.0]})
+    metrics = {
+        "windows": [
+            {"name": "idle", "start_s": 0.0, "end_s": 1.0, "energy_j": 100.0},
+            {"name": "train_1", "start_s": 1.0, "end_s": 2.0, "energy_j": 200.0},
+        ]
+    }
+    assert gpu_validate.window_closure(metrics, trace, "instant", "train") == pytest.approx(1.0)
+
+
+def test_nvidia_smi_is_asked_for_the_physical_gpu_cuda_device_0_is(gpu_validate, monkeypatch):
+    import subprocess
+    from types import SimpleNamespace
+
+    asked = []
+    monkeypatch.setattr(
+        subprocess, "run", lambda cmd, **kw: asked.append(cmd[cmd.index("-i") + 1]) or SimpleNamespace(stdout="GPU-x\n")
+    )
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,0")
+    assert gpu_validate.smi_uuid(0) == "GPU-x" and asked == ["2"]
+
+
+@pytest.mark.workflow
+def test_gpu_validate_passes_on_a_cpu_against_the_fake_nvml_printing_a_banded_line_per_check(root, tmp_path):
+    import json
+    import os
+    import subprocess
+
+    proc = subprocess.run(
+        ["bash", str(root / "benchmarks/gpu_validate.sh")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "FAKE": "1", "OUT": str(tmp_path)},
+    )
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 0 and lines[-1] == "GPU VALIDATION PASSED", proc.stdout + proc.stderr[-3000:]
+    checks = json.loads((tmp_path / "gpu_validate.json").read_text())
+    assert len(lines) == len(checks) + 1 and all(line[:4] in ("PASS", "INFO") for line in lines[:-1])
+    names = [c["name"] for c in checks]
+    for expected in (
+        "CUDA device -> NVML UUID",
+        "MIG slice",
+        "sum of windows ÷ counter change",
+        "counter update period",
+        "peak memory reserved",
+        "GradScaler skipped steps",
+        "shortest evaluation window",
+        "energy above idle",
+        "same seed: loss curve",
+        "same seed: energy per step",
+        "CS_TFLOPS fp32",
+    ):
+        assert expected in names
+    assert all(c["band"] for c in checks)
