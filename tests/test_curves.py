@@ -129,13 +129,13 @@ def test_a_perplexity_target_is_the_loss_ln_ppl():
     )
 
 
-def test_a_target_already_met_at_the_first_point_is_counted_but_carries_no_energy_it_is_only_an_upper_bound():
+def test_a_target_already_met_at_the_first_point_carries_that_points_energy_as_an_upper_bound_and_stays_in_the_mean():
     reached = energy_to_target(_curves(HAND), [{"loss": 4.5}])
     row = reached.row(0, named=True)
     assert row["reached"] and row["at_first_point"] and row["point_reached"] == 1
-    assert (row["real_tokens"], row["energy_j"], row["train_s"]) == (1e4, None, None)
+    assert (row["real_tokens"], row["energy_j"]) == (1e4, 12.0) and row["train_s"] is not None
     summary = energy_to_target_summary(reached).row(0, named=True)
-    assert summary["n_at_first_point"] == 1 and summary["energy_geomean_j"] is None
+    assert summary["n_at_first_point"] == 1 and summary["energy_geomean_j"] == pytest.approx(12.0)
 
 
 def test_a_bare_number_is_not_a_target_because_it_could_be_a_loss_or_a_perplexity():

@@ -12,7 +12,7 @@ from tokenwatt.presentation.scaling_figures import frontier, make_scaling
 @pytest.fixture(scope="module")
 def drawn():
     curves, trials = _study()
-    scaling = analyse_scaling(curves, trials, {"points": "all", "bootstrap": 40, "seed": 1})
+    scaling = analyse_scaling(curves, trials, {"points": "all"})
     return scaling, make_scaling(scaling, points(curves, trials, "all"), sizes(trials), estimated=False)
 
 

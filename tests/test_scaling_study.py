@@ -1,5 +1,7 @@
 """A study's trials and eval curves turned into a scaling law, e(N) and the energy-optimal allocation."""
 
+import json
+
 import numpy as np
 import polars as pl
 import pytest
@@ -62,14 +64,48 @@ def test_first_epoch_points_count_distinct_tokens_only_and_final_takes_one_point
 
 def test_a_budget_by_model_size_study_gives_both_laws_e_of_n_and_an_energy_optimal_allocation():
     curves, trials = _study()
-    got = analyse_scaling(curves, trials, {"points": "all", "bootstrap": 100, "seed": 1})
+    got = analyse_scaling(curves, trials, {"points": "all"})
     assert got["status"] == "ok" and got["law_total"]["success"] and got["law_non_embedding"]["success"]
     assert got["law_total"]["alpha"] == pytest.approx(TRUTH["alpha"], abs=0.08)
-    ci = got["law_total"]["bootstrap"]["beta"]
+    ci = got["law_total"]["intervals"]["beta"]
     assert ci["ci_low"] < got["law_total"]["beta"] < ci["ci_high"]
     energy = next(e for e in got["energy_per_token"] if e["energy"] == "joules_per_token")
-    assert energy["gamma"] == pytest.approx(0.8, abs=0.05)
+    assert energy["fits"]["power"]["params"]["gamma"] == pytest.approx(0.8, abs=0.05) and energy["chosen"] == "power"
     assert len(got["allocation_energy"]["N"]) == 9 and len(got["allocation_flops"]["N"]) == 9
+    json.dumps(got, allow_nan=False)  # every number JSON can hold: no NaN where an interval is missing
+
+
+def test_the_analysis_states_its_units_and_every_interval_counts_them():
+    curves, trials = _study()
+    got = analyse_scaling(curves, trials, {"points": "all"})
+    assert got["units"] == {"trial id": 3, "model size": 4}
+    assert got["interval_method"] == "jackknife over 3 trial ids and 4 model sizes"
+    assert all(iv["df"] <= 3 + 2 for iv in got["law_total"]["intervals"].values() if iv.get("df"))
+
+
+def test_the_law_is_judged_against_the_between_trial_noise_before_any_allocation():
+    curves, trials = _study()
+    lof = analyse_scaling(curves, trials, {"points": "all"})["law_total"]["lack_of_fit"]
+    assert lof["fits"] is True and lof["between_trial_sd_log"] == pytest.approx(0.01, rel=0.2)
+
+
+def test_the_energy_optimal_split_is_compared_with_the_flop_optimal_one_with_intervals():
+    curves, trials = _study()
+    got = analyse_scaling(curves, trials, {"points": "all", "energy_budgets": [10.0, 1000.0]})
+    rows = got["energy_vs_flops"]
+    assert len(rows) == 2 and all(r["ci_low"] < r["ratio_N"] < r["ci_high"] for r in rows)
+    alloc, flops = got["allocation_energy"], got["allocation_flops"]
+    for r, n, fn in zip(rows, alloc["N"], flops["N"], strict=True):
+        assert r["ratio_N"] == pytest.approx(n / fn) and r["differs"] == (r["ci_low"] > 1 or r["ci_high"] < 1)
+
+
+def test_with_three_model_sizes_the_law_is_fitted_but_no_interval_is_given_and_the_output_says_why():
+    curves, trials = _study()
+    three = trials.filter(pl.col("params") < 4_000_000)
+    got = analyse_scaling(curves, three, {"points": "all"})
+    assert got["status"] == "ok" and got["units"]["model size"] == 3
+    assert got["interval_method"].startswith("3 model sizes")
+    assert all(iv["ci_low"] is None for iv in got["law_total"]["intervals"].values())
 
 
 def test_fewer_than_three_sizes_or_budgets_give_a_sentence_not_a_fit():
@@ -91,7 +127,7 @@ def test_a_law_without_a_finite_optimum_gets_a_sentence_and_the_report_still_com
         )
         .drop("params")
     )
-    got = analyse_scaling(flat, trials, {"points": "all", "bootstrap": 20})
+    got = analyse_scaling(flat, trials, {"points": "all"})
     assert (
         got["status"] == "ok"
         and "allocation_energy" not in got
@@ -106,7 +142,7 @@ def test_joules_per_token_are_fitted_per_device_profile_and_a_mixed_study_alloca
         .then(pl.lit("precision=bf16-mixed/"))
         .otherwise(pl.lit("precision=fp32/"))
     )
-    got = analyse_scaling(curves, trials, {"points": "all", "bootstrap": 20})
+    got = analyse_scaling(curves, trials, {"points": "all"})
     fits = [e for e in got["energy_per_token"] if e["energy"] == "joules_per_token"]
     assert [e["hardware"] for e in fits] == ["precision=bf16-mixed/", "precision=fp32/"]
     assert "allocation_energy" not in got and "Several device profiles" in got["allocation_message"]
@@ -124,7 +160,7 @@ def test_with_one_of_two_device_profiles_fitted_the_allocation_uses_that_profile
             other.with_columns(device_profile=pl.lit("hardware=b/")),
         ]
     )
-    settings = {"points": "all", "bootstrap": 20, "seed": 1, "energy_budgets": [10.0, 100.0, 1000.0]}
+    settings = {"points": "all", "energy_budgets": [10.0, 100.0, 1000.0]}
     got = analyse_scaling(curves, both, settings)
     fitted = [e for e in got["energy_per_token"] if e["energy"] == "joules_per_token" and e["status"] == "ok"]
     assert [e["hardware"] for e in fitted] == ["hardware=a/"]

@@ -237,6 +237,13 @@ def test_editing_the_analysis_library_reruns_only_the_analysis(study):
         assert planned_jobs(study, *TINY) == {"figures": 1, "scaling_figures": 1, "report": 1}
 
 
+def test_a_scaling_setting_or_an_edit_to_the_interval_method_reruns_only_the_scaling_analysis(study):
+    scaling_only = {"scaling": 1, "scaling_figures": 1, "report": 1}
+    assert planned_jobs(study, *_with(study, "scaling: {points: all}")) == scaling_only
+    with _edited(study / "workflow/scripts/tokenwatt/analysis/scaling_units.py"):
+        assert planned_jobs(study, *TINY) == scaling_only
+
+
 def test_a_comment_a_docstring_or_a_reformatting_of_the_training_library_reruns_nothing(study):
     path = study / "workflow/scripts/tokenwatt/training/train.py"
     original = path.read_text()

@@ -1,11 +1,13 @@
-"""Fit L(N, D) = E + A/N^alpha + B/D^beta to a table and bootstrap it over subjects.
+"""Fit L(N, D) = E + A/N^alpha + B/D^beta to a table, with intervals over its trial ids and model sizes.
 
 Usage: python workflow/scripts/fit_scaling.py TABLE.csv --params COL --tokens COL --loss COL
-       [--group COL] [--bootstrap 1000] [--seed 0] [--json OUT]
+       [--group COL] [--json OUT]
 
---group names the subject column (a trial: its eval points are resampled together); without it each
-row is its own subject. Prints the estimates with bootstrap SE and 95 % percentile intervals, the
-objective and whether L-BFGS-B converged; --json writes all of it. Input no fit can use ends with a
+The intervals are the workflow's (``tokenwatt.analysis.scaling_units``): the law refitted without each model
+size (the distinct values of --params) and, with --group, without each trial id (the column whose rows
+share a seed: a run's eval points, or every run of one seed across the sizes), 95 % t intervals from the
+jackknife variances. Prints the estimates with their intervals and units, what the points do not identify,
+the objective and whether L-BFGS-B converged; --json writes all of it. Input no fit can use ends with a
 one-line message and exit code 2.
 """
 
@@ -20,15 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
-from tokenwatt.analysis.scaling import (  # noqa: E402
-    LAW_SUMMARY,
-    BootstrapResult,
-    LawFit,
-    ScalingInputError,
-    bootstrap,
-    check_positive,
-    fit_law,
-)
+from tokenwatt.analysis.scaling import LAW_SUMMARY, LawFit, ScalingInputError, check_positive, fit_law  # noqa: E402
+from tokenwatt.analysis.scaling_units import SIZE, TRIAL, law_uncertainty  # noqa: E402
 
 
 def read_columns(
@@ -62,7 +57,7 @@ def read_columns(
     return values, subjects
 
 
-def report(fit: LawFit, boot: BootstrapResult | None, source: str) -> str:
+def report(fit: LawFit, intervals: dict[str, dict], method: str, source: str) -> str:
     lines = [
         f"L(N, D) = E + A/N^alpha + B/D^beta fitted to {fit.n_points} points of {source}",
         f"  objective (sum of Huber losses, delta = {fit.delta:g}): {fit.objective:.10g}",
@@ -71,23 +66,14 @@ def report(fit: LawFit, boot: BootstrapResult | None, source: str) -> str:
             f"max |gradient| {fit.grad_norm:.2e}, {fit.n_iter} iterations, "
             f"best of {fit.n_starts} refined grid starts"
         ),
+        f"  intervals: {method}",
+        f"  {'':6} {'estimate':>12}   95 % interval",
     ]
-    if boot is not None:
-        d = boot.to_dict()
-        lines.append(
-            f"  bootstrap over {d['n_subjects']} subjects, seed {d['seed']}: {d['n_resamples']} resamples, "
-            f"{d['n_converged']} converged, {d['n_not_converged']} did not, {d['n_skipped']} skipped "
-            "(their subjects did not span 3 N, 3 D and 5 points); SE and interval over the converged"
-        )
-    summary = boot.summary() if boot is not None else None
-    lines.append(f"  {'':6} {'estimate':>12} {'SE':>12}   95 % interval")
     estimates = fit.to_dict()
     for name in LAW_SUMMARY:
-        row = f"  {name:6} {estimates[name]:12.5g}"
-        if summary:
-            s = summary[name]
-            row += f" {s['se']:12.4g}   [{s['ci_low']:.5g}, {s['ci_high']:.5g}]"
-        lines.append(row)
+        iv = intervals[name]
+        shown = f"[{iv['ci_low']:.5g}, {iv['ci_high']:.5g}]" if iv["ci_low"] is not None else f"none: {iv['why']}"
+        lines.append(f"  {name:6} {estimates[name]:12.5g}   {shown}")
     return "\n".join(lines)
 
 
@@ -97,13 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--params", required=True, help="column of N, the parameter count")
     ap.add_argument("--tokens", required=True, help="column of D, the training tokens")
     ap.add_argument("--loss", required=True, help="column of the loss (nats)")
-    ap.add_argument("--group", help="column of the subject (trial) ids for the bootstrap")
-    ap.add_argument("--bootstrap", type=int, default=1000, help="resamples (0: none)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", type=Path, help="write the fit and the bootstrap here")
+    ap.add_argument("--group", help="column of the trial ids (rows that share a seed) for the intervals")
+    ap.add_argument("--json", type=Path, help="write the fit and its intervals here")
     args = ap.parse_args(argv)
-    if args.bootstrap < 0:
-        ap.error("--bootstrap must be 0 or more")
     try:
         columns = {"--params": args.params, "--tokens": args.tokens, "--loss": args.loss}
         values, subjects = read_columns(args.table, columns, args.group)
@@ -112,16 +94,18 @@ def main(argv: list[str] | None = None) -> int:
     except ScalingInputError as e:
         print(f"fit_scaling: error: {e}", file=sys.stderr)
         return 2
-    boot = None
-    if args.bootstrap > 0:
-        boot = bootstrap(N, D, loss, subjects, fit=fit, n_resamples=args.bootstrap, seed=args.seed)
-    print(report(fit, boot, args.table))
+    ids = {SIZE: N} if subjects is None else {TRIAL: subjects, SIZE: N}
+    uncertainty = law_uncertainty(N, D, loss, ids, fit)
+    intervals = uncertainty.intervals(fit)
+    print(report(fit, intervals, uncertainty.method, args.table))
     if args.json:
         result = {
             "table": str(args.table),
             "columns": {"N": args.params, "D": args.tokens, "loss": args.loss, "group": args.group},
             "fit": fit.to_dict(),
-            "bootstrap": boot.to_dict() if boot else None,
+            "units": uncertainty.counts,
+            "interval_method": uncertainty.method,
+            "intervals": intervals,
         }
         args.json.write_text(json.dumps(result, indent=2))
     return 0

@@ -248,8 +248,8 @@ def _crossing(run: _Run, loss: float) -> dict[str, Any]:
             "at_first_point": True,
             "point_reached": int(points[0]),
             "real_tokens": _value(tokens[0]),
-            "energy_j": None,
-            "train_s": None,
+            "energy_j": _value(energy[0]),
+            "train_s": _value(seconds[0]),
         }
     return {
         "reached": True,
@@ -267,7 +267,7 @@ def energy_to_target(
     """Per target and run: whether and where the run first reached the target's loss (``point_reached``, the first
     point at or below it), and the real tokens, training energy (J) and time (s) at the crossing, interpolated
     between that point and the one before on log tokens. ``at_first_point``: already below at the first point,
-    so the crossing lies somewhere before it and its values are an upper bound. A censored run (never reached
+    so the crossing lies at or before it and its values (the first point's) are an upper bound. A censored run (never reached
     it, or stopped before) has ``reached`` false and null values. With ``cost`` (the aggregate step's cost
     summary: PUE, prices and the resolved carbon intensity) the CO2e and money of that energy and of the
     device-hours of that training time (``cost.trial_cost``; null where a price or the intensity is not set)."""
@@ -306,7 +306,9 @@ REACH_SUMMARY_SCHEMA = {
 def energy_to_target_summary(reached: pl.DataFrame) -> pl.DataFrame:
     """Per target and cell (of ``energy_to_target``'s table): n runs, how many reached the target, were censored or
     were below it at their first point, and among those that reached it the median and the geometric mean with
-    its 95 % interval (``scale.summary`` on log values) of energy and time. The censored runs stay in ``n``."""
+    its 95 % interval (``scale.summary`` on log values) of energy and time. The censored runs stay in ``n``; the
+    runs below it at their first point enter with that point's values, upper bounds, so where
+    ``n_at_first_point`` > 0 the centres are upper bounds too."""
     rows = []
     for (label, loss, cell), block in reached.partition_by(
         "target", "target_loss", "cell", as_dict=True, maintain_order=True
@@ -374,9 +376,16 @@ def energy_to_target_tests(reached: pl.DataFrame) -> list[TargetTest]:
             if block["energy_j"].is_null().all() and block["reached"].any():
                 message = f"no training energy was measured (meter none), so no energy to {label} can be compared"
             else:
+                bounds = int(block.filter(pl.col("trial").is_in(used))["at_first_point"].sum())
                 message = (
                     f"{len(used)} of {per.height} subjects reached {label} in every cell of the series and enter the "
                     "comparison"
+                    + (
+                        f" ({bounds} of their runs were below it at their first eval point and enter with that "
+                        "point's energy, an upper bound)"
+                        if bounds
+                        else ""
+                    )
                     + (
                         f"; left out (censored in at least one cell, or missing one): trial "
                         f"{', '.join(map(str, left_out))}"

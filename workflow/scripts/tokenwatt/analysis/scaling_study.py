@@ -8,6 +8,11 @@ Kaplan et al. counted non-embedding parameters and Hoffmann et al. total ones (P
 their disagreement to that choice); at tokenwatt's sizes embeddings are a large share of N, so both are fitted and
 reported; the allocation uses total N (what the device multiplies, and what e(N) is measured against).
 
+Uncertainty counts the design's real units (``scaling_units``): the trial ids and the model sizes, each left out in
+turn; the loss law, e(N) and the allocation are refitted together without each, so the allocation's intervals carry
+the uncertainty of both fits. Before any allocation the law's lack of fit at the cell means is judged against the
+between-trial noise, and e(N) is chosen between a power law and an affine form by AICc on the size means.
+
 Which points enter (``scaling.points``): ``first_epoch`` (default) — the eval points within each trial's first
 epoch, where D counts distinct tokens as the law assumes (repeated tokens are worth less than new ones:
 Muennighoff et al. 2023); ``final`` — one point per trial, D its total tokens, repeats included; ``all`` — every
@@ -22,7 +27,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .scaling import PUBLISHED, ScalingInputError, allocate_energy, allocate_flops, bootstrap, fit_energy, fit_law
+from .allocation import allocate
+from .energy_per_token import FLOPS_PER_TOKEN, EnergyChoice, choose_energy
+from .scaling import PUBLISHED, Law, LawFit, ScalingInputError, fit_law
+from .scaling_units import SIZE, TRIAL, Jackknife, LawUncertainty, lack_of_fit, law_uncertainty, stack
 
 N_COUNTS = {"total": "params", "non_embedding": "non_embedding_params"}
 
@@ -63,33 +71,6 @@ def points(curves: pl.DataFrame, trials: pl.DataFrame, which: str) -> pl.DataFra
     )
 
 
-def _finite(summary: dict[str, dict[str, float]]) -> dict[str, dict[str, float | None]]:
-    """A bootstrap summary with None where too few resamples converged to give a number (JSON has no NaN)."""
-    return {k: {s: (v if v == v else None) for s, v in row.items()} for k, row in summary.items()}
-
-
-def _energy_fits(sized: pl.DataFrame) -> list[dict[str, Any]]:
-    out = []
-    for (hardware,), block in sized.partition_by("hardware", as_dict=True, maintain_order=True).items():
-        for kind in ("joules_per_token", "dynamic_joules_per_token"):
-            rows = block.drop_nulls(kind).filter(pl.col(kind) > 0)
-            left_out = block.height - rows.height
-            try:
-                fit = fit_energy(rows["params"].to_numpy(), rows[kind].to_numpy()).to_dict()
-                out.append({"hardware": hardware, "energy": kind, "status": "ok", "left_out": left_out, **fit})
-            except ScalingInputError as err:
-                out.append(
-                    {
-                        "hardware": hardware,
-                        "energy": kind,
-                        "status": "not fitted",
-                        "message": str(err),
-                        "left_out": left_out,
-                    }
-                )
-    return out
-
-
 def analyse_scaling(curves: pl.DataFrame, trials: pl.DataFrame, settings: Mapping[str, Any]) -> dict[str, Any]:
     """The study's scaling analysis, or why it cannot be made (it needs 3 model sizes and 3 budgets)."""
     n_sizes = trials["params"].n_unique() if trials.height else 0
@@ -120,59 +101,167 @@ def analyse_scaling(curves: pl.DataFrame, trials: pl.DataFrame, settings: Mappin
         return {**out, "status": "not fitted", "message": f"The law cannot be fitted to these points: {err}"}
 
 
+def _energy_fits(sized: pl.DataFrame) -> list[dict[str, Any]]:
+    """e(N) per device profile and kind of energy, both forms with the choice between them, or why not."""
+    out = []
+    for (hardware,), block in sized.partition_by("hardware", as_dict=True, maintain_order=True).items():
+        for kind in ("joules_per_token", "dynamic_joules_per_token"):
+            rows = block.drop_nulls(kind).filter(pl.col(kind) > 0)
+            row: dict[str, Any] = {"hardware": hardware, "energy": kind, "left_out": block.height - rows.height}
+            try:
+                choice = choose_energy(rows["params"].to_numpy(), rows[kind].to_numpy())
+                out.append({**row, "status": "ok", **choice.to_dict()})
+            except ScalingInputError as err:
+                out.append({**row, "status": "not fitted", "message": str(err)})
+    return out
+
+
+def _units(points: pl.DataFrame) -> dict[str, np.ndarray]:
+    return {TRIAL: points["trial"].to_numpy(), SIZE: points["params"].to_numpy().astype(float)}
+
+
+def _without(table: pl.DataFrame, dim: str, unit: Any) -> pl.DataFrame:
+    return table.filter(pl.col("trial" if dim == TRIAL else "params") != unit)
+
+
 def _fits(
     chosen: pl.DataFrame, sized: pl.DataFrame, trials: pl.DataFrame, settings: Mapping[str, Any]
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"energy_per_token": _energy_fits(sized)}
-    total = [e for e in out["energy_per_token"] if e["energy"] == "joules_per_token" and e["status"] == "ok"]
-    # The allocation and its bands use one device profile's e(N): with several profiles of which one was fitted,
-    # that profile's trials only (pooling devices would mix what a token costs on each).
-    sized = sized.filter(pl.col("hardware") == total[0]["hardware"]) if len(total) == 1 else sized
-    boot_n, seed = settings.get("bootstrap", 1000), settings.get("seed", 0)
-    laws = {}
+    ids = _units(chosen)
+    laws: dict[str, tuple[LawFit, LawUncertainty]] = {}
     for count, column in N_COUNTS.items():
         N, D, L = (chosen[c].to_numpy().astype(float) for c in (column, "tokens", "eval_loss"))
         fit = fit_law(N, D, L)
-        energy = None
-        if count == "total" and sized["joules_per_token"].drop_nulls().len() >= 3:
-            e = sized.drop_nulls("joules_per_token")
-            energy = (e["params"].to_numpy().astype(float), e["joules_per_token"].to_numpy(), e["trial"].to_numpy())
-        boot = bootstrap(N, D, L, chosen["trial"].to_numpy(), fit=fit, energy=energy, n_resamples=boot_n, seed=seed)
-        laws[count] = {"fit": fit, "boot": boot}
+        uncertainty = law_uncertainty(N, D, L, ids, fit)
+        laws[count] = (fit, uncertainty)
         out[f"law_{count}"] = {
             **fit.to_dict(),
-            "bootstrap": _finite(boot.summary()),
-            "n_resamples": boot.n_resamples,
-            "n_converged": boot.n_converged,
-            "n_skipped": boot.n_skipped,
+            "intervals": uncertainty.intervals(fit),
             "n_points": int(N.size),
+            "lack_of_fit": lack_of_fit(N, D, L, ids[TRIAL], fit),
         }
+    out["units"], out["interval_method"] = laws["total"][1].counts, laws["total"][1].method
+    total = [e for e in out["energy_per_token"] if e["energy"] == "joules_per_token" and e["status"] == "ok"]
     if len(total) > 1:
         out["allocation_message"] = (
             "Several device profiles (hardware levels or precisions): e(N) is fitted per profile above; "
             "the energy-optimal allocation needs one device's e(N), so run it per profile."
         )
     elif total:
-        law, boot = laws["total"]["fit"], laws["total"]["boot"]
-        # The budgets span the fitted profile's own trials (another profile's energies say nothing of this one's).
-        if len(total) == 1 and "device_profile" in trials.columns:
-            trials = trials.filter(pl.col("device_profile") == total[0]["hardware"])
-            out["allocation_profile"] = total[0]["hardware"]
+        profile = total[0]["hardware"]
+        # The allocation, its budgets and its intervals use this profile's trials only (pooling devices would mix
+        # what a token costs on each).
+        sized = sized.filter(pl.col("hardware") == profile).drop_nulls("joules_per_token")
+        if "device_profile" in trials.columns:
+            trials = trials.filter(pl.col("device_profile") == profile)
+            out["allocation_profile"] = profile
         measured = trials["energy_j"].drop_nulls()
         budgets = np.asarray(
-            settings.get("energy_budgets") or np.geomspace(measured.min() / 10, measured.max() * 10, 9)
+            settings.get("energy_budgets") or np.geomspace(measured.min() / 10, measured.max() * 10, 9), float
         )
-        e = sized.drop_nulls("joules_per_token").filter(pl.col("joules_per_token") > 0)
-        energy = fit_energy(e["params"].to_numpy(), e["joules_per_token"].to_numpy())
-        try:
-            out["allocation_energy"] = allocate_energy(law, energy, budgets, boot=boot).to_dict()
-            flops = 6.0 * np.asarray(out["allocation_energy"]["N"]) * np.asarray(out["allocation_energy"]["D"])
-            out["allocation_flops"] = allocate_flops(law, flops, boot=boot).to_dict()
-        except ValueError as err:  # a fitted exponent ≤ 0: the law has no finite optimum to allocate by
-            out.pop("allocation_energy", None)
-            out["allocation_message"] = (
-                f"No allocation: {err}. The points do not pin the law down (too few model sizes or "
-                "budgets, or too narrow a range of them); the estimates above show which exponent."
-            )
+        out.update(_allocations(*laws["total"], sized, budgets))
     out["status"] = "ok"
     return out
+
+
+# The allocation's quantities per budget, in the order of ``_allocation_row``; all positive, intervals on log scale.
+ALLOCATION_QUANTITIES = ("N", "D", "loss", "flops_N", "flops_D", "ratio_N")
+
+
+def _allocation_row(law: Law, energy: EnergyChoice, budgets: np.ndarray) -> np.ndarray:
+    """Per budget: the energy-optimal N*, D*, L*, the FLOP-optimal N*, D* of the same FLOPs (6 N* D*), and the
+    ratio of the two N*; NaN where there is no optimum."""
+    e = allocate(law, energy.model, budgets)
+    f = allocate(law, FLOPS_PER_TOKEN, np.where(np.isfinite(e.N), 6 * e.N * e.D, 1.0), "flops")
+    f_N, f_D = (np.where(np.isfinite(e.N), v, np.nan) for v in (f.N, f.D))
+    return np.concatenate([e.N, e.D, e.loss, f_N, f_D, e.N / f_N])
+
+
+def _allocations(law: LawFit, uncertainty: LawUncertainty, sized: pl.DataFrame, budgets: np.ndarray) -> dict[str, Any]:
+    """The energy- and FLOP-optimal allocations with jackknife intervals: each left-out unit refits the law
+    (done already) and e(N) (the chosen form) on what is left, and allocates again."""
+    energy = choose_energy(sized["params"].to_numpy(), sized["joules_per_token"].to_numpy())
+    ranges = (
+        (max(law.N_range[0], energy.fits["power"].N_range[0]), min(law.N_range[1], energy.fits["power"].N_range[1])),
+        law.D_range,
+    )
+    point = allocate(law, energy.model, budgets, "energy", ranges)
+    if np.isnan(point.N).any():
+        return {
+            "allocation_message": (
+                "No allocation: the law has no finite energy-optimal size (it needs alpha and beta > 0 and an e(N) that "
+                f"grows with N; alpha = {law.alpha:.3g}, beta = {law.beta:.3g}, e(N) {energy.chosen}). The points do "
+                "not pin the law down (too few model sizes or budgets, or too narrow a range of them); the estimates "
+                "above show which exponent."
+            )
+        }
+    names = tuple(f"{q}[{j}]" for q in ALLOCATION_QUANTITIES for j in range(budgets.size))
+    replicates = {}
+    for d, refits in uncertainty.refits.items():
+        rows = []
+        for u, refit in refits:
+            kept = _without(sized, d, u)
+            try:
+                e = choose_energy(kept["params"].to_numpy(), kept["joules_per_token"].to_numpy())
+            except ScalingInputError:
+                e = None
+            rows.append(None if refit is None or e is None else _allocation_row(refit, _same_form(e, energy), budgets))
+        replicates[d] = rows
+    jack = (
+        stack(names, _allocation_row(law, energy, budgets), np.ones(len(names), bool), replicates)
+        if replicates
+        else None
+    )
+    flops = allocate(law, FLOPS_PER_TOKEN, 6 * point.N * point.D, "flops", (law.N_range, law.D_range))
+    return {
+        "energy_model": {"chosen": energy.chosen, "reason": energy.reason},
+        "allocation_energy": {**point.to_dict(), **_bands(jack, budgets.size, ("N", "D", "loss"))},
+        "allocation_flops": flops.to_dict(),
+        "energy_vs_flops": _energy_vs_flops(jack, point, flops),
+    }
+
+
+def _same_form(refit: EnergyChoice, full: EnergyChoice) -> EnergyChoice:
+    """A refit's e(N) in the form the full data chose (a replicate must not switch model)."""
+    return EnergyChoice(refit.fits, full.chosen, refit.delta_aicc, refit.reason)
+
+
+def _bands(jack: Jackknife | None, n: int, quantities: tuple[str, ...]) -> dict[str, Any]:
+    """Per quantity its interval bounds per budget ([low, high] lists, None where a refit had no optimum), and
+    why any is missing."""
+    if jack is None:
+        return {f"{q}_band": None for q in quantities} | {"band_note": "no intervals (see the law's units)"}
+    out: dict[str, Any] = {}
+    notes = set()
+    for q in quantities:
+        got = [jack.interval(ALLOCATION_QUANTITIES.index(q) * n + j) for j in range(n)]
+        out[f"{q}_band"] = [[g["ci_low"] for g in got], [g["ci_high"] for g in got]]
+        notes |= {g["why"] for g in got if g["why"]}
+    out["band_note"] = "; ".join(sorted(notes)) or None
+    return out
+
+
+def _energy_vs_flops(jack: Jackknife | None, energy: Any, flops: Any) -> list[dict[str, Any]]:
+    """Per budget: the energy-optimal N* over the FLOP-optimal N* of the same FLOPs, with its interval, and
+    whether the interval excludes 1 (the two splits differ on this hardware)."""
+    n = energy.budget.size
+    rows = []
+    for j in range(n):
+        iv = (
+            jack.interval(ALLOCATION_QUANTITIES.index("ratio_N") * n + j) if jack else {"ci_low": None, "ci_high": None}
+        )
+        lo, hi = iv["ci_low"], iv["ci_high"]
+        rows.append(
+            {
+                "budget_j": float(energy.budget[j]),
+                "flops": float(flops.budget[j]),
+                "ratio_N": float(energy.N[j] / flops.N[j]),
+                "ci_low": lo,
+                "ci_high": hi,
+                "tokens_per_parameter_energy": float(energy.D[j] / energy.N[j]),
+                "tokens_per_parameter_flops": float(flops.D[j] / flops.N[j]),
+                "differs": None if lo is None else bool(lo > 1 or hi < 1),
+            }
+        )
+    return rows

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import html
 import json
 from typing import Any
 
@@ -29,7 +28,10 @@ from ..analysis.tables import series_blocks
 from ..common.provenance import utc
 from ..measurement.quality import device_load
 from ..plan.design import condition_name, series_label
+from .html import Raw as _Raw
+from .html import esc, num, table
 from .meter_notes import meter_provenance, meter_warnings
+from .scaling_section import scaling_html
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45;overflow-wrap:break-word}
@@ -43,36 +45,6 @@ figure{margin:1.2em 0} figure img{max-width:100%;border:1px solid #eee} figcapti
 code,pre{background:#f6f6f6;padding:.1em .3em;border-radius:3px} pre{padding:.8em;overflow-x:auto;font-size:.85em}
 .apa{font-family:Georgia,serif} .summary{font-size:1.05em;background:#f4f8fb;border-left:4px solid #4a7fb0;padding:.7em 1em}
 """
-
-
-def esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
-
-
-def num(x: Any) -> str:
-    """A table cell: floats in fixed notation with four significant digits, anything else as text."""
-    if x is None or (isinstance(x, float) and x != x):
-        return "—"
-    return fixed(x) if isinstance(x, float) else esc(x)
-
-
-def table(header: list[str], rows: list[list[Any]], left: int = 1) -> str:
-    th = "".join(f'<th class="{"l" if i < left else ""}">{esc(h)}</th>' for i, h in enumerate(header))
-    body = "".join(
-        "<tr>"
-        + "".join(
-            f'<td class="{"l" if i < left else ""}">{c if isinstance(c, _Raw) else num(c)}</td>'
-            for i, c in enumerate(r)
-        )
-        + "</tr>"
-        for r in rows
-    )
-    # A table wider than the page scrolls inside its own box: the page itself never scrolls sideways.
-    return f'<div class="wide"><table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
-
-
-class _Raw(str):
-    """Already-escaped HTML for a table cell."""
 
 
 def _change_text(r: dict[str, Any], unit: str, scale: int) -> str:
@@ -499,26 +471,38 @@ def _centre_ci(r: dict[str, Any], prefix: str, unit: str = "J", factor: float = 
     )
 
 
+def _reached_text(r: dict[str, Any]) -> str:
+    """How many runs reached the target, and how many of them only at or before their first eval point."""
+    bound = r.get("n_at_first_point") or 0
+    return f"{r['n_reached']} of {r['n']} trials reached it" + (
+        f", {bound} of them at or before their first eval point, so the mean is an upper bound" if bound else ""
+    )
+
+
 def target_sentence(curves: dict[str, Any]) -> str:
     """The study's question answered in joules: what each budget needed to reach the first target."""
     rows = curves.get("energy_to_target") or []
     if not rows:
         return ""
     first = rows[0]["target"]
-    mine = [r for r in rows if r["target"] == first and r["energy_geomean_j"] is not None]
-    if not mine:
+    mine = [r for r in rows if r["target"] == first]
+    if not any(r["n_reached"] for r in mine):
         return f"No trial reached {first}."
-    parts = [
-        f"{condition_name(r['series'], r['budget'])} needed {si(r['energy_geomean_j'], 'J')} "
-        f"(geometric mean, 95 % CI {si(r['energy_ci95_low_j'], 'J')} to {si(r['energy_ci95_high_j'], 'J')}; "
-        f"{r['n_reached']} of {r['n']} trials reached it)"
-        if r["energy_ci95_low_j"] is not None
-        else f"{condition_name(r['series'], r['budget'])} needed {si(r['energy_geomean_j'], 'J')} ({r['n_reached']} of {r['n']} trials reached it)"
-        for r in mine
-    ]
-    never = [
-        condition_name(r["series"], r["budget"]) for r in rows if r["target"] == first and r["energy_geomean_j"] is None
-    ]
+    parts = []
+    for r in mine:
+        name = condition_name(r["series"], r["budget"])
+        if not r["n_reached"]:
+            continue
+        if r["energy_geomean_j"] is None:
+            parts.append(f"{name}: {_reached_text(r)}, its energy not measured")
+        elif r["energy_ci95_low_j"] is not None:
+            parts.append(
+                f"{name} needed {si(r['energy_geomean_j'], 'J')} (geometric mean, 95 % CI "
+                f"{si(r['energy_ci95_low_j'], 'J')} to {si(r['energy_ci95_high_j'], 'J')}; {_reached_text(r)})"
+            )
+        else:
+            parts.append(f"{name} needed {si(r['energy_geomean_j'], 'J')} ({_reached_text(r)})")
+    never = [condition_name(r["series"], r["budget"]) for r in mine if not r["n_reached"]]
     text = f"To reach {first} (training energy, evaluation excluded), " + "; ".join(parts) + "."
     return text + (f" No trial of {', '.join(never)} reached it." if never else "")
 
@@ -532,7 +516,8 @@ def _curves_html(curves: dict[str, Any]) -> str:
         f"<p>Every trial was evaluated at {curves['points_per_trial']} point(s) along its tokens, each evaluation in its "
         "own metered window (its energy is beside the training energy, never in it). Targets: "
         f"{esc(curves['targets_source'])}. A trial that never reached a target is <i>censored</i>: counted, never dropped "
-        "or imputed.</p>"
+        "or imputed. A trial already below a target at its first eval point reached it at or before that point: it "
+        "enters with that point's energy, an upper bound, and is counted as such.</p>"
     ]
     if curves.get("message"):
         parts.append(f"<p>{esc(curves['message'])}</p>")
@@ -550,7 +535,14 @@ def _curves_html(curves: dict[str, Any]) -> str:
         [
             _Raw(esc(r["target"])),
             _Raw(esc(condition_name(r["series"], r["budget"]))),
-            _Raw(f"{r['n_reached']} of {r['n']}"),
+            _Raw(
+                f"{r['n_reached']} of {r['n']}"
+                + (
+                    f' <span class="ci">({r["n_at_first_point"]} at the first point)</span>'
+                    if r.get("n_at_first_point")
+                    else ""
+                )
+            ),
             _Raw(si(r["energy_median_j"], "J")),
             _Raw(_centre_ci(r, "energy", suffix="_j")),
             *[_Raw(_centre_ci(r, c, unit, factor)) for c, _, unit, factor in extra],
@@ -700,107 +692,6 @@ def _curves_html(curves: dict[str, Any]) -> str:
             f"<h3>Stopping rule {esc(name)}</h3><p>{esc(json.dumps(outcome['rule']))}, replayed on the full runs, paired "
             f"by trial. {esc(outcome['note'])}</p>"
             + table(["condition", "stopped", "energy saved [95 % CI]", "perplexity change [95 % CI]"], rows)
-        )
-    return "\n".join(parts)
-
-
-def _scaling_html(scaling: dict[str, Any]) -> str:
-    """The scaling law fitted on this hardware beside the published fits, e(N), and the energy- and FLOP-optimal
-    allocations."""
-    if not scaling:
-        return "<p>No scaling analysis was made.</p>"
-    if scaling.get("status") != "ok":
-        return f"<p>{esc(scaling.get('message', ''))}</p>"
-    names = ["E", "A", "B", "alpha", "beta", "a", "b"]
-    shown = {"alpha": "α", "beta": "β", "a": "a = β/(α+β)", "b": "b = α/(α+β)"}
-
-    def scaled(x: float) -> str:  # a bound far from its estimate keeps four digits, never a run of zeros
-        exponent = display_exponent([x])
-        return f"{fixed(x, exponent)}{power_of_ten(exponent)}"
-
-    def ours(law: dict[str, Any], k: str) -> _Raw:
-        ci = law["bootstrap"].get(k, {})
-        return _Raw(
-            scaled(law[k])
-            + (
-                f' <span class="ci">[{scaled(ci["ci_low"])}, {scaled(ci["ci_high"])}]</span>'
-                if ci.get("ci_low") is not None
-                else ""
-            )
-        )
-
-    published = scaling["published"]
-    rows = [
-        [
-            _Raw(esc(shown.get(k, k))),
-            ours(scaling["law_total"], k),
-            ours(scaling["law_non_embedding"], k),
-            *[p[k] for p in published],
-        ]
-        for k in names
-    ]
-    law = scaling["law_total"]
-    parts = [
-        f"<p>L(N, D) = E + A / N^α + B / D^β, fitted as Hoffmann et al. 2022 (approach 3): Huber loss (δ = "
-        f"{law['delta']:g}) on log loss, its 4 500-point start grid screened and the best {law['n_starts']} starts refined by "
-        "L-BFGS-B with analytic gradients; objective "
-        f"{law['objective']:.6g}, {'converged' if law['success'] else 'NOT converged'} ({esc(law['message'])}), largest "
-        f"gradient component {law['grad_norm']:.2g}. Points: {esc(scaling['points'])} (scaling.points), "
-        f"{law['n_points']} of them from {scaling['model_sizes']} model sizes and {scaling['budgets']} budgets; "
-        f"95 % percentile intervals from {law['n_converged']} of {law['n_resamples']} bootstrap resamples over trials. "
-        "E, A and B depend on the tokenizer and the data, so compare the exponents, which are comparable in kind.</p>",
-        table(["parameter", "ours, total N", "ours, non-embedding N", *[p["source"] for p in published]], rows),
-    ]
-    energy = [
-        [
-            _Raw(esc(series_label(e["hardware"].rstrip("/")) or "the study's")),
-            _Raw(esc(e["energy"].replace("_", " "))),
-            _Raw(
-                f"{e['gamma']:.3f} [{e['ci_gamma'][0]:.3f}, {e['ci_gamma'][1]:.3f}]"
-                if e["status"] == "ok"
-                else esc(e["message"])
-            ),
-            e.get("r2"),
-            e.get("n_points"),
-        ]
-        for e in scaling["energy_per_token"]
-    ]
-    parts.append(
-        "<h3>Joules per token against model size</h3><p>e(N) = c · N^γ, a least-squares line on log–log axes over the "
-        "trials (total N), per device profile: total energy and energy above idle.</p>"
-        + table(["device profile", "energy", "γ [95 % CI]", "R²", "trials"], energy, left=2)
-    )
-    if scaling.get("allocation_message"):
-        parts.append(f"<p>{esc(scaling['allocation_message'])}</p>")
-    alloc, flops = scaling.get("allocation_energy"), scaling.get("allocation_flops")
-    if alloc:
-        rows = [
-            [
-                _Raw(si(j, "J")),
-                _Raw(f"{fixed(n / 1e6)} M"),
-                _Raw(f"{fixed(d / 1e6)} M"),
-                fixed(loss),
-                fixed(d / n),
-                _Raw(f"{fixed(fn / 1e6)} M / {fixed(fd / 1e6)} M"),
-                _Raw("extrapolated" if x else "measured range"),
-            ]
-            for j, n, d, loss, fn, fd, x in zip(
-                alloc["budget"], alloc["N"], alloc["D"], alloc["loss"], flops["N"], flops["D"], alloc["extrapolated"]
-            )
-        ]
-        parts.append(
-            "<h3>The energy-optimal allocation on this hardware</h3><p>"
-            + (
-                f"Device profile {esc(series_label(scaling['allocation_profile'].rstrip('/')))}, the one whose e(N) "
-                "was fitted. "
-                if scaling.get("allocation_profile")
-                else ""
-            )
-            + "For a training-energy budget J: the N and D "
-            "that minimise L(N, D) subject to e(N) · D = J (total N), beside the compute-optimal split of the same "
-            "FLOPs (C = 6ND). Where the two differ, the hardware's energy per token does not scale as its FLOPs do: "
-            "where scaling theory ends and system effects begin. Rows outside the measured N and D are extrapolations.</p>"
-            + table(["energy budget", "N*", "D*", "L*", "D*/N*", "FLOP-optimal N* / D*", "range"], rows)
         )
     return "\n".join(parts)
 
@@ -1130,7 +1021,7 @@ Budgets {esc(budgets)} real tokens per epoch{esc(further)}, {esc(study["trials"]
 <h2 id="curves">Energy to quality</h2>
 {_curves_html(curves or {})}
 <h2 id="scaling">Scaling</h2>
-{_scaling_html(scaling or {})}
+{scaling_html(scaling or {})}
 {scaling_figs}
 <h2>Figures</h2>
 {figs}

@@ -1,6 +1,6 @@
 """The Scaling section's figures (matplotlib, headless), each drawn from the scaling analysis (``scaling.json``)
 and the points it was fitted to: loss against tokens per model size with the fitted law, joules per token against
-N, the energy-optimal frontier with its bootstrap bands, and iso-energy contours over (N, D). Anything outside the
+N, the energy-optimal frontier with its intervals, and iso-energy contours over (N, D). Anything outside the
 measured N and D is drawn dashed and labelled as an extrapolation."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
+from ..analysis.energy_per_token import PerToken  # noqa: E402
 from ..analysis.measures import SCALING_FIGURES, si  # noqa: E402
 from .figures import placeholder  # noqa: E402
 
@@ -68,8 +69,14 @@ def loss_vs_tokens(points: pl.DataFrame, law: dict[str, Any]):
     return fig
 
 
+def _per_token(fit: dict[str, Any], form: str) -> PerToken:
+    """The e(N) of one fitted form from scaling.json's entry."""
+    return PerToken(form, *fit["fits"][form]["params"].values())
+
+
 def energy_per_token(sized: pl.DataFrame, fits: list[dict[str, Any]], estimated: bool):
-    """Joules per token of each trial against N (log–log), with e(N) = c · N^γ per device profile and energy kind."""
+    """Joules per token of each trial against N (log–log), per device profile and energy kind: the size means,
+    the power law (solid) and the affine form (dashed), the form the data support named in the legend."""
     fig, ax = plt.subplots(figsize=(7.5, 4.8), layout="constrained")
     kinds = {"joules_per_token": ("total", "o"), "dynamic_joules_per_token": ("above idle", "^")}
     for i, fit in enumerate(f for f in fits if f["status"] == "ok"):
@@ -77,23 +84,36 @@ def energy_per_token(sized: pl.DataFrame, fits: list[dict[str, Any]], estimated:
         name, marker = kinds[fit["energy"]]
         rows = sized.filter(pl.col("hardware") == fit["hardware"]).drop_nulls(fit["energy"])
         rows = rows.filter(pl.col(fit["energy"]) > 0)
-        ax.scatter(rows["params"], rows[fit["energy"]], s=14, alpha=0.6, color=colour, marker=marker)
-        lo, hi = fit["N_range"]
+        ax.scatter(rows["params"], rows[fit["energy"]], s=14, alpha=0.4, color=colour, marker=marker)
+        power = fit["fits"]["power"]
+        lo, hi = power["N_range"]
         N = np.geomspace(lo, hi, 50)
         profile = f"{fit['hardware'].rstrip('/')}, " if fit["hardware"] else ""
+        gamma, (g_lo, g_hi) = power["params"]["gamma"], power["ci"]["gamma"]
+        chosen = {form: " (chosen)" if fit["chosen"] == form else "" for form in ("power", "affine")}
         ax.plot(
             N,
-            fit["c"] * N ** fit["gamma"],
+            _per_token(fit, "power")(N),
             color=colour,
             lw=1.8,
-            label=f"{profile}{name}: γ = {fit['gamma']:.3f} [{fit['ci_gamma'][0]:.3f}, {fit['ci_gamma'][1]:.3f}]",
+            label=f"{profile}{name}: c·N^γ, γ = {gamma:.3f} [{g_lo:.3f}, {g_hi:.3f}]{chosen['power']}",
+        )
+        affine = fit["fits"]["affine"]
+        slope_lo, slope_hi = affine["local_slope"]
+        ax.plot(
+            N,
+            _per_token(fit, "affine")(N),
+            color=colour,
+            lw=1.4,
+            ls="--",
+            label=f"{profile}{name}: e₀ + b·N, local slope {slope_lo:.2f} to {slope_hi:.2f}{chosen['affine']}",
         )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("Parameters, N (total, log scale)")
     ax.set_ylabel("Training energy per real token (J, log scale)" + (" — estimated" if estimated else ""))
     ax.set_title(
-        "Joules per token against model size: e(N) = c · N^γ (γ with 95 % CI)"
+        "Joules per token against model size: two forms of e(N), fitted to the size means (γ with 95 % CI)"
         + ("\n(power and energy ESTIMATED from CPU utilisation × TDP)" if estimated else ""),
         fontsize=10,
     )
@@ -103,7 +123,7 @@ def energy_per_token(sized: pl.DataFrame, fits: list[dict[str, Any]], estimated:
 
 
 def frontier(alloc: dict[str, Any], flops: dict[str, Any] | None):
-    """N*(J), D*(J) and L*(J) of the energy-optimal allocation with their 95 % bootstrap bands; the FLOP-optimal
+    """N*(J), D*(J) and L*(J) of the energy-optimal allocation with their 95 % jackknife intervals; the FLOP-optimal
     split of the same compute beside them; extrapolated budgets dashed."""
     fig, (ax, ax_loss) = plt.subplots(1, 2, figsize=(10, 4.4), layout="constrained")
     J = np.asarray(alloc["budget"], float)
@@ -124,13 +144,16 @@ def frontier(alloc: dict[str, Any], flops: dict[str, Any] | None):
     _split_line(ax_loss, J, np.asarray(alloc["loss"], float), inside, color="C2", lw=2, marker="o", ms=4, label="L*(J)")
     if alloc.get("loss_band") is not None:
         lo, hi = np.asarray(alloc["loss_band"], float)
-        ax_loss.fill_between(J, lo, hi, color="C2", alpha=0.15, lw=0, label="95 % bootstrap band")
+        ax_loss.fill_between(J, lo, hi, color="C2", alpha=0.15, lw=0, label="95 % interval (jackknife over units)")
     ax_loss.set_xscale("log")
     ax_loss.set_xlabel("Training-energy budget J (joules, log scale)")
     ax_loss.set_ylabel("Loss at the optimum (nats/token)")
     ax_loss.grid(alpha=0.3, which="both")
     ax_loss.legend(fontsize=8)
-    fig.suptitle(f"The energy-optimal allocation on this hardware (bands: 95 % bootstrap; {EXTRAPOLATED})", fontsize=10)
+    fig.suptitle(
+        f"The energy-optimal allocation on this hardware (bands: 95 % intervals over trial ids and model sizes; {EXTRAPOLATED})",
+        fontsize=10,
+    )
     return fig
 
 
@@ -147,7 +170,7 @@ def contours(points: pl.DataFrame, law: dict[str, Any], energy: dict[str, Any], 
     grid_N, grid_D = np.meshgrid(N, D)
     filled = ax.contourf(grid_N, grid_D, _law(law, grid_N, grid_D), levels=14, cmap="viridis_r", alpha=0.85)
     fig.colorbar(filled, ax=ax, label="Fitted loss L(N, D) (nats/token)")
-    per_token = energy["c"] * N ** energy["gamma"]
+    per_token = _per_token(energy, energy["chosen"])(N)
     for j in J:
         ax.plot(N, j / per_token, color="white", lw=0.7, alpha=0.8)
     ax.plot(N_star, D_star, color="C3", lw=2, marker="o", ms=4, label="energy-optimal (N*, D*) per budget")

@@ -1,0 +1,162 @@
+"""Benchmark: do the scaling analysis's 95 % intervals cover the truth 95 % of the time on the shipped designs?
+
+Simulates studies of the shapes of ``config/scaling.yaml`` (5 sizes of 36 K–400 K parameters × budgets
+40K–320K × 3 trials, 6 eval points from 5 % of each budget) and ``config/paper-scaling.yaml`` (5 sizes of
+20 M–1.1 B × 50M–400M tokens × 3 trials, 8 points from 2 %), one epoch, with the effects real studies have:
+
+- loss = L(N, D) × exp(size deviation + trial-id effect + run effect + point noise): each model size sits
+  off the law by its own lognormal amount (sd ``--size-sd``, 1 %), trial id t shares one effect across every
+  cell (its seed and subset, sd 0.5 %), each run (cell × trial) has its own (0.5 %), each point 0.3 %;
+- joules per token = c · N^γ × exp(size deviation (sd 5 %) + run noise (3 %)).
+
+Every study goes through the workflow's own function (``analyse_scaling``, points ``first_epoch``), and the
+benchmark prints, per design and parameter (α, β, a = β/(α+β), γ of e(N)), how often the interval held the
+truth, how often no interval was given (and why), the median width, and the spread of the estimates
+themselves (their SD and RMSE about the truth): a width near 4 × the SD is what a valid interval costs. Seeds are fixed: the same run prints
+the same table.
+
+Usage: .venv/bin/python benchmarks/scaling_coverage.py [--sims 60] [--size-sd 0.01] [--design cpu|gpu|both]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scripts"))
+
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+from tokenwatt.analysis.scaling import Law  # noqa: E402
+from tokenwatt.analysis.scaling_study import analyse_scaling  # noqa: E402
+from tokenwatt.training.evalplan import eval_thresholds  # noqa: E402
+
+DESIGNS = {
+    "cpu (config/scaling.yaml)": {
+        "sizes": np.geomspace(36e3, 400e3, 5),
+        "budgets": [40_000, 80_000, 160_000, 320_000],
+        "trials": 3,
+        "eval": {"points": 6, "first_fraction": 0.05},
+        "law": Law(E=1.5, A=60.0, B=60.0, alpha=0.35, beta=0.3),
+        "c": 3e-8,
+        "gamma": 0.45,
+    },
+    "gpu (config/paper-scaling.yaml)": {
+        "sizes": np.array([20e6, 60e6, 120e6, 450e6, 1.1e9]),
+        "budgets": [50_000_000, 100_000_000, 200_000_000, 400_000_000],
+        "trials": 3,
+        "eval": {"points": 8, "first_fraction": 0.02},
+        "law": Law(E=1.82, A=482.0, B=2085.4, alpha=0.348, beta=0.366),
+        "c": 1e-10,
+        "gamma": 0.8,
+    },
+}
+SD = {"trial": 0.005, "run": 0.005, "point": 0.003, "energy_size": 0.05, "energy_run": 0.03}
+
+
+def simulate(design: dict, rng: np.random.Generator, size_sd: float) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One study's eval curves and trials tables, as the aggregation writes them."""
+    law: Law = design["law"]
+    size_dev = dict(zip(design["sizes"], rng.normal(0, size_sd, len(design["sizes"]))))
+    energy_dev = dict(zip(design["sizes"], rng.normal(0, SD["energy_size"], len(design["sizes"]))))
+    trial_dev = rng.normal(0, SD["trial"], design["trials"])
+    curves, trials = [], []
+    for t in range(design["trials"]):
+        for n in design["sizes"]:
+            for b in design["budgets"]:
+                cell = f"model={n:.0f}/b{b}"
+                run = rng.normal(0, SD["run"])
+                jpt = design["c"] * n ** design["gamma"] * np.exp(energy_dev[n] + rng.normal(0, SD["energy_run"]))
+                trials.append(
+                    {
+                        "cell": cell,
+                        "trial": t + 1,
+                        "series": f"model={n:.0f}",
+                        "budget": b,
+                        "params": int(n),
+                        "embedding_params": 0,
+                        "tied_embeddings": True,
+                        "real_tokens": b,
+                        "energy_j": jpt * b,
+                        "dynamic_energy_j": 0.7 * jpt * b,
+                    }
+                )
+                at = [*eval_thresholds(b, design["eval"]), b]
+                for k, d in enumerate(at, 1):
+                    shift = size_dev[n] + trial_dev[t] + run + rng.normal(0, SD["point"])
+                    curves.append(
+                        {
+                            "cell": cell,
+                            "trial": t + 1,
+                            "point": k,
+                            "real_tokens": d,
+                            "distinct_tokens": d,
+                            "eval_loss": float(law.loss(int(n), d) * np.exp(shift)),
+                            "final": k == len(at),
+                        }
+                    )
+    return pl.DataFrame(curves), pl.DataFrame(trials)
+
+
+def run(design: dict, sims: int, size_sd: float, seed: int) -> dict[str, dict]:
+    law: Law = design["law"]
+    truth = {"alpha": law.alpha, "beta": law.beta, "a": law.a, "gamma": design["gamma"]}
+    held, refused, widths = Counter(), {k: Counter() for k in truth}, {k: [] for k in truth}
+    estimates = {k: [] for k in truth}
+    for s in range(sims):
+        curves, trials = simulate(design, np.random.default_rng(seed + s), size_sd)
+        got = analyse_scaling(curves, trials, {"points": "first_epoch", "energy_budgets": [1.0]})
+        bounds = {k: got["law_total"]["intervals"][k] for k in ("alpha", "beta", "a")}
+        energy = next(e for e in got["energy_per_token"] if e["energy"] == "joules_per_token")
+        lo, hi = energy["fits"]["power"]["ci"]["gamma"]
+        bounds["gamma"] = {"ci_low": lo, "ci_high": hi, "why": None}
+        estimates["gamma"].append(energy["fits"]["power"]["params"]["gamma"])
+        for k in ("alpha", "beta", "a"):
+            estimates[k].append(got["law_total"][k])
+        for k, iv in bounds.items():
+            if iv["ci_low"] is None:
+                refused[k][iv["why"].split(":")[0]] += 1
+                continue
+            held[k] += iv["ci_low"] <= truth[k] <= iv["ci_high"]
+            widths[k].append(iv["ci_high"] - iv["ci_low"])
+    return {
+        k: {
+            "covered": held[k],
+            "given": len(widths[k]),
+            "refused": dict(refused[k]),
+            "width": float(np.median(widths[k])) if widths[k] else float("nan"),
+            "sd": float(np.std(estimates[k], ddof=1)),
+            "rmse": float(np.sqrt(np.mean((np.array(estimates[k]) - truth[k]) ** 2))),
+        }
+        for k in truth
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sims", type=int, default=60)
+    ap.add_argument("--size-sd", type=float, default=0.01)
+    ap.add_argument("--design", choices=["cpu", "gpu", "both"], default="both")
+    ap.add_argument("--seed", type=int, default=1000)
+    args = ap.parse_args()
+    print(
+        f"coverage of nominal 95 % intervals, {args.sims} simulated studies per design, size deviation sd {args.size_sd}"
+    )
+    print(
+        f"{'design':34} {'parameter':9} {'covered':>12} {'coverage':>9} {'median width':>13} {'sd of est.':>11} {'RMSE':>9}  no interval"
+    )
+    for name, design in DESIGNS.items():
+        if args.design != "both" and not name.startswith(args.design):
+            continue
+        for k, r in run(design, args.sims, args.size_sd, args.seed).items():
+            cov = r["covered"] / r["given"] if r["given"] else float("nan")
+            why = ", ".join(f"{n}× {w}" for w, n in r["refused"].items()) or "-"
+            print(
+                f"{name:34} {k:9} {r['covered']:>5} of {r['given']:<4} {cov:>9.1%} {r['width']:>13.4g} {r['sd']:>11.4g} {r['rmse']:>9.4g}  {why}"
+            )
+
+
+if __name__ == "__main__":
+    main()

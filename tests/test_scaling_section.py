@@ -1,0 +1,83 @@
+"""The report's Scaling section and the energy-to-target sentence: what the reader is told about the intervals."""
+
+import re
+
+import pytest
+from test_scaling_study import _study
+from tokenwatt.analysis.scaling_study import analyse_scaling
+from tokenwatt.presentation.report import target_sentence
+from tokenwatt.presentation.scaling_section import scaling_html
+
+
+@pytest.fixture(scope="module")
+def scaling():
+    curves, trials = _study()
+    return analyse_scaling(curves, trials, {"points": "all"})
+
+
+def _text(page: str) -> str:
+    return re.sub(r"\s+", " ", re.sub("<[^>]+>", " ", page))
+
+
+def test_the_units_of_the_intervals_are_stated_beside_them(scaling):
+    text = _text(scaling_html(scaling))
+    assert "Units of the intervals: jackknife over 3 trial ids and 4 model sizes" in text
+
+
+def test_whether_the_law_fits_is_said_before_anything_is_allocated(scaling):
+    page = scaling_html(scaling)
+    assert page.index("Does the law fit?") < page.index("The energy-optimal allocation on this hardware")
+
+
+def test_a_law_that_does_not_fit_within_noise_is_flagged_as_a_warning(scaling):
+    bad = {**scaling, "law_total": {**scaling["law_total"]}}
+    bad["law_total"]["lack_of_fit"] = {
+        **scaling["law_total"]["lack_of_fit"],
+        "fits": False,
+        "verdict": "the law does NOT fit within noise: its residuals are larger than the trials' spread allows",
+    }
+    assert '<p class="warn"><b>Does the law fit?</b> The law does NOT fit within noise' in scaling_html(bad)
+
+
+def test_a_parameter_that_is_not_identified_is_shown_as_such_with_no_interval(scaling):
+    law = {**scaling["law_total"], "intervals": dict(scaling["law_total"]["intervals"])}
+    law["intervals"]["E"] = {"ci_low": None, "ci_high": None, "why": "not identified: equally good fits differ in E"}
+    text = _text(scaling_html({**scaling, "law_total": law}))
+    assert "not identified (" in text and "Without an interval (total N): E: not identified" in text
+
+
+def test_the_energy_optimal_split_is_compared_with_the_flop_optimal_one_in_words(scaling):
+    text = _text(scaling_html(scaling))
+    assert "Energy-optimal against FLOP-optimal." in text and "× the FLOP-optimal N* of the same compute" in text
+    assert "The 95 % interval of the ratio excludes 1 at" in text
+
+
+def test_both_forms_of_energy_per_token_and_the_choice_are_shown(scaling):
+    text = _text(scaling_html(scaling))
+    assert "c · N^γ" in text and "e₀ + b · N" in text and "too few for AICc" in text
+
+
+def _reach(n_reached, at_first, geomean):
+    return {
+        "target": "loss 2.4",
+        "series": "",
+        "budget": 1000,
+        "n": 5,
+        "n_reached": n_reached,
+        "n_at_first_point": at_first,
+        "energy_geomean_j": geomean,
+        "energy_ci95_low_j": None,
+        "energy_ci95_high_j": None,
+    }
+
+
+def test_runs_that_crossed_at_their_first_point_are_reported_as_upper_bounds_not_as_no_trial_reached():
+    text = target_sentence({"energy_to_target": [_reach(5, 5, 12.0)]})
+    assert "No trial reached" not in text
+    assert (
+        "5 of 5 trials reached it, 5 of them at or before their first eval point, so the mean is an upper bound" in text
+    )
+
+
+def test_no_trial_reached_is_said_only_when_none_did():
+    assert target_sentence({"energy_to_target": [_reach(0, 0, None)]}) == "No trial reached loss 2.4."

@@ -1,0 +1,134 @@
+"""Intervals that count the design's units (trial ids, model sizes), and the law's lack of fit.
+
+Studies are at the project's scale: 5 model sizes of 5e4–5e6 parameters, budgets to 1e7 tokens, losses of
+2–4 nats, 3 trial ids whose seed effect every cell shares, each size off the law by its own amount."""
+
+import numpy as np
+import pytest
+from tokenwatt.analysis.scaling import Law, fit_law
+from tokenwatt.analysis.scaling_units import (
+    SIZE,
+    TRIAL,
+    Jackknife,
+    interval_refusal,
+    lack_of_fit,
+    law_uncertainty,
+    leave_one_out,
+    stack,
+)
+
+TRUTH = Law(E=1.8, A=120.0, B=40.0, alpha=0.34, beta=0.28)
+SIZES = np.geomspace(5e4, 5e6, 5)
+BUDGETS = (1e5, 5e5, 2e6, 1e7)
+
+
+def study(rng, law=TRUTH, sizes=SIZES, trials=3, evals=4, size_sd=0.01, trial_sd=0.005, run_sd=0.005, point_sd=0.003):
+    """(N, D, loss, trial id) of a study: each (size, budget, trial id) evaluated at ``evals`` points up to its
+    budget; loss × exp(size deviation + trial-id effect + run effect + point noise)."""
+    size_dev = dict(zip(sizes, rng.normal(0, size_sd, len(sizes)), strict=True))
+    trial_dev = rng.normal(0, trial_sd, trials)
+    rows = []
+    for n in sizes:
+        for b in BUDGETS:
+            for t in range(trials):
+                run = rng.normal(0, run_sd)
+                for d in b * np.arange(1, evals + 1) / evals:
+                    shift = size_dev[n] + trial_dev[t] + run + rng.normal(0, point_sd)
+                    rows.append((n, d, float(law.loss(n, d)) * np.exp(shift), t + 1))
+    N, D, loss, trial = (np.array(c) for c in zip(*rows, strict=True))
+    return N, D, loss, trial
+
+
+def test_a_jackknife_interval_adds_the_dimensions_variances_with_satterthwaite_degrees_of_freedom():
+    """Replicates by hand: trial ids 3 (values 1, 2, 3), sizes 5 (0, 0, 0, 0, 5)."""
+    jack = Jackknife(
+        ("x",),
+        np.array([2.0]),
+        np.array([False]),
+        {TRIAL: np.array([[1.0], [2.0], [3.0]]), SIZE: np.array([[0.0], [0.0], [0.0], [0.0], [5.0]])},
+    )
+    v_t, v_n = 2 / 3 * 2.0, 4 / 5 * (4 * 1.0**2 + 4.0**2)
+    iv = jack.interval(0)
+    assert iv["se"] == pytest.approx(np.sqrt(v_t + v_n))
+    assert iv["df"] == pytest.approx((v_t + v_n) ** 2 / (v_t**2 / 2 + v_n**2 / 4))
+    from scipy import stats
+
+    half = stats.t.ppf(0.975, iv["df"]) * iv["se"]
+    assert (iv["ci_low"], iv["ci_high"]) == pytest.approx((2.0 - half, 2.0 + half))
+
+
+def test_a_positive_quantitys_interval_is_taken_on_the_log_scale():
+    jack = Jackknife(("E",), np.array([2.0]), np.array([True]), {SIZE: np.array([[1.0], [2.0], [4.0], [2.0]])})
+    iv = jack.interval(0)
+    assert iv["scale"] == "log" and iv["ci_low"] * iv["ci_high"] == pytest.approx(4.0)
+
+
+def test_a_refit_without_a_value_is_counted_and_the_interval_withheld_not_computed_over_the_rest():
+    jack = stack(("N*",), [1e6], [True], {TRIAL: [[1e6], [1.1e6], None], SIZE: [[1e6]] * 4})
+    iv = jack.interval(0)
+    assert iv["ci_low"] is None and iv["why"] == "refits without a value: 1 of 3 without one trial id"
+
+
+def test_fewer_than_four_model_sizes_give_no_interval_and_say_why():
+    assert "3 model sizes" in interval_refusal({TRIAL: 3, SIZE: 3})
+    assert interval_refusal({TRIAL: 3, SIZE: 4}) is None
+
+
+def test_leave_one_out_passes_each_unit_and_skips_a_dimension_with_too_few_units():
+    ids = {TRIAL: np.array([1, 1, 2, 2]), SIZE: np.array([5.0, 6.0, 5.0, 6.0])}
+    got = leave_one_out(ids, lambda dim, unit, keep: (dim, unit, keep.tolist()))
+    assert list(got) == [TRIAL]  # 2 sizes are too few to leave one out
+    assert [u for u, _ in got[TRIAL]] == [1, 2] and got[TRIAL][0][1][2] == [False, False, True, True]
+
+
+def test_law_intervals_name_their_units_and_count_sizes_and_trial_ids():
+    N, D, loss, trial = study(np.random.default_rng(1))
+    fit = fit_law(N, D, loss)
+    u = law_uncertainty(N, D, loss, {TRIAL: trial, SIZE: N}, fit)
+    assert u.counts == {TRIAL: 3, SIZE: 5} and u.method == "jackknife over 3 trial ids and 5 model sizes"
+    assert [len(r) for r in u.refits.values()] == [3, 5]
+    iv = u.intervals(fit)["alpha"]
+    assert iv["ci_low"] < fit.alpha < iv["ci_high"] and 1 < iv["df"] <= 6
+
+
+def test_law_intervals_cover_the_true_exponents_when_sizes_sit_off_the_law_and_trial_ids_share_noise():
+    """20 studies whose sizes sit 1 % off the law and whose trial ids share a 0.5 % effect: a bootstrap over the
+    3 trial ids covered alpha 4 times in 30 in such studies; these intervals must cover at their nominal rate
+    (at least 17 of 20: 19 expected, a binomial sd of 1)."""
+    covered = {"alpha": 0, "beta": 0}
+    for seed in range(20):
+        N, D, loss, trial = study(np.random.default_rng(100 + seed))
+        fit = fit_law(N, D, loss)
+        intervals = law_uncertainty(N, D, loss, {TRIAL: trial, SIZE: N}, fit).intervals(fit)
+        for k in covered:
+            covered[k] += intervals[k]["ci_low"] <= getattr(TRUTH, k) <= intervals[k]["ci_high"]
+    assert covered["alpha"] >= 17 and covered["beta"] >= 17, covered
+
+
+def test_a_parameter_that_is_not_identified_gets_no_interval_but_the_reason():
+    N, D, loss, trial = study(np.random.default_rng(2))
+    fit = fit_law(N, D, loss)
+    fit = type(fit)(**{**fit.__dict__, "not_identified": {"E": "equally good fits differ in E by a factor of 3"}})
+    iv = law_uncertainty(N, D, loss, {TRIAL: trial, SIZE: N}, fit).intervals(fit)["E"]
+    assert iv["ci_low"] is None and iv["why"].startswith("not identified: equally good fits")
+
+
+def test_the_law_fits_within_noise_when_the_points_follow_it():
+    N, D, loss, trial = study(np.random.default_rng(3), size_sd=0.0)
+    got = lack_of_fit(N, D, loss, trial, fit_law(N, D, loss))
+    cells = np.unique(np.column_stack([N, D]), axis=0).shape[0]
+    assert got["fits"] is True and got["cells"] == cells and got["df"] == [cells - 5, N.size - cells]
+
+
+def test_a_law_that_misses_the_curves_shape_is_said_not_to_fit_within_noise():
+    """Loss with a bend in log D that no power law has, and 0.3 % noise: the residuals exceed the trials' spread."""
+    N, D, loss, trial = study(np.random.default_rng(4), size_sd=0.0, trial_sd=0.0, run_sd=0.002, point_sd=0.002)
+    bent = loss * np.exp(0.03 * np.sin(np.log(D)))
+    got = lack_of_fit(N, D, bent, trial, fit_law(N, D, bent))
+    assert got["fits"] is False and got["p"] < 0.05 and "does NOT fit within noise" in got["verdict"]
+
+
+def test_with_one_trial_per_cell_the_lack_of_fit_is_not_judged_and_says_why():
+    N, D, loss, trial = study(np.random.default_rng(5), trials=1, evals=2)
+    got = lack_of_fit(N, D, loss, trial, fit_law(N, D, loss))
+    assert got["fits"] is None and "one trial per cell" in got["verdict"]

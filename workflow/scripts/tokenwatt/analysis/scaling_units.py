@@ -1,0 +1,257 @@
+"""The units a scaling study's uncertainty comes from, intervals that count them, and the law's lack of fit.
+
+Two kinds of unit vary independently in a scaling design, and neither is the eval point:
+
+- the **trial id**: trial t of every cell shares its seed and its data subset (the repeated-measures design),
+  so a lucky seed lowers every cell's loss together; a study with ``trials: 3`` has 3 such units, however
+  many points each carries;
+- the **model size**: each size sits off any smooth law by its own amount (its shape, what its kernels cost),
+  shared by all its trials and budgets; 5 sizes are 5 units about α, however many trials each has.
+
+A bootstrap over trial ids alone has 10 distinct resamples at 3 ids and an interval that is the min–max of
+single-trial fits (in simulations of the shipped designs it covered the truth 20 of 30 times with run noise,
+and 4 of 30 for α with 1 % size deviations); it cannot see the sizes at all. Here the interval is a delete-one
+jackknife along each dimension: the law is refitted without each trial id, and without each model size
+(from the grid's best starts and from the full fit, so a refit can leave the full fit's basin), and the two
+jackknife variances are added (the cross-classified, or "multiway", variance of Cameron, Gelbach & Miller
+2011, without the subtracted intersection term: a conservative choice). The interval is t-based with
+Welch–Satterthwaite degrees of freedom from the two variances and their units (G − 1 each), so 3 trial ids
+and 5 sizes buy at most 6 df and usually fewer, and the interval is wide where the units are few.
+Positive quantities (E, A, B, N*, D*, ratios) take their interval on the log scale.
+
+A dimension needs enough units to leave one out: 2 trial ids (one left to fit), 4 sizes (3 left, the law's
+minimum). With fewer sizes there is no interval at all, and the output says why instead of showing one; with
+one trial per cell the size jackknife carries the seed noise along with each size's points, which is said too.
+``benchmarks/scaling_coverage.py`` measures the intervals' coverage on simulations of the shipped designs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+from scipy import stats as sps
+
+from .scaling import LAW_SUMMARY, LEVEL, Law, LawFit, ScalingInputError, fit_law
+
+TRIAL, SIZE = "trial id", "model size"
+MIN_UNITS = {TRIAL: 2, SIZE: 4}
+LACK_OF_FIT_P = 0.05
+
+T = TypeVar("T")
+
+
+def unit_counts(ids: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """Distinct units per dimension."""
+    return {dim: int(np.unique(v).size) for dim, v in ids.items()}
+
+
+def interval_refusal(counts: Mapping[str, int]) -> str | None:
+    """Why these units give no interval, or None."""
+    if counts.get(SIZE, 0) < MIN_UNITS[SIZE]:
+        return (
+            f"{counts.get(SIZE, 0)} model sizes: an interval that counts the sizes as the units of α needs at least "
+            f"{MIN_UNITS[SIZE]} (the law is refitted without each, and needs 3); the estimates stand without intervals"
+        )
+    return None
+
+
+def interval_units_note(counts: Mapping[str, int]) -> str:
+    """The units an interval counts, in words, for the report and the JSON."""
+    parts = [f"{counts[SIZE]} model sizes"]
+    if counts.get(TRIAL, 0) >= MIN_UNITS[TRIAL]:
+        parts.insert(0, f"{counts[TRIAL]} trial ids")
+    else:
+        parts.append("one trial per cell, so seed noise enters only through each size's points")
+    return "jackknife over " + " and ".join(parts[:2]) + ("; " + parts[2] if len(parts) > 2 else "")
+
+
+def leave_one_out(
+    ids: Mapping[str, np.ndarray], fit: Callable[[str, Any, np.ndarray], T | None]
+) -> dict[str, list[tuple[Any, T | None]]]:
+    """``fit(dimension, unit, keep)`` for each unit of each dimension that has enough units, ``keep`` the rows
+    without that unit; None where the rows left cannot be fitted. Units in sorted order."""
+    out: dict[str, list[tuple[Any, T | None]]] = {}
+    for dim, values in ids.items():
+        units = np.unique(values)
+        if units.size >= MIN_UNITS[dim]:
+            out[dim] = [(u, fit(dim, u, values != u)) for u in units]
+    return out
+
+
+@dataclass(frozen=True)
+class Jackknife:
+    """A vector of named quantities, its full-data ``estimate``, and its delete-one-unit ``replicates`` per
+    dimension (rows: units; NaN where a refit has no value). ``log`` marks the positive quantities whose interval
+    is taken on the log scale."""
+
+    names: tuple[str, ...]
+    estimate: np.ndarray
+    log: np.ndarray
+    replicates: dict[str, np.ndarray]
+
+    def interval(self, j: int) -> dict[str, Any]:
+        """The t interval of quantity j: estimate, SE (on the interval's scale), Satterthwaite df, bounds; or
+        the bounds None and ``why``."""
+        est = float(self.estimate[j])
+        out: dict[str, Any] = {"estimate": est, "scale": "log" if self.log[j] else "linear"}
+        missing = {d: int((~np.isfinite(r[:, j])).sum()) for d, r in self.replicates.items()}
+        if not np.isfinite(est) or (self.log[j] and est <= 0):
+            return {**out, "se": None, "df": None, "ci_low": None, "ci_high": None, "why": "no estimate"}
+        if any(missing.values()):
+            lost = ", ".join(f"{n} of {self.replicates[d].shape[0]} without one {d}" for d, n in missing.items() if n)
+            return {
+                **out,
+                "se": None,
+                "df": None,
+                "ci_low": None,
+                "ci_high": None,
+                "why": f"refits without a value: {lost}",
+            }
+        if not self.replicates:
+            return {**out, "se": None, "df": None, "ci_low": None, "ci_high": None, "why": "no units to leave out"}
+        centre = np.log(est) if self.log[j] else est
+        parts = []
+        for reps in self.replicates.values():
+            x = np.log(reps[:, j]) if self.log[j] else reps[:, j]
+            g = x.size
+            parts.append(((g - 1) / g * ((x - x.mean()) ** 2).sum(), g - 1))
+        var = sum(v for v, _ in parts)
+        df = var**2 / sum(v**2 / d for v, d in parts) if var > 0 else float(sum(d for _, d in parts))
+        half = float(sps.t.ppf(0.5 + LEVEL / 2, df)) * np.sqrt(var)
+        lo, hi = centre - half, centre + half
+        if self.log[j]:
+            lo, hi = np.exp(lo), np.exp(hi)
+        return {
+            **out,
+            "se": float(np.sqrt(var)),
+            "df": float(df),
+            "ci_low": float(lo),
+            "ci_high": float(hi),
+            "why": None,
+        }
+
+    def intervals(self) -> dict[str, dict[str, Any]]:
+        return {n: self.interval(j) for j, n in enumerate(self.names)}
+
+
+def stack(names: tuple[str, ...], estimate: np.ndarray, log: np.ndarray, replicates: Mapping[str, list]) -> Jackknife:
+    """A Jackknife from per-dimension lists of replicate vectors (None: a refit that failed, all NaN)."""
+    k = len(names)
+    rows = {
+        d: np.array([np.full(k, np.nan) if r is None else np.asarray(r, float) for r in reps]).reshape(-1, k)
+        for d, reps in replicates.items()
+    }
+    return Jackknife(names, np.asarray(estimate, float), np.asarray(log, bool), rows)
+
+
+def lack_of_fit(N: np.ndarray, D: np.ndarray, loss: np.ndarray, trial: np.ndarray, law: Law) -> dict[str, Any]:
+    """Does the law fit the cell means within the between-trial noise? Cells are the distinct (N, D); on log
+    loss, r_c is a cell mean's residual from the law and s² the pooled variance of the trials around their cell
+    means; F = (Σ n_c r_c² / (K − 5)) / s² on (K − 5, Σ (n_c − 1)) df. The points of one trial (its eval curve)
+    and one trial id are not independent, so the test is a screen, not an exact p; the RMS residual beside the
+    between-trial SD says how far off the law is in the same units."""
+    y = np.log(loss)
+    keys, codes = np.unique(np.column_stack([N, D]), axis=0, return_inverse=True)
+    codes = codes.ravel()
+    n = np.bincount(codes)
+    mean = np.bincount(codes, y) / n
+    resid = mean - np.log(law.loss(keys[:, 0], keys[:, 1]))
+    df1, df2 = keys.shape[0] - 5, int((n - 1).sum())
+    out: dict[str, Any] = {
+        "cells": int(keys.shape[0]),
+        "trials_per_cell": [int(n.min()), int(n.max())],
+        "rms_residual_log": float(np.sqrt(np.mean(resid**2))),
+        "max_abs_residual_log": float(np.abs(resid).max()),
+    }
+    if df2 == 0 or df1 <= 0:
+        why = (
+            "one trial per cell: no between-trial noise to judge it by" if df2 == 0 else "no more cells than parameters"
+        )
+        return {
+            **out,
+            "between_trial_sd_log": None,
+            "F": None,
+            "df": None,
+            "p": None,
+            "fits": None,
+            "verdict": f"not judged ({why})",
+        }
+    s2 = float(((y - mean[codes]) ** 2).sum() / df2)
+    F = float((n * resid**2).sum() / df1 / s2) if s2 > 0 else float("inf")
+    p = float(sps.f.sf(F, df1, df2))
+    fits = p >= LACK_OF_FIT_P
+    verdict = (
+        "the law fits the cell means within the between-trial noise"
+        if fits
+        else f"the law does NOT fit within noise: its residuals at the cell means (RMS {out['rms_residual_log']:.3g} in log "
+        f"loss) are larger than the trials' spread (SD {np.sqrt(s2):.3g}) allows (F = {F:.3g}, p = {p:.2g}); what it "
+        "allocates describes a law these points do not follow"
+    )
+    return {
+        **out,
+        "between_trial_sd_log": float(np.sqrt(s2)),
+        "F": F,
+        "df": [df1, df2],
+        "p": p,
+        "fits": fits,
+        "verdict": verdict,
+    }
+
+
+LOG_LAW = (True, True, True, False, False, False, False)  # E, A, B are positive: their intervals on the log scale
+
+
+def _law_row(law: Law) -> list[float]:
+    return [law.E, law.A, law.B, law.alpha, law.beta, law.a, law.b]
+
+
+@dataclass(frozen=True)
+class LawUncertainty:
+    """The units of a law's points, the law refitted without each (``refits``: per dimension, (unit, fit or
+    None)), and the jackknife they give; ``refused`` says why there is no interval at all."""
+
+    counts: dict[str, int]
+    refused: str | None
+    refits: dict[str, list[tuple[Any, LawFit | None]]]
+    jackknife: Jackknife | None
+
+    @property
+    def method(self) -> str:
+        return self.refused or interval_units_note(self.counts)
+
+    def intervals(self, fit: LawFit) -> dict[str, dict[str, Any]]:
+        """Each parameter's interval, or why there is none: not identified (the fit says which), or no units."""
+        out = {}
+        for j, name in enumerate(LAW_SUMMARY):
+            if name in fit.not_identified:
+                out[name] = {"ci_low": None, "ci_high": None, "why": f"not identified: {fit.not_identified[name]}"}
+            elif self.jackknife is None:
+                out[name] = {"ci_low": None, "ci_high": None, "why": self.refused}
+            else:
+                out[name] = self.jackknife.interval(j)
+        return out
+
+
+def law_uncertainty(
+    N: np.ndarray, D: np.ndarray, loss: np.ndarray, ids: Mapping[str, np.ndarray], fit: LawFit
+) -> LawUncertainty:
+    """Refit the law without each trial id and each model size (``ids``: per dimension, one unit per point)."""
+    for dim, v in ids.items():
+        if np.size(v) != N.size:
+            raise ScalingInputError(f"{np.size(v)} {dim} ids for {N.size} points")
+    counts = unit_counts(ids)
+    refused = interval_refusal(counts)
+
+    def refit(_dim: str, _unit: Any, keep: np.ndarray) -> LawFit | None:
+        try:
+            return fit_law(N[keep], D[keep], loss[keep], also_from=fit)
+        except ScalingInputError:  # without this unit too few sizes, budgets or points are left to fit
+            return None
+
+    refits = {} if refused else leave_one_out(ids, refit)
+    rows = {d: [None if f is None else _law_row(f) for _, f in reps] for d, reps in refits.items()}
+    jack = stack(LAW_SUMMARY, _law_row(fit), LOG_LAW, rows) if rows else None
+    return LawUncertainty(counts, refused, refits, jack)
