@@ -1,3 +1,4 @@
+import hashlib
 import json
 
 import polars as pl
@@ -94,3 +95,24 @@ def test_a_local_file_changed_in_place_is_read_by_content_not_from_a_stale_cache
     path.write_text("other version\n")
     os.utime(path, ns=(stamp, stamp))  # same size and mtime: only the content differs
     assert local_corpus([str(path)])["text"].to_list() == ["other version"]
+
+
+def test_the_embedded_default_corpus_is_unchanged_by_the_noise_knobs(grammar):
+    # the digest of config/config.yaml's corpus (8 000 stories, seed 7) before the knobs existed
+    texts = synthetic_corpus(grammar, 8000, seed=7)["text"].to_list()
+    digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()
+    assert digest == "e4dcd456b3b78f1e34ea81a618e2c76aae03d5754600f4ba02320425e274218b"
+
+
+def test_noise_knobs_add_their_share_of_near_duplicates_boilerplate_and_garbled_documents(grammar):
+    plain = set(synthetic_corpus(grammar, 1000, seed=7)["text"])
+    noisy = synthetic_corpus(grammar, 1000, seed=7, near_duplicates=0.2, boilerplate=0.05, garbled=0.05)
+    stories = [t for t in noisy["text"] if t in plain]
+    boiler = [t for t in noisy["text"] if t.startswith("Home | About us")]
+    assert (noisy.height, len(stories), len(boiler)) == (1000, 700, 50)
+    assert noisy["doc_id"].to_list() == list(range(1000))
+
+
+def test_noise_knobs_that_leave_no_story_are_refused_by_name(grammar):
+    with pytest.raises(CorpusError, match="near_duplicates \\+ boilerplate \\+ garbled leave no story"):
+        synthetic_corpus(grammar, 100, seed=7, near_duplicates=0.6, garbled=0.4)

@@ -63,10 +63,65 @@ def _story(rng: np.random.Generator, g: dict[str, Any]) -> str:
     return " ".join(str(t).format(**slots) for t in templates)
 
 
-def synthetic_corpus(grammar: dict[str, Any], documents: int, seed: int) -> pl.DataFrame:
-    """Seeded children's stories from ``grammar``; same seed and grammar → identical texts."""
+# What a web crawl adds to text, for a corpus where selection can matter: a site's navigation and policy lines.
+BOILERPLATE = (
+    "Home | About us | Contact | Shop",
+    "We use cookies to improve your experience. By using this site you accept cookies.",
+    "Privacy policy | Terms of use | Imprint",
+    "Enable JavaScript to see the comments.",
+    "Copyright {site}. All rights reserved.",
+)
+GARBLE_CHARACTERS = list("abcdefghijklmnopqrstuvwxyz0123456789#@$%&*+=<>~^|/{}[].")
+
+
+def _near_duplicate(rng: np.random.Generator, story: str, grammar: dict[str, Any]) -> str:
+    """A copy with small edits: one word in 40 (at least one) replaced by a made-up word."""
+    words = story.split()
+    for i in rng.choice(len(words), size=max(1, len(words) // 40), replace=False):
+        words[i] = _made_up(rng, grammar["word_syllables"], 2, 4)
+    return " ".join(words)
+
+
+def _boilerplate(rng: np.random.Generator, grammar: dict[str, Any]) -> str:
+    site = _made_up(rng, grammar["name_syllables"], 2, 3).capitalize()
+    return "\n".join(line.format(site=site) for line in BOILERPLATE)
+
+
+def _garbled(rng: np.random.Generator, words: int) -> str:
+    return " ".join("".join(rng.choice(GARBLE_CHARACTERS, size=int(rng.integers(1, 12)))) for _ in range(words))
+
+
+def synthetic_corpus(
+    grammar: dict[str, Any],
+    documents: int,
+    seed: int,
+    near_duplicates: float = 0.0,
+    boilerplate: float = 0.0,
+    garbled: float = 0.0,
+) -> pl.DataFrame:
+    """Seeded children's stories from ``grammar``; same seed, grammar and fractions → identical texts.
+
+    The fractions turn that share of the ``documents`` into near-duplicates of a story (copies with small edits),
+    boilerplate pages and garbled text, at seeded positions. They are drawn from a second generator after the stories,
+    so the stories are those of the same seed without them (all zero: the corpus is exactly the plain one).
+    """
+    n_near, n_boiler, n_garbled = (round(documents * share) for share in (near_duplicates, boilerplate, garbled))
+    stories_n = documents - n_near - n_boiler - n_garbled
+    if stories_n < 1:
+        raise CorpusError(
+            "corpus.synthetic: near_duplicates + boilerplate + garbled leave no story; keep their sum below 1"
+        )
     rng = np.random.default_rng(seed)
-    return _frame([_story(rng, grammar) for _ in range(documents)])
+    stories = [_story(rng, grammar) for _ in range(stories_n)]
+    if stories_n == documents:
+        return _frame(stories)
+    noise = np.random.default_rng(np.random.SeedSequence([seed, 1]))
+    extra = [_near_duplicate(noise, stories[int(noise.integers(stories_n))], grammar) for _ in range(n_near)]
+    extra += [_boilerplate(noise, grammar) for _ in range(n_boiler)]
+    extra += [_garbled(noise, int(noise.integers(20, 80))) for _ in range(n_garbled)]
+    order = noise.permutation(documents)
+    texts = [*stories, *extra]
+    return _frame([texts[i] for i in order])
 
 
 def load_grammar(path: str | Path) -> dict[str, Any]:

@@ -1,0 +1,89 @@
+"""The selection stage's library: near-duplicates found at the threshold, each quality rule on crafted documents,
+evaluation documents kept out of training, and the record of what each step removed."""
+
+import polars as pl
+import pytest
+from tokenwatt.data.corpus import synthetic_corpus
+from tokenwatt.selection.filters import RULES, failed_rule
+from tokenwatt.selection.near_dup import jaccard, near_duplicates, shingles
+from tokenwatt.selection.steps import SelectionError, apply_filters, record, refuse_empty, remove_near_duplicates
+
+NEAR_DUP = {"shingle_size": 5, "permutations": 128, "threshold": 0.7}
+
+
+def _docs(texts: list[str], first_id: int = 0) -> pl.DataFrame:
+    return pl.DataFrame({"doc_id": list(range(first_id, first_id + len(texts))), "text": texts})
+
+
+def _edited(text: str, every: int) -> str:
+    """A copy with one word in ``every`` replaced."""
+    return " ".join("zzz" if i % every == every - 1 else w for i, w in enumerate(text.split()))
+
+
+@pytest.fixture(scope="module")
+def stories(grammar) -> list[str]:
+    return synthetic_corpus(grammar, 400, seed=7)["text"].to_list()
+
+
+def test_a_copy_with_one_edit_in_forty_words_is_found_at_threshold_and_unrelated_stories_are_not(stories):
+    copy = _edited(stories[3], 40)
+    assert jaccard(shingles(copy, 5), shingles(stories[3], 5)) >= NEAR_DUP["threshold"]
+    matches = near_duplicates([*stories, copy], 5, 128, NEAR_DUP["threshold"], seed=1)
+    assert [(m.index, m.of) for m in matches] == [(400, "train:3")]
+
+
+def test_a_copy_below_the_threshold_is_kept(stories):
+    copy = _edited(stories[3], 4)
+    assert jaccard(shingles(copy, 5), shingles(stories[3], 5)) < NEAR_DUP["threshold"]
+    assert near_duplicates([stories[3], copy], 5, 128, NEAR_DUP["threshold"], seed=1) == []
+
+
+def test_near_duplicates_of_evaluation_documents_never_reach_training(stories):
+    train, evaluation = _docs([*stories[:300], _edited(stories[350], 40)]), _docs(stories[350:], first_id=1000)
+    kept, step = remove_near_duplicates(train, NEAR_DUP, seed=1, reference=evaluation)
+    assert 300 not in kept["doc_id"].to_list()
+    assert step["examples"][0]["why"].startswith("near_dup of eval doc 1000")
+
+
+def test_the_same_documents_and_settings_select_the_same_documents(grammar):
+    docs = synthetic_corpus(grammar, 600, seed=7, near_duplicates=0.2)
+    first, second = (remove_near_duplicates(docs, NEAR_DUP, seed=1)[0] for _ in range(2))
+    assert first.equals(second)
+    assert first.height < 600
+
+
+CRAFTED = {
+    "min_words": ("Too short to be a document.", 10),
+    "max_words": (" ".join(["word"] * 50), 20),
+    "min_mean_word_length": ("a b c d e f g h i j k l m n o p", 3),
+    "max_mean_word_length": ("supercalifragilistic antidisestablishment", 10),
+    "max_symbol_word_ratio": ("#tag #tag #more and then some words ...", 0.1),
+    "min_alpha_words_ratio": ("12 34 56 78 cat", 0.8),
+    "min_stop_words": ("Cats sleep. Dogs run fast.", 2),
+    "max_duplicate_line_fraction": ("Buy now!\nBuy now!\nBuy now!\nA line.", 0.3),
+    "max_top_bigram_fraction": ("go on go on go on go on and stop", 0.2),
+    "max_policy_line_fraction": ("Accept cookies to continue.\nA story line.", 0.3),
+    "min_punctuated_line_fraction": ("Home\nShop\nContact us", 0.12),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_each_quality_rule_removes_its_crafted_document_and_keeps_a_story(rule, stories):
+    text, threshold = CRAFTED[rule]
+    assert failed_rule(text, {rule: threshold})[0] == rule
+    kept_story = stories[0] if rule != "max_words" else " ".join(stories[0].split()[:15]) + "."
+    assert failed_rule(kept_story, {rule: threshold}) is None
+
+
+def test_a_filtered_document_is_recorded_with_its_rule_value_and_threshold():
+    kept, step = apply_filters(_docs(["Cats sleep. Dogs run fast.", "The cat and the dog sat."]), {"min_stop_words": 2})
+    assert kept["doc_id"].to_list() == [1]
+    assert step["removed_by"] == {"min_stop_words": 1}
+    assert step["examples"][0]["why"] == "min_stop_words (value 0, threshold 2)"
+
+
+def test_a_selection_that_empties_the_corpus_is_refused_by_its_level_name():
+    docs = _docs(["Cats sleep.", "Dogs run."])
+    steps = [record("near_dup", None, docs, {}), apply_filters(docs, {"min_words": 5})[1]]
+    with pytest.raises(SelectionError, match="level 'strict' leaves no training document .*filter kept 0 of 2"):
+        refuse_empty("strict", steps)

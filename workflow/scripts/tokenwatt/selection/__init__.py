@@ -1,0 +1,1 @@
+"""Data selection between normalization and tokenization: near-duplicate removal and quality filters."""

@@ -1,0 +1,93 @@
+"""The selection steps as they run in a rule: documents in, documents kept, and a record of what was removed and why.
+
+Every step keeps documents in the order read and never rewrites a text, so a level's training documents are a subset
+of the normalized training split; the same inputs and settings give the same documents bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import polars as pl
+
+from .filters import failed_rule
+from .near_dup import near_duplicates
+
+# Removed documents quoted in a step's record, and how much of each.
+EXAMPLES = 3
+EXAMPLE_CHARS = 240
+
+
+class SelectionError(ValueError):
+    """A selection the study cannot train on; the message names the level, the counts and the key to change."""
+
+
+def record(step: str, settings: Any, docs: pl.DataFrame, why: dict[int, str]) -> dict[str, Any]:
+    """What a step kept and removed: counts, the count per reason, and the first removed documents quoted."""
+    examples = [
+        {"doc_id": doc_id, "why": why[doc_id], "text": text[:EXAMPLE_CHARS]}
+        for doc_id, text in docs.filter(pl.col("doc_id").is_in(list(why)))
+        .select("doc_id", "text")
+        .head(EXAMPLES)
+        .iter_rows()
+    ]
+    return {
+        "step": step,
+        "settings": settings,
+        "documents_in": docs.height,
+        "kept": docs.height - len(why),
+        "removed": len(why),
+        "removed_by": dict(sorted(Counter(reason.split(" ", 1)[0] for reason in why.values()).items())),
+        "examples": examples,
+    }
+
+
+def _kept(docs: pl.DataFrame, why: dict[int, str]) -> pl.DataFrame:
+    return docs.filter(~pl.col("doc_id").is_in(list(why)))
+
+
+def remove_near_duplicates(
+    docs: pl.DataFrame, settings: dict[str, Any] | None, seed: int, reference: pl.DataFrame | None = None
+) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Documents that near-duplicate an earlier one (or, given ``reference``, an evaluation document) removed;
+    ``settings`` None keeps every document (a level without this step)."""
+    if settings is None:
+        return docs, record("near_dup", None, docs, {})
+    ids = docs["doc_id"].to_list()
+    ref_ids = [] if reference is None else reference["doc_id"].to_list()
+    matches = near_duplicates(
+        docs["text"].to_list(),
+        settings["shingle_size"],
+        settings["permutations"],
+        settings["threshold"],
+        seed,
+        [] if reference is None else reference["text"].to_list(),
+    )
+
+    def named(of: str) -> str:
+        kind, index = of.split(":")
+        return f"{kind} doc {(ref_ids if kind == 'eval' else ids)[int(index)]}"
+
+    why = {ids[m.index]: f"near_dup of {named(m.of)} (Jaccard {m.jaccard:.3f})" for m in matches}
+    return _kept(docs, why), record("near_dup", settings, docs, why)
+
+
+def apply_filters(docs: pl.DataFrame, thresholds: dict[str, float] | None) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Documents failing a quality rule removed, each with the first rule it failed; None applies none."""
+    why = {}
+    for doc_id, text in docs.select("doc_id", "text").iter_rows() if thresholds else ():
+        if (failed := failed_rule(text, thresholds)) is not None:
+            rule, value = failed
+            why[doc_id] = f"{rule} (value {value:g}, threshold {thresholds[rule]:g})"
+    return _kept(docs, why), record("filter", thresholds, docs, why)
+
+
+def refuse_empty(level: str, steps: list[dict[str, Any]]) -> None:
+    """A level that keeps no document is refused here, naming its counts, rather than by a tokenizer or chunking error."""
+    if steps[-1]["kept"] == 0:
+        counts = ", ".join(f"{s['step']} kept {s['kept']} of {s['documents_in']}" for s in steps)
+        raise SelectionError(
+            f"design.selection level {level!r} leaves no training document ({counts}); loosen its thresholds "
+            f"(design.selection.{level}) or add data"
+        )
