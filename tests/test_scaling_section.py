@@ -81,3 +81,12 @@ def test_runs_that_crossed_at_their_first_point_are_reported_as_upper_bounds_not
 
 def test_no_trial_reached_is_said_only_when_none_did():
     assert target_sentence({"energy_to_target": [_reach(0, 0, None)]}) == "No trial reached loss 2.4."
+
+
+def test_the_size_effect_and_the_tuned_learning_rates_are_shown_before_the_law(scaling):
+    rates = [{"params": 60_000, "budget": 20_000, "lr": 0.03, "tried": {"0.01": 3.1, "0.03": 2.9}, "at_edge": True}]
+    page = scaling_html({**scaling, "learning_rates": rates})
+    text = _text(page)
+    assert "Can this study see model size?" in text and "the study can see model size" in text
+    assert "0.03 (edge of the sweep)" in text and "1 of 1 chose a rate at the edge of the sweep" in text
+    assert page.index("Learning rate tuned") < page.index("Units of the intervals")

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import polars as pl
 import pytest
-from tokenwatt.analysis.scaling_study import analyse_scaling, points
+from tokenwatt.analysis.scaling_study import analyse_scaling, points, size_effect, tuned_learning_rates
 
 TRUTH = dict(E=1.8, A=400.0, B=900.0, alpha=0.35, beta=0.3)
 SIZES = {"s": (60_000, 16_000), "m": (250_000, 32_000), "l": (1_000_000, 64_000), "xl": (4_000_000, 128_000)}
@@ -52,6 +52,7 @@ def _study(seed=0, trials=3, epochs=3, points_per_trial=6):
                             "final": k == points_per_trial,
                         }
                     )
+                trial_rows[-1]["eval_loss"] = loss  # the trial's final evaluation, as its record holds it
     return pl.DataFrame(curve_rows), pl.DataFrame(trial_rows)
 
 
@@ -166,3 +167,49 @@ def test_with_one_of_two_device_profiles_fitted_the_allocation_uses_that_profile
     assert [e["hardware"] for e in fitted] == ["hardware=a/"]
     alone = analyse_scaling(curves, trials, settings)
     assert got["allocation_energy"]["N"] == pytest.approx(alone["allocation_energy"]["N"], rel=1e-9)
+
+
+def _sweep(losses):
+    """Trials of one size × budget at several learning rates: ``losses`` maps a rate to its 3 trials' final losses."""
+    return pl.DataFrame(
+        [
+            {"cell": f"lr={lr:g}", "trial": t + 1, "params": 60_000, "budget": 20_000, "lr": lr, "eval_loss": v}
+            for lr, vs in losses.items()
+            for t, v in enumerate(vs)
+        ]
+    )
+
+
+def test_with_a_learning_rate_sweep_each_size_and_budget_keeps_the_trials_of_its_best_rate():
+    kept, rates = tuned_learning_rates(_sweep({0.003: [3.1, 3.2, 3.0], 0.01: [2.9, 3.0, 2.8], 0.03: [3.4, 3.3, 3.5]}))
+    assert kept["lr"].unique().to_list() == [0.01] and kept.height == 3
+    assert rates == [
+        {
+            "params": 60_000,
+            "budget": 20_000,
+            "lr": 0.01,
+            "mean_final_loss": pytest.approx(2.9),
+            "tried": {"0.003": pytest.approx(3.1), "0.01": pytest.approx(2.9), "0.03": pytest.approx(3.4)},
+            "at_edge": False,
+        }
+    ]
+
+
+def test_a_rate_whose_trials_diverged_is_never_chosen_and_a_best_rate_at_the_edge_is_marked():
+    _, rates = tuned_learning_rates(_sweep({0.003: [3.1, 3.2, 3.0], 0.03: [2.5, None, float("nan")]}))
+    assert rates[0]["lr"] == 0.003 and rates[0]["tried"]["0.03"] is None and rates[0]["at_edge"]
+
+
+def test_one_rate_per_size_and_budget_keeps_every_trial_and_lists_no_tuning():
+    trials = _sweep({0.003: [3.1, 3.2, 3.0]})
+    kept, rates = tuned_learning_rates(trials)
+    assert kept.equals(trials) and rates == []
+
+
+def test_the_size_effect_says_whether_the_largest_model_beats_the_smallest_by_more_than_the_seeds_spread():
+    _, trials = _study()
+    finals = trials.with_columns(eval_loss=3.0 + 1e-6 * pl.col("trial") - 1e-8 * pl.col("params"))
+    got = size_effect(finals)
+    assert got["budget"] == 160_000 and got["largest"]["params"] == 4_000_000 and got["visible"] is True
+    flat = trials.with_columns(eval_loss=3.0 + 0.01 * pl.col("trial"))
+    assert size_effect(flat)["visible"] is False

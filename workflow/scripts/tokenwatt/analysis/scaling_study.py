@@ -57,6 +57,76 @@ def sizes(trials: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _final_loss(trials: pl.DataFrame) -> pl.Expr:
+    """A trial's final eval loss, a diverged or unevaluated one ranked last (+inf)."""
+    loss = pl.col("eval_loss").cast(pl.Float64)
+    return pl.when(loss.is_finite()).then(loss).otherwise(float("inf"))
+
+
+def tuned_learning_rates(trials: pl.DataFrame) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
+    """Where a model size × budget was trained at several learning rates (``design.lr``), the trials of the rate
+    whose trials reached the lowest mean final eval loss, and per size × budget the rate chosen beside every rate
+    tried. Porian et al. (2024) showed that one rate for every size makes the larger models lose at small scale;
+    tuning per size and budget is their fix. A rate at the edge of the sweep is marked: the best may lie beyond it.
+    With one rate per size × budget: every trial, and an empty list."""
+    if "lr" not in trials.columns or "eval_loss" not in trials.columns or trials.height == 0:
+        return trials, []
+    if trials.group_by("params", "budget").agg(pl.col("lr").n_unique().alias("k"))["k"].max() <= 1:
+        return trials, []
+    means = (
+        trials.with_columns(final=_final_loss(trials))
+        .group_by("params", "budget", "lr")
+        .agg(pl.col("final").mean().alias("mean_loss"), pl.len().alias("trials"))
+        .sort("params", "budget", "mean_loss", "lr")
+    )
+    chosen = []
+    for (params, budget), block in means.partition_by("params", "budget", as_dict=True, maintain_order=True).items():
+        rates = sorted(block["lr"].to_list())
+        best = block.row(0, named=True)
+        chosen.append(
+            {
+                "params": int(params),
+                "budget": int(budget),
+                "lr": float(best["lr"]),
+                "mean_final_loss": best["mean_loss"] if np.isfinite(best["mean_loss"]) else None,
+                "tried": {f"{r:g}": (m if np.isfinite(m) else None) for r, m in zip(block["lr"], block["mean_loss"])},
+                "at_edge": len(rates) > 1 and best["lr"] in (rates[0], rates[-1]),
+            }
+        )
+    keep = pl.DataFrame([{k: c[k] for k in ("params", "budget", "lr")} for c in chosen]).cast(
+        {"params": trials["params"].dtype, "budget": trials["budget"].dtype, "lr": trials["lr"].dtype}
+    )
+    return trials.join(keep, on=["params", "budget", "lr"], how="semi"), chosen
+
+
+def size_effect(trials: pl.DataFrame) -> dict[str, Any] | None:
+    """Can this study see model size at all? At its largest budget, the largest model's mean final loss against the
+    smallest's, and the between-seed SD of the final loss there (pooled over the sizes' cells): a difference no
+    larger than the seeds' spread means the corpus lets the smallest model reach what the largest reaches (its
+    entropy floor is too low) or the optimiser holds the larger back, and no law can find an α."""
+    if "eval_loss" not in trials.columns or trials.height == 0 or trials["params"].n_unique() < 2:
+        return None
+    top = trials.filter(pl.col("budget") == trials["budget"].max()).with_columns(final=_final_loss(trials))
+    per = (
+        top.group_by("params")
+        .agg(pl.col("final").mean().alias("mean"), pl.col("final").var().alias("var"))
+        .sort("params")
+    )
+    if not per["mean"].is_finite().all():
+        return None
+    small, large = per.row(0, named=True), per.row(per.height - 1, named=True)
+    sd = float(np.sqrt(per["var"].drop_nulls().mean())) if per["var"].drop_nulls().len() else None
+    gain = small["mean"] - large["mean"]
+    return {
+        "budget": int(top["budget"][0]),
+        "smallest": {"params": int(small["params"]), "mean_final_loss": small["mean"]},
+        "largest": {"params": int(large["params"]), "mean_final_loss": large["mean"]},
+        "gain": gain,
+        "between_seed_sd": sd,
+        "visible": None if sd is None else bool(gain > sd),
+    }
+
+
 def points(curves: pl.DataFrame, trials: pl.DataFrame, which: str) -> pl.DataFrame:
     """The (N, D, loss) points of the frame's trials, with their subject (the trial), chosen by ``scaling.points``."""
     joined = curves.with_columns(pl.col("trial").cast(pl.Int64)).join(
@@ -87,6 +157,10 @@ def analyse_scaling(curves: pl.DataFrame, trials: pl.DataFrame, settings: Mappin
             "status": "not fitted",
             "message": f"A scaling law needs at least 3 model sizes and 3 budgets; this study has {n_sizes} and {n_budgets}.",
         }
+    trials, rates = tuned_learning_rates(trials)
+    if rates:
+        out["learning_rates"] = rates
+    out["size_effect"] = size_effect(trials)
     chosen = points(curves, trials, out["points"])
     if chosen.height == 0:
         return {

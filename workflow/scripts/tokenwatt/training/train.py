@@ -1,4 +1,4 @@
-"""The training loop: AdamW at a fixed learning rate, loss on real tokens only.
+"""The training loop: AdamW at the learning rate of its schedule (``schedule``), loss on real tokens only.
 
 Kept small enough to read in one sitting (in the spirit of nanoGPT's train.py). The hot
 path never synchronises with the device except every ``log_every`` steps.
@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from ..measurement.devices import PRECISIONS
 from .optim import FusedAdamW
+from .schedule import Schedule
 
 IGNORE = -100
 
@@ -44,6 +45,7 @@ class TrainSettings:
     seed: int
     log_every: int
     eval_batch_size: int = 32
+    schedule: Schedule = field(default_factory=Schedule)
 
 
 @dataclass
@@ -204,7 +206,8 @@ def train(
     n_real_per_chunk = mask.sum(dim=1)
     result = TrainResult(optimizer=optimizer.name)
     order_gen = torch.Generator().manual_seed(cfg.seed)
-    losses = torch.empty(cfg.epochs * math.ceil(len(ids) / cfg.batch_size), device=device)
+    total_steps = cfg.epochs * math.ceil(len(ids) / cfg.batch_size)
+    losses = torch.empty(total_steps, device=device)
     logged = 0  # steps whose losses are in the loss curve
     step = 0
     paused = 0.0
@@ -228,6 +231,7 @@ def train(
             loss = loss_sum / n_targets.clamp(min=1)
             optimizer.zero_grad()
             scaler.scale(loss).backward()
+            optimizer.lr = cfg.lr * cfg.schedule.factor(step, total_steps)
             scaler.step(optimizer)
             if scaler.is_enabled():  # the step's inf/NaN flags, which update() clears
                 skips += sum(scaler._found_inf_per_device(optimizer).values())
