@@ -1,18 +1,18 @@
-"""Benchmark: the scaling-law fit plus its bootstrap, on a table the size of a study, against a 60 s target.
+"""Benchmark: the scaling-law fit plus its intervals, on a table the size of a study, against a 60 s target.
 
-The synthetic study has 5 model sizes (5e4–5e6 parameters) × 5 token budgets (1e5–1e7) × 3 trials, each
-trial evaluated at 8 points up to its budget and every point used: 600 rows, 75 subjects. Losses follow
-L = 1.8 + 120/N^0.34 + 40/D^0.28 nats with a 1 % seed effect per trial and 1.5 % noise per point. Prints
-the time of the grid fit (screen and refinement), of 1 000 bootstrap resamples over the trials, their
-sum and its ratio to the target, and how many resamples converged. With ``--exhaustive`` it also refines
+The synthetic study has 5 model sizes (5e4–5e6 parameters) × 5 token budgets (1e5–1e7) × 3 trial ids, each
+trial evaluated at 8 points up to its budget and every point used: 600 rows. Losses follow
+L = 1.8 + 120/N^0.34 + 40/D^0.28 nats with a 1 % effect per trial id and 1.5 % noise per point. Prints
+the time of the grid fit (screen and refinement), of the intervals (the law refitted without each of the 3
+trial ids and each of the 5 sizes, from the grid's best starts), their sum and its ratio to the target. With ``--exhaustive`` it also refines
 all 4 500 grid starts, as the original approach 3 does, and prints how much lower (if at all) that
 optimum is than the screened fit's, and what it cost.
 
 With ``--results FOLDER`` (a finished study, e.g. results-scaling from config/scaling.yaml) it times the
-workflow's whole scaling analysis instead (the rule's own function: both counts of N, each with its bootstrap,
+workflow's whole scaling analysis instead (the rule's own function: both counts of N, each with its intervals,
 e(N) and the allocations) on that study's trials and eval curves.
 
-Usage: .venv/bin/python benchmarks/scaling_fit.py [--resamples 1000] [--repeats 3] [--exhaustive] [--results DIR]
+Usage: .venv/bin/python benchmarks/scaling_fit.py [--repeats 3] [--exhaustive] [--results DIR]
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scripts"))
 
 import numpy as np  # noqa: E402
-from tokenwatt.analysis.scaling import Law, bootstrap, fit_law  # noqa: E402
+from tokenwatt.analysis.scaling import Law, fit_law  # noqa: E402
+from tokenwatt.analysis.scaling_units import SIZE, TRIAL, law_uncertainty  # noqa: E402
 
 TARGET_S = 60.0
 TRUTH = Law(E=1.8, A=120.0, B=40.0, alpha=0.34, beta=0.28)
@@ -38,12 +39,12 @@ def study(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     cells = list(itertools.product(np.geomspace(5e4, 5e6, 5), np.geomspace(1e5, 1e7, 5), range(3)))
     N = np.repeat([n for n, _, _ in cells], 8)
     D = np.concatenate([b * np.arange(1, 9) / 8 for _, b, _ in cells])
-    subjects = np.repeat(np.arange(len(cells)), 8)
-    loss = TRUTH.loss(N, D) * np.exp(rng.normal(0, 0.01, len(cells))[subjects] + rng.normal(0, 0.015, N.size))
-    return N, D, loss, subjects
+    trial_ids = np.repeat([t for _, _, t in cells], 8)
+    loss = TRUTH.loss(N, D) * np.exp(rng.normal(0, 0.01, 3)[trial_ids] + rng.normal(0, 0.015, N.size))
+    return N, D, loss, trial_ids
 
 
-def study_analysis(results: Path, resamples: int, repeats: int) -> None:
+def study_analysis(results: Path, repeats: int) -> None:
     """The scaling rule's analysis of a finished study, timed as the rule runs it (its inputs already read)."""
     import polars as pl
     from tokenwatt.analysis.curves import in_frame
@@ -55,36 +56,32 @@ def study_analysis(results: Path, resamples: int, repeats: int) -> None:
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        got = analyse_scaling(curves, frame(trials), {"points": "first_epoch", "bootstrap": resamples, "seed": 0})
+        got = analyse_scaling(curves, frame(trials), {"points": "first_epoch"})
         times.append(time.perf_counter() - t0)
     law = got.get("law_total", {})
     print(
-        f"{results}: {trials.height} trials, {law.get('n_points')} points (first_epoch), {resamples} resamples per "
-        f"count of N, median of {repeats} repeats: {statistics.median(times):.2f} s "
+        f"{results}: {trials.height} trials, {law.get('n_points')} points (first_epoch), intervals over "
+        f"{got.get('units')}, median of {repeats} repeats: {statistics.median(times):.2f} s "
         f"= {statistics.median(times) / TARGET_S:.3f} × the {TARGET_S:.0f} s target ({got['status']})"
     )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--resamples", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--exhaustive", action="store_true", help="also refine all 4 500 grid starts")
     ap.add_argument("--results", type=Path, help="time the scaling analysis of this finished study instead")
     args = ap.parse_args()
     if args.results:
-        return study_analysis(args.results, args.resamples, args.repeats)
-    N, D, loss, subjects = study(0)
-    print(
-        f"synthetic study: {N.size} rows, {np.unique(subjects).size} subjects, {args.resamples} resamples, "
-        f"median of {args.repeats} repeats"
-    )
+        return study_analysis(args.results, args.repeats)
+    N, D, loss, trial_ids = study(0)
+    print(f"synthetic study: {N.size} rows, 3 trial ids, 5 model sizes, median of {args.repeats} repeats")
     fits, boots = [], []
     for _ in range(args.repeats):
         t0 = time.perf_counter()
         fit = fit_law(N, D, loss)
         t1 = time.perf_counter()
-        boot = bootstrap(N, D, loss, subjects, fit=fit, n_resamples=args.resamples, seed=0)
+        uncertainty = law_uncertainty(N, D, loss, {TRIAL: trial_ids, SIZE: N}, fit)
         fits.append(t1 - t0)
         boots.append(time.perf_counter() - t1)
     fit_s, boot_s = statistics.median(fits), statistics.median(boots)
@@ -98,15 +95,10 @@ def main() -> None:
             f"max |gradient| {fit.grad_norm:.1e}",
         )
     )
-    print(
-        row.format(
-            f"bootstrap ({args.resamples} resamples)",
-            boot_s,
-            f"{1e3 * boot_s / args.resamples:.2f} ms each; {boot.n_converged} converged, {boot.n_skipped} skipped",
-        )
-    )
-    print(row.format("fit + bootstrap", total, f"= {total / TARGET_S:.3f} × the {TARGET_S:.0f} s target"))
-    alpha = boot.summary()["alpha"]
+    refits = sum(len(r) for r in uncertainty.refits.values())
+    print(row.format(f"intervals ({refits} refits)", boot_s, f"{1e3 * boot_s / refits:.0f} ms each"))
+    print(row.format("fit + intervals", total, f"= {total / TARGET_S:.3f} × the {TARGET_S:.0f} s target"))
+    alpha = uncertainty.intervals(fit)["alpha"]
     print(
         f"  alpha = {fit.alpha:.4f} (truth {TRUTH.alpha}), "
         f"95 % interval [{alpha['ci_low']:.4f}, {alpha['ci_high']:.4f}]"
