@@ -115,7 +115,7 @@ def test_a_parameter_that_is_not_identified_gets_no_interval_but_the_reason():
 
 def test_the_law_fits_within_noise_when_the_points_follow_it():
     N, D, loss, trial = study(np.random.default_rng(3), size_sd=0.0)
-    got = lack_of_fit(N, D, loss, trial, fit_law(N, D, loss))
+    got = lack_of_fit(N, D, loss, fit_law(N, D, loss))
     cells = np.unique(np.column_stack([N, D]), axis=0).shape[0]
     assert got["fits"] is True and got["cells"] == cells and got["df"] == [cells - 5, N.size - cells]
 
@@ -124,11 +124,11 @@ def test_a_law_that_misses_the_curves_shape_is_said_not_to_fit_within_noise():
     """Loss with a bend in log D that no power law has, and 0.3 % noise: the residuals exceed the trials' spread."""
     N, D, loss, trial = study(np.random.default_rng(4), size_sd=0.0, trial_sd=0.0, run_sd=0.002, point_sd=0.002)
     bent = loss * np.exp(0.03 * np.sin(np.log(D)))
-    got = lack_of_fit(N, D, bent, trial, fit_law(N, D, bent))
+    got = lack_of_fit(N, D, bent, fit_law(N, D, bent))
     assert got["fits"] is False and got["p"] < 0.05 and "does NOT fit within noise" in got["verdict"]
 
 
 def test_with_one_trial_per_cell_the_lack_of_fit_is_not_judged_and_says_why():
     N, D, loss, trial = study(np.random.default_rng(5), trials=1, evals=2)
-    got = lack_of_fit(N, D, loss, trial, fit_law(N, D, loss))
+    got = lack_of_fit(N, D, loss, fit_law(N, D, loss))
     assert got["fits"] is None and "one trial per cell" in got["verdict"]

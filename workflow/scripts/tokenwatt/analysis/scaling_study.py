@@ -213,7 +213,7 @@ def _fits(
             **fit.to_dict(),
             "intervals": uncertainty.intervals(fit),
             "n_points": int(N.size),
-            "lack_of_fit": lack_of_fit(N, D, L, ids[TRIAL], fit),
+            "lack_of_fit": lack_of_fit(N, D, L, fit),
         }
     out["units"], out["interval_method"] = laws["total"][1].counts, laws["total"][1].method
     total = [e for e in out["energy_per_token"] if e["energy"] == "joules_per_token" and e["status"] == "ok"]

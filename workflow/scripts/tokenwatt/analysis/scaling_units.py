@@ -147,7 +147,7 @@ def stack(names: tuple[str, ...], estimate: np.ndarray, log: np.ndarray, replica
     return Jackknife(names, np.asarray(estimate, float), np.asarray(log, bool), rows)
 
 
-def lack_of_fit(N: np.ndarray, D: np.ndarray, loss: np.ndarray, trial: np.ndarray, law: Law) -> dict[str, Any]:
+def lack_of_fit(N: np.ndarray, D: np.ndarray, loss: np.ndarray, law: Law) -> dict[str, Any]:
     """Does the law fit the cell means within the between-trial noise? Cells are the distinct (N, D); on log
     loss, r_c is a cell mean's residual from the law and s² the pooled variance of the trials around their cell
     means; F = (Σ n_c r_c² / (K − 5)) / s² on (K − 5, Σ (n_c − 1)) df. The points of one trial (its eval curve)
