@@ -4,7 +4,7 @@ import polars as pl
 import pytest
 from tokenwatt.analysis.aggregate import cs_tflops_of
 from tokenwatt.analysis.conditions import changes_table, conditions_table
-from tokenwatt.analysis.measures import budget_label
+from tokenwatt.common.measures import budget_label
 from trial_records import aggregate, raw_record
 
 

@@ -78,7 +78,7 @@ def test_every_rule_script_covers_every_tokenwatt_module_it_names():
 
 def test_the_trial_digest_leaves_out_the_analysis_so_a_formula_change_never_retrains():
     covered = _names(closure(SCRIPTS / "train_trial.py", SCRIPTS), SCRIPTS)
-    assert "tokenwatt/analysis/efficiency.py" not in covered and "tokenwatt/measurement/quality.py" not in covered
+    assert "tokenwatt/analysis/efficiency.py" not in covered and "tokenwatt/analysis/quality.py" not in covered
     assert "tokenwatt/training/train.py" in covered and "tokenwatt/measurement/meters.py" in covered
 
 

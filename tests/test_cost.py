@@ -1,7 +1,7 @@
 """Carbon and money from a trial's energy and time: hand-computed values, the offline country table, labels."""
 
 import pytest
-from tokenwatt.analysis.cost import CostError, carbon_intensity, trial_cost
+from tokenwatt.plan.cost import CostError, carbon_intensity, trial_cost
 from trial_records import COST, aggregate, raw_record
 
 PRICED = {**COST, "pue": 1.5, "electricity_price_per_kwh": 0.3, "device_hour_price": 2.0}

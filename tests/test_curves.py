@@ -31,7 +31,7 @@ from tokenwatt.analysis.curves import (
     targets_from_config,
     trajectory,
 )
-from tokenwatt.training.stopping import StopRule
+from tokenwatt.plan.stopping import StopRule
 
 BUDGETS = [100_000, 200_000, 400_000]
 

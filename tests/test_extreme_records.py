@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from tokenwatt.analysis.aggregate import cost_summary
 from tokenwatt.analysis.conditions import changes_table, conditions_table
 from tokenwatt.analysis.efficiency import derived_metrics
-from tokenwatt.analysis.measures import MEASURES, TESTED
 from tokenwatt.analysis.stats import analyse_study
+from tokenwatt.common.measures import MEASURES, TESTED
 from trial_records import COST, aggregate, raw_record
 
 EXTREME_LOSS = st.sampled_from([1e4, 800.0, math.inf, -math.inf, math.nan, 0.0, -3.0]) | st.floats(0.5, 12.0)

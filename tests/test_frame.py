@@ -3,8 +3,8 @@
 import polars as pl
 from tokenwatt.analysis.conditions import changes_table, conditions_table
 from tokenwatt.analysis.frame import frame
-from tokenwatt.analysis.measures import TESTED
 from tokenwatt.analysis.stats import analyse_study
+from tokenwatt.common.measures import TESTED
 from tokenwatt.presentation import figures as F
 from tokenwatt.presentation.report import _summary_html
 from trial_records import QUALITY, aggregate, raw_record

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from tokenwatt.plan.presets import NATIVE_FIELDS
 from tokenwatt.training.llama import ImplementationError, LlamaSizes, check_right_padded
 from tokenwatt.training.model import ModelError, build_model, preset_sizes
-from tokenwatt.training.presets import NATIVE_FIELDS
 from tokenwatt.training.train import TrainSettings, compile_model, evaluate, token_loss_sum, train
 from transformers import LlamaConfig, LlamaForCausalLM
 

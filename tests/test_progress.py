@@ -1,7 +1,7 @@
 """The terminal lines of a running study: each trial's end, and the time and energy still to go."""
 
 from tokenwatt.common.codeclosure import closure
-from tokenwatt.measurement.progress import study_progress, trial_finished, trial_started
+from tokenwatt.presentation.progress import study_progress, trial_finished, trial_started
 from trial_records import QUALITY, raw_record
 from workflow_helpers import ROOT
 
@@ -50,7 +50,7 @@ def test_before_any_trial_finishes_the_time_to_go_is_unknown_and_after_the_last_
 
 def test_editing_the_terminal_lines_never_retrains_a_trial():
     scripts = ROOT / "workflow" / "scripts"
-    assert "tokenwatt/measurement/progress.py" not in [
+    assert "tokenwatt/presentation/progress.py" not in [
         p.relative_to(scripts).as_posix() for p in closure(scripts / "train_trial.py", scripts)
     ]
 
@@ -58,7 +58,7 @@ def test_editing_the_terminal_lines_never_retrains_a_trial():
 def test_the_end_line_carries_a_first_quality_look_from_the_trials_own_traces():
     import numpy as np
     import polars as pl
-    from tokenwatt.measurement.progress import first_look
+    from tokenwatt.presentation.progress import first_look
     from trial_records import steady_steps, steady_trace
 
     stepped = pl.DataFrame(
@@ -66,13 +66,14 @@ def test_the_end_line_carries_a_first_quality_look_from_the_trials_own_traces():
         schema={"t_s": pl.Float64, "power_w": pl.Float64, "temperature_c": pl.Float64},
     )
     config = {"quality": QUALITY_KEYS, "meter": {"cooldown_below_c": None}, "profile": {"max_cv": 0.1}}
-    assert first_look(raw_record(1000, 1), steady_trace(), steady_steps(), config) == "quality ok so far"
+    look = first_look(raw_record(1000, 1), steady_trace(), steady_steps(), config)
+    assert look.startswith("quality ok so far (still to judge after the study: its throughput against the other")
     assert first_look(raw_record(1000, 1), stepped, steady_steps(), config).startswith("FLAGGED: power stepped by")
     assert trial_finished(raw_record(1000, 1), "quality ok so far").endswith("; quality ok so far")
 
 
 def test_a_diverged_trial_without_tokens_gets_no_quality_look_and_no_error():
-    from tokenwatt.measurement.progress import first_look
+    from tokenwatt.presentation.progress import first_look
     from trial_records import steady_steps, steady_trace
 
     m = raw_record(1000, 1, status="diverged", diverged_at_step=2, eval_loss=None, real_tokens=0)

@@ -3,7 +3,7 @@
 import numpy as np
 import polars as pl
 import pytest
-from tokenwatt.measurement.quality import (
+from tokenwatt.analysis.quality import (
     RULES,
     assess,
     device_load,

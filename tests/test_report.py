@@ -9,8 +9,8 @@ import numpy as np
 import polars as pl
 import pytest
 from tokenwatt.analysis.conditions import changes_table, conditions_table
-from tokenwatt.analysis.measures import FIGURES, TESTED
 from tokenwatt.analysis.stats import analyse_study
+from tokenwatt.common.measures import FIGURES, TESTED
 from tokenwatt.presentation import figures as F
 from tokenwatt.presentation.report import render_report
 from trial_records import COST, QUALITY, aggregate, raw_record
@@ -221,7 +221,7 @@ def test_conditions_tables_have_no_exponent_notation_and_state_each_rows_power_o
     ],
 )
 def test_numbers_are_written_in_fixed_notation_with_four_significant_digits(x, scale, text):
-    from tokenwatt.analysis.measures import fixed
+    from tokenwatt.common.measures import fixed
 
     assert fixed(x, scale) == text
 
@@ -362,7 +362,7 @@ def test_the_summary_says_what_changed_how_sure_we_are_what_it_cost_and_the_cave
 
 
 def test_report_numbers_take_si_prefixes_instead_of_exponents_or_runs_of_zeros():
-    from tokenwatt.analysis.measures import duration, si
+    from tokenwatt.common.measures import duration, si
 
     assert (si(0.2998, "Wh"), si(8.994e-05, "EUR"), si(1.5e4, "J"), si(0.0, "J")) == (
         "299.8 mWh",

@@ -4,7 +4,7 @@ Points at the scale of a small CPU trial: cumulative training energy in J (hundr
 """
 
 import pytest
-from tokenwatt.training.stopping import StopRule, StopRuleError, segment_gain, should_stop, stop_rule
+from tokenwatt.plan.stopping import StopRule, StopRuleError, segment_gain, should_stop, stop_rule
 
 # Gains per segment: (5.0 − 4.0) / 0.2 kJ = 5, 0.2 / 0.4 = 0.5, 0.04 / 0.8 = 0.05, 0.01 / 1.6 = 0.00625 nats/kJ.
 POINTS = [

@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from statsmodels.stats.anova import AnovaRM
-from tokenwatt.analysis.measures import FIGURES, SCALING_FIGURES
+from tokenwatt.common.measures import FIGURES, SCALING_FIGURES
 from workflow_helpers import ANALYSIS, TINY, clone, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow

@@ -3,8 +3,8 @@
 import polars as pl
 from tokenwatt.analysis.aggregate import cost_summary, cs_tflops_of, curves_table, trials_table
 from tokenwatt.analysis.conditions import changes_table, conditions_table
-from tokenwatt.analysis.cost import carbon_intensity
 from tokenwatt.analysis.frame import frame_note, mark
+from tokenwatt.analysis.quality import QUALITY_COLUMNS, profile_verdict
 from tokenwatt.common.files import (
     DamagedFileError,
     logged,
@@ -17,7 +17,7 @@ from tokenwatt.common.files import (
     write_text,
 )
 from tokenwatt.common.records import RecordError, load_validator, read_record
-from tokenwatt.measurement.quality import QUALITY_COLUMNS, profile_verdict
+from tokenwatt.plan.cost import carbon_intensity
 from tokenwatt.plan.design import profile_key_of
 
 with logged(snakemake.log[0]):

@@ -1,9 +1,9 @@
 """Rule stats: RM-ANOVA (sphericity, GG, η²G, η²p), post-hoc tests, Friedman, for every tested measure."""
 
 import polars as pl
-from tokenwatt.analysis.measures import TESTED
 from tokenwatt.analysis.stats import analyse_study
 from tokenwatt.common.files import logged, read_table, write_json
+from tokenwatt.common.measures import TESTED
 
 with logged(snakemake.log[0]):
     result = analyse_study(read_table(snakemake.input[0], "trials table"), TESTED, snakemake.params.exclude_flagged)

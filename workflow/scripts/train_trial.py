@@ -34,7 +34,7 @@ if restored:
 from tokenwatt.common.files import read_chunks, read_json, read_subset, read_tokenizer_info, write_json, write_parquet  # noqa: E402
 from tokenwatt.common.records import check_record, load_validator  # noqa: E402
 from tokenwatt.data.subsets import trial_seed  # noqa: E402
-from tokenwatt.measurement.progress import expected_trials, first_look, study_progress, trial_finished, trial_started  # noqa: E402
+from tokenwatt.presentation.progress import expected_trials, first_look, study_progress, trial_finished, trial_started  # noqa: E402
 from tokenwatt.training.trial import run_trial  # noqa: E402
 
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import polars as pl
 
-from ..measurement.quality import assess
+from ..plan.cost import trial_cost
 from ..plan.design import cell_label, profile_key_of, series_of
-from .cost import trial_cost
 from .efficiency import derived_metrics, finite
+from .quality import assess
 
 
 def cs_tflops_of(metric: dict[str, Any], profile: dict[str, Any] | None) -> tuple[float | None, str]:

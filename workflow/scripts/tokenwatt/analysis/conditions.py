@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from ..common.measures import MEASURES, scale_of
 from .frame import frame
-from .measures import MEASURES, scale_of
 from .scale import paired_change, summary
 from .tables import CHANGES_SCHEMA, CONDITIONS_SCHEMA, series_blocks
 

@@ -17,7 +17,7 @@ tokens and log energy, and the points are log-spaced. A point with no position o
 before any training: 0 tokens or 0 J) is left out of that interpolation; it stays in the trajectory
 statistics. Nothing is extrapolated beyond a run's own points. A run that never reached a target is
 censored: kept and counted, never dropped or imputed. Energies are on the log scale (geometric means,
-ratios), losses on the raw scale (a loss is already a log: log perplexity), as ``tokenwatt.analysis.measures`` declares.
+ratios), losses on the raw scale (a loss is already a log: log perplexity), as ``tokenwatt.common.measures`` declares.
 Every test takes the subjects present in every cell it compares; the caller passes curves of the analysis
 frame's subjects.
 """
@@ -33,8 +33,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import polars as pl
 
-from ..training.stopping import StopRule, segment_gain, should_stop, stop_rule
-from .cost import trial_cost
+from ..plan.cost import trial_cost
+from ..plan.stopping import StopRule, segment_gain, should_stop, stop_rule
 from .frame import MIN_SUBJECTS
 from .scale import paired_change, summary
 from .stats import anova_effects, complete_block, posthoc, rm_anova
@@ -53,7 +53,7 @@ REQUIRED = (
     "final",
 )
 RUN_SCHEMA = {"cell": pl.String, "series": pl.String, "budget": pl.Int64, "trial": pl.Int64}
-TARGET_MEASURE = "energy_to_target_j"  # the measure (tokenwatt.analysis.measures) the energy-to-target test runs on
+TARGET_MEASURE = "energy_to_target_j"  # the measure (tokenwatt.common.measures) the energy-to-target test runs on
 
 
 class CurvesError(ValueError):
@@ -160,7 +160,8 @@ class Target:
 
     @property
     def label(self) -> str:
-        return f"{self.kind} {self.value:.6g}"
+        # Three significant digits, as a reader says it ("perplexity 5.61"); the loss it stands for keeps every digit.
+        return f"{self.kind} {self.value:.3g}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "value": self.value, "loss": self.loss, "label": self.label}
@@ -605,7 +606,7 @@ SEGMENT_SCHEMA = {
 
 
 def _points(run: _Run) -> list[dict[str, Any]]:
-    """The run's points as ``tokenwatt.training.stopping`` reads them."""
+    """The run's points as ``tokenwatt.plan.stopping`` reads them."""
     return [{"train_energy_j": _value(e), "eval_loss": float(v)} for e, v in zip(run.energy, run.loss)]
 
 

@@ -3,7 +3,7 @@
 A summary on the log scale is a geometric mean with the back-transformed t-interval of the mean log;
 a change between two budgets is the geometric mean of the per-trial ratios, as a % change with its
 interval. On the raw scale they are the mean and the mean paired difference. The scale of every
-measure is declared once, in ``tokenwatt.analysis.measures``.
+measure is declared once, in ``tokenwatt.common.measures``.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
+from ..common.measures import scale_of
 from .efficiency import finite
-from .measures import scale_of
 
 
 def on_scale(values: np.ndarray, scale: str) -> np.ndarray:

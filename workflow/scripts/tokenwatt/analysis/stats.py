@@ -1,6 +1,6 @@
 """Repeated-measures statistics: the trial is the subject; the budget and every further factor of
 the design (``levels_<factor>`` columns) are within-subject factors. Every test runs on the measure's
-declared scale (``tokenwatt.analysis.measures``): log values for ratio-scale measures, raw values for additive ones.
+declared scale (``tokenwatt.common.measures``): log values for ratio-scale measures, raw values for additive ones.
 
 The ANOVA is computed here from orthonormal contrasts, for any number of within factors: per effect
 its sums of squares, F, generalized η² (Olejnik & Algina 2003: every subject and error term in the
@@ -22,10 +22,10 @@ import polars as pl
 from scipy import linalg
 from scipy import stats as sps
 
+from ..common.measures import scale_of
 from ..plan.design import factor_name, within_factors
 from .apa import anova_text, friedman_text
 from .frame import MIN_SUBJECTS, frame, sensitivity_set, subjects
-from .measures import scale_of
 from .scale import transformed
 from .tables import series_blocks
 

@@ -15,7 +15,7 @@ from pathlib import Path
 PACKAGE = "tokenwatt"
 # Modules that only return text for the terminal and write nothing: they cannot change any output,
 # so they are left out of every digest and editing them never reruns a job.
-DISPLAY_ONLY = {"tokenwatt.measurement.progress", "tokenwatt.common.failures"}
+DISPLAY_ONLY = {"tokenwatt.presentation.progress", "tokenwatt.common.failures"}
 
 
 @functools.cache

@@ -18,9 +18,9 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator
 
-from ..analysis.cost import CostError, carbon_intensity
-from ..training.presets import NATIVE_FIELDS, PRESETS
+from .cost import CostError, carbon_intensity
 from .design import merged_model
+from .presets import NATIVE_FIELDS, PRESETS
 
 
 class ConfigError(ValueError):
@@ -218,7 +218,7 @@ def _requirements(cfg: dict[str, Any], schema: dict[str, Any]) -> list[str]:
 def _stopping_problems(cfg: dict[str, Any]) -> list[str]:
     """Stopping rules that could never act, or act on nothing: a rule decided at evaluation points needs them, and
     measured training energy; a rule the analysis replays must be complete."""
-    from ..training.stopping import StopRuleError, stop_rule  # no torch, no polars
+    from .stopping import StopRuleError, stop_rule  # no torch, no polars
 
     problems = []
     online = {

@@ -6,7 +6,7 @@ import math
 import statistics
 from typing import Any
 
-from ..analysis.measures import duration
+from ..common.measures import duration
 
 # Said once in the plan, so that the line after each trial (progress.study_progress) stays short.
 PROGRESS_NOTE = (
@@ -100,8 +100,8 @@ def _pilot_lines(pilot: dict[str, Any], tokens: int, trials: int, cost: dict[str
 def _energy_line(
     joules: float, seconds: float, estimated: bool, cost: dict[str, Any] | None, origin: str = "finished trials"
 ) -> str:
-    from ..analysis.cost import carbon_intensity, trial_cost
-    from ..analysis.measures import fixed
+    from ..common.measures import fixed
+    from .cost import carbon_intensity, trial_cost
 
     label = f"ESTIMATE from {origin}" + (", whose energy is itself estimated" if estimated else "")
     parts = [f"Energy: ~{fixed(joules / 3.6e6)} kWh"]

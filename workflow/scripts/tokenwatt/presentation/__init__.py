@@ -1,1 +1,1 @@
-"""Figures and the HTML report."""
+"""Figures, the HTML report and the terminal's trial lines."""

@@ -11,8 +11,8 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from ..analysis.frame import frame  # noqa: E402
-from ..analysis.measures import MEASURES, budget_label, display_exponent, label, power_of_ten, scale_of  # noqa: E402
 from ..analysis.tables import series_blocks  # noqa: E402
+from ..common.measures import MEASURES, budget_label, display_exponent, label, power_of_ten, scale_of  # noqa: E402
 from ..measurement.traces import training_samples  # noqa: E402
 from ..plan.design import LEVEL_PREFIX, condition_name, factor_name, parse_cell, series_label  # noqa: E402
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from ..analysis.measures import fixed
+from ..common.measures import fixed
 
 
 def esc(value: Any) -> str:

@@ -10,7 +10,10 @@ import polars as pl
 
 from ..analysis.apa import bounded, df, fmt_p, p_value, stat
 from ..analysis.frame import frame, frame_note
-from ..analysis.measures import (
+from ..analysis.quality import device_load
+from ..analysis.scale import paired_change
+from ..analysis.tables import series_blocks
+from ..common.measures import (
     FAMILIES,
     SCALING_FIGURES,
     TESTED,
@@ -23,10 +26,7 @@ from ..analysis.measures import (
     scale_of,
     si,
 )
-from ..analysis.scale import paired_change
-from ..analysis.tables import series_blocks
 from ..common.provenance import utc
-from ..measurement.quality import device_load
 from ..plan.design import condition_name, series_label
 from .html import Raw as _Raw
 from .html import esc, num, table

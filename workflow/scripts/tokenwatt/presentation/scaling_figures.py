@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from ..analysis.energy_per_token import PerToken  # noqa: E402
-from ..analysis.measures import SCALING_FIGURES, si  # noqa: E402
+from ..common.measures import SCALING_FIGURES, si  # noqa: E402
 from .figures import placeholder  # noqa: E402
 
 EXTRAPOLATED = "dashed: extrapolated beyond the measured N and D"

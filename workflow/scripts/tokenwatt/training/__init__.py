@@ -1,1 +1,1 @@
-"""One trial: the model, its optimizer, the training loop with its eval schedule and stopping rules."""
+"""One trial: the model, its optimizer, the training loop with its eval schedule."""

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .presets import NATIVE_FIELDS
+from ..plan.presets import NATIVE_FIELDS
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ from typing import Any
 
 import torch
 
+from ..plan.presets import PRESETS
 from .llama import ImplementationError, NativeLlama, init_weights, sizes_from
-from .presets import PRESETS
 
 
 class ModelError(ValueError):

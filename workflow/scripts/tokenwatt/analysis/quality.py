@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..analysis.efficiency import finite, ratio
+from ..measurement.traces import training_samples
 from ..plan.design import per_profile, profile_key_of
-from .traces import training_samples
+from .efficiency import finite, ratio
 
 Diagnostics = dict[str, Any]
 
