@@ -119,7 +119,7 @@ from tokenwatt.plan.design import (
     TOKENIZER_PATTERN,
     Design,
 )  # noqa: E402
-from tokenwatt.analysis.measures import FIGURES, SCALING_FIGURES  # noqa: E402
+from tokenwatt.common.measures import FIGURES, SCALING_FIGURES  # noqa: E402
 from tokenwatt.plan.runorder import trial_priorities  # noqa: E402
 
 try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis.measures import display_exponent, fixed, power_of_ten, si
+from ..common.measures import display_exponent, fixed, power_of_ten, si
 from ..plan.design import series_label
 from .html import Raw, esc, table
 

@@ -25,10 +25,10 @@ from .. import __version__
 from ..measurement.devices import compute_dtype, device_name, device_sync, gpu_uuid, make_deterministic, resolve_device
 from ..measurement.meters import Meter, NvmlMeter, Pace, make_meter, short_eval_window
 from ..measurement.throughput import measure_throughput
+from ..plan.stopping import should_stop, stop_rule
 from .evalplan import eval_thresholds, subset_chunks
 from .llama import check_right_padded
 from .model import build_model, check_tokenizer_matches, describe, load_pretrained, preset_sizes
-from .stopping import should_stop, stop_rule
 from .train import (
     Diverged,
     TrainingError,
