@@ -70,16 +70,17 @@ def test_a_cells_fewest_steps_are_its_budget_in_full_chunks_and_batches_times_th
 
 
 def test_compile_auto_is_decided_once_for_the_whole_study_by_its_shortest_cell():
-    mixed = _with_train([10000, 400000], device="cuda")  # 471 and 18 750 steps at the least, around the default 1000
+    mixed = _with_train([10000, 400000], device="cuda", epochs=3, batch_size=1)  # 471 and 18 750 steps at the least
     assert {mixed.train_config(c)["compile"] for c in mixed.cells} == {False}
     assert "budget 10000 trains at least 471 steps" in mixed.compile_note()
     config = copy.deepcopy(DEFAULT)
+    config["train"].update(epochs=3, batch_size=1)
     config["study"]["budgets"], config["design"] = [10000, 400000], {"hardware": {"h200": {"device": "cuda:1"}}}
     assert (
         "hardware h200, budget 10000 trains at least 471 steps"
         in Design(validate_config(config, SCHEMA)).compile_note()
     )
-    long = _with_train([100000, 400000], device="cuda")
+    long = _with_train([100000, 400000], device="cuda", epochs=3, batch_size=1)
     assert {long.train_config(c)["compile"] for c in long.cells} == {"auto"} and long.compile_note() is None
 
 
