@@ -2,7 +2,7 @@
 
 import polars as pl
 from tokenwatt.analysis.conditions import changes_table, conditions_table
-from tokenwatt.analysis.frame import frame
+from tokenwatt.analysis.frame import energy_is_estimated, frame
 from tokenwatt.analysis.stats import analyse_study
 from tokenwatt.common.measures import TESTED
 from tokenwatt.presentation import figures as F
@@ -84,3 +84,9 @@ def test_excluding_flagged_trials_changes_the_conditions_the_summary_and_the_fig
         return len(made["pe_by_budget"].axes[0].lines)
 
     assert lines(clean) < lines(every)
+
+
+def test_estimated_energy_is_read_from_the_record_not_from_the_meter_name():
+    assert energy_is_estimated(pl.DataFrame({"meter": ["rapl", "rapl"], "meter_is_estimate": [False, True]}))
+    assert not energy_is_estimated(pl.DataFrame({"meter": ["estimate"], "meter_is_estimate": [False]}))
+    assert not energy_is_estimated(pl.DataFrame({"trial": []}))  # no trial finished: nothing to label

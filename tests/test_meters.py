@@ -4,7 +4,15 @@ import polars as pl
 import pytest
 from fake_nvml import FakeNvml
 from tokenwatt.measurement.devices import visible_gpu_uuid
-from tokenwatt.measurement.meters import EstimateMeter, MeterError, NullMeter, NvmlMeter, RaplMeter, make_meter
+from tokenwatt.measurement.meters import (
+    EstimateMeter,
+    MeterError,
+    MeterSettings,
+    NullMeter,
+    NvmlMeter,
+    RaplMeter,
+    make_meter,
+)
 
 GPU_A, GPU_B = "GPU-aaaaaaaa-0000-0000-0000-000000000001", "GPU-bbbbbbbb-0000-0000-0000-000000000002"
 
@@ -107,27 +115,21 @@ def test_estimate_is_labelled_an_estimate_that_is_work_based_and_load_dependent(
 
 
 def test_auto_on_a_cpu_without_rapl_picks_the_estimate_and_says_why(tmp_path):
-    meter, why = make_meter("auto", "cpu", interval_s=0.1, cpu_tdp_w=65, rapl_root=str(tmp_path))
-    assert isinstance(meter, EstimateMeter)
+    meter, why = make_meter(MeterSettings("auto", interval_s=0.1, cpu_tdp_w=65, rapl_root=str(tmp_path)), "cpu")
+    assert isinstance(meter, EstimateMeter) and not (meter.reads_temperature or meter.coarse_counter)
     assert "ESTIMATE" in why and "rapl unavailable" in why
 
 
 def test_auto_on_cuda_prefers_nvml():
-    meter, why = make_meter(
-        "auto",
-        "cuda",
-        interval_s=0.1,
-        cpu_tdp_w=65,
-        rapl_root="/nonexistent",
-        gpu_uuid=GPU_A,
-        nvml=FakeNvml({GPU_A: 50.0}),
-    )
+    settings = MeterSettings("auto", interval_s=0.1, cpu_tdp_w=65, rapl_root="/nonexistent", target_samples=40)
+    meter, why = make_meter(settings, "cuda", gpu_uuid=GPU_A, nvml=FakeNvml({GPU_A: 50.0}))
     assert isinstance(meter, NvmlMeter) and "nvml" in why
+    assert meter.target_samples == 40 and meter.reads_temperature and meter.coarse_counter
 
 
 def test_explicit_meter_that_cannot_work_fails_clearly():
     with pytest.raises(MeterError, match="meter.kind is 'nvml'.*needs a CUDA device"):
-        make_meter("nvml", "cpu", interval_s=0.1, cpu_tdp_w=65, rapl_root="/nonexistent")
+        make_meter(MeterSettings("nvml", interval_s=0.1, cpu_tdp_w=65, rapl_root="/nonexistent"), "cpu")
 
 
 def test_the_poller_does_not_slow_the_caller():
@@ -417,11 +419,8 @@ def test_auto_on_cuda_refuses_to_fall_back_to_a_cpu_meter_when_nvml_fails(tmp_pa
     """A GPU trial measured by the CPU estimate would report the host's work as the GPU's energy."""
     with pytest.raises(MeterError, match="meter.kind is 'auto' on a CUDA device.*meter.kind: none"):
         make_meter(
-            "auto",
+            MeterSettings("auto", interval_s=0.1, cpu_tdp_w=65, rapl_root=str(tmp_path)),
             "cuda",
-            interval_s=0.1,
-            cpu_tdp_w=65,
-            rapl_root=str(tmp_path),
             gpu_uuid=GPU_B,  # not a GPU NVML knows
             nvml=FakeNvml({GPU_A: 50.0}),
         )

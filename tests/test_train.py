@@ -4,6 +4,7 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
+from tokenwatt.measurement.meters import MeterSettings
 from tokenwatt.training.model import ModelError, build_model, check_tokenizer_matches, load_pretrained, preset_sizes
 from tokenwatt.training.train import (
     TrainingError,
@@ -174,7 +175,7 @@ def _run(meter_kind, eval_cfg=None, nvml=None, **train_overrides):
         ),
         **train_overrides,
     }
-    meter_cfg = dict(
+    meter_settings = MeterSettings(
         kind=meter_kind,
         interval_s=0.05,
         idle_seconds=0.1,
@@ -194,7 +195,7 @@ def _run(meter_kind, eval_cfg=None, nvml=None, **train_overrides):
         tokenizer=TOK,
         model_cfg={"source": "config", "preset": "llama-tiny", "overrides": SIZES},
         train_cfg=train_cfg,
-        meter_cfg=meter_cfg,
+        meter_settings=meter_settings,
         check_cfg={"matmul_size": 64, "window_s": 0.01, "windows": 2},
         eval_cfg=eval_cfg,
         log=lambda s: None,

@@ -2,6 +2,7 @@
 
 import matplotlib.pyplot as plt
 from tokenwatt.analysis.curves import in_frame
+from tokenwatt.analysis.frame import energy_is_estimated
 from tokenwatt.analysis.tables import read_changes, read_conditions
 from tokenwatt.common.files import logged, read_power_trace, read_table
 from tokenwatt.presentation import figures as F
@@ -12,7 +13,7 @@ with logged(snakemake.log[0]):
     trials = read_table(snakemake.input.trials, "trials table")
     conditions = read_conditions(snakemake.input.conditions)
     changes = read_changes(snakemake.input.changes)
-    estimated = "meter" in trials.columns and "estimate" in trials["meter"].to_list()
+    estimated = energy_is_estimated(trials)
     traces = {tuple(key): read_power_trace(p) for key, p in zip(snakemake.params.trace_keys, snakemake.input.traces)}
     curves = in_frame(read_table(snakemake.input.curves, "eval curves table"), trials)
     made = F.make_all(trials, conditions, changes, traces, estimated, snakemake.params.currency, curves)

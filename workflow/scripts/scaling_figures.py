@@ -2,7 +2,7 @@
 
 import matplotlib.pyplot as plt
 from tokenwatt.analysis.curves import in_frame
-from tokenwatt.analysis.frame import frame
+from tokenwatt.analysis.frame import energy_is_estimated, frame
 from tokenwatt.analysis.scaling_study import points, sizes
 from tokenwatt.common.files import logged, read_analysis_json, read_table
 from tokenwatt.presentation.scaling_figures import make_scaling
@@ -12,7 +12,7 @@ with logged(snakemake.log[0]):
     trials = frame(read_table(snakemake.input.trials, "trials table"))
     curves = in_frame(read_table(snakemake.input.curves, "eval curves table"), trials)
     scaling = read_analysis_json(snakemake.input.scaling, "scaling analysis")
-    estimated = "meter" in trials.columns and "estimate" in trials["meter"].to_list()
+    estimated = energy_is_estimated(trials)
     chosen = points(curves, trials, scaling["points"]) if trials.height else None
     made = make_scaling(scaling, chosen, sizes(trials) if trials.height else None, estimated)
     for name, fig in made.items():

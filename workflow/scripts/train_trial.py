@@ -34,6 +34,7 @@ if restored:
 from tokenwatt.common.files import read_chunks, read_json, read_subset, read_tokenizer_info, write_json, write_parquet  # noqa: E402
 from tokenwatt.common.records import check_record, load_validator  # noqa: E402
 from tokenwatt.data.subsets import trial_seed  # noqa: E402
+from tokenwatt.measurement.meters import MeterSettings  # noqa: E402
 from tokenwatt.presentation.progress import expected_trials, first_look, study_progress, trial_finished, trial_started  # noqa: E402
 from tokenwatt.training.trial import run_trial  # noqa: E402
 
@@ -57,7 +58,7 @@ with logged(snakemake.log[0], append=True, job=job_label(snakemake.rule, snakema
             tokenizer=read_tokenizer_info(snakemake.input.tokenizer),
             model_cfg=p.model,
             train_cfg=p.train,
-            meter_cfg=p.meter,
+            meter_settings=MeterSettings(**p.meter),
             check_cfg=p.check,
             eval_cfg=p.evaluation,
             levels=p.levels,

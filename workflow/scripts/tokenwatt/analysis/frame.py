@@ -18,6 +18,12 @@ FRAME_COLUMNS = ("subject_complete", "subject_flagged", "in_frame")
 MIN_SUBJECTS = 3
 
 
+def energy_is_estimated(trials: pl.DataFrame) -> bool:
+    """Whether any trial's energy is an estimate, as its record says (``meter_is_estimate``): the label every figure
+    and the report carry, read from the record rather than from the meter's name."""
+    return "meter_is_estimate" in trials.columns and bool(trials["meter_is_estimate"].any())
+
+
 def mark(
     trials: pl.DataFrame, cells: Iterable[str], exclude_flagged: bool, require_complete: bool = True
 ) -> pl.DataFrame:

@@ -19,12 +19,30 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 TRACE_COLUMNS = ("t_s", "power_w", "temperature_c", "sm_clock_mhz", "utilization_pct")
+
+
+@dataclass(frozen=True)
+class MeterSettings:
+    """The ``meter.*`` config (config/README.md): how a meter is chosen and polls, and what a trial does around it
+    (cooldown, idle baseline). Built once from the config section, ``MeterSettings(**config["meter"])``; the defaults
+    are the ones a caller outside the workflow (a test, a benchmark) may leave out."""
+
+    kind: str
+    interval_s: float
+    cpu_tdp_w: float
+    rapl_root: str
+    target_samples: int = 0
+    idle_seconds: float = 0.0
+    cooldown_s: float = 0.0
+    cooldown_below_c: float | None = None
+    cooldown_timeout_s: float = 0.0
 
 
 class MeterError(RuntimeError):
@@ -86,13 +104,18 @@ class Meter:
     min_interval_s = 0.005
     # How often the sensor's value changes; a window shorter than this is said to be so.
     update_period_s = 0.0
+    # Capabilities a trial asks of its meter, never of its class: whether it reads the device's temperature (a
+    # cooldown can wait for it), and whether its energy counter updates too seldom for a short window, so that an
+    # evaluation is checked against ``update_period_s`` (the CPU meters resolve milliseconds).
+    reads_temperature = False
+    coarse_counter = False
 
-    def __init__(self, interval_s: float, sync: Callable[[], None] = _nothing) -> None:
+    def __init__(self, interval_s: float, sync: Callable[[], None] = _nothing, target_samples: int = 0) -> None:
         self.interval_s = interval_s
         self.sync = sync
         # With a pace and a target, the poller shortens its interval (never below min_interval_s, never above
         # interval_s) so that a trial of any length gets about ``target_samples`` samples.
-        self.target_samples = 0
+        self.target_samples = target_samples
         self._pace: Pace | None = None
         self._interval_now = interval_s
         self.note = ""
@@ -448,9 +471,13 @@ class NvmlMeter(Meter):
     # power average are refreshed about every 100 ms.
     min_interval_s = 0.02
     update_period_s = 0.1
+    reads_temperature = True
+    coarse_counter = True
 
-    def __init__(self, nvml, uuid: str, interval_s: float, sync: Callable[[], None] = _nothing) -> None:
-        super().__init__(interval_s, sync)
+    def __init__(
+        self, nvml, uuid: str, interval_s: float, sync: Callable[[], None] = _nothing, target_samples: int = 0
+    ) -> None:
+        super().__init__(interval_s, sync, target_samples)
         self.nvml = nvml
         nvml.nvmlInit()
         self.uuid = uuid
@@ -542,8 +569,10 @@ class RaplMeter(Meter):
     covers = "previous"
     update_period_s = 0.001  # the RAPL counters update about every millisecond
 
-    def __init__(self, root: str | Path, interval_s: float, sync: Callable[[], None] = _nothing) -> None:
-        super().__init__(interval_s, sync)
+    def __init__(
+        self, root: str | Path, interval_s: float, sync: Callable[[], None] = _nothing, target_samples: int = 0
+    ) -> None:
+        super().__init__(interval_s, sync, target_samples)
         self.domains = rapl_domains(root)
         if not self.domains:
             raise MeterError(f"no readable RAPL domains under {root} (meter.rapl_root)")
@@ -585,8 +614,10 @@ class EstimateMeter(Meter):
     update_period_s = 0.01  # CPU-time accounting resolves a few ms
     min_interval_s = 0.01  # polling faster than that turns the estimate into the accounting's noise
 
-    def __init__(self, tdp_w: float, interval_s: float, sync: Callable[[], None] = _nothing) -> None:
-        super().__init__(interval_s, sync)
+    def __init__(
+        self, tdp_w: float, interval_s: float, sync: Callable[[], None] = _nothing, target_samples: int = 0
+    ) -> None:
+        super().__init__(interval_s, sync, target_samples)
         self.tdp_w = tdp_w
         # Every CPU of the machine, not the ones this process may use: each core-second of work is then the same
         # share of the package's TDP whether the scheduler (SLURM's cpus_per_task, taskset) allows 1 core or all.
@@ -612,22 +643,21 @@ class EstimateMeter(Meter):
 
 
 def make_meter(
-    kind: str,
+    settings: MeterSettings,
     device_type: str,
     *,
-    interval_s: float,
-    cpu_tdp_w: float,
-    rapl_root: str,
     gpu_uuid: str | None = None,
     nvml=None,
     sync: Callable[[], None] = _nothing,
 ) -> tuple[Meter, str]:
-    """The configured meter and a line saying why it was chosen (logged and recorded as ``meter_choice``).
+    """The meter ``settings`` ask for and a line saying why it was chosen (logged and recorded as ``meter_choice``).
 
     ``auto`` on a CUDA device takes NVML and nothing else: a CPU meter there would measure the host, not the GPU
     doing the work, so an NVML that does not work fails the trial with the reason rather than falling back. On a
     CPU it takes RAPL if readable, else the estimate (NVML would measure a GPU that is not doing the work).
     """
+    # Sampling sized to the trial: about target_samples samples over training, whatever its length.
+    polling = (settings.interval_s, sync, settings.target_samples)
 
     def nvml_meter():
         if gpu_uuid is None:
@@ -635,13 +665,14 @@ def make_meter(
         module = nvml
         if module is None:
             import pynvml as module
-        return NvmlMeter(module, gpu_uuid, interval_s, sync)
+        return NvmlMeter(module, gpu_uuid, *polling)
 
+    kind = settings.kind
     makers = {
         "nvml": nvml_meter,
-        "rapl": lambda: RaplMeter(rapl_root, interval_s, sync),
-        "estimate": lambda: EstimateMeter(cpu_tdp_w, interval_s, sync),
-        "none": lambda: NullMeter(interval_s, sync),
+        "rapl": lambda: RaplMeter(settings.rapl_root, *polling),
+        "estimate": lambda: EstimateMeter(settings.cpu_tdp_w, *polling),
+        "none": lambda: NullMeter(*polling),
     }
     if kind != "auto":
         try:

@@ -9,7 +9,7 @@ from typing import Any
 import polars as pl
 
 from ..analysis.apa import bounded, df, fmt_p, p_value, stat
-from ..analysis.frame import frame, frame_note
+from ..analysis.frame import energy_is_estimated, frame, frame_note
 from ..analysis.quality import device_load
 from ..analysis.scale import paired_change
 from ..analysis.tables import series_blocks
@@ -925,7 +925,8 @@ def render_report(
             "is still running or stopped early. Trials not finished yet are listed below and left out of every number. "
             "The final report is <code>report.html</code> beside the <code>interim</code> folder.</div>"
         )
-    if "estimate" in meters:
+    estimated = energy_is_estimated(trials)
+    if estimated:
         warnings.append(
             '<div class="warn"><b>Energy and power are ESTIMATED</b>, not measured: no power sensor was available, so power is '
             "CPU TDP × this process's CPU utilisation. That energy is work-based (CPU time × a share of the TDP) and that "
@@ -1012,7 +1013,7 @@ def render_report(
 Budgets {esc(budgets)} real tokens per epoch{esc(further)}, {esc(study["trials"])} trials each; trial <i>i</i> runs under every
 {"cell" if further else "budget"} (the subject of the repeated-measures analysis).</p>
 {"".join(warnings)}
-{_summary_html(trials, stats, missing, "estimate" in meters, n_flagged, profile_check, cost, target_sentence(curves or {}))}
+{_summary_html(trials, stats, missing, estimated, n_flagged, profile_check, cost, target_sentence(curves or {}))}
 <h2>Conditions</h2>
 <p>{esc(frame_note(trials, exclude_flagged))}</p>
 {_conditions_html(conditions, config.get("cost", {}).get("currency", ""))}

@@ -23,7 +23,7 @@ import torch
 
 from .. import __version__
 from ..measurement.devices import compute_dtype, device_name, device_sync, gpu_uuid, make_deterministic, resolve_device
-from ..measurement.meters import Meter, NvmlMeter, Pace, make_meter, short_eval_window
+from ..measurement.meters import Meter, MeterSettings, Pace, make_meter, short_eval_window
 from ..measurement.throughput import measure_throughput
 from ..plan.stopping import should_stop, stop_rule
 from .evalplan import eval_thresholds, subset_chunks
@@ -54,11 +54,12 @@ def chunk_tensors(chunks: pl.DataFrame, chunk_ids: list[int] | None = None) -> t
 def cooldown(
     meter: Meter, seconds: float, below_c: float | None, timeout_s: float, log: Callable[[str], None]
 ) -> dict[str, Any]:
-    """Wait before the trial: a fixed pause, then (NVML only) until the GPU is cool enough."""
+    """Wait before the trial: a fixed pause, then (a meter that reads the device's temperature) until the device is
+    cool enough."""
     t0 = time.monotonic()
     time.sleep(seconds)
     reached = None
-    if below_c is not None and isinstance(meter, NvmlMeter):
+    if below_c is not None and meter.reads_temperature:
         while (temp := meter.temperature()) >= below_c and time.monotonic() - t0 < seconds + timeout_s:
             time.sleep(1.0)
         reached = temp
@@ -108,7 +109,7 @@ def run_trial(
     tokenizer: dict[str, Any],
     model_cfg: dict[str, Any],
     train_cfg: dict[str, Any],
-    meter_cfg: dict[str, Any],
+    meter_settings: MeterSettings,
     check_cfg: dict[str, Any],
     eval_cfg: dict[str, Any] | None = None,
     levels: dict[str, str] | None = None,
@@ -145,21 +146,10 @@ def run_trial(
         log(f"torch.compile: {compile_s:.1f} s before the metered window (train.compile: {train_cfg['compile']})")
     sync()
     last_work = time.monotonic()  # the model's load and compile end here: the idle baseline is measured after a pause
-    meter, why = make_meter(
-        meter_cfg["kind"],
-        device.type,
-        interval_s=meter_cfg["interval_s"],
-        cpu_tdp_w=meter_cfg["cpu_tdp_w"],
-        rapl_root=meter_cfg["rapl_root"],
-        gpu_uuid=gpu_uuid(device, nvml),
-        nvml=nvml,
-        sync=sync,
-    )
+    meter, why = make_meter(meter_settings, device.type, gpu_uuid=gpu_uuid(device, nvml), nvml=nvml, sync=sync)
     log(why)
-    # Sampling sized to the trial: about meter.target_samples samples over training, whatever its length.
-    meter.target_samples = meter_cfg.get("target_samples", 0)
     cooled = cooldown(
-        meter, meter_cfg["cooldown_s"], meter_cfg["cooldown_below_c"], meter_cfg["cooldown_timeout_s"], log
+        meter, meter_settings.cooldown_s, meter_settings.cooldown_below_c, meter_settings.cooldown_timeout_s, log
     )
     precision, eval_batch = train_cfg["precision"], train_cfg["eval_batch_size"]
     total_tokens = int(mask.sum()) * train_cfg["epochs"]
@@ -217,7 +207,7 @@ def run_trial(
         eval_s = time.perf_counter() - t
         # NVML's counter updates about every 100 ms: an evaluation shorter than it can resolve is refused at the
         # first point rather than measured as rounding for the rest of the study (the CPU meters resolve ms).
-        if k == 1 and isinstance(meter, NvmlMeter):
+        if k == 1 and meter.coarse_counter:
             tokens = int(eval_mask[:n_sub].sum())
             if problem := short_eval_window(eval_s, tokens, meter.update_period_s, "measured at the first point"):
                 raise TrainingError(problem)
@@ -250,7 +240,7 @@ def run_trial(
     time.sleep(max(0.0, meter.settle_s - (time.monotonic() - last_work)))
     meter.open(pace)
     idle_after_s = time.monotonic() - last_work
-    idle = meter.window("idle", meter_cfg["idle_seconds"]) if meter_cfg["idle_seconds"] > 0 else None
+    idle = meter.window("idle", meter_settings.idle_seconds) if meter_settings.idle_seconds > 0 else None
     check_before = check("before") if check_cfg["windows"] else []
     time.sleep(meter.settle_s)
     diverged = None
