@@ -160,7 +160,8 @@ class Target:
 
     @property
     def label(self) -> str:
-        return f"{self.kind} {self.value:.6g}"
+        # Three significant digits, as a reader says it ("perplexity 5.61"); the loss it stands for keeps every digit.
+        return f"{self.kind} {self.value:.3g}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "value": self.value, "loss": self.loss, "label": self.label}

@@ -31,7 +31,12 @@ def first_look(m: dict[str, Any], power: pl.DataFrame, steps: pl.DataFrame, conf
     if m["status"] != "ok":
         return "not judged (the trial diverged)"
     verdict = assess([m], [power], [steps], None, quality_settings(config))[0]
-    return "quality ok so far" if verdict["quality"] == "ok" else f"FLAGGED: {verdict['quality_reasons']}"
+    if verdict["quality"] != "ok":
+        return f"FLAGGED: {verdict['quality_reasons']}"
+    return (
+        "quality ok so far (still to judge after the study: its throughput against the other trials of its "
+        "condition, and its matmul checks against the device profile)"
+    )
 
 
 def trial_finished(m: dict[str, Any], look: str = "") -> str:

@@ -83,6 +83,51 @@ def _fit_verdict(scaling: dict[str, Any]) -> str:
     )
 
 
+def _protocol_html(scaling: dict[str, Any]) -> list[str]:
+    """Which learning rate each size × budget was fitted with, and whether the study can see model size at all."""
+    parts = []
+    rates = scaling.get("learning_rates") or []
+    if rates:
+        rows = [
+            [
+                Raw(f"{fixed(r['params'] / 1e6)} M"),
+                Raw(si(r["budget"], "")),
+                Raw(f"<b>{r['lr']:g}</b>" + (' <span class="ci">(edge of the sweep)</span>' if r["at_edge"] else "")),
+                Raw(", ".join(f"{k}: {fixed(v) if v is not None else 'diverged'}" for k, v in r["tried"].items())),
+            ]
+            for r in rates
+        ]
+        edge = sum(r["at_edge"] for r in rates)
+        parts.append(
+            "<p>Learning rate tuned per model size × budget (design.lr): each is fitted with the trials of the rate "
+            "whose trials reached the lowest mean final eval loss"
+            + (
+                f"; {edge} of {len(rates)} chose a rate at the edge of the sweep, where the best may lie beyond"
+                if edge
+                else ""
+            )
+            + ".</p>"
+            + table(["N", "budget (tokens)", "chosen lr", "mean final loss per lr tried"], rows, left=4)
+        )
+    effect = scaling.get("size_effect")
+    if effect and effect.get("between_seed_sd") is not None:
+        words = (
+            "more than the between-seed SD: the study can see model size"
+            if effect["visible"]
+            else "no more than the between-seed SD: at this budget the study cannot tell the sizes apart (the corpus's "
+            "floor is within the smallest model's reach, or the optimiser holds the larger ones back), and α will not "
+            "be identified"
+        )
+        cls = "" if effect["visible"] else "warn"
+        parts.append(
+            f'<p class="{cls}"><b>Can this study see model size?</b> At {si(effect["budget"], "")} tokens the largest model '
+            f"({fixed(effect['largest']['params'] / 1e6)} M) reached {fixed(effect['largest']['mean_final_loss'])} nats and "
+            f"the smallest ({fixed(effect['smallest']['params'] / 1e6)} M) {fixed(effect['smallest']['mean_final_loss'])}: "
+            f"a gain of {fixed(effect['gain'])}, {words} ({fixed(effect['between_seed_sd'])}).</p>"
+        )
+    return parts
+
+
 def _energy_html(scaling: dict[str, Any]) -> str:
     rows = []
     for e in scaling["energy_per_token"]:
@@ -137,7 +182,7 @@ def _allocation_html(scaling: dict[str, Any]) -> list[str]:
             Raw(f"{fixed(fn / 1e6)} M / {fixed(fd / 1e6)} M"),
             Raw(
                 f"{fixed(c['ratio_N'])}"
-                + (f' <span class="ci">[{fixed(c["ci_low"])}, {fixed(c["ci_high"])}]</span>' if c["ci_low"] else "")
+                + (f' <span class="ci">[{fixed(c["ci_low"])}, {fixed(c["ci_high"])}]</span>' if c["ci_low"] is not None else "")
             ),
             Raw("extrapolated" if x else "measured range"),
         ]
@@ -184,7 +229,7 @@ def energy_vs_flops_sentence(compare: list[dict[str, Any]]) -> str:
     text = (
         f"Over these budgets the energy-optimal N* is {span} × the FLOP-optimal N* of the same compute "
         f"(tokens per parameter {fixed(compare[0]['tokens_per_parameter_energy'])} against "
-        f"{fixed(compare[0]['tokens_per_parameter_flops'])} at the smallest budget). "
+        f"{fixed(compare[0]['tokens_per_parameter_flops'])} at the first budget). "
     )
     if not judged:
         return text + "Without intervals, whether the two splits differ beyond the noise is not judged."
@@ -207,7 +252,7 @@ def scaling_html(scaling: dict[str, Any]) -> str:
         return "<p>No scaling analysis was made.</p>"
     if scaling.get("status") != "ok":
         return f"<p>{esc(scaling.get('message', ''))}</p>"
-    parts = [*_law_html(scaling), _energy_html(scaling), _fit_verdict(scaling)]
+    parts = [*_protocol_html(scaling), *_law_html(scaling), _energy_html(scaling), _fit_verdict(scaling)]
     if scaling.get("allocation_message"):
         parts.append(f"<p>{esc(scaling['allocation_message'])}</p>")
     if scaling.get("allocation_energy"):

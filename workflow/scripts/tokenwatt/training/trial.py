@@ -29,6 +29,7 @@ from ..plan.stopping import should_stop, stop_rule
 from .evalplan import eval_thresholds, subset_chunks
 from .llama import check_right_padded
 from .model import build_model, check_tokenizer_matches, describe, load_pretrained, preset_sizes
+from .schedule import schedule_from_config
 from .train import (
     Diverged,
     TrainingError,
@@ -183,6 +184,7 @@ def run_trial(
         seed=seed,
         log_every=train_cfg["log_every"],
         eval_batch_size=eval_batch,
+        schedule=schedule_from_config(train_cfg.get("schedule")),
     )
 
     def progress(r: dict[str, Any]) -> None:
@@ -333,6 +335,7 @@ def run_trial(
         "epochs": settings.epochs,
         "batch_size": settings.batch_size,
         "lr": settings.lr,
+        "lr_schedule": settings.schedule.to_dict(),
         "precision": settings.precision,
         "optimizer": result.optimizer,
         "grad_scaler_skips": result.grad_scaler_skips,
