@@ -132,3 +132,13 @@ def test_with_one_trial_per_cell_the_lack_of_fit_is_not_judged_and_says_why():
     N, D, loss, trial = study(np.random.default_rng(5), trials=1, evals=2)
     got = lack_of_fit(N, D, loss, fit_law(N, D, loss))
     assert got["fits"] is None and "one trial per cell" in got["verdict"]
+
+
+def test_with_one_trial_id_the_interval_counts_the_sizes_and_says_seed_noise_enters_only_through_them():
+    N, D, loss, trial = study(np.random.default_rng(6), trials=1, evals=2)
+    fit = fit_law(N, D, loss)
+    u = law_uncertainty(N, D, loss, {TRIAL: trial, SIZE: N}, fit)
+    assert (
+        u.method == "jackknife over 5 model sizes (one trial id, so seed noise enters only through each size's points)"
+    )
+    assert list(u.refits) == [SIZE]

@@ -60,12 +60,12 @@ def interval_refusal(counts: Mapping[str, int]) -> str | None:
 
 def interval_units_note(counts: Mapping[str, int]) -> str:
     """The units an interval counts, in words, for the report and the JSON."""
-    parts = [f"{counts[SIZE]} model sizes"]
     if counts.get(TRIAL, 0) >= MIN_UNITS[TRIAL]:
-        parts.insert(0, f"{counts[TRIAL]} trial ids")
-    else:
-        parts.append("one trial per cell, so seed noise enters only through each size's points")
-    return "jackknife over " + " and ".join(parts[:2]) + ("; " + parts[2] if len(parts) > 2 else "")
+        return f"jackknife over {counts[TRIAL]} trial ids and {counts[SIZE]} model sizes"
+    return (
+        f"jackknife over {counts[SIZE]} model sizes (one trial id, so seed noise enters only through each size's "
+        "points)"
+    )
 
 
 def leave_one_out(
