@@ -166,9 +166,14 @@ def lack_of_fit(N: np.ndarray, D: np.ndarray, loss: np.ndarray, law: Law) -> dic
         "rms_residual_log": float(np.sqrt(np.mean(resid**2))),
         "max_abs_residual_log": float(np.abs(resid).max()),
     }
-    if df2 == 0 or df1 <= 0:
+    s2 = float(((y - mean[codes]) ** 2).sum() / df2) if df2 else 0.0
+    if s2 == 0 or df1 <= 0:
         why = (
-            "one trial per cell: no between-trial noise to judge it by" if df2 == 0 else "no more cells than parameters"
+            "no more cells than parameters"
+            if df1 <= 0
+            else "one trial per cell: no between-trial noise to judge it by"
+            if df2 == 0
+            else "the trials of every cell agree exactly: no between-trial noise to judge it by"
         )
         return {
             **out,
@@ -179,8 +184,7 @@ def lack_of_fit(N: np.ndarray, D: np.ndarray, loss: np.ndarray, law: Law) -> dic
             "fits": None,
             "verdict": f"not judged ({why})",
         }
-    s2 = float(((y - mean[codes]) ** 2).sum() / df2)
-    F = float((n * resid**2).sum() / df1 / s2) if s2 > 0 else float("inf")
+    F = float((n * resid**2).sum() / df1 / s2)
     p = float(sps.f.sf(F, df1, df2))
     fits = p >= LACK_OF_FIT_P
     verdict = (
