@@ -134,7 +134,7 @@ def _affine(N: np.ndarray, y: np.ndarray) -> tuple[dict[str, float], dict[str, f
     rss = float((r.fun**2).sum())
     s2 = rss / (N.size - 2) if N.size > 2 else float("nan")
     cov = s2 * np.linalg.pinv(r.jac.T @ r.jac)
-    se = np.sqrt(np.diag(cov))
+    se = np.sqrt(np.maximum(np.diag(cov), 0.0))  # pinv of a near-singular JᵀJ can leave a tiny negative
     params = {"e0": float(r.x[0] * e_scale), "b": float(r.x[1] * e_scale / n_scale)}
     return params, {"e0": float(se[0] * e_scale), "b": float(se[1] * e_scale / n_scale)}, rss
 
