@@ -5,7 +5,8 @@ Runs the default study from nothing in a fresh copy of the project
 training (the metered windows, Σ train_s), the rest of each trial inside run_trial
 (Σ run_s − Σ train_s: model build, idle baseline, throughput checks, eval), and everything else
 (each trial process's start and exit, Snakemake, data preparation, device profile, analysis,
-report). Prints the ratio the speed work aims at, wall ÷ Σ train_s, the fixed cost each trial adds (its
+report). Prints how many trials the quality rules flagged (and why), the median training time per budget, the ratio the
+speed work aims at, wall ÷ Σ train_s, the fixed cost each trial adds (its
 protocol inside run_trial, and the gap between one trial's record and the next trial's start), and
 the training time per trial from which the ratio would reach 1.3 at that fixed cost. With ``--baseline REF`` it
 first runs the same study with the project as it was at git commit REF, and prints the wall
@@ -25,6 +26,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import polars as pl
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -55,7 +58,13 @@ def run(study: Path, config: str, label: str) -> float:
     gap = statistics.median(gaps) if gaps else float("nan")
     protocol = (run_s - train_s) / n
     once = wall - run_s - gap * n
-    print(f"{label}: {n} trials, {wall:.0f} s wall")
+    trials = pl.read_parquet(study / "results" / "analysis" / "trials.parquet")
+    flagged = trials.filter(pl.col("quality") != "ok")
+    print(f"{label}: {n} trials, {wall:.0f} s wall ({wall / 60:.1f} min); {flagged.height} of {trials.height} flagged")
+    for row in flagged.select("cell", "trial", "quality_reasons").iter_rows():
+        print(f"  flagged: {row[0]} trial {row[1]}: {row[2]}")
+    per_budget = trials.group_by("budget").agg(pl.col("train_s").median()).sort("budget")
+    print("  median training per trial: " + ", ".join(f"{b:,} tokens {t:.1f} s" for b, t in per_budget.iter_rows()))
     print(f"  training (Σ train_s)                 {train_s:7.1f} s  {100 * train_s / wall:5.1f} %")
     print(
         f"  rest of run_trial (Σ run_s − train)  {run_s - train_s:7.1f} s  {100 * (run_s - train_s) / wall:5.1f} %"
