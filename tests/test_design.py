@@ -190,3 +190,13 @@ def test_a_stopping_level_sets_its_cells_train_stop_and_pairs_them_on_the_same_s
     assert (
         d.tokenizer_key(early) == d.tokenizer_key(full) and early.budget == full.budget
     )  # same subset, paired by trial
+
+
+def test_a_selection_level_has_its_own_training_data_over_the_studys_tokenizer_and_its_keys_over_the_defaults():
+    d = _design(selection={"raw": "none", "strict": {"near_dup": {"threshold": 0.9}, "filters": {"min_words": 20}}})
+    assert d.cells[0].id == "selection=raw/b10000"
+    assert d.data_keys() == [("", "sel=raw/"), ("", "sel=strict/")]
+    assert d.selection_config("raw") == {"near_dup": None, "filters": None}
+    strict = d.selection_config("strict")
+    assert strict["near_dup"] == {**d.config["selection"]["near_dup"], "threshold": 0.9}
+    assert strict["filters"] == {"min_words": 20}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from tokenwatt.common.codeclosure import PACKAGE, _imported
 
-FLOORS = ["common", "measurement", "plan", "data", "training", "analysis", "presentation"]
+FLOORS = ["common", "measurement", "plan", "data", "selection", "training", "analysis", "presentation"]
 LIBRARY = Path(__file__).resolve().parents[1] / "workflow" / "scripts" / PACKAGE
 
 

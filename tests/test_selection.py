@@ -3,6 +3,7 @@ evaluation documents kept out of training, and the record of what each step remo
 
 import polars as pl
 import pytest
+from tokenwatt.analysis.selection import SHARED, energy_to_target_with_selection, level_costs
 from tokenwatt.data.corpus import synthetic_corpus
 from tokenwatt.selection.filters import RULES, failed_rule
 from tokenwatt.selection.near_dup import jaccard, near_duplicates, shingles
@@ -43,6 +44,12 @@ def test_near_duplicates_of_evaluation_documents_never_reach_training(stories):
     kept, step = remove_near_duplicates(train, NEAR_DUP, seed=1, reference=evaluation)
     assert 300 not in kept["doc_id"].to_list()
     assert step["examples"][0]["why"].startswith("near_dup of eval doc 1000")
+
+
+def test_clearing_eval_near_duplicates_leaves_near_duplicates_among_training_documents_to_the_levels(stories):
+    train, evaluation = _docs([*stories[:300], _edited(stories[5], 40)]), _docs(stories[350:], first_id=1000)
+    kept, step = remove_near_duplicates(train, NEAR_DUP, seed=1, reference=evaluation)
+    assert (kept.height, step["step"]) == (301, "eval_near_dup")
 
 
 def test_the_same_documents_and_settings_select_the_same_documents(grammar):
@@ -87,3 +94,46 @@ def test_a_selection_that_empties_the_corpus_is_refused_by_its_level_name():
     steps = [record("near_dup", None, docs, {}), apply_filters(docs, {"min_words": 5})[1]]
     with pytest.raises(SelectionError, match="level 'strict' leaves no training document .*filter kept 0 of 2"):
         refuse_empty("strict", steps)
+
+
+def _step(name: str, joules: float | None, kept: int = 10) -> dict:
+    energy = {"energy_j": joules, "duration_s": 1.0, "meter_is_estimate": True}
+    return {"step": name, "kept": kept, "energy": energy}
+
+
+def _trials(levels: dict[str, int]) -> pl.DataFrame:
+    return pl.DataFrame({"levels_selection": [level for level, n in levels.items() for _ in range(n)]})
+
+
+def test_a_levels_selection_is_amortised_over_its_trials_and_the_shared_clearance_over_every_trial():
+    records = {
+        SHARED: [_step("eval_near_dup", 60.0)],
+        "raw": [_step("near_dup", 0.0)],
+        "dedup": [_step("near_dup", 30.0)],
+    }
+    costs = {c["level"]: c for c in level_costs(records, _trials({"raw": 6, "dedup": 6}))}
+    assert costs["raw"]["share_per_trial_j"] == pytest.approx(60 / 12)
+    assert costs["dedup"]["share_per_trial_j"] == pytest.approx(30 / 6 + 60 / 12)
+
+
+def test_a_selection_step_without_a_meter_leaves_the_share_missing_not_zero():
+    records = {SHARED: [_step("eval_near_dup", 60.0)], "dedup": [_step("near_dup", None)]}
+    assert level_costs(records, _trials({"dedup": 3}))[0]["share_per_trial_j"] is None
+
+
+def test_energy_to_target_is_stated_without_and_with_the_levels_share():
+    reached = [{"target": "perplexity 9", "series": "selection=dedup", "budget": 1000, "n_reached": 3, "n": 3}]
+    rows = energy_to_target_with_selection(
+        [{**reached[0], "energy_geomean_j": 100.0}], [{"level": "dedup", "share_per_trial_j": 7.5}]
+    )
+    assert (rows[0]["training_j"], rows[0]["with_selection_j"]) == (100.0, 107.5)
+
+
+def test_the_config_schema_offers_exactly_the_quality_rules_the_library_has(root):
+    from tokenwatt.plan.config import load_schema
+
+    levels = load_schema(root / "workflow/schemas/config.schema.yaml")["properties"]["design"]["properties"][
+        "selection"
+    ]
+    spec = next(s for s in levels["additionalProperties"]["oneOf"] if s.get("type") == "object")
+    assert list(spec["properties"]["filters"]["properties"]) == list(RULES)

@@ -134,3 +134,9 @@ def test_a_corpus_emptied_by_normalization_says_so_instead_of_blaming_the_eval_s
     empty = pl.DataFrame({"doc_id": [], "text": []}, schema={"doc_id": pl.Int64, "text": pl.String})
     with pytest.raises(SplitError, match="no documents are left after normalization and de-duplication"):
         split_documents(empty, 10, seed=1)
+
+
+def test_a_budget_a_selection_level_cannot_fill_names_the_level(chunks):
+    ids, n_real = chunks
+    with pytest.raises(SubsetError, match=r"99999 tokens, design.selection level 'dedup' \(40 documents\) has"):
+        draw_subset(ids, n_real, 99999, seed=0, source="design.selection level 'dedup' (40 documents)")

@@ -23,6 +23,7 @@ from tokenwatt.plan.config import (
 from tokenwatt.plan.design import (
     CELL_PATTERN,
     PROFILE_PATTERN,
+    SELECTION_PATTERN,
     TOKENIZER_PATTERN,
     Design,
 )  # noqa: E402
@@ -76,6 +77,8 @@ wildcard_constraints:
     split=r"train|eval",
     cell=CELL_PATTERN,
     tok=TOKENIZER_PATTERN,
+    sel=SELECTION_PATTERN,
+    level=r"[A-Za-z0-9][A-Za-z0-9._-]*",
     profile=PROFILE_PATTERN,
 
 
@@ -141,8 +144,14 @@ def data_file(tok, name):
     return res("data", f"{tok}{name}")
 
 
-def subset_file(tok, budget, trial):
-    return res("subsets", f"{tok}b{budget}", f"t{trial}.json")
+def subset_file(tok, sel, budget, trial):
+    """A trial's subset of one tokenizer's chunks ({sel}: "" without a selection factor, sel=<level>/ with one)."""
+    return res("subsets", f"{tok}{sel}b{budget}", f"t{trial}.json")
+
+
+def selection_file(level, name):
+    """A selection level's step outputs (selection.smk); its training documents are docs_train.parquet."""
+    return res("data", f"sel={level}", name)
 
 
 def profile_file(key):
@@ -168,8 +177,8 @@ TRACE_KEYS = [(c.id, TRIALS[0]) for c in DESIGN.cells]
 DATA_TARGETS = [
     data_file(tok, "chunks_eval.parquet") for tok in DESIGN.tokenizer_keys()
 ] + [
-    subset_file(tok, b, t)
-    for tok in DESIGN.tokenizer_keys()
+    subset_file(tok, sel, b, t)
+    for tok, sel in DESIGN.data_keys()
     for b in DESIGN.budgets
     for t in TRIALS
 ]
@@ -219,10 +228,10 @@ def trial_runtime(wildcards):
 
 def trial_inputs(wildcards):
     cell = cell_of(wildcards)
-    tok = DESIGN.tokenizer_key(cell)
+    tok, sel = DESIGN.tokenizer_key(cell), DESIGN.selection_key(cell)
     return {
-        "subset": subset_file(tok, cell.budget, wildcards.trial),
-        "train": data_file(tok, "chunks_train.parquet"),
+        "subset": subset_file(tok, sel, cell.budget, wildcards.trial),
+        "train": data_file(tok, f"{sel}chunks_train.parquet"),
         "eval": data_file(tok, "chunks_eval.parquet"),
         "tokenizer": data_file(tok, "tokenizer"),
     }

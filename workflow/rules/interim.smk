@@ -113,6 +113,7 @@ use rule report as interim_report with:
             rules.report.input,
             profile=existing_profiles,
             normalize=existing(res("data", "normalize_summary.json")),
+            selection=existing(*SELECTION_RECORDS),
         ),
     output:
         *interim_positional(rules.report.output),

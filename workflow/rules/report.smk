@@ -20,6 +20,7 @@ rule report:
         ],
         reference=shipped("resources", "reference_study.json"),
         normalize=res("data", "normalize_summary.json"),
+        selection=SELECTION_RECORDS,
     output:
         res("report.html"),
     log:

@@ -26,12 +26,13 @@ rule tokenizer:
 rule chunk:
     input:
         forced_jobs_noted,
-        docs=res("data", "docs_{split}.parquet"),
+        # {sel}: a selection level's training documents (selection.smk); eval is chunked once, before any selection
+        docs=res("data", "{sel}docs_{split}.parquet"),
         tokenizer=data_file("{tok}", "tokenizer"),
     output:
-        data_file("{tok}", "chunks_{split}.parquet"),
+        data_file("{tok}", "{sel}chunks_{split}.parquet"),
     log:
-        logfile("chunk", "{tok}{split}"),
+        logfile("chunk", "{tok}{sel}{split}"),
     cache: BETWEEN_WORKFLOW_CACHE
     conda:
         "../envs/data.yaml"
@@ -50,11 +51,11 @@ rule chunk:
 rule subset:
     input:
         forced_jobs_noted,
-        data_file("{tok}", "chunks_train.parquet"),
+        data_file("{tok}", "{sel}chunks_train.parquet"),
     output:
-        subset_file("{tok}", "{budget}", "{trial}"),
+        subset_file("{tok}", "{sel}", "{budget}", "{trial}"),
     log:
-        logfile("subset", "{tok}b{budget}", "t{trial}"),
+        logfile("subset", "{tok}{sel}b{budget}", "t{trial}"),
     cache: BETWEEN_WORKFLOW_CACHE
     priority: SUBSET_PRIORITY
     conda:

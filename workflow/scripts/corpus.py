@@ -7,7 +7,14 @@ with logged(snakemake.log[0]):
     source, opts = snakemake.params.source, snakemake.params.options
     if source == "synthetic":
         # The input, not the config's path: an embedded study run from another folder reads tokenwatt's own grammar.
-        docs = corpus.synthetic_corpus(corpus.load_grammar(snakemake.input[0]), opts["documents"], opts["seed"])
+        docs = corpus.synthetic_corpus(
+            corpus.load_grammar(snakemake.input[0]),
+            opts["documents"],
+            opts["seed"],
+            opts["near_duplicates"],
+            opts["boilerplate"],
+            opts["garbled"],
+        )
     elif source == "local":
         docs = corpus.local_corpus(opts["files"], opts["text_column"], opts["encoding_errors"])
     else:

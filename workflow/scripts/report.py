@@ -4,6 +4,7 @@ import time
 from pathlib import Path
 
 from tokenwatt.analysis.aggregate import cs_tflops_of
+from tokenwatt.analysis.selection import level_of
 from tokenwatt.analysis.tables import read_changes, read_conditions
 from tokenwatt.common.files import logged, read_analysis_json, read_json, read_profile, read_table
 from tokenwatt.common.provenance import git_state, utc, versions
@@ -24,6 +25,9 @@ with logged(snakemake.log[0]):
         [snakemake.input.normalize] if isinstance(snakemake.input.normalize, str) else list(snakemake.input.normalize)
     )
     summary = read_analysis_json(normalize[0], "normalization summary") if normalize else {}
+    selection = {}  # each selection step's record by level (design.selection); the interim report's: those done
+    for path in snakemake.input.selection:
+        selection.setdefault(level_of(path), []).append(read_analysis_json(path, "selection step record"))
     page = render_report(
         config=snakemake.params.config,
         config_hash=snakemake.params.config_hash,
@@ -43,6 +47,7 @@ with logged(snakemake.log[0]):
         interim=snakemake.params.interim,
         profile_check=read_analysis_json(snakemake.input.profile_check, "device profile check"),
         cost=read_analysis_json(snakemake.input.cost, "cost summary"),
+        selection=selection,
         made={"at": utc(time.time()), "git": git_state(Path(snakemake.scriptdir)), "versions": versions()},
     )
     Path(snakemake.output[0]).write_text(page, encoding="utf-8")

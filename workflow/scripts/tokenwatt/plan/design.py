@@ -1,7 +1,7 @@
 """The study's design as data: the config turned into cells, their settings and their paths.
 
 The budget is the within-subject factor every study has (``study.budgets``); ``design`` adds
-further within-subject factors (model, precision, lr, batch_size, hardware), each a named list of
+further within-subject factors (selection, model, precision, lr, batch_size, hardware, stopping), each a named list of
 levels. A cell is one level of every factor; trial *i* runs under every cell (the subject of the
 repeated-measures design), on the data subset of its budget and trial alone, so every level trains
 on the same tokens in the same order.
@@ -24,12 +24,13 @@ from typing import Any
 from ..common.measures import budget_label
 
 # The further factors, in the order of path parts, columns and labels.
-FACTORS = ("model", "precision", "lr", "batch_size", "hardware", "stopping")
+FACTORS = ("selection", "model", "precision", "lr", "batch_size", "hardware", "stopping")
 # Column prefix of a factor's level in the analysis tables (a record's nested ``levels`` flattened).
 LEVEL_PREFIX = "levels_"
 # Snakemake wildcard patterns of the path fragments below.
 CELL_PATTERN = r"(?:[a-z_]+=[^/]+/)*b\d+"
 TOKENIZER_PATTERN = r"(?:tok=[^/]+/)?"
+SELECTION_PATTERN = r"(?:sel=[^/]+/)?"
 PROFILE_PATTERN = r"(?:[a-z_]+=[^/]+/)*"
 
 
@@ -175,6 +176,26 @@ class Design:
 
     def tokenizer_keys(self) -> list[str]:
         return sorted({self.tokenizer_key(c) for c in self.cells})
+
+    def selection_key(self, cell: Cell) -> str:
+        """``""`` without a selection factor (training reads the split as it is), ``sel=<level>/`` with one."""
+        name = dict(cell.levels).get("selection")
+        return "" if name is None else f"sel={name}/"
+
+    def data_keys(self) -> list[tuple[str, str]]:
+        """Every (tokenizer key, selection key) whose training chunks and subsets the study needs."""
+        return sorted({(self.tokenizer_key(c), self.selection_key(c)) for c in self.cells})
+
+    def selection_config(self, level: str) -> dict[str, Any]:
+        """A selection level's steps: ``near_dup`` (its keys over ``selection.near_dup``) and ``filters``, each None
+        when the level leaves that step out."""
+        spec = self.factors["selection"][level]
+        spec = {} if spec == "none" else spec
+        near_dup = spec.get("near_dup")
+        return {
+            "near_dup": None if near_dup is None else {**self.config["selection"]["near_dup"], **near_dup},
+            "filters": spec.get("filters"),
+        }
 
     def train_config(self, cell: Cell) -> dict[str, Any]:
         train = self._train_settings(cell)

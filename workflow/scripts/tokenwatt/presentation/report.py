@@ -32,6 +32,7 @@ from .html import Raw as _Raw
 from .html import esc, num, table
 from .meter_notes import meter_provenance, meter_warnings
 from .scaling_section import scaling_html
+from .selection_section import selection_html
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45;overflow-wrap:break-word}
@@ -909,12 +910,14 @@ def render_report(
     rerun: list[str],
     profile_check: list[dict[str, Any]],
     cost: dict[str, Any] | None = None,
+    selection: dict[str, list[dict[str, Any]]] | None = None,
     interim: bool = False,
     made: dict[str, Any] | None = None,
 ) -> str:
     """The whole report as one HTML string; ``figures`` maps name → (PNG bytes, caption); ``profiles`` and ``cs``
     (CS_TFLOPS and where it came from) are keyed by device profile (one per hardware level and precision, "" when
-    one); ``made`` says when and with what it was made (git state, report time, package versions)."""
+    one); ``selection`` holds each selection step's record by level (design.selection); ``made`` says when and with
+    what it was made (git state, report time, package versions)."""
     made, cost = made or {}, cost or {}
     study = config["study"]
     meters = sorted(set(trials["meter"].to_list())) if "meter" in trials.columns else []
@@ -1021,6 +1024,7 @@ Budgets {esc(budgets)} real tokens per epoch{esc(further)}, {esc(study["trials"]
 {_stats_html(stats)}
 <h2 id="curves">Energy to quality</h2>
 {_curves_html(curves or {})}
+{f'<h2 id="selection">Data selection</h2>{selection_html(selection, trials, curves or {})}' if selection else ""}
 <h2 id="scaling">Scaling</h2>
 {scaling_html(scaling or {})}
 {scaling_figs}

@@ -42,17 +42,17 @@ def near_duplicates(
     threshold: float,
     seed: int,
     reference: Sequence[str] = (),
-    reference_name: str = "eval",
+    within: bool = True,
 ) -> list[Match]:
     """Every document of ``texts`` whose Jaccard similarity reaches ``threshold`` with a ``reference`` document (named
-    ``{reference_name}:<index>``) or with an earlier kept document of ``texts`` (``train:<index>``).
+    ``eval:<index>``) or, ``within``, with an earlier kept document of ``texts`` (``train:<index>``).
 
     The first of a group is kept, in the order read, so the result depends only on the inputs and settings.
     """
     sets = [shingles(t, shingle_size) for t in [*reference, *texts]]
     signatures = MinHash.bulk(sets, num_perm=permutations, seed=seed)
     lsh = MinHashLSH(threshold=threshold, num_perm=permutations)
-    keys = [f"{reference_name}:{i}" for i in range(len(reference))] + [f"train:{i}" for i in range(len(texts))]
+    keys = [f"eval:{i}" for i in range(len(reference))] + [f"train:{i}" for i in range(len(texts))]
     for key, signature in zip(keys[: len(reference)], signatures, strict=False):
         lsh.insert(key, signature)
     matches = []
@@ -65,7 +65,7 @@ def near_duplicates(
         best = max(found, key=lambda pair: pair[0], default=(0.0, ""))
         if best[0] >= threshold:
             matches.append(Match(position - len(reference), best[1], round(best[0], 4)))
-        else:
+        elif within:
             lsh.insert(keys[position], signatures[position])
     return matches
 

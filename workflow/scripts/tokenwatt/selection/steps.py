@@ -7,13 +7,15 @@ of the normalized training split; the same inputs and settings give the same doc
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import polars as pl
 
 from .filters import failed_rule
 from .near_dup import near_duplicates
 
+T = TypeVar("T")
 # Removed documents quoted in a step's record, and how much of each.
 EXAMPLES = 3
 EXAMPLE_CHARS = 240
@@ -50,8 +52,9 @@ def _kept(docs: pl.DataFrame, why: dict[int, str]) -> pl.DataFrame:
 def remove_near_duplicates(
     docs: pl.DataFrame, settings: dict[str, Any] | None, seed: int, reference: pl.DataFrame | None = None
 ) -> tuple[pl.DataFrame, dict[str, Any]]:
-    """Documents that near-duplicate an earlier one (or, given ``reference``, an evaluation document) removed;
-    ``settings`` None keeps every document (a level without this step)."""
+    """Documents that near-duplicate an earlier one removed, or, given ``reference`` (the eval documents), those that
+    near-duplicate a reference document (and no other); ``settings`` None keeps every document (a level without
+    this step)."""
     if settings is None:
         return docs, record("near_dup", None, docs, {})
     ids = docs["doc_id"].to_list()
@@ -63,6 +66,7 @@ def remove_near_duplicates(
         settings["threshold"],
         seed,
         [] if reference is None else reference["text"].to_list(),
+        within=reference is None,
     )
 
     def named(of: str) -> str:
@@ -70,7 +74,7 @@ def remove_near_duplicates(
         return f"{kind} doc {(ref_ids if kind == 'eval' else ids)[int(index)]}"
 
     why = {ids[m.index]: f"near_dup of {named(m.of)} (Jaccard {m.jaccard:.3f})" for m in matches}
-    return _kept(docs, why), record("near_dup", settings, docs, why)
+    return _kept(docs, why), record("near_dup" if reference is None else "eval_near_dup", settings, docs, why)
 
 
 def apply_filters(docs: pl.DataFrame, thresholds: dict[str, float] | None) -> tuple[pl.DataFrame, dict[str, Any]]:
@@ -91,3 +95,16 @@ def refuse_empty(level: str, steps: list[dict[str, Any]]) -> None:
             f"design.selection level {level!r} leaves no training document ({counts}); loosen its thresholds "
             f"(design.selection.{level}) or add data"
         )
+
+
+def metered(meter_cfg: dict[str, Any], kind: str, step: Callable[[], T]) -> tuple[T, dict[str, Any]]:
+    """Run ``step`` inside its own meter window; its result and the window's energy record (joules, seconds, meter,
+    whether an estimate), which the analysis amortises over the trials that trained on the selection."""
+    from ..measurement.meters import MeterSettings, make_meter
+
+    meter, why = make_meter(MeterSettings(**{**meter_cfg, "kind": kind}), "cpu")
+    meter.start()
+    result = step()
+    summary = meter.stop()
+    keys = ("energy_j", "duration_s", "meter", "meter_is_estimate", "samples")
+    return result, {**{k: summary[k] for k in keys}, "meter_choice": why}

@@ -1,0 +1,66 @@
+"""Data selection as a factor end to end through Snakemake: config/selection.yaml's three levels on the tiny data, what
+a changed filter threshold reruns, and a level that leaves too little to train on."""
+
+import json
+
+import polars as pl
+import pytest
+from tokenwatt.selection.near_dup import jaccard, shingles
+from workflow_helpers import ANALYSIS, clone, copy_of_study, planned_jobs, snakemake
+
+pytestmark = pytest.mark.workflow
+# The shipped selection study on the tiny study's budgets and trials; the tiny corpus keeps the study's noise shares.
+SELECTION = ["--configfile", "config/selection.yaml", ".test/config/config.yaml"]
+LEVELS = ["raw", "dedup", "dedup-filter"]
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    work = clone(tmp_path_factory.mktemp("selection"))
+    snakemake(work, *SELECTION, "--cores", "2", "--resources", "gpu=1")
+    return work
+
+
+def _docs(work, level):
+    return pl.read_parquet(work / f"results/data/sel={level}/docs_train.parquet")
+
+
+def test_every_level_trains_every_budget_and_trial_and_each_step_says_what_it_removed(study):
+    trials = pl.read_parquet(study / "results/analysis/trials.parquet")
+    assert trials.group_by("levels_selection", maintain_order=True).len().rows() == [(level, 6) for level in LEVELS]
+    kept = [_docs(study, level).height for level in LEVELS]
+    assert kept[0] > kept[1] > kept[2]  # near-duplicates, then boilerplate and garbled documents, removed
+    record = json.loads((study / "results/data/sel=dedup-filter/filter.json").read_text())
+    assert record["removed"] == kept[1] - kept[2] and record["examples"][0]["why"].startswith("max_")
+    assert record["energy"]["energy_j"] > 0
+
+
+def test_no_level_trains_on_an_eval_document_or_a_near_duplicate_of_one(study):
+    settings = json.loads((study / "results/data/decontaminate.json").read_text())["settings"]
+    evaluation = pl.read_parquet(study / "results/data/docs_eval.parquet")
+    eval_sets = [shingles(t, settings["shingle_size"]) for t in evaluation["text"]]
+    for level in LEVELS:
+        docs = _docs(study, level)
+        assert not set(docs["doc_id"]) & set(evaluation["doc_id"])
+        assert all(
+            jaccard(shingles(t, settings["shingle_size"]), e) < settings["threshold"]
+            for t in docs["text"]
+            for e in eval_sets
+        )
+
+
+def test_a_changed_filter_threshold_reruns_that_level_from_its_filter_on_and_not_the_tokenizer(study, tmp_path):
+    (study / "threshold.yaml").write_text(
+        "design: {selection: {dedup-filter: {filters: {max_policy_line_fraction: 0.5}}}}\n"
+    )
+    jobs = planned_jobs(study, *SELECTION, "threshold.yaml")
+    assert jobs == {"select_filter": 1, "chunk": 1, "subset": 6, "train_trial": 6, **ANALYSIS}
+
+
+def test_a_level_that_empties_the_training_documents_is_refused_by_name_before_any_training(study, tmp_path):
+    work = copy_of_study(study, tmp_path / "strict")
+    (work / "strict.yaml").write_text("design: {selection: {strict: {filters: {min_words: 1000}}}}\n")
+    proc = snakemake(work, *SELECTION, "strict.yaml", "--cores", "1", "--resources", "gpu=1", check=False)
+    assert proc.returncode != 0
+    assert "design.selection level 'strict' leaves no training document" in proc.stdout + proc.stderr
+    assert not (work / "results/trials/selection=strict").exists()

@@ -1,0 +1,100 @@
+# Selection stage (design.selection): between the split and the chunks, one rule per step, so that changing a step's
+# settings reruns that step and what follows it. The tokenizer and the eval set come from the split before any
+# selection: the same for every level.
+
+# What a step's meter window needs (selection.meter picks the meter): other meter keys rerun no selection.
+SELECTION_METER = {
+    key: config["meter"][key] for key in ("interval_s", "cpu_tdp_w", "rapl_root")
+}
+# Every step's record (the report's Data selection section); none without design.selection.
+SELECTION_LEVELS = list(DESIGN.factors.get("selection", {}))
+SELECTION_RECORDS = (
+    [res("data", "decontaminate.json")]
+    + [
+        selection_file(level, f"{step}.json")
+        for level in SELECTION_LEVELS
+        for step in ("near_dup", "filter")
+    ]
+    if SELECTION_LEVELS
+    else []
+)
+
+
+rule decontaminate:
+    input:
+        docs=res("data", "docs_train.parquet"),
+        eval=res("data", "docs_eval.parquet"),
+    output:
+        docs=res("data", "decontaminated.parquet"),
+        record=res("data", "decontaminate.json"),
+    log:
+        logfile("decontaminate"),
+    benchmark:
+        res("benchmarks", "decontaminate.tsv")
+    conda:
+        "../envs/data.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+    params:
+        settings=config["selection"]["near_dup"],
+        seed=STUDY["seed"],
+        meter=SELECTION_METER,
+        meter_kind=config["selection"]["meter"],
+        code=code_digest("select_near_dup.py"),
+    script:
+        "../scripts/select_near_dup.py"
+
+
+rule select_near_dup:
+    input:
+        docs=res("data", "decontaminated.parquet"),
+    output:
+        docs=selection_file("{level}", "near_dup.parquet"),
+        record=selection_file("{level}", "near_dup.json"),
+    log:
+        logfile("select_near_dup", "{level}"),
+    benchmark:
+        res("benchmarks", "select_near_dup", "{level}.tsv")
+    conda:
+        "../envs/data.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+    params:
+        settings=lambda wildcards: DESIGN.selection_config(wildcards.level)["near_dup"],
+        seed=STUDY["seed"],
+        meter=SELECTION_METER,
+        meter_kind=config["selection"]["meter"],
+        code=code_digest("select_near_dup.py"),
+    script:
+        "../scripts/select_near_dup.py"
+
+
+rule select_filter:
+    input:
+        docs=selection_file("{level}", "near_dup.parquet"),
+        records=[
+            res("data", "decontaminate.json"),
+            selection_file("{level}", "near_dup.json"),
+        ],
+    output:
+        docs=selection_file("{level}", "docs_train.parquet"),
+        record=selection_file("{level}", "filter.json"),
+    log:
+        logfile("select_filter", "{level}"),
+    benchmark:
+        res("benchmarks", "select_filter", "{level}.tsv")
+    conda:
+        "../envs/data.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+    params:
+        thresholds=lambda wildcards: DESIGN.selection_config(wildcards.level)["filters"],
+        level=lambda wildcards: wildcards.level,
+        meter=SELECTION_METER,
+        meter_kind=config["selection"]["meter"],
+        code=code_digest("select_filter.py"),
+    script:
+        "../scripts/select_filter.py"

@@ -1,0 +1,89 @@
+"""The selection stage's cost in the study's terms: each level's metered joules, amortised over the trials that trained
+on it, and the energy to each target with and without that share.
+
+The eval near-duplicate clearance serves every level, so its joules are shared by every trial of the study; a level's
+own steps (near_dup, filter) by that level's trials. A share of None means a step ran without a meter (selection.meter
+none): missing, never 0 J.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ..plan.design import LEVEL_PREFIX
+
+SHARED = ""  # the records of the steps every level shares, in ``records``' keys
+COLUMN = LEVEL_PREFIX + "selection"
+
+
+def level_of(path: str | Path) -> str:
+    """The level a step record belongs to, from its folder (``data/sel=<level>/``); SHARED for the study's own."""
+    folder = Path(path).parent.name
+    return folder.removeprefix("sel=") if folder.startswith("sel=") else SHARED
+
+
+def _joules(steps: Sequence[Mapping[str, Any]]) -> float | None:
+    values = [s["energy"]["energy_j"] for s in steps]
+    return None if any(v is None for v in values) else float(sum(values))
+
+
+def level_costs(records: Mapping[str, Sequence[Mapping[str, Any]]], trials: pl.DataFrame) -> list[dict[str, Any]]:
+    """Per level, in the trials' order: its steps' joules and seconds, the shared steps' joules, the trials that used
+    it and the per-trial share (its own joules over its trials, plus the shared joules over every trial)."""
+    shared_j = _joules(records.get(SHARED, []))
+    rows = []
+    for level in trials[COLUMN].unique(maintain_order=True).to_list():
+        steps = records.get(level, [])
+        n = trials.filter(pl.col(COLUMN) == level).height
+        own_j = _joules(steps)
+        share = None if own_j is None or shared_j is None else own_j / n + shared_j / trials.height
+        rows.append(
+            {
+                "level": level,
+                "steps": list(steps),
+                "documents": steps[-1]["kept"] if steps else None,
+                "joules": own_j,
+                "seconds": sum(s["energy"]["duration_s"] for s in steps),
+                "shared_joules": shared_j,
+                "trials": n,
+                "share_per_trial_j": share,
+                "is_estimate": any(s["energy"]["meter_is_estimate"] for s in [*steps, *records.get(SHARED, [])]),
+            }
+        )
+    return rows
+
+
+def _level_in(series: str) -> str | None:
+    levels = dict(part.split("=", 1) for part in series.split("/") if part)
+    return levels.get("selection")
+
+
+def energy_to_target_with_selection(
+    energy_to_target: Sequence[Mapping[str, Any]], costs: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The curves' energy to each target per cell (the geometric mean over the trials that reached it), beside the same
+    plus the level's per-trial selection share."""
+    share = {c["level"]: c["share_per_trial_j"] for c in costs}
+    rows = []
+    for r in energy_to_target:
+        level = _level_in(r["series"])
+        training = r["energy_geomean_j"]
+        added = share.get(level)
+        rows.append(
+            {
+                "target": r["target"],
+                "series": r["series"],
+                "budget": r["budget"],
+                "level": level,
+                "n_reached": r["n_reached"],
+                "n": r["n"],
+                "training_j": training,
+                "selection_j": added,
+                "with_selection_j": None if training is None or added is None else training + added,
+            }
+        )
+    return rows
