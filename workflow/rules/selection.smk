@@ -1,6 +1,7 @@
 # Selection stage (design.selection): between the split and the chunks, one rule per step, so that changing a step's
 # settings reruns that step and what follows it. The tokenizer and the eval set come from the split before any
-# selection: the same for every level.
+# selection: the same for every level. The steps outrank every trial, as the subsets do, so that a level that keeps
+# too little is refused before the trials the scheduler can choose instead of its steps.
 
 # What a step's meter window needs (selection.meter picks the meter): other meter keys rerun no selection.
 SELECTION_METER = {
@@ -31,6 +32,7 @@ rule decontaminate:
         logfile("decontaminate"),
     benchmark:
         res("benchmarks", "decontaminate.tsv")
+    priority: SUBSET_PRIORITY
     conda:
         "../envs/data.yaml"
     threads: 1
@@ -56,6 +58,7 @@ rule select_near_dup:
         logfile("select_near_dup", "{level}"),
     benchmark:
         res("benchmarks", "select_near_dup", "{level}.tsv")
+    priority: SUBSET_PRIORITY
     conda:
         "../envs/data.yaml"
     threads: 1
@@ -85,6 +88,7 @@ rule select_filter:
         logfile("select_filter", "{level}"),
     benchmark:
         res("benchmarks", "select_filter", "{level}.tsv")
+    priority: SUBSET_PRIORITY
     conda:
         "../envs/data.yaml"
     threads: 1

@@ -34,6 +34,7 @@ rule chunk:
     log:
         logfile("chunk", "{tok}{sel}{split}"),
     cache: BETWEEN_WORKFLOW_CACHE
+    priority: SUBSET_PRIORITY
     conda:
         "../envs/data.yaml"
     threads: 1

@@ -1,9 +1,13 @@
 """Near-duplicate removal by MinHash LSH (datasketch), every candidate confirmed by its exact Jaccard similarity.
 
-datasketch was chosen over rensa (10x faster on the default corpus: 0.2 s against 2.0 s for 8 000 documents, see
-benchmarks/selection_speed.py) because it derives the LSH bands and rows from the Jaccard threshold itself, depends on
-numpy and scipy alone, and its signatures are a documented function of the seed; at the scale a study selects, the
-difference is seconds against minutes of training, and the step's own energy is metered and reported either way.
+datasketch was chosen over rensa, which is faster (benchmarks/selection_speed.py, on a 2-core AMD EPYC: rensa's
+MinHash LSH 0.50 s for the default corpus's 8 000 documents, this step 2.4-3.1 s with its exact Jaccard checks and
+record), because datasketch derives the LSH bands and rows from the Jaccard threshold itself (rensa asks for them),
+depends only on numpy and scipy, which the data stage has anyway, and is the long-maintained reference
+implementation; at a study's scale the difference is seconds beside minutes of training, and the step's own energy is
+metered and reported either way. datatrove's MinHash is a four-stage pipeline over sharded files, built for corpora a
+single process cannot hold, not a step inside one rule.
+
 LSH only proposes candidates; the exact Jaccard of the two shingle sets decides, so a pair is removed exactly when it
 reaches the threshold (the LSH may miss a pair near the threshold, never invent one).
 """
