@@ -137,3 +137,22 @@ def test_the_config_schema_offers_exactly_the_quality_rules_the_library_has(root
     ]
     spec = next(s for s in levels["additionalProperties"]["oneOf"] if s.get("type") == "object")
     assert list(spec["properties"]["filters"]["properties"]) == list(RULES)
+
+
+def test_the_report_section_names_each_levels_removals_and_its_energy_to_target_with_the_selection():
+    from tokenwatt.presentation.selection_section import selection_html
+
+    step = {**_step("filter", 12.0, kept=8), "settings": {"min_words": 20}, "documents_in": 10, "removed": 2}
+    step |= {
+        "removed_by": {"min_words": 2},
+        "examples": [{"doc_id": 4, "why": "min_words (value 3, threshold 20)", "text": "Too short."}],
+    }
+    shared = {**_step("eval_near_dup", 6.0), "settings": None, "documents_in": 10, "removed_by": {}, "examples": []}
+    reached = {"target": "perplexity 9", "series": "selection=strict", "budget": 1000, "n_reached": 2, "n": 2}
+    page = selection_html(
+        {SHARED: [shared], "strict": [step]},
+        _trials({"strict": 2}),
+        {"energy_to_target": [{**reached, "energy_geomean_j": 100.0}]},
+    )
+    assert "min_words 2" in page and "min_words (value 3, threshold 20)" in page
+    assert "109.0 J" in page  # 100 J of training + (12 J / 2 trials + 6 J / 2 trials)
