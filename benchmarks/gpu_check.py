@@ -27,7 +27,7 @@ import polars as pl  # noqa: E402
 import torch  # noqa: E402
 from gpu_validate import chunks, smi_uuid, window_closure  # noqa: E402
 from tokenwatt.analysis.efficiency import derived_metrics  # noqa: E402
-from tokenwatt.measurement.meters import NvmlMeter  # noqa: E402
+from tokenwatt.measurement.meters import MeterSettings, NvmlMeter  # noqa: E402
 from tokenwatt.measurement.throughput import profile_device  # noqa: E402
 from tokenwatt.training.trial import run_trial  # noqa: E402
 
@@ -71,7 +71,7 @@ def trial(
             compile_min_steps=1,
             stop="none",
         ),
-        meter_cfg=dict(
+        meter_settings=MeterSettings(
             kind=meter,
             interval_s=0.1,
             idle_seconds=2.0 if meter != "none" else 0,

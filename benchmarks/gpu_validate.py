@@ -39,7 +39,7 @@ import polars as pl  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
 from tokenwatt.measurement.devices import device_sync, gpu_uuid  # noqa: E402
-from tokenwatt.measurement.meters import MIN_COUNTER_PERIODS, NvmlMeter, integrate  # noqa: E402
+from tokenwatt.measurement.meters import MIN_COUNTER_PERIODS, MeterSettings, NvmlMeter, integrate  # noqa: E402
 from tokenwatt.measurement.throughput import profile_device  # noqa: E402
 from tokenwatt.plan.preview import trial_runtime_min  # noqa: E402
 from tokenwatt.training import trial as trial_module  # noqa: E402
@@ -296,7 +296,7 @@ def stack_trial(s: dict[str, Any], args: argparse.Namespace, nvml: Any, steps: i
             compile_min_steps=1,
             stop="none",
         ),
-        meter_cfg=dict(
+        meter_settings=MeterSettings(
             kind="nvml",
             interval_s=0.1,
             target_samples=120,
