@@ -182,7 +182,11 @@ def _allocation_html(scaling: dict[str, Any]) -> list[str]:
             Raw(f"{fixed(fn / 1e6)} M / {fixed(fd / 1e6)} M"),
             Raw(
                 f"{fixed(c['ratio_N'])}"
-                + (f' <span class="ci">[{fixed(c["ci_low"])}, {fixed(c["ci_high"])}]</span>' if c["ci_low"] is not None else "")
+                + (
+                    f' <span class="ci">[{fixed(c["ci_low"])}, {fixed(c["ci_high"])}]</span>'
+                    if c["ci_low"] is not None
+                    else ""
+                )
             ),
             Raw("extrapolated" if x else "measured range"),
         ]
