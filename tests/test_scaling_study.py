@@ -87,7 +87,7 @@ def test_the_analysis_states_its_units_and_every_interval_counts_them():
 def test_the_law_is_judged_against_the_between_trial_noise_before_any_allocation():
     curves, trials = _study()
     lof = analyse_scaling(curves, trials, {"points": "all"})["law_total"]["lack_of_fit"]
-    assert lof["fits"] is True and lof["between_trial_sd_log"] == pytest.approx(0.01, rel=0.2)
+    assert lof["fits"] is True and lof["noise_sd_log"] == pytest.approx(0.01, rel=0.2)
 
 
 def test_the_energy_optimal_split_is_compared_with_the_flop_optimal_one_with_intervals():

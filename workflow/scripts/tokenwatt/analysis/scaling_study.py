@@ -137,7 +137,7 @@ def points(curves: pl.DataFrame, trials: pl.DataFrame, which: str) -> pl.DataFra
     elif which == "first_epoch":
         joined = joined.filter(pl.col("real_tokens") <= pl.col("distinct_tokens"))
     return joined.filter(pl.col("real_tokens") > 0).select(
-        "cell", "trial", "params", "non_embedding_params", pl.col("real_tokens").alias("tokens"), "eval_loss"
+        "cell", "trial", "point", "params", "non_embedding_params", pl.col("real_tokens").alias("tokens"), "eval_loss"
     )
 
 
@@ -213,7 +213,9 @@ def _fits(
             **fit.to_dict(),
             "intervals": uncertainty.intervals(fit),
             "n_points": int(N.size),
-            "lack_of_fit": lack_of_fit(N, D, L, fit),
+            "lack_of_fit": lack_of_fit(
+                N, D, L, (chosen["cell"] + "#" + chosen["point"].cast(pl.String)).to_numpy(), ids[TRIAL], fit
+            ),
         }
     out["units"], out["interval_method"] = laws["total"][1].counts, laws["total"][1].method
     total = [e for e in out["energy_per_token"] if e["energy"] == "joules_per_token" and e["status"] == "ok"]

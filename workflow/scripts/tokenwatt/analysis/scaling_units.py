@@ -147,37 +147,52 @@ def stack(names: tuple[str, ...], estimate: np.ndarray, log: np.ndarray, replica
     return Jackknife(names, np.asarray(estimate, float), np.asarray(log, bool), rows)
 
 
-def lack_of_fit(N: np.ndarray, D: np.ndarray, loss: np.ndarray, law: Law) -> dict[str, Any]:
-    """Does the law fit the cell means within the between-trial noise? Cells are the distinct (N, D); on log
-    loss, r_c is a cell mean's residual from the law and s² the pooled variance of the trials around their cell
-    means; F = (Σ n_c r_c² / (K − 5)) / s² on (K − 5, Σ (n_c − 1)) df. The points of one trial (its eval curve)
-    and one trial id are not independent, so the test is a screen, not an exact p; the RMS residual beside the
-    between-trial SD says how far off the law is in the same units."""
+def lack_of_fit(
+    N: np.ndarray, D: np.ndarray, loss: np.ndarray, cell: np.ndarray, trial: np.ndarray, law: Law
+) -> dict[str, Any]:
+    """Does the law fit the cell means within the noise? A cell is one eval point of one condition (``cell``: the
+    same model size, budget and point index for every trial id; its trials' token counts differ by part of a
+    chunk, so its D is their geometric mean). On log loss, y = cell + trial id + error is fitted by least
+    squares: the trial-id effect, which every cell shares, cancels out of the cell means, so it must leave the
+    error term too, and s² is the trial × cell interaction. r_c is a cell's mean (trial effects averaged out)
+    minus the law; F = (Σ n_c r_c² / (K − 5)) / s² on (K − 5, n − K − (T − 1)) df. The points of one trial's
+    curve are not independent, so the test is a screen, not an exact p; a law it does not reject is one whose
+    misfit it did not detect, and the RMS residual beside the interaction SD says how far off it is."""
     y = np.log(loss)
-    keys, codes = np.unique(np.column_stack([N, D]), axis=0, return_inverse=True)
-    codes = codes.ravel()
-    n = np.bincount(codes)
-    mean = np.bincount(codes, y) / n
-    resid = mean - np.log(law.loss(keys[:, 0], keys[:, 1]))
-    df1, df2 = keys.shape[0] - 5, int((n - 1).sum())
+    cells, codes = np.unique(np.asarray(cell), return_inverse=True)
+    trials, t_codes = np.unique(np.asarray(trial), return_inverse=True)
+    codes, t_codes = codes.ravel(), t_codes.ravel()
+    K, T = cells.size, trials.size
+    n = np.bincount(codes, minlength=K)
+    N_c = np.bincount(codes, N, minlength=K) / n
+    D_c = np.exp(np.bincount(codes, np.log(D), minlength=K) / n)
+    X = np.zeros((y.size, K + T - 1))
+    X[np.arange(y.size), codes] = 1.0
+    later = t_codes > 0
+    X[np.flatnonzero(later), K + t_codes[later] - 1] = 1.0
+    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+    rss = float(((y - X @ coef) ** 2).sum())
+    trial_effects = np.concatenate([[0.0], coef[K:]])
+    resid = coef[:K] + trial_effects.mean() - np.log(law.loss(N_c, D_c))
+    df1, df2 = K - 5, int(y.size - K - (T - 1))
     out: dict[str, Any] = {
-        "cells": int(keys.shape[0]),
+        "cells": int(K),
         "trials_per_cell": [int(n.min()), int(n.max())],
         "rms_residual_log": float(np.sqrt(np.mean(resid**2))),
         "max_abs_residual_log": float(np.abs(resid).max()),
     }
-    s2 = float(((y - mean[codes]) ** 2).sum() / df2) if df2 else 0.0
-    if s2 == 0 or df1 <= 0:
+    s2 = rss / df2 if df2 > 0 else 0.0
+    if s2 <= 1e-300 or df1 <= 0:
         why = (
             "no more cells than parameters"
             if df1 <= 0
-            else "one trial per cell: no between-trial noise to judge it by"
-            if df2 == 0
-            else "the trials of every cell agree exactly: no between-trial noise to judge it by"
+            else "one trial per cell: no trial × cell noise to judge it by"
+            if df2 <= 0
+            else "the trials of every cell agree up to a shift: no trial × cell noise to judge it by"
         )
         return {
             **out,
-            "between_trial_sd_log": None,
+            "noise_sd_log": None,
             "F": None,
             "df": None,
             "p": None,
@@ -188,15 +203,16 @@ def lack_of_fit(N: np.ndarray, D: np.ndarray, loss: np.ndarray, law: Law) -> dic
     p = float(sps.f.sf(F, df1, df2))
     fits = p >= LACK_OF_FIT_P
     verdict = (
-        "the law fits the cell means within the between-trial noise"
+        "no misfit detected: the law's residuals at the cell means are within the trial × cell noise "
+        f"(F = {F:.3g}, p = {p:.2g})"
         if fits
         else f"the law does NOT fit within noise: its residuals at the cell means (RMS {out['rms_residual_log']:.3g} in log "
-        f"loss) are larger than the trials' spread (SD {np.sqrt(s2):.3g}) allows (F = {F:.3g}, p = {p:.2g}); what it "
-        "allocates describes a law these points do not follow"
+        f"loss) are larger than the trial × cell noise (SD {np.sqrt(s2):.3g}) allows (F = {F:.3g}, p = {p:.2g}); what "
+        "it allocates describes a law these points do not follow"
     )
     return {
         **out,
-        "between_trial_sd_log": float(np.sqrt(s2)),
+        "noise_sd_log": float(np.sqrt(s2)),
         "F": F,
         "df": [df1, df2],
         "p": p,

@@ -71,10 +71,10 @@ def _fit_verdict(scaling: dict[str, Any]) -> str:
     """Whether the law fits its cell means within the between-trial noise: said before anything is allocated."""
     lof = scaling["law_total"]["lack_of_fit"]
     cls = "warn" if lof.get("fits") is False else ""
-    sd = lof.get("between_trial_sd_log")
+    sd = lof.get("noise_sd_log")
     detail = (
         f" RMS residual at the {lof['cells']} cell means {lof['rms_residual_log']:.3g} in log loss against a "
-        f"between-trial SD of {sd:.3g}."
+        f"trial × cell SD of {sd:.3g}."
         if sd is not None
         else ""
     )
