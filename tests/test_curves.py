@@ -450,3 +450,14 @@ def test_a_zero_carbon_intensity_gives_zero_co2e_to_a_target_not_a_missing_one()
     cost = {"pue": 1.0, "carbon_intensity_g_per_kwh": 0.0, "electricity_price_per_kwh": None, "device_hour_price": None}
     summary = energy_to_target_summary(energy_to_target(_curves(HAND), [{"loss": 3.5}], cost)).row(0, named=True)
     assert summary["kg_co2e_geomean"] == 0.0 and summary["total_cost_geomean"] is None
+
+
+def test_a_run_below_the_target_at_its_first_point_stays_out_of_the_test_between_budgets():
+    """Its energy is only an upper bound, looser for a larger budget's later first point: compared, it would make a
+    budget effect of its own. Its subject is named among those left out."""
+    reached = energy_to_target(_study(), [{"loss": 4.5}])
+    bounded = reached.filter(pl.col("at_first_point"))
+    assert bounded.height > 0
+    test = energy_to_target_tests(reached)[0]
+    assert set(bounded["trial"].to_list()) <= set(test.left_out)
+    assert "only an upper bound" in test.message

@@ -213,3 +213,25 @@ def test_the_size_effect_says_whether_the_largest_model_beats_the_smallest_by_mo
     assert got["budget"] == 160_000 and got["largest"]["params"] == 4_000_000 and got["visible"] is True
     flat = trials.with_columns(eval_loss=3.0 + 0.01 * pl.col("trial"))
     assert size_effect(flat)["visible"] is False
+
+
+def test_a_law_whose_size_exponent_is_not_identified_allocates_nothing_and_says_why():
+    curves, trials = _study()
+    got = analyse_scaling(curves, trials, {"points": "all"})
+    law = got["law_total"]
+    assert law["not_identified"] == {} and "allocation_energy" in got  # the study's law is pinned
+    flat = curves.join(trials.select("cell", "trial", "params"), on=["cell", "trial"]).with_columns(
+        eval_loss=pl.col("eval_loss") - TRUTH["A"] / pl.col("params") ** TRUTH["alpha"] + 1e-4 * pl.col("params").log()
+    )
+    got = analyse_scaling(flat.drop("params"), trials, {"points": "all"})
+    assert "alpha" in got["law_total"]["not_identified"] and "allocation_energy" not in got
+    assert got["allocation_message"].startswith("No allocation: alpha is not identified")
+    assert "energy_vs_flops" not in got
+
+
+def test_trials_whose_learning_rate_decays_are_fitted_at_their_final_point_and_the_output_says_so():
+    curves, trials = _study()
+    cosine = trials.with_columns(lr_schedule_kind=pl.lit("cosine"))
+    got = analyse_scaling(curves, cosine, {"points": "first_epoch"})
+    assert got["points"] == "final" and "learning rate decays" in got["points_note"]
+    assert got["law_total"]["n_points"] == trials.height

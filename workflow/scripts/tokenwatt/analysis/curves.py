@@ -220,8 +220,10 @@ def _crossing(run: _Run, loss: float) -> dict[str, Any]:
     """Where the run's loss first reached ``loss``: between the last point above it and the first at or below,
     the loss is linear in log real tokens, and log energy and log time are too (both grow in proportion to the
     tokens), so tokens, energy and time describe the same instant. A run already below the target at its first
-    point reached it somewhere before: its energy there is only an upper bound, so it is counted
-    (``at_first_point``) but carries no energy or time, and enters no mean or test."""
+    point reached it at or before that point: it carries the first point's tokens, energy and time, marked
+    ``at_first_point`` because they are an upper bound. It stays in every summary (dropping it would drop the
+    cheapest runs and bias the mean up), which counts such runs, and is left out of the tests between budgets
+    (``energy_to_target_tests``)."""
     on = run.tokens > 0
     tokens, losses, energy, seconds, points = (
         run.tokens[on],
@@ -358,15 +360,18 @@ class TargetTest:
 
 def energy_to_target_tests(reached: pl.DataFrame) -> list[TargetTest]:
     """Per target and series, ``TargetTest``: a test between budgets needs every subject in every cell, and a
-    censored run has no energy to compare, so a subject enters only if it reached the target in all of them
-    (never imputed); the message says how many did."""
+    censored run has no energy to compare, and a run below the target at its first point only an upper bound, so a
+    subject enters only if it crossed the target between eval points in all of them (never imputed); the message
+    says how many did."""
     out = []
     for (label, loss), one in reached.partition_by("target", "target_loss", as_dict=True, maintain_order=True).items():
         for series, block in series_blocks(one):
             budgets = sorted(block["budget"].unique().to_list())
             per = block.group_by("trial").agg(
                 pl.col("budget").n_unique().alias("cells"),
-                (pl.col("reached") & pl.col("energy_j").is_not_null()).all().alias("ok"),
+                # A run below the target at its first point has only an upper bound, looser the later that point
+                # comes (it sits at a fraction of each budget): compared, it would make a budget effect of its own.
+                (pl.col("reached") & pl.col("energy_j").is_not_null() & ~pl.col("at_first_point")).all().alias("ok"),
             )
             used = sorted(per.filter((pl.col("cells") == len(budgets)) & pl.col("ok"))["trial"].to_list())
             left_out = sorted(set(per["trial"].to_list()) - set(used))
@@ -377,18 +382,12 @@ def energy_to_target_tests(reached: pl.DataFrame) -> list[TargetTest]:
             if block["energy_j"].is_null().all() and block["reached"].any():
                 message = f"no training energy was measured (meter none), so no energy to {label} can be compared"
             else:
-                bounds = int(block.filter(pl.col("trial").is_in(used))["at_first_point"].sum())
                 message = (
                     f"{len(used)} of {per.height} subjects reached {label} in every cell of the series and enter the "
                     "comparison"
                     + (
-                        f" ({bounds} of their runs were below it at their first eval point and enter with that "
-                        "point's energy, an upper bound)"
-                        if bounds
-                        else ""
-                    )
-                    + (
-                        f"; left out (censored in at least one cell, or missing one): trial "
+                        f"; left out (censored, or below the target already at the first eval point, which gives "
+                        "only an upper bound, in at least one cell, or missing one): trial "
                         f"{', '.join(map(str, left_out))}"
                         if left_out
                         else ""

@@ -141,16 +141,36 @@ def points(curves: pl.DataFrame, trials: pl.DataFrame, which: str) -> pl.DataFra
     )
 
 
+def _decays(trials: pl.DataFrame) -> bool:
+    """Whether any trial's learning rate decays over its steps (its record's ``lr_schedule.kind``, flattened)."""
+    if "lr_schedule_kind" not in trials.columns:
+        return False
+    return bool((trials["lr_schedule_kind"].fill_null("constant") != "constant").any())
+
+
+def _points_setting(trials: pl.DataFrame, settings: Mapping[str, Any]) -> str:
+    """``scaling.points``, except that trials whose learning rate decays to their own last step are fitted at their
+    final point only: an intermediate point of such a trial is partway through a longer schedule, not the law at
+    its D (Hoffmann et al. 2022 matched the cosine to each run's tokens for exactly this reason)."""
+    return "final" if _decays(trials) else settings.get("points", "first_epoch")
+
+
 def analyse_scaling(curves: pl.DataFrame, trials: pl.DataFrame, settings: Mapping[str, Any]) -> dict[str, Any]:
     """The study's scaling analysis, or why it cannot be made (it needs 3 model sizes and 3 budgets)."""
     n_sizes = trials["params"].n_unique() if trials.height else 0
     n_budgets = trials["budget"].n_unique() if trials.height else 0
     out: dict[str, Any] = {
-        "points": settings.get("points", "first_epoch"),
+        "points": _points_setting(trials, settings),
         "model_sizes": n_sizes,
         "budgets": n_budgets,
         "published": [p.to_dict() for p in PUBLISHED],
     }
+    if out["points"] != settings.get("points", "first_epoch"):
+        out["points_note"] = (
+            f"scaling.points is {settings.get('points', 'first_epoch')}, but the trials' learning rate decays to their "
+            "own last step (train.schedule), so only each trial's final point measures the law at its D: the fit "
+            "uses points: final"
+        )
     if n_sizes < 3 or n_budgets < 3:
         return {
             **out,
@@ -224,11 +244,21 @@ def _fits(
             "Several device profiles (hardware levels or precisions): e(N) is fitted per profile above; "
             "the energy-optimal allocation needs one device's e(N), so run it per profile."
         )
+    elif unpinned := [k for k in ("alpha", "beta") if k in laws["total"][0].not_identified]:
+        out["allocation_message"] = (
+            "No allocation: "
+            + "; ".join(f"{k} is not identified ({laws['total'][0].not_identified[k]})" for k in unpinned)
+            + ". An allocation, and whether it differs from the FLOP-optimal one, would rest on it."
+        )
     elif total:
         profile = total[0]["hardware"]
         # The allocation, its budgets and its intervals use this profile's trials only (pooling devices would mix
         # what a token costs on each).
-        sized = sized.filter(pl.col("hardware") == profile).drop_nulls("joules_per_token")
+        sized = (
+            sized.filter(pl.col("hardware") == profile)
+            .drop_nulls("joules_per_token")
+            .filter(pl.col("joules_per_token") > 0)
+        )
         if "device_profile" in trials.columns:
             trials = trials.filter(pl.col("device_profile") == profile)
             out["allocation_profile"] = profile

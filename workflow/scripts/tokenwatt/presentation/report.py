@@ -518,7 +518,8 @@ def _curves_html(curves: dict[str, Any]) -> str:
         "own metered window (its energy is beside the training energy, never in it). Targets: "
         f"{esc(curves['targets_source'])}. A trial that never reached a target is <i>censored</i>: counted, never dropped "
         "or imputed. A trial already below a target at its first eval point reached it at or before that point: it "
-        "enters with that point's energy, an upper bound, and is counted as such.</p>"
+        "enters the summaries with that point's energy, an upper bound, counted as such, and stays out of the tests "
+        "between budgets.</p>"
     ]
     if curves.get("message"):
         parts.append(f"<p>{esc(curves['message'])}</p>")

@@ -50,7 +50,9 @@ def _law_html(scaling: dict[str, Any]) -> list[str]:
         f"with analytic gradients; objective {law['objective']:.6g}, "
         f"{'converged' if law['success'] else 'NOT converged'} ({esc(law['message'])}), largest gradient component "
         f"{law['grad_norm']:.2g}. Points: {esc(scaling['points'])} (scaling.points), {law['n_points']} of them from "
-        f"{units.get('model size')} model sizes, {scaling['budgets']} budgets and {units.get('trial id')} trial ids.</p>",
+        f"{units.get('model size')} model sizes, {scaling['budgets']} budgets and {units.get('trial id')} trial ids."
+        + (f" {esc(scaling['points_note'])}." if scaling.get("points_note") else "")
+        + "</p>",
         f"<p><b>Units of the intervals:</b> {esc(scaling['interval_method'])}{df_text}. The eval points of a trial share "
         "its seed, and the trials of a size share that size's deviation from the law, so the intervals count trial ids "
         "and model sizes, not points; 95 % t intervals from the jackknife variances, E, A and B on the log scale. E, A "
