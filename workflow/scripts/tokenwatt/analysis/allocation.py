@@ -75,14 +75,19 @@ class Allocation:
         return self.D / self.N
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON's form: a budget without an optimum holds null, never NaN."""
+
+        def values(x: np.ndarray) -> list[float | None]:
+            return [float(v) if np.isfinite(v) else None for v in x]
+
         return {
             "constraint": self.constraint,
-            "budget": self.budget.tolist(),
-            "N": self.N.tolist(),
-            "D": self.D.tolist(),
-            "loss": self.loss.tolist(),
+            "budget": values(self.budget),
+            "N": values(self.N),
+            "D": values(self.D),
+            "loss": values(self.loss),
             "extrapolated": None if self.extrapolated is None else self.extrapolated.tolist(),
-            "tokens_per_parameter": self.tokens_per_parameter.tolist(),
+            "tokens_per_parameter": values(self.tokens_per_parameter),
         }
 
 

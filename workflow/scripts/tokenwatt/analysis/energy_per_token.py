@@ -104,7 +104,9 @@ def size_means(N: ArrayLike, joules_per_token: ArrayLike) -> tuple[np.ndarray, n
 
 def _aicc(rss: float, n: int) -> float | None:
     k = 3
-    return None if n < MIN_SIZES_AICC else float(n * np.log(rss / n) + 2 * k + 2 * k * (k + 1) / (n - k - 1))
+    if n < MIN_SIZES_AICC or rss <= 0:  # a perfect fit (RSS 0) has no finite AICc
+        return None
+    return float(n * np.log(rss / n) + 2 * k + 2 * k * (k + 1) / (n - k - 1))
 
 
 def _power(x: np.ndarray, y: np.ndarray) -> tuple[dict[str, float], dict[str, float], float]:
@@ -206,13 +208,18 @@ def choose_energy(N: ArrayLike, joules_per_token: ArrayLike) -> EnergyChoice:
     power, affine = fits["power"], fits["affine"]
     chosen = "power" if power.rss_log <= affine.rss_log else "affine"
     other = "affine" if chosen == "power" else "power"
-    if power.aicc is None:
+    if power.aicc is None or affine.aicc is None:
+        why = (
+            f"{power.n_sizes} sizes are too few for AICc (it needs {MIN_SIZES_AICC})"
+            if power.n_sizes < MIN_SIZES_AICC
+            else f"the {chosen} form fits the size means exactly, so AICc is not finite"
+        )
         return EnergyChoice(
             fits,
             chosen,
             None,
-            f"{power.n_sizes} sizes are too few for AICc (it needs {MIN_SIZES_AICC}); the {chosen} form has the "
-            "smaller residual on the size means, which with so few sizes is not evidence against the other",
+            f"{why}; the {chosen} form has the smaller residual on the size means, which is not evidence against the "
+            "other",
         )
     delta = float(fits[other].aicc - fits[chosen].aicc)
     weight = 1 / (1 + np.exp(-delta / 2))

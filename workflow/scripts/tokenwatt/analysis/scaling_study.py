@@ -362,11 +362,11 @@ def _energy_vs_flops(jack: Jackknife | None, energy: Any, flops: Any) -> list[di
             {
                 "budget_j": float(energy.budget[j]),
                 "flops": float(flops.budget[j]),
-                "ratio_N": float(energy.N[j] / flops.N[j]),
+                "ratio_N": float(energy.N[j] / flops.N[j]) if np.isfinite(flops.N[j]) else None,
                 "ci_low": lo,
                 "ci_high": hi,
                 "tokens_per_parameter_energy": float(energy.D[j] / energy.N[j]),
-                "tokens_per_parameter_flops": float(flops.D[j] / flops.N[j]),
+                "tokens_per_parameter_flops": float(flops.D[j] / flops.N[j]) if np.isfinite(flops.N[j]) else None,
                 "differs": None if lo is None else bool(lo > 1 or hi < 1),
             }
         )

@@ -97,7 +97,11 @@ class Jackknife:
         the bounds None and ``why``."""
         est = float(self.estimate[j])
         out: dict[str, Any] = {"estimate": est, "scale": "log" if self.log[j] else "linear"}
-        missing = {d: int((~np.isfinite(r[:, j])).sum()) for d, r in self.replicates.items()}
+        # A replicate without a value (NaN), or a positive quantity that underflowed to 0, has no place on the scale.
+        missing = {
+            d: int((~(np.isfinite(r[:, j]) & ((r[:, j] > 0) if self.log[j] else True))).sum())
+            for d, r in self.replicates.items()
+        }
         if not np.isfinite(est) or (self.log[j] and est <= 0):
             return {**out, "se": None, "df": None, "ci_low": None, "ci_high": None, "why": "no estimate"}
         if any(missing.values()):

@@ -160,7 +160,7 @@ def _energy_html(scaling: dict[str, Any]) -> str:
         "<h3>Joules per token against model size</h3><p>e(N) fitted to the geometric mean of each size's trials"
         f"{counts}, in two forms: a power law c · N^γ (its γ interval t-based on the sizes, df = sizes − 2) and an affine "
         "e₀ + b · N (a fixed cost per token plus a part that grows with the parameters, whose local slope rises with N); "
-        "the allocation uses the one the data support.</p>"
+        "the allocation uses the chosen one (the last column says whether the data prefer it).</p>"
         + table(["device profile", "energy", "power: γ [95 % CI]", "affine: e₀ + b·N", "chosen"], rows, left=2)
     )
 
