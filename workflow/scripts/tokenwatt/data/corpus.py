@@ -63,14 +63,21 @@ def _story(rng: np.random.Generator, g: dict[str, Any]) -> str:
     return " ".join(str(t).format(**slots) for t in templates)
 
 
-# What a web crawl adds to text, for a corpus where selection can matter: a site's navigation and policy lines.
+# What a web crawl adds to text, for a corpus where selection can matter: a site's navigation and policy lines. A page
+# takes BOILERPLATE_LINES of them, so pages vary as sites do and only some pairs are near-duplicates of each other.
 BOILERPLATE = (
     "Home | About us | Contact | Shop",
     "We use cookies to improve your experience. By using this site you accept cookies.",
     "Privacy policy | Terms of use | Imprint",
     "Enable JavaScript to see the comments.",
     "Copyright {site}. All rights reserved.",
+    "Sign in | Register | Forgot your password?",
+    "Follow {site} on social media",
+    "Subscribe to our newsletter",
+    "Read more | Share | Print",
+    "{site} uses cookies and similar technologies. Manage cookie settings.",
 )
+BOILERPLATE_LINES = 4
 GARBLE_CHARACTERS = list("abcdefghijklmnopqrstuvwxyz0123456789#@$%&*+=<>~^|/{}[].")
 
 
@@ -84,7 +91,7 @@ def _near_duplicate(rng: np.random.Generator, story: str, grammar: dict[str, Any
 
 def _boilerplate(rng: np.random.Generator, grammar: dict[str, Any]) -> str:
     site = _made_up(rng, grammar["name_syllables"], 2, 3).capitalize()
-    return "\n".join(line.format(site=site) for line in BOILERPLATE)
+    return "\n".join(line.format(site=site) for line in rng.choice(BOILERPLATE, size=BOILERPLATE_LINES, replace=False))
 
 
 def _garbled(rng: np.random.Generator, words: int) -> str:

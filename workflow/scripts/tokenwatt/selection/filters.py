@@ -2,6 +2,11 @@
 kind, each a named rule with one threshold: a document is removed by the first rule it fails, and the record says
 which rule, the document's value and the threshold.
 
+The line rules (duplicate lines, policy lines, punctuated lines) count lines as the text has them; after
+``normalize``, which collapses every run of whitespace to one space, a document is one line, so in the workflow they
+judge the document as a whole (does it repeat, name a policy, end in punctuation). A line keeps its meaning only for
+text that reaches a rule with its line breaks.
+
 A rule's name says its direction: ``min_*`` keeps a document whose value is at least the threshold, ``max_*`` one
 whose value is at most it. The values are measured here, in plain Python, rather than through datatrove's filters:
 datatrove runs them as stages of its own pipeline over its Document type, with dependencies (its tokenizer for
