@@ -67,7 +67,7 @@ def test_the_end_line_carries_a_first_quality_look_from_the_trials_own_traces():
     )
     config = {"quality": QUALITY_KEYS, "meter": {"cooldown_below_c": None}, "profile": {"max_cv": 0.1}}
     look = first_look(raw_record(1000, 1), steady_trace(), steady_steps(), config)
-    assert look.startswith("quality ok so far (still to judge after the study: its throughput against the other")
+    assert look.startswith("quality ok so far (throughput and matmul checks are judged after the study")
     assert first_look(raw_record(1000, 1), stepped, steady_steps(), config).startswith("FLAGGED: power stepped by")
     assert trial_finished(raw_record(1000, 1), "quality ok so far").endswith("; quality ok so far")
 

@@ -34,8 +34,8 @@ def first_look(m: dict[str, Any], power: pl.DataFrame, steps: pl.DataFrame, conf
     if verdict["quality"] != "ok":
         return f"FLAGGED: {verdict['quality_reasons']}"
     return (
-        "quality ok so far (still to judge after the study: its throughput against the other trials of its "
-        "condition, and its matmul checks against the device profile)"
+        "quality ok so far (throughput and matmul checks are judged after the study, against the other trials "
+        "and the device profile)"
     )
 
 
