@@ -6,7 +6,7 @@ import pytest
 from tokenwatt.analysis.selection import SHARED, energy_to_target_with_selection, level_costs
 from tokenwatt.data.corpus import synthetic_corpus
 from tokenwatt.selection.filters import RULES, failed_rule
-from tokenwatt.selection.near_dup import jaccard, near_duplicates, shingles
+from tokenwatt.selection.near_dup import NearDupSettingsError, jaccard, near_duplicates, shingles
 from tokenwatt.selection.steps import SelectionError, apply_filters, record, refuse_empty, remove_near_duplicates
 
 NEAR_DUP = {"shingle_size": 5, "permutations": 128, "threshold": 0.7}
@@ -44,6 +44,23 @@ def test_near_duplicates_of_evaluation_documents_never_reach_training(stories):
     kept, step = remove_near_duplicates(train, NEAR_DUP, seed=1, reference=evaluation)
     assert 300 not in kept["doc_id"].to_list()
     assert step["examples"][0]["why"].startswith("near_dup of eval doc 1000")
+
+
+def test_every_training_document_at_the_threshold_with_an_eval_document_is_removed_however_close_to_it(stories):
+    """LSH banded at the threshold proposes a pair at Jaccard 0.70 less than half the time; against the eval set the
+    comparison is exact, so every copy at or above the threshold goes, and every one below stays."""
+    evaluation = _docs(stories[350:], first_id=1000)
+    copies = [_edited(stories[350 + i % 50], every) for i, every in enumerate([22, 25, 28, 30, 33, 36] * 8)]
+    reached = [jaccard(shingles(c, 5), shingles(stories[350 + i % 50], 5)) >= 0.7 for i, c in enumerate(copies)]
+    assert 0 < sum(reached) < len(copies)
+    kept, _ = remove_near_duplicates(_docs([*stories[:100], *copies]), NEAR_DUP, seed=1, reference=evaluation)
+    removed = set(range(100, 100 + len(copies))) - set(kept["doc_id"].to_list())
+    assert removed == {100 + i for i, r in enumerate(reached) if r}
+
+
+def test_settings_lsh_cannot_band_are_refused_by_their_keys(stories):
+    with pytest.raises(NearDupSettingsError, match="permutations 16 with threshold 0.99 cannot be split"):
+        near_duplicates(stories[:10], 5, 16, 0.99, seed=1)
 
 
 def test_clearing_eval_near_duplicates_leaves_near_duplicates_among_training_documents_to_the_levels(stories):
