@@ -16,6 +16,7 @@ from tokenwatt.analysis.curves import (
     CurvesError,
     Target,
     default_targets,
+    distinct_labels,
     energy_grid,
     energy_to_target,
     energy_to_target_summary,
@@ -461,3 +462,9 @@ def test_a_run_below_the_target_at_its_first_point_stays_out_of_the_test_between
     test = energy_to_target_tests(reached)[0]
     assert set(bounded["trial"].to_list()) <= set(test.left_out)
     assert "only an upper bound" in test.message
+
+
+def test_two_targets_that_would_read_alike_get_labels_long_enough_to_tell_them_apart():
+    got = distinct_labels([Target("perplexity", 12.31), Target("perplexity", 12.34), Target("perplexity", 5.60915)])
+    assert [t.label for t in got] == ["perplexity 12.31", "perplexity 12.34", "perplexity 5.609"]
+    assert [t.label for t in distinct_labels([Target("perplexity", 5.60915)])] == ["perplexity 5.61"]

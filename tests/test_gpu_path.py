@@ -215,3 +215,17 @@ def test_gpu_validate_passes_on_a_cpu_against_the_fake_nvml_printing_a_banded_li
     ):
         assert expected in names
     assert all(c["band"] for c in checks)
+
+
+def test_energy_above_idle_at_or_below_zero_with_a_trial_whose_power_was_not_recorded_still_gets_its_sentence():
+    import polars as pl
+    from tokenwatt.presentation.meter_notes import dynamic_energy_sentence
+
+    trials = pl.DataFrame(
+        {
+            "dynamic_energy_j": [-1.0, -2.0],
+            "power_mean_w": [None, 120.0],
+            "idle_power_w": [125.0, 125.0],
+        }
+    )
+    assert "1 trial(s) have energy above idle at or below zero" in dynamic_energy_sentence(trials)

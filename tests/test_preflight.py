@@ -99,3 +99,9 @@ def test_nvml_is_not_asked_when_nothing_needs_a_gpu():
             raise AssertionError("NVML was asked")
 
     assert preflight.machine_findings({"kind": "estimate", "rapl_root": "/x"}, ["cpu", "auto"], Untouchable()) == []
+
+
+def test_nvml_with_train_device_auto_is_accepted_where_a_gpu_is_visible():
+    """auto trains on CUDA wherever a GPU is visible, so it is no reason to refuse the NVML meter."""
+    assert preflight.meter_kind({"kind": "nvml"}, ["auto"], 1) == []
+    assert preflight.meter_kind({"kind": "nvml"}, ["cpu"], 1)[0].key == "meter.kind"

@@ -173,3 +173,7 @@ def test_the_report_section_names_each_levels_removals_and_its_energy_to_target_
     )
     assert "min_words 2" in page and "min_words (value 3, threshold 20)" in page
     assert "109.0 J" in page  # 100 J of training + (12 J / 2 trials + 6 J / 2 trials)
+
+
+def test_an_interim_report_before_any_trial_shares_no_joules_and_does_not_fail():
+    assert level_costs({SHARED: []}, pl.DataFrame()) == []

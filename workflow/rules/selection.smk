@@ -35,7 +35,7 @@ rule decontaminate:
     priority: SUBSET_PRIORITY
     conda:
         "../envs/data.yaml"
-    threads: 1
+    threads: workflow.cores  # metered: alone on the machine, or the meter counts another job too
     resources:
         mem_mb=4000,
     params:
@@ -61,7 +61,7 @@ rule select_near_dup:
     priority: SUBSET_PRIORITY
     conda:
         "../envs/data.yaml"
-    threads: 1
+    threads: workflow.cores  # metered: alone on the machine, or the meter counts another job too
     resources:
         mem_mb=4000,
     params:
@@ -91,7 +91,7 @@ rule select_filter:
     priority: SUBSET_PRIORITY
     conda:
         "../envs/data.yaml"
-    threads: 1
+    threads: workflow.cores  # metered: alone on the machine, or the meter counts another job too
     resources:
         mem_mb=4000,
     params:

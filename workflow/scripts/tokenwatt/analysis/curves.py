@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -153,6 +153,7 @@ class Target:
 
     kind: str
     value: float
+    digits: int = 3  # of the label only; ``distinct_labels`` raises it where two targets would read alike
 
     @property
     def loss(self) -> float:
@@ -161,7 +162,7 @@ class Target:
     @property
     def label(self) -> str:
         # Three significant digits, as a reader says it ("perplexity 5.61"); the loss it stands for keeps every digit.
-        return f"{self.kind} {self.value:.3g}"
+        return f"{self.kind} {self.value:.{self.digits}g}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "value": self.value, "loss": self.loss, "label": self.label}
@@ -193,9 +194,20 @@ def default_targets(curves: pl.DataFrame) -> list[Target]:
     return [Target("perplexity", float(v)) for v in dict.fromkeys(medians) if v is not None and math.isfinite(v)]
 
 
+def distinct_labels(targets: Sequence[Target]) -> list[Target]:
+    """The targets with as few label digits as keep every distinct target's label distinct (a report sentence and
+    its table find a target's rows by label: "perplexity 12.3" must not name both 12.31 and 12.34)."""
+    distinct = len({(t.kind, t.value) for t in targets})
+    for digits in range(3, 18):
+        out = [replace(t, digits=digits) for t in targets]
+        if len({t.label for t in out}) == distinct:
+            return out
+    return out
+
+
 def targets_from_config(specs: Sequence[Mapping[str, float]] | None, curves: pl.DataFrame) -> list[Target]:
-    """``analysis.targets`` as targets; none configured: ``default_targets``."""
-    return [target(s) for s in specs] if specs else default_targets(curves)
+    """``analysis.targets`` as targets; none configured: ``default_targets``; labels distinct."""
+    return distinct_labels([target(s) for s in specs] if specs else default_targets(curves))
 
 
 # ---- energy to target ----------------------------------------------------------------------------------

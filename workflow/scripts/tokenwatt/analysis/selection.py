@@ -36,6 +36,8 @@ def level_costs(records: Mapping[str, Sequence[Mapping[str, Any]]], trials: pl.D
     it and the per-trial share (its own joules over its trials, plus the shared joules over every trial)."""
     shared_j = _joules(records.get(SHARED, []))
     rows = []
+    if COLUMN not in trials.columns:  # no trial finished yet (an interim report): no trials to share the joules over
+        return rows
     for level in trials[COLUMN].unique(maintain_order=True).to_list():
         steps = records.get(level, [])
         n = trials.filter(pl.col(COLUMN) == level).height

@@ -164,7 +164,8 @@ def meter_kind(meter: Mapping[str, Any], devices: Iterable[str], cuda_count: int
                 on_node=True,
             )
         ]
-    if kind == "nvml" and (not cuda_count or not all(d.startswith("cuda") for d in devices)):
+    # train.device auto trains on CUDA wherever a GPU is visible, so only an explicit cpu rules NVML out.
+    if kind == "nvml" and (not cuda_count or not all(d.startswith("cuda") or d == "auto" for d in devices)):
         why = "no NVIDIA GPU is visible here" if not cuda_count else "some trials train on the CPU (train.device)"
         return [
             Finding(

@@ -56,7 +56,7 @@ def dynamic_energy_sentence(trials: pl.DataFrame) -> str | None:
     needed = {"dynamic_energy_j", "power_mean_w", "idle_power_w"}
     if not needed <= set(trials.columns):
         return None
-    low = trials.filter(pl.col("dynamic_energy_j") <= 0)
+    low = trials.filter(pl.col("dynamic_energy_j") <= 0).drop_nulls(["power_mean_w", "idle_power_w"])
     if not low.height:
         return None
     idle = statistics.median(low["idle_power_w"].to_list())
