@@ -67,8 +67,8 @@ def test_changing_the_targets_reruns_the_curve_analysis_and_the_report_only(traj
     assert planned_jobs(trajectory, *RUN, "targets.yaml") == {"curves": 1, "report": 1}
 
 
-# config/scaling.yaml on the tiny data: its four model levels (h16 and h32 made tiny here) and one more (h8), three budgets,
-# 2 trials, 4 eval points.
+# config/scaling.yaml on the tiny data: its model levels (h16 and h32 made tiny here) and one more (h8), two of its learning
+# rates, three budgets, 2 trials, 4 eval points (its cosine schedule makes the fit take each trial's final point only).
 SCALING_TINY = """
 corpus: {source: synthetic, synthetic: {documents: 120, seed: 3}}
 split: {eval_documents: 10}
@@ -80,6 +80,7 @@ design:
     h8: {preset: llama-tiny, overrides: {hidden_size: 8, intermediate_size: 16, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1}}
     h16: {preset: llama-tiny, overrides: {hidden_size: 16, intermediate_size: 32, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1}}
     h32: {preset: llama-tiny, overrides: {hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1}}
+  lr: [0.003, 0.03]
 train: {threads: 1, log_every: 20}
 eval: {points: 4, first_fraction: 0.1, max_tokens: 64}
 meter: {kind: estimate, interval_s: 0.05, idle_seconds: 0.1}
@@ -95,7 +96,11 @@ def test_the_scaling_config_fits_its_law_end_to_end_on_the_tiny_data(tmp_path):
     snakemake(work, "--configfile", "config/scaling.yaml", "tiny-scaling.yaml", "--cores", "2", "--resources", "gpu=1")
     result = json.loads((work / "results-scaling/analysis/scaling.json").read_text())
     # config/scaling.yaml's five sizes, h16 and h32 made tinier here, and h8 added
-    assert result["status"] == "ok" and result["points"] == "first_epoch" and result["model_sizes"] == 6
-    assert result["law_total"]["n_points"] > 0 and "allocation_energy" in result
+    assert (
+        result["status"] == "ok" and result["model_sizes"] == 6 and result["units"] == {"trial id": 2, "model size": 6}
+    )
+    assert result["points"] == "final" and "learning rate decays" in result["points_note"]
+    assert len(result["learning_rates"]) == 6 * 3 and result["law_total"]["n_points"] == 6 * 3 * 2
     page = (work / "results-scaling/report.html").read_text()
-    assert "The energy-optimal allocation on this hardware" in page and "Hoffmann et al. 2022" in page
+    assert "Learning rate tuned per model size" in page and "Hoffmann et al. 2022" in page
+    assert ("The energy-optimal allocation on this hardware" in page) != ("No allocation:" in page)
