@@ -141,6 +141,17 @@ def points(curves: pl.DataFrame, trials: pl.DataFrame, which: str) -> pl.DataFra
     )
 
 
+def _finite(value: Any) -> Any:
+    """The analysis as JSON can hold it: a float that is not finite (a fit's bound on a tiny study) becomes null."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
 def _decays(trials: pl.DataFrame) -> bool:
     """Whether any trial's learning rate decays over its steps (its record's ``lr_schedule.kind``, flattened)."""
     if "lr_schedule_kind" not in trials.columns:
@@ -190,7 +201,7 @@ def analyse_scaling(curves: pl.DataFrame, trials: pl.DataFrame, settings: Mappin
             "epochs and eval.points 0 there is no point within the first epoch: set eval.points, or scaling.points: final).",
         }
     try:
-        return {**out, **_fits(chosen, sizes(trials), trials, settings)}
+        return _finite({**out, **_fits(chosen, sizes(trials), trials, settings)})
     except ScalingInputError as err:
         return {**out, "status": "not fitted", "message": f"The law cannot be fitted to these points: {err}"}
 

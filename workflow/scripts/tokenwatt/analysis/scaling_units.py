@@ -127,7 +127,11 @@ class Jackknife:
         half = float(sps.t.ppf(0.5 + LEVEL / 2, df)) * np.sqrt(var)
         lo, hi = centre - half, centre + half
         if self.log[j]:
-            lo, hi = np.exp(lo), np.exp(hi)
+            with np.errstate(over="ignore", under="ignore"):
+                lo, hi = np.exp(lo), np.exp(hi)
+        if not (np.isfinite(lo) and np.isfinite(hi) and lo > 0 if self.log[j] else np.isfinite(lo) and np.isfinite(hi)):
+            why = f"the interval spans more than a float holds (SE {np.sqrt(var):.3g} on the {out['scale']} scale)"
+            return {**out, "se": float(np.sqrt(var)), "df": float(df), "ci_low": None, "ci_high": None, "why": why}
         return {
             **out,
             "se": float(np.sqrt(var)),
