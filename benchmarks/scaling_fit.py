@@ -47,8 +47,7 @@ def study(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 def study_analysis(results: Path, repeats: int) -> None:
     """The scaling rule's analysis of a finished study, timed as the rule runs it (its inputs already read)."""
     import polars as pl
-    from tokenwatt.analysis.curves import in_frame
-    from tokenwatt.analysis.frame import frame
+    from tokenwatt.analysis.frame import frame, in_frame
     from tokenwatt.analysis.scaling_study import analyse_scaling
 
     trials = pl.read_parquet(results / "analysis" / "trials.parquet")

@@ -1,8 +1,7 @@
 """Rule figures: every figure as PNG and SVG."""
 
 import matplotlib.pyplot as plt
-from tokenwatt.analysis.curves import in_frame
-from tokenwatt.analysis.frame import energy_is_estimated
+from tokenwatt.analysis.frame import energy_is_estimated, in_frame
 from tokenwatt.analysis.tables import read_changes, read_conditions
 from tokenwatt.common.files import logged, read_power_trace, read_table
 from tokenwatt.presentation import figures as F

@@ -1,8 +1,7 @@
 """Rule scaling_figures: the Scaling section's figures as PNG and SVG."""
 
 import matplotlib.pyplot as plt
-from tokenwatt.analysis.curves import in_frame
-from tokenwatt.analysis.frame import energy_is_estimated, frame
+from tokenwatt.analysis.frame import energy_is_estimated, frame, in_frame
 from tokenwatt.analysis.scaling_study import points, sizes, tuned_learning_rates
 from tokenwatt.common.files import logged, read_analysis_json, read_table
 from tokenwatt.presentation.scaling_figures import make_scaling

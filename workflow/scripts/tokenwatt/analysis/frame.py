@@ -4,7 +4,8 @@ The trial is the subject of the repeated-measures design, so a subject enters on
 finished trial in every cell of the design and, under ``quality.exclude_flagged``, none of them flagged.
 A subject that misses a cell or (when excluded) has a flagged one leaves every cell at once; a design is
 never shrunk by dropping a level. The frame is marked once, in the aggregate step, as columns of
-``trials.parquet``; every later step filters on ``in_frame``.
+``trials.parquet``; every later step filters on ``in_frame``: the trials with ``frame``, their eval curves with
+``in_frame``.
 """
 
 from __future__ import annotations
@@ -52,6 +53,25 @@ def mark(
 def frame(trials: pl.DataFrame) -> pl.DataFrame:
     """The trials of the primary analysis (every trial when the table was never marked)."""
     return trials.filter(pl.col("in_frame")) if "in_frame" in trials.columns else trials
+
+
+def in_frame(curves: pl.DataFrame, trials: pl.DataFrame) -> pl.DataFrame:
+    """The curves of the analysis frame's trials only (``frame``): the curve analysis reads the trial set the tests do."""
+    if curves.height == 0 or "in_frame" not in trials.columns:
+        return curves
+    kept = trials.filter(pl.col("in_frame")).select("cell", pl.col("trial").cast(pl.Int64))
+    return curves.with_columns(pl.col("trial").cast(pl.Int64)).join(kept, on=["cell", "trial"], how="semi")
+
+
+def full_runs(curves: pl.DataFrame, trials: pl.DataFrame) -> pl.DataFrame:
+    """The curves of trials that trained all their tokens (no ``train.stop`` rule applied online): the runs a
+    stopping rule is replayed against."""
+    if "stop_rule_rule" not in trials.columns:
+        return curves
+    full = trials.filter(pl.col("stop_rule_rule").fill_null("none") == "none").select(
+        "cell", pl.col("trial").cast(pl.Int64)
+    )
+    return curves.join(full, on=["cell", "trial"], how="semi")
 
 
 def sensitivity_set(trials: pl.DataFrame, exclude_flagged: bool) -> tuple[str, pl.DataFrame]:

@@ -1,0 +1,125 @@
+"""Marginal quality per kJ: where a joule stopped buying quality.
+
+Per segment between two eval points, the loss fallen per kJ spent (``stopping.segment_gain``, the quantity an
+energy-aware stopping rule judges); per run, the first point whose segment gained less than a fraction
+(``analysis.gain_fraction``) of its first segment's, with that point's tokens and energy; per cell, how many runs
+fell there and where.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ..plan.stopping import segment_gain
+from .curve_runs import RUN_SCHEMA, CurvesError, centre, centre_schema, nullable, rows_table, runs_of
+
+SEGMENT_SCHEMA = {
+    **RUN_SCHEMA,
+    "point": pl.Int64,
+    "real_tokens": pl.Float64,
+    "train_energy_j": pl.Float64,
+    "delta_loss": pl.Float64,
+    "delta_kj": pl.Float64,
+    "gain_per_kj": pl.Float64,
+}
+
+
+def marginal_gains(curves: pl.DataFrame) -> pl.DataFrame:
+    """Per segment (from the point before to ``point``, whose tokens and energy are given): the loss change, the
+    kJ spent and the quality gained per kJ, ``−Δ loss / Δ kJ`` (``stopping.segment_gain``, the quantity the
+    stopping rule judges; null where the meter saw no energy)."""
+    rows = []
+    for run in runs_of(curves):
+        points = run.rule_points()
+        for j in range(1, len(points)):
+            rows.append(
+                {
+                    **run.key(),
+                    "point": int(run.point[j]),
+                    "real_tokens": nullable(run.tokens[j]),
+                    "train_energy_j": nullable(run.energy[j]),
+                    "delta_loss": float(run.loss[j] - run.loss[j - 1]),
+                    "delta_kj": nullable((run.energy[j] - run.energy[j - 1]) / 1000.0),
+                    "gain_per_kj": segment_gain(points[j - 1], points[j]),
+                }
+            )
+    return rows_table(rows, SEGMENT_SCHEMA)
+
+
+FALL_SCHEMA = {
+    **RUN_SCHEMA,
+    "first_gain_per_kj": pl.Float64,
+    "threshold_per_kj": pl.Float64,
+    "fell": pl.Boolean,
+    "fall_point": pl.Int64,
+    "fall_real_tokens": pl.Float64,
+    "fall_energy_j": pl.Float64,
+}
+
+
+def gain_falls(curves: pl.DataFrame, fraction: float = 0.1) -> pl.DataFrame:
+    """Per run: its first segment's gain per kJ and the first later point whose segment gained less than
+    ``fraction`` of it (where a joule had stopped paying), with that point's tokens and energy; ``fell`` false
+    if none did, null where the first gain is not a positive number (a fraction of it means nothing)."""
+    if not 0 < fraction < 1:
+        raise CurvesError(
+            f"fraction {fraction!r}: a fraction of the first segment's gain lies strictly between 0 and 1"
+        )
+    rows = []
+    for run in runs_of(curves):
+        points = run.rule_points()
+        gains = [segment_gain(p, q) for p, q in zip(points, points[1:])]
+        first = gains[0] if gains else None
+        row = {**run.key(), "first_gain_per_kj": first}
+        if first is None or first <= 0:
+            rows.append(row)
+            continue
+        threshold = fraction * first
+        k = next((j for j in range(1, len(gains)) if gains[j] is not None and gains[j] < threshold), None)
+        row |= {"threshold_per_kj": threshold, "fell": k is not None}
+        if k is not None:  # segment k ends at point index k + 1
+            row |= {
+                "fall_point": int(run.point[k + 1]),
+                "fall_real_tokens": nullable(run.tokens[k + 1]),
+                "fall_energy_j": nullable(run.energy[k + 1]),
+            }
+        rows.append(row)
+    return rows_table(rows, FALL_SCHEMA)
+
+
+FALL_SUMMARY_SCHEMA = {
+    "cell": pl.String,
+    "series": pl.String,
+    "budget": pl.Int64,
+    "n": pl.Int64,
+    "n_defined": pl.Int64,
+    "n_fell": pl.Int64,
+    "first_gain_median_per_kj": pl.Float64,
+    "fall_point_median": pl.Float64,
+    "fall_real_tokens_median": pl.Float64,
+    **centre_schema("fall_energy", "_j"),
+}
+
+
+def gain_falls_summary(falls: pl.DataFrame) -> pl.DataFrame:
+    """Per cell (of ``gain_falls``' table): how many runs had a defined first gain and how many fell below the
+    fraction, the median first gain, and where the fall came (median point and tokens; energy as median and
+    geometric mean with its 95 % interval) among those that fell."""
+    rows = []
+    for (cell,), block in falls.partition_by("cell", as_dict=True, maintain_order=True).items():
+        fell = block.filter(pl.col("fell"))
+        rows.append(
+            {
+                "cell": cell,
+                "series": block["series"][0],
+                "budget": block["budget"][0],
+                "n": block.height,
+                "n_defined": block["fell"].is_not_null().sum(),
+                "n_fell": fell.height,
+                "first_gain_median_per_kj": block["first_gain_per_kj"].median(),
+                "fall_point_median": fell["fall_point"].median(),
+                "fall_real_tokens_median": fell["fall_real_tokens"].median(),
+                **centre(fell["fall_energy_j"].drop_nulls().to_numpy(), "fall_energy", "_j"),
+            }
+        )
+    return rows_table(rows, FALL_SUMMARY_SCHEMA)
