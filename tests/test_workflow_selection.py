@@ -54,7 +54,7 @@ def test_a_changed_filter_threshold_reruns_that_level_from_its_filter_on_and_not
         "design: {selection: {dedup-filter: {filters: {max_policy_line_fraction: 0.5}}}}\n"
     )
     jobs = planned_jobs(study, *SELECTION, "threshold.yaml")
-    assert jobs == {"select_filter": 1, "chunk": 1, "subset": 6, "train_trial": 6, **ANALYSIS}
+    assert jobs == {"select_filter": 1, "chunk": 1, "subset": 6, "train_trial": 6, "selection": 1, **ANALYSIS}
 
 
 def test_a_level_that_empties_the_training_documents_is_refused_by_name_before_any_training(study, tmp_path):

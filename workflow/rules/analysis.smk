@@ -58,33 +58,37 @@ rule aggregate:
         "../scripts/aggregate.py"
 
 
-rule stats:
-    input:
-        res("analysis", "trials.parquet"),
-    output:
-        json=res("analysis", "stats.json"),
-        anova=report(
-            res("analysis", "anova.csv"),
-            caption="../report/anova.rst",
-            category="Tests",
-        ),
-        posthoc=report(
-            res("analysis", "posthoc.csv"),
-            caption="../report/posthoc.rst",
-            category="Tests",
-        ),
-    log:
-        logfile("stats"),
-    conda:
-        "../envs/analysis.yaml"
-    threads: 1
-    resources:
-        mem_mb=2000,
-    params:
-        exclude_flagged=config["quality"]["exclude_flagged"],
-        code=code_digest("stats.py"),
-    script:
-        "../scripts/stats.py"
+# One rule per analysis product (tokenwatt.analysis.products), and its interim twin reading the trials finished so
+# far (interim.smk): both made here from the product's one entry, so no list of inputs is kept twice.
+for _product, _twin in [(p, i) for p in STUDY_PRODUCTS for i in (False, True)]:
+
+    rule:
+        name:
+            f"interim_{_product.name}" if _twin else _product.name
+        input:
+            **{
+                keyword: product_input(file, _twin)
+                for keyword, file in _product.reads.items()
+            },
+        output:
+            **{
+                table: product_output(f"{table}.csv", _twin, _product.table_category)
+                for table in _product.tables
+            },
+            json=product_output(f"{_product.name}.json", _twin),
+        log:
+            logfile(f"interim_{_product.name}" if _twin else _product.name),
+        conda:
+            "../envs/analysis.yaml"
+        threads: 1
+        resources:
+            mem_mb=2000,
+        params:
+            product=_product.name,
+            settings=setting(config, _product.settings),
+            code=code_digest("analyse.py", _product.module),
+        script:
+            "../scripts/analyse.py"
 
 
 rule figures:
@@ -119,47 +123,6 @@ rule figures:
         code=code_digest("figures.py"),
     script:
         "../scripts/figures.py"
-
-
-rule curves:
-    input:
-        trials=res("analysis", "trials.parquet"),
-        curves=res("analysis", "curves.parquet"),
-        cost=res("analysis", "cost.json"),
-    output:
-        res("analysis", "curves.json"),
-    log:
-        logfile("curves"),
-    conda:
-        "../envs/analysis.yaml"
-    threads: 1
-    resources:
-        mem_mb=2000,
-    params:
-        settings=config["analysis"],
-        code=code_digest("curves.py"),
-    script:
-        "../scripts/curves.py"
-
-
-rule scaling:
-    input:
-        trials=res("analysis", "trials.parquet"),
-        curves=res("analysis", "curves.parquet"),
-    output:
-        res("analysis", "scaling.json"),
-    log:
-        logfile("scaling"),
-    conda:
-        "../envs/analysis.yaml"
-    threads: 1
-    resources:
-        mem_mb=2000,
-    params:
-        settings=config["scaling"],
-        code=code_digest("scaling.py"),
-    script:
-        "../scripts/scaling.py"
 
 
 rule scaling_figures:

@@ -28,6 +28,11 @@ from tokenwatt.plan.design import (
     Design,
 )  # noqa: E402
 from tokenwatt.common.measures import FIGURES, SCALING_FIGURES  # noqa: E402
+from tokenwatt.analysis.products import (
+    SELECTION_RECORDS as RECORDS_INPUT,
+    products_of,
+    setting,
+)  # noqa: E402
 from tokenwatt.plan.runorder import trial_priorities  # noqa: E402
 
 try:
@@ -69,6 +74,8 @@ RESULTS = config["results"]
 # Every figure the report embeds: the figures rule's, then the Scaling section's.
 REPORT_FIGURES = FIGURES + SCALING_FIGURES
 CONFIG_HASH = config_hash(config)
+# The analyses this study runs after aggregation, in the report's order (one rule each, analysis.smk).
+STUDY_PRODUCTS = products_of(config)
 
 
 wildcard_constraints:
@@ -117,13 +124,14 @@ def logfile(rule_name, *wildcard_parts):
     return res("logs", rule_name, *wildcard_parts) + ".log"
 
 
-def code_digest(script):
-    """Digest of a rule's script and every library module it imports (its import closure).
+def code_digest(script, *modules):
+    """Digest of a rule's script and every library module it imports (its import closure), and of ``modules`` (dotted
+    names the script imports at run time: an analysis product's function) with theirs.
 
     Snakemake cannot see modules a script imports; passing this as a param makes an
     edit to them a rerun trigger (and part of the between-workflow cache key).
     """
-    return _closure_digest(SCRIPTS / script, SCRIPTS)
+    return _closure_digest(SCRIPTS / script, SCRIPTS, modules)
 
 
 # --- paths; the design module names every cell's folder ({cell}: b10000, or model=small/b10000)
@@ -156,6 +164,26 @@ def selection_file(level, name):
 
 def profile_file(key):
     return res("device", f"{key}profile.json")
+
+
+def product_input(file, interim):
+    """A file an analysis product reads (tokenwatt.analysis.products): the aggregate's or another product's under
+    results/analysis/ (results/interim/analysis/ for the interim twin), or the selection steps' records (the interim
+    twin's: those written so far)."""
+    if file == RECORDS_INPUT:
+        return existing(*SELECTION_RECORDS) if interim else SELECTION_RECORDS
+    return interim_path("analysis", file) if interim else res("analysis", file)
+
+
+def product_output(file, interim, category=None):
+    """A file an analysis product writes; a table (``category``) is also listed in Snakemake's --report."""
+    if interim:
+        return interim_path("analysis", file)
+    path = res("analysis", file)
+    if category is None:
+        return path
+    stem = file.rsplit(".", 1)[0]
+    return report(path, caption=f"../report/{stem}.rst", category=category)
 
 
 def corpus_inputs(wildcards):

@@ -3,7 +3,8 @@
 # the running study holds the folder's lock; this only reads finished trials, marked ancient, and
 # writes under results/interim/).
 # The final rules are reused with other inputs and outputs; every input of the study's own is one that exists
-# now, marked ancient, so the interim target never runs a job of the study (no trial, no data stage).
+# now, marked ancient, so the interim target never runs a job of the study (no trial, no data stage). The analysis
+# products' twins are made beside their rules (analysis.smk), from the same entry.
 
 
 use rule aggregate as interim_aggregate with:
@@ -39,39 +40,6 @@ use rule aggregate as interim_aggregate with:
         # Mid-study most subjects are incomplete: describe every finished trial (the tests use complete ones).
         require_complete=False,
         code=code_digest("aggregate.py"),
-
-
-use rule stats as interim_stats with:
-    input:
-        *interim_positional(rules.stats.input),
-        **interim_named(rules.stats.input),
-    output:
-        *interim_positional(rules.stats.output),
-        **interim_named(rules.stats.output),
-    log:
-        logfile("interim_stats"),
-
-
-use rule curves as interim_curves with:
-    input:
-        *interim_positional(rules.curves.input),
-        **interim_named(rules.curves.input),
-    output:
-        *interim_positional(rules.curves.output),
-        **interim_named(rules.curves.output),
-    log:
-        logfile("interim_curves"),
-
-
-use rule scaling as interim_scaling with:
-    input:
-        *interim_positional(rules.scaling.input),
-        **interim_named(rules.scaling.input),
-    output:
-        *interim_positional(rules.scaling.output),
-        **interim_named(rules.scaling.output),
-    log:
-        logfile("interim_scaling"),
 
 
 use rule figures as interim_figures with:
@@ -113,7 +81,6 @@ use rule report as interim_report with:
             rules.report.input,
             profile=existing_profiles,
             normalize=existing(res("data", "normalize_summary.json")),
-            selection=existing(*SELECTION_RECORDS),
         ),
     output:
         *interim_positional(rules.report.output),
@@ -126,7 +93,7 @@ use rule report as interim_report with:
         profiles=PROFILES,
         figure_names=REPORT_FIGURES,
         interim=True,
-        code=code_digest("report.py"),
+        code=code_digest("report.py", *REPORT_SECTIONS),
 
 
 rule interim:

@@ -1,8 +1,13 @@
 # Report stage: one self-contained HTML file with the answer, its evidence and provenance.
 
+# The report imports each product's section by name (Product.section): its code digest names them, as its imports
+# do not.
+REPORT_SECTIONS = [f"tokenwatt.presentation.sections.{p.section}" for p in STUDY_PRODUCTS]
+
 
 rule report:
     input:
+        **{p.name: product_output(f"{p.name}.json", False) for p in STUDY_PRODUCTS},
         trials=res("analysis", "trials.parquet"),
         conditions=res("analysis", "conditions.csv"),
         changes=res("analysis", "changes.csv"),
@@ -11,16 +16,12 @@ rule report:
         cost=res("analysis", "cost.json"),
         flagged=res("analysis", "flagged.txt"),
         profile=DEVICE_PROFILES,
-        stats=res("analysis", "stats.json"),
-        curves=res("analysis", "curves.json"),
-        scaling=res("analysis", "scaling.json"),
         figures=[res("figures", f"{name}.png") for name in REPORT_FIGURES],
         captions=[
             shipped("workflow", "report", f"{name}.rst") for name in REPORT_FIGURES
         ],
         reference=shipped("resources", "reference_study.json"),
         normalize=res("data", "normalize_summary.json"),
-        selection=SELECTION_RECORDS,
     output:
         res("report.html"),
     log:
@@ -36,6 +37,6 @@ rule report:
         profiles=PROFILES,
         figure_names=REPORT_FIGURES,
         interim=False,
-        code=code_digest("report.py"),
+        code=code_digest("report.py", *REPORT_SECTIONS),
     script:
         "../scripts/report.py"

@@ -29,6 +29,8 @@ import polars as pl
 
 from .allocation import allocate
 from .energy_per_token import FLOPS_PER_TOKEN, EnergyChoice, choose_energy
+from .frame import frame, in_frame
+from .products import Result
 from .scaling import PUBLISHED, Law, LawFit, ScalingInputError, fit_law
 from .scaling_units import SIZE, TRIAL, Jackknife, LawUncertainty, lack_of_fit, law_uncertainty, stack
 
@@ -382,3 +384,9 @@ def _energy_vs_flops(jack: Jackknife | None, energy: Any, flops: Any) -> list[di
             }
         )
     return rows
+
+
+def scaling_product(trials: pl.DataFrame, curves: pl.DataFrame, settings: Mapping[str, Any]) -> Result:
+    """The scaling product (``settings``: the config's scaling section) on the study's frame of trials."""
+    result = analyse_scaling(in_frame(curves, trials), frame(trials), settings)
+    return Result(data=result, summary=f"scaling: {result['status']} {result.get('message', '')}")

@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from ..plan.design import LEVEL_PREFIX
+from .products import Result
 
 SHARED = ""  # the records of the steps every level shares, in ``records``' keys
 COLUMN = LEVEL_PREFIX + "selection"
@@ -33,7 +34,8 @@ def _joules(steps: Sequence[Mapping[str, Any]]) -> float | None:
 
 def level_costs(records: Mapping[str, Sequence[Mapping[str, Any]]], trials: pl.DataFrame) -> list[dict[str, Any]]:
     """Per level, in the trials' order: its steps' joules and seconds, the shared steps' joules, the trials that used
-    it and the per-trial share (its own joules over its trials, plus the shared joules over every trial)."""
+    it and the per-trial share (its own joules over its trials, plus the shared joules over every trial), and the
+    meters that measured the selection and the level's training."""
     shared_j = _joules(records.get(SHARED, []))
     rows = []
     if COLUMN not in trials.columns:  # no trial finished yet (an interim report): no trials to share the joules over
@@ -54,6 +56,16 @@ def level_costs(records: Mapping[str, Sequence[Mapping[str, Any]]], trials: pl.D
                 "trials": n,
                 "share_per_trial_j": share,
                 "is_estimate": any(s["energy"]["meter_is_estimate"] for s in [*steps, *records.get(SHARED, [])]),
+                # what measured the selection's joules, beside what measured the training's: a CPU meter's joules added
+                # to a GPU board's are a sum of two scopes, and the report says so
+                "selection_meters": sorted({s["energy"]["meter"] for s in [*steps, *records.get(SHARED, [])]}),
+                "training_meters": trials.filter(pl.col(COLUMN) == level)["meter"]
+                .drop_nulls()
+                .unique()
+                .sort()
+                .to_list()
+                if "meter" in trials.columns
+                else [],
             }
         )
     return rows
@@ -83,9 +95,29 @@ def energy_to_target_with_selection(
                 "level": level,
                 "n_reached": r["n_reached"],
                 "n": r["n"],
+                # runs that reached the target at or before their first eval point: their energy is an upper bound
+                "n_at_first_point": r.get("n_at_first_point") or 0,
                 "training_j": training,
                 "selection_j": added,
                 "with_selection_j": None if training is None or added is None else training + added,
             }
         )
     return rows
+
+
+def selection_product(
+    trials: pl.DataFrame, curves: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]], settings: Any
+) -> Result:
+    """The data selection product: each level's steps and their metered cost shared over its trials (``records``: each
+    step's record by its path), and the energy to each target with and without that share. ``settings``
+    (design.selection) is the levels' definition, already in each record."""
+    by_level: dict[str, list[Mapping[str, Any]]] = {}
+    for path, record in records.items():
+        by_level.setdefault(level_of(path), []).append(record)
+    costs = level_costs(by_level, trials)
+    data = {
+        "shared": by_level.get(SHARED, []),
+        "levels": costs,
+        "energy_to_target": energy_to_target_with_selection(curves.get("energy_to_target") or [], costs),
+    }
+    return Result(data=data, summary=f"selection: {len(costs)} level(s) of {trials.height} trial(s)")

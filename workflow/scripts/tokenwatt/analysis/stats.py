@@ -22,10 +22,11 @@ import polars as pl
 from scipy import linalg
 from scipy import stats as sps
 
-from ..common.measures import scale_of
+from ..common.measures import TESTED, scale_of
 from ..plan.design import factor_name, within_factors
 from .apa import anova_text, friedman_text
 from .frame import MIN_SUBJECTS, frame, sensitivity_set, subjects
+from .products import Result
 from .scale import transformed
 from .tables import series_blocks
 
@@ -395,3 +396,45 @@ def analyse_study(trials: pl.DataFrame, measures: list[str], exclude_flagged: bo
         sensitivity["anova"] = {m: rm_anova(other, m) for m in measures if m in result["anova"]}
     result["sensitivity"] = sensitivity
     return result
+
+
+POSTHOC_COLUMNS = [
+    "dv",
+    "scale",
+    "series",
+    "budget_a",
+    "budget_b",
+    "t",
+    "df",
+    "p_unc",
+    "p_holm",
+    "hedges_g",
+    "ratio",
+    "difference",
+]
+
+
+def stats_product(trials: pl.DataFrame, settings: bool) -> Result:
+    """The statistics product (``settings``: quality.exclude_flagged): every tested measure's analysis as JSON, and as
+    tables one row per measure and effect (anova) and one per post-hoc comparison (posthoc)."""
+    result = analyse_study(trials, TESTED, settings)
+    # One row per measure and effect (the budget's main effect, the other factors', their interactions).
+    flat = [
+        {"dv": dv, **{k: v for k, v in e.items() if not isinstance(v, (dict, list))}}
+        for dv, a in result["anova"].items()
+        for e in a.get("effects", [])
+    ]
+    flat += [
+        {k: v for k, v in a.items() if not isinstance(v, (dict, list))}
+        for a in result["anova"].values()
+        if "effects" not in a
+    ]
+    posthoc_rows = [[r[c] for c in POSTHOC_COLUMNS] for r in result["posthoc"]]
+    return Result(
+        data=result,
+        tables={
+            "anova": pl.DataFrame(flat, infer_schema_length=None),
+            "posthoc": pl.DataFrame(posthoc_rows, schema=POSTHOC_COLUMNS, orient="row"),
+        },
+        summary="\n".join(f"{dv}: {a.get('apa', a.get('message'))}" for dv, a in result["anova"].items()),
+    )

@@ -40,6 +40,10 @@ def write_json(path: str | Path, obj: Any) -> None:
     )
 
 
+def write_csv(path: str | Path, df: pl.DataFrame) -> None:
+    _atomic(path, df.write_csv)
+
+
 def write_text(path: str | Path, text: str) -> None:
     _atomic(path, lambda p: p.write_text(text, encoding="utf-8"))
 

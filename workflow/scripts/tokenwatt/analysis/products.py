@@ -1,0 +1,120 @@
+"""The analysis products: every analysis the study runs on the aggregate's tables, declared once.
+
+A product is one library function, the files it reads, the config key it is handed, the JSON it writes
+(``results/analysis/<name>.json``, with any CSV tables beside it) and the report section that shows it. The workflow
+makes one rule per product and its interim twin from this list (``rules/analysis.smk``), one script runs every
+product (``scripts/analyse.py``), and the report loads each product's JSON by name and shows the sections in this
+order. A new analysis is its module, its report section and one entry here.
+
+The function is named as ``module:function`` and imported by the script that runs it, so that each product's rule
+digests its own module's code only: a change to the scaling analysis reruns the scaling rule, not the statistics.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+# What a product may read, besides the aggregate's files under results/analysis/ (named by file) and another
+# product's JSON (<name>.json): each selection step's record from the data stage, by level.
+SELECTION_RECORDS = "selection records"
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a product's function returns: its JSON, the tables written beside it as CSV (by file stem), and one line
+    for the job's log."""
+
+    data: dict[str, Any]
+    tables: Mapping[str, pl.DataFrame] = field(default_factory=dict)
+    summary: str = ""
+
+
+@dataclass(frozen=True)
+class Product:
+    """One analysis: ``function`` (``module:function`` in this package) is called with the files in ``reads`` (keyword
+    → file under results/analysis/, or SELECTION_RECORDS) and ``settings`` (the config value at that dotted key) and
+    returns a Result; ``section`` is the report section that shows it; ``requires`` a dotted config key that must be
+    set for the product to exist in a study (design.selection: no data selection, no selection analysis)."""
+
+    name: str
+    function: str
+    reads: Mapping[str, str]
+    settings: str
+    section: str
+    what: str
+    tables: tuple[str, ...] = ()
+    table_category: str = "Tables"
+    requires: str | None = None
+
+    @property
+    def module(self) -> str:
+        return self.function.split(":", 1)[0]
+
+    def run(self, settings: Any, **inputs: Any) -> Result:
+        module, name = self.function.split(":", 1)
+        return getattr(importlib.import_module(module), name)(settings=settings, **inputs)
+
+    def applies(self, config: Mapping[str, Any]) -> bool:
+        return self.requires is None or bool(setting(config, self.requires))
+
+
+def setting(config: Mapping[str, Any], key: str) -> Any:
+    """The config value at a dotted key (``quality.exclude_flagged``); None where a level of it is absent."""
+    value: Any = config
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+# In the report's order: each product's section follows the one before it.
+PRODUCTS: tuple[Product, ...] = (
+    Product(
+        name="stats",
+        function="tokenwatt.analysis.stats:stats_product",
+        reads={"trials": "trials.parquet"},
+        settings="quality.exclude_flagged",
+        section="statistics",
+        what="statistics",
+        tables=("anova", "posthoc"),
+        table_category="Tests",
+    ),
+    Product(
+        name="curves",
+        function="tokenwatt.analysis.curves:curves_product",
+        reads={"trials": "trials.parquet", "curves": "curves.parquet", "cost": "cost.json"},
+        settings="analysis",
+        section="curves",
+        what="eval curves analysis",
+    ),
+    Product(
+        name="selection",
+        function="tokenwatt.analysis.selection:selection_product",
+        reads={"trials": "trials.parquet", "curves": "curves.json", "records": SELECTION_RECORDS},
+        settings="design.selection",
+        section="selection",
+        what="data selection analysis",
+        requires="design.selection",
+    ),
+    Product(
+        name="scaling",
+        function="tokenwatt.analysis.scaling_study:scaling_product",
+        reads={"trials": "trials.parquet", "curves": "curves.parquet"},
+        settings="scaling",
+        section="scaling",
+        what="scaling analysis",
+    ),
+)
+
+
+def products_of(config: Mapping[str, Any]) -> tuple[Product, ...]:
+    """The products a study has, in the report's order."""
+    return tuple(p for p in PRODUCTS if p.applies(config))
+
+
+def product(name: str) -> Product:
+    return next(p for p in PRODUCTS if p.name == name)
