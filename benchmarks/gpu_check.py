@@ -27,8 +27,12 @@ import polars as pl  # noqa: E402
 import torch  # noqa: E402
 from gpu_validate import chunks, smi_uuid, window_closure  # noqa: E402
 from tokenwatt.analysis.efficiency import derived_metrics  # noqa: E402
-from tokenwatt.measurement.meters import MeterSettings, NvmlMeter  # noqa: E402
-from tokenwatt.measurement.throughput import profile_device  # noqa: E402
+from tokenwatt.measurement.meters import MeterSettings  # noqa: E402
+from tokenwatt.measurement.nvml import NvmlMeter  # noqa: E402
+from tokenwatt.measurement.throughput import ThroughputCheck, profile_device  # noqa: E402
+from tokenwatt.training.evalplan import EvalSchedule  # noqa: E402
+from tokenwatt.training.spec import TrialData, TrialSpec  # noqa: E402
+from tokenwatt.training.train import TrainSettings  # noqa: E402
 from tokenwatt.training.trial import run_trial  # noqa: E402
 
 DEVICE = "cuda"  # a smoke test of this script on a CPU sets "cpu"
@@ -47,31 +51,28 @@ def trial(
     seed: int = 1,
 ) -> tuple[dict, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """One trial through ``run_trial``, the workflow's own code path."""
-    return run_trial(
+    train = dict(
+        epochs=1,
+        batch_size=1,
+        lr=1e-3,
+        weight_decay=0.0,
+        precision=precision,
+        device=DEVICE,
+        threads=4,
+        log_every=250,
+        eval_batch_size=64,
+        on_divergence="fail",
+        compile=compile_,
+        compile_min_steps=1,
+    )
+    spec = TrialSpec(
         budget=steps * 64,
         trial=1,
-        seed=seed,
-        subset={"chunk_ids": list(range(steps)), "n_chunks": steps, "real_tokens": steps * 64},
-        train_chunks=data,
-        eval_chunks=data[-64:],
-        tokenizer=TOK,
-        model_cfg={"source": "config", "preset": "llama-small", "overrides": {}, "implementation": implementation},
-        train_cfg=dict(
-            epochs=1,
-            batch_size=1,
-            lr=1e-3,
-            weight_decay=0.0,
-            precision=precision,
-            device=DEVICE,
-            threads=4,
-            log_every=250,
-            eval_batch_size=64,
-            on_divergence="fail",
-            compile=compile_,
-            compile_min_steps=1,
-            stop="none",
-        ),
-        meter_settings=MeterSettings(
+        cell=f"b{steps * 64}",
+        model={"source": "config", "preset": "llama-small", "overrides": {}, "implementation": implementation},
+        train=TrainSettings.from_config(train, seed=seed),
+        evaluation=EvalSchedule(),
+        meter=MeterSettings(
             kind=meter,
             interval_s=0.1,
             idle_seconds=2.0 if meter != "none" else 0,
@@ -81,8 +82,10 @@ def trial(
             cooldown_below_c=None,
             cooldown_timeout_s=0,
         ),
-        check_cfg={"matmul_size": 8192, "window_s": 0.5, "windows": checks},
+        check=ThroughputCheck(matmul_size=8192, window_s=0.5, windows=checks),
     )
+    subset = {"chunk_ids": list(range(steps)), "n_chunks": steps, "real_tokens": steps * 64}
+    return run_trial(spec, TrialData(subset=subset, train_chunks=data, eval_chunks=data[-64:], tokenizer=TOK))
 
 
 def energy_checks(data: pl.DataFrame, steps: int, precision: str, profile: dict, smi: str | None) -> dict:

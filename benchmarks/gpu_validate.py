@@ -39,11 +39,15 @@ import polars as pl  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
 from tokenwatt.measurement.devices import device_sync, gpu_uuid  # noqa: E402
-from tokenwatt.measurement.meters import MIN_COUNTER_PERIODS, MeterSettings, NvmlMeter, integrate  # noqa: E402
-from tokenwatt.measurement.throughput import profile_device  # noqa: E402
+from tokenwatt.measurement.energy import MIN_COUNTER_PERIODS, integrate  # noqa: E402
+from tokenwatt.measurement.meters import MeterSettings  # noqa: E402
+from tokenwatt.measurement.nvml import NvmlMeter  # noqa: E402
+from tokenwatt.measurement.throughput import ThroughputCheck, profile_device  # noqa: E402
 from tokenwatt.plan.preview import trial_runtime_min  # noqa: E402
 from tokenwatt.training import trial as trial_module  # noqa: E402
-from tokenwatt.training.train import TrainingError  # noqa: E402
+from tokenwatt.training.evalplan import EvalSchedule  # noqa: E402
+from tokenwatt.training.spec import TrialData, TrialSpec  # noqa: E402
+from tokenwatt.training.train import TrainingError, TrainSettings  # noqa: E402
 
 FAKE_UUID = "GPU-fa4e0000-0000-0000-0000-000000000001"
 PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed")
@@ -272,31 +276,29 @@ def stack_trial(s: dict[str, Any], args: argparse.Namespace, nvml: Any, steps: i
     """A shortened trial of the study's stack through ``run_trial``, the workflow's own code path."""
     n_eval = math.ceil(s["eval_tokens"] / 64)
     data, evals = chunks(steps * s["batch_size"], s["vocab"]), chunks(n_eval, s["vocab"], seed=1)
-    metrics, _, steps_table, _ = trial_module.run_trial(
-        budget=steps * s["batch_size"] * 64,
+    train = dict(
+        epochs=1,
+        batch_size=s["batch_size"],
+        lr=s["lr"],
+        weight_decay=0.0,
+        precision=s["precision"],
+        device=args.device,
+        threads=s["threads"],
+        log_every=max(1, steps // 4),
+        eval_batch_size=s["eval_batch_size"],
+        on_divergence="record",
+        compile=s["compile"],
+        compile_min_steps=1,
+    )
+    budget = steps * s["batch_size"] * 64
+    spec = TrialSpec(
+        budget=budget,
         trial=1,
-        seed=1,
-        subset={"chunk_ids": list(range(len(data))), "n_chunks": len(data), "real_tokens": len(data) * 64},
-        train_chunks=data,
-        eval_chunks=evals,
-        tokenizer={"vocab_size": s["vocab"], "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
-        model_cfg={"source": "config", "preset": s["preset"], "overrides": {}, "implementation": "native"},
-        train_cfg=dict(
-            epochs=1,
-            batch_size=s["batch_size"],
-            lr=s["lr"],
-            weight_decay=0.0,
-            precision=s["precision"],
-            device=args.device,
-            threads=s["threads"],
-            log_every=max(1, steps // 4),
-            eval_batch_size=s["eval_batch_size"],
-            on_divergence="record",
-            compile=s["compile"],
-            compile_min_steps=1,
-            stop="none",
-        ),
-        meter_settings=MeterSettings(
+        cell=f"b{budget}",
+        model={"source": "config", "preset": s["preset"], "overrides": {}, "implementation": "native"},
+        train=TrainSettings.from_config(train, seed=1),
+        evaluation=EvalSchedule(points=3, first_fraction=0.3, max_tokens=s["eval_tokens"]),
+        meter=MeterSettings(
             kind="nvml",
             interval_s=0.1,
             target_samples=120,
@@ -307,11 +309,15 @@ def stack_trial(s: dict[str, Any], args: argparse.Namespace, nvml: Any, steps: i
             cooldown_below_c=None,
             cooldown_timeout_s=0,
         ),
-        check_cfg={"matmul_size": s["matmul_size"], "window_s": 0.2, "windows": 2},
-        eval_cfg={"points": 3, "first_fraction": 0.3, "max_tokens": s["eval_tokens"]},
-        log=lambda line: None,
-        nvml=nvml,
+        check=ThroughputCheck(matmul_size=s["matmul_size"], window_s=0.2, windows=2),
     )
+    trial_data = TrialData(
+        subset={"chunk_ids": list(range(len(data))), "n_chunks": len(data), "real_tokens": len(data) * 64},
+        train_chunks=data,
+        eval_chunks=evals,
+        tokenizer={"vocab_size": s["vocab"], "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
+    )
+    metrics, _, steps_table, _ = trial_module.run_trial(spec, trial_data, log=lambda line: None, nvml=nvml)
     return metrics, steps_table
 
 

@@ -34,7 +34,7 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 from tokenwatt.analysis.scaling import Law  # noqa: E402
 from tokenwatt.analysis.scaling_study import analyse_scaling  # noqa: E402
-from tokenwatt.training.evalplan import eval_thresholds  # noqa: E402
+from tokenwatt.training.evalplan import EvalSchedule, eval_thresholds  # noqa: E402
 
 DESIGNS = {
     "cpu (config/scaling.yaml)": {
@@ -88,7 +88,7 @@ def simulate(design: dict, rng: np.random.Generator, size_sd: float) -> tuple[pl
                         "dynamic_energy_j": 0.7 * jpt * b,
                     }
                 )
-                at = [*eval_thresholds(b, design["eval"]), b]
+                at = [*eval_thresholds(b, EvalSchedule(**design["eval"])), b]
                 for k, d in enumerate(at, 1):
                     d = d + int(rng.integers(0, 40))
                     shift = size_dev[n] + trial_dev[t] + run + rng.normal(0, SD["point"])

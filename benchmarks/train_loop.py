@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scrip
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from tokenwatt.measurement.meters import EstimateMeter  # noqa: E402
+from tokenwatt.measurement.cpu_meters import EstimateMeter  # noqa: E402
 from tokenwatt.training.model import build_model, preset_sizes  # noqa: E402
 from tokenwatt.training.train import TrainSettings, compile_model, labels_for, train  # noqa: E402
 

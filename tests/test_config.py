@@ -10,11 +10,11 @@ from tokenwatt.data.corpus import CorpusError
 from tokenwatt.plan.config import (
     ConfigError,
     checked_config,
-    duplicate_keys,
     load_schema,
     schema_reference,
     validate_config,
 )
+from tokenwatt.plan.config_files import duplicate_keys
 
 
 @pytest.fixture(scope="module")

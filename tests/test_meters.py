@@ -3,16 +3,11 @@ import time
 import polars as pl
 import pytest
 from fake_nvml import FakeNvml
+from tokenwatt.measurement.cpu_meters import EstimateMeter, RaplMeter
 from tokenwatt.measurement.devices import visible_gpu_uuid
-from tokenwatt.measurement.meters import (
-    EstimateMeter,
-    MeterError,
-    MeterSettings,
-    NullMeter,
-    NvmlMeter,
-    RaplMeter,
-    make_meter,
-)
+from tokenwatt.measurement.meter import MeterError, NullMeter
+from tokenwatt.measurement.meters import MeterSettings, make_meter
+from tokenwatt.measurement.nvml import NvmlMeter
 
 GPU_A, GPU_B = "GPU-aaaaaaaa-0000-0000-0000-000000000001", "GPU-bbbbbbbb-0000-0000-0000-000000000002"
 
@@ -207,7 +202,7 @@ def test_mean_and_rms_power_are_weighted_by_the_time_each_sample_stands_for():
 
 
 def test_instant_readings_are_weighted_by_the_trapezoid_rule():
-    from tokenwatt.measurement.meters import sample_weights
+    from tokenwatt.measurement.energy import sample_weights
 
     assert list(sample_weights([0.0, 1.0, 3.0], "instant")) == [0.5, 1.5, 1.0]
     assert list(sample_weights([0.0, 1.0, 3.0], "previous")) == [0.0, 1.0, 2.0]
@@ -232,7 +227,7 @@ def test_estimated_power_does_not_depend_on_the_cores_the_process_may_use(monkey
 
 
 def test_the_poller_shortens_its_interval_so_a_short_trial_gets_its_samples():
-    from tokenwatt.measurement.meters import Pace
+    from tokenwatt.measurement.meter import Pace
 
     meter = EstimateMeter(tdp_w=65.0, interval_s=0.2)
     meter.target_samples = 40
@@ -249,7 +244,7 @@ def test_the_poller_shortens_its_interval_so_a_short_trial_gets_its_samples():
 
 
 def test_the_poller_never_polls_faster_than_its_floor():
-    from tokenwatt.measurement.meters import Pace
+    from tokenwatt.measurement.meter import Pace
 
     meter = EstimateMeter(tdp_w=65.0, interval_s=0.2)
     meter.target_samples = 10_000
@@ -285,7 +280,7 @@ def test_counter_windows_add_up_to_the_counter_over_the_whole_session():
 
 
 def test_polled_windows_add_up_to_the_integral_over_the_whole_session():
-    from tokenwatt.measurement.meters import integrate
+    from tokenwatt.measurement.energy import integrate
 
     out = _windows(EstimateMeter(tdp_w=65.0, interval_s=0.02), [("idle", 0.1), ("train_1", 0.2), ("eval_1", 0.1)])
     trace = out["trace"].drop_nulls("power_w")
@@ -331,7 +326,7 @@ def test_the_achieved_interval_is_measured_within_training_windows_not_across_th
 
 
 def test_the_expected_training_time_leaves_out_what_came_before_training_and_the_pauses():
-    from tokenwatt.measurement.meters import Pace
+    from tokenwatt.measurement.meter import Pace
 
     pace = Pace(planned=100)
     pace.started, pace.done, pace.paused = time.monotonic() - 3.0, 10, 2.0  # 1 s of training for 10 steps
@@ -443,7 +438,7 @@ def test_the_cuda_device_uuid_takes_the_prefix_nvml_knows(monkeypatch, torch_uui
 
 
 def test_an_evaluation_shorter_than_ten_counter_updates_is_refused_by_key_with_the_tokens_that_would_do():
-    from tokenwatt.measurement.meters import short_eval_window
+    from tokenwatt.measurement.energy import short_eval_window
 
     problem = short_eval_window(0.02, 4096, 0.1, "measured")
     assert problem.startswith("eval.max_tokens:") and "at least 204,800" in problem

@@ -1,11 +1,16 @@
 import math
+from dataclasses import FrozenInstanceError
+from types import SimpleNamespace
 
 import numpy as np
 import polars as pl
 import pytest
 import torch
 from tokenwatt.measurement.meters import MeterSettings
+from tokenwatt.measurement.throughput import ThroughputCheck
+from tokenwatt.training.evalplan import EvalSchedule
 from tokenwatt.training.model import ModelError, build_model, check_tokenizer_matches, load_pretrained, preset_sizes
+from tokenwatt.training.spec import TrialData, TrialSpec
 from tokenwatt.training.train import (
     TrainingError,
     TrainSettings,
@@ -175,32 +180,63 @@ def _run(meter_kind, eval_cfg=None, nvml=None, **train_overrides):
         ),
         **train_overrides,
     }
-    meter_settings = MeterSettings(
-        kind=meter_kind,
-        interval_s=0.05,
-        idle_seconds=0.1,
-        cpu_tdp_w=65.0,
-        rapl_root="/nonexistent",
-        cooldown_s=0,
-        cooldown_below_c=None,
-        cooldown_timeout_s=0,
-    )
-    return run_trial(
+    spec = TrialSpec(
         budget=100,
         trial=1,
-        seed=5,
-        subset={"chunk_ids": list(range(16)), "n_chunks": 16, "real_tokens": int(mask[:16].sum())},
-        train_chunks=chunks,
-        eval_chunks=chunks[16:],
-        tokenizer=TOK,
-        model_cfg={"source": "config", "preset": "llama-tiny", "overrides": SIZES},
-        train_cfg=train_cfg,
-        meter_settings=meter_settings,
-        check_cfg={"matmul_size": 64, "window_s": 0.01, "windows": 2},
-        eval_cfg=eval_cfg,
-        log=lambda s: None,
-        nvml=nvml,
+        cell="b100",
+        model={"source": "config", "preset": "llama-tiny", "overrides": SIZES},
+        train=TrainSettings.from_config(train_cfg, seed=5),
+        evaluation=EvalSchedule(**(eval_cfg or {})),
+        meter=MeterSettings(
+            kind=meter_kind,
+            interval_s=0.05,
+            idle_seconds=0.1,
+            cpu_tdp_w=65.0,
+            rapl_root="/nonexistent",
+            cooldown_s=0,
+            cooldown_below_c=None,
+            cooldown_timeout_s=0,
+        ),
+        check=ThroughputCheck(matmul_size=64, window_s=0.01, windows=2),
     )
+    subset = {"chunk_ids": list(range(16)), "n_chunks": 16, "real_tokens": int(mask[:16].sum())}
+    data = TrialData(subset=subset, train_chunks=chunks, eval_chunks=chunks[16:], tokenizer=TOK)
+    return run_trial(spec, data, log=lambda s: None, nvml=nvml)
+
+
+def test_a_trial_spec_is_built_once_from_the_rule_params_with_every_train_key_typed(root):
+    import yaml
+    from tokenwatt.data.subsets import trial_seed
+    from tokenwatt.plan.config import load_schema, validate_config
+    from tokenwatt.plan.stopping import StopRule
+
+    config = validate_config(
+        yaml.safe_load((root / "config/config.yaml").read_text()),
+        load_schema(root / "workflow/schemas/config.schema.yaml"),
+    )
+    profile = config["profile"]
+    params = SimpleNamespace(  # the rule train_trial's params (workflow/rules/train.smk)
+        budget=100,
+        trial=2,
+        cell="b100",
+        levels={},
+        study_seed=config["study"]["seed"],
+        model=config["model"],
+        train=config["train"],
+        meter=config["meter"],
+        check={
+            "matmul_size": profile["matmul_size"],
+            "window_s": profile["window_s"],
+            "windows": profile["check_windows"],
+        },
+        evaluation=config["eval"],
+    )
+    spec = TrialSpec.from_params(params)
+    assert spec.seed == spec.train.seed == trial_seed(config["study"]["seed"], 2)
+    assert spec.train.stop == StopRule() and spec.train.schedule.kind == config["train"]["schedule"]["kind"]
+    assert spec.meter.kind == config["meter"]["kind"] and spec.check.windows == profile["check_windows"]
+    with pytest.raises(FrozenInstanceError):
+        spec.budget = 200
 
 
 def test_a_trial_with_the_estimate_meter_records_energy_and_labels_the_estimate():

@@ -31,11 +31,10 @@ with logged(snakemake.log[0]):
 if restored:
     os._exit(0)
 
-from tokenwatt.common.files import read_chunks, read_json, read_subset, read_tokenizer_info, write_json, write_parquet  # noqa: E402
+from tokenwatt.common.files import read_json, write_json, write_parquet  # noqa: E402
 from tokenwatt.common.records import check_record, load_validator  # noqa: E402
-from tokenwatt.data.subsets import trial_seed  # noqa: E402
-from tokenwatt.measurement.meters import MeterSettings  # noqa: E402
 from tokenwatt.presentation.progress import expected_trials, first_look, study_progress, trial_finished, trial_started  # noqa: E402
+from tokenwatt.training.spec import TrialData, TrialSpec  # noqa: E402
 from tokenwatt.training.trial import run_trial  # noqa: E402
 
 
@@ -48,22 +47,7 @@ terminal(trial_started(p.budget, p.trial, p.levels))
 stop_with_a_sentence()  # a trial stopped mid-training removes its outputs and names itself
 with logged(snakemake.log[0], append=True, job=job_label(snakemake.rule, snakemake.wildcards)):
     try:
-        metrics, power, steps, curve = run_trial(
-            budget=p.budget,
-            trial=p.trial,
-            seed=trial_seed(p.study_seed, p.trial),
-            subset=read_subset(snakemake.input.subset),
-            train_chunks=read_chunks(snakemake.input.train),
-            eval_chunks=read_chunks(snakemake.input.eval),
-            tokenizer=read_tokenizer_info(snakemake.input.tokenizer),
-            model_cfg=p.model,
-            train_cfg=p.train,
-            meter_settings=MeterSettings(**p.meter),
-            check_cfg=p.check,
-            eval_cfg=p.evaluation,
-            levels=p.levels,
-            cell=p.cell,
-        )
+        metrics, power, steps, curve = run_trial(TrialSpec.from_params(p), TrialData.read(snakemake.input))
         check_record(metrics, load_validator(snakemake.input.schema), out.metrics)
         write_parquet(out.power, power)
         write_parquet(out.steps, steps)

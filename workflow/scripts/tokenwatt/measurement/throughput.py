@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -66,6 +67,17 @@ def matmul_op(device: torch.device, dtype: torch.dtype, size: int) -> tuple[Call
     b = torch.randn(size, size, generator=gen).to(device=device, dtype=dtype)
     out = torch.empty(size, size, device=device, dtype=dtype)
     return (lambda: torch.matmul(a, b, out=out)), 2.0 * size**3
+
+
+@dataclass(frozen=True)
+class ThroughputCheck:
+    """The throughput check a trial takes right before and right after training, a diagnostic of drift against the
+    device profile: ``windows`` timed windows of at least ``window_s`` seconds of ``matmul_size`` matmuls (the rule's
+    ``profile.matmul_size``, ``profile.window_s`` and ``profile.check_windows``); no windows, no check."""
+
+    matmul_size: int
+    window_s: float
+    windows: int
 
 
 def measure_throughput(
@@ -162,7 +174,7 @@ def _nvml_snapshot(device: torch.device, nvml, log: Callable[[str], None]) -> Ca
     if device.type != "cuda":
         return dict
     from .devices import gpu_uuid
-    from .meters import NvmlMeter
+    from .nvml import NvmlMeter
 
     try:
         if nvml is None:

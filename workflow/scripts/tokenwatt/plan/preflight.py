@@ -146,7 +146,7 @@ def meter_kind(meter: Mapping[str, Any], devices: Iterable[str], cuda_count: int
     (estimate, none and auto always can: auto falls back to the estimate)."""
     kind = meter["kind"]
     if kind == "rapl":
-        from ..measurement.meters import rapl_domains  # the domains the RAPL meter reads
+        from ..measurement.cpu_meters import rapl_domains  # the domains the RAPL meter reads
 
         root = Path(meter["rapl_root"])
         counters = [d / "energy_uj" for d in rapl_domains(root)]

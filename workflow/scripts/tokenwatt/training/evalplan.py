@@ -7,21 +7,34 @@ trial, to bound their cost, and the final one the whole set.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
 
-def eval_thresholds(total_tokens: int, schedule: dict[str, Any]) -> list[int]:
+@dataclass(frozen=True)
+class EvalSchedule:
+    """``eval.*``: ``points`` log-spaced from ``first_fraction`` of the trial's real tokens, or the real-token counts
+    ``at_tokens``; ``max_tokens`` bounds an intermediate evaluation's share of the eval set (None: all of it). The
+    defaults, the schema's, make the final evaluation the only one."""
+
+    points: int = 0
+    at_tokens: Sequence[int] = ()
+    first_fraction: float = 0.01
+    max_tokens: int | None = None
+
+
+def eval_thresholds(total_tokens: int, schedule: EvalSchedule) -> list[int]:
     """Real-token counts after which training pauses for an intermediate evaluation (``eval.at_tokens``, or
     ``eval.points`` log-spaced from ``eval.first_fraction`` of the total to the total); the final evaluation, at
     the end, is not among them."""
-    if schedule.get("at_tokens"):
-        return sorted({int(t) for t in schedule["at_tokens"] if 0 < t < total_tokens})
-    points = schedule.get("points", 0)
+    if schedule.at_tokens:
+        return sorted({int(t) for t in schedule.at_tokens if 0 < t < total_tokens})
+    points = schedule.points
     if points <= 1 or total_tokens <= 1:
         return []
-    first = max(1.0, total_tokens * schedule.get("first_fraction", 0.01))
+    first = max(1.0, total_tokens * schedule.first_fraction)
     ratio = (total_tokens / first) ** (1 / (points - 1))
     return sorted({int(round(first * ratio**i)) for i in range(points - 1)} - {total_tokens})
 

@@ -1,11 +1,11 @@
-"""A trial's setup, everything fixed before its meter opens: the device, the trial's chunks as tensors, the model
-(compiled when train.compile says so) and its training settings."""
+"""A trial's setup, everything fixed before its meter opens: the device, the trial's chunks as tensors and the model
+(compiled when train.compile says so)."""
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,12 +13,11 @@ import polars as pl
 import torch
 
 from ..measurement.devices import device_sync, make_deterministic, resolve_device
-from ..plan.stopping import StopRule, stop_rule
 from .evalplan import eval_thresholds, subset_chunks
 from .llama import check_right_padded
 from .model import build_model, check_tokenizer_matches, describe, load_pretrained, preset_sizes
-from .schedule import schedule_from_config
-from .train import TrainSettings, check_precision, compile_model, should_compile
+from .spec import TrialData, TrialSpec
+from .train import check_precision, compile_model, should_compile
 
 
 def chunk_tensors(chunks: pl.DataFrame, chunk_ids: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -31,7 +30,7 @@ def chunk_tensors(chunks: pl.DataFrame, chunk_ids: list[int] | None = None) -> t
     return ids, mask
 
 
-def implementation(model_cfg: dict[str, Any]) -> str:
+def implementation(model_cfg: Mapping[str, Any]) -> str:
     """``model.implementation`` resolved: auto is native for a preset, transformers for pretrained weights."""
     chosen = model_cfg.get("implementation", "auto")
     if chosen == "auto":
@@ -40,8 +39,10 @@ def implementation(model_cfg: dict[str, Any]) -> str:
 
 
 def load_model(
-    model_cfg: dict[str, Any], tokenizer: dict[str, Any], context: int, seed: int, log: Callable[[str], None] = print
+    model_cfg: Mapping[str, Any], tokenizer: dict[str, Any], context: int, seed: int, log: Callable[[str], None] = print
 ) -> torch.nn.Module:
+    """The trial's model: a preset built from ``seed`` (``model.source: config``) or pretrained weights; a mismatch with
+    the tokenizer that training survives is logged as a note."""
     if model_cfg["source"] == "config":
         sizes = preset_sizes(model_cfg["preset"], model_cfg["overrides"], tokenizer, context)
         model = build_model(sizes, seed, implementation(model_cfg))
@@ -69,35 +70,24 @@ class TrialSetup:
     forward: Callable[..., Any] | None
     compile_s: float | None
     compiling: bool
-    settings: TrainSettings
-    rule: StopRule
     steps_planned: int
     last_work: float  # monotonic time the device last worked (load, compile): the idle baseline waits after it
 
 
-def set_up(
-    subset: dict[str, Any],
-    train_chunks: pl.DataFrame,
-    eval_chunks: pl.DataFrame,
-    tokenizer: dict[str, Any],
-    model_cfg: dict[str, Any],
-    train_cfg: dict[str, Any],
-    eval_cfg: dict[str, Any],
-    seed: int,
-    log: Callable[[str], None],
-) -> TrialSetup:
-    """The device, the trial's chunks, the model (compiled when train.compile says so) and its training settings."""
-    torch.set_num_threads(train_cfg["threads"])
-    device = resolve_device(train_cfg["device"])
-    ids, mask = chunk_tensors(train_chunks, subset["chunk_ids"])
-    eval_ids, eval_mask = chunk_tensors(eval_chunks)
-    steps_planned = train_cfg["epochs"] * math.ceil(len(ids) / train_cfg["batch_size"])
-    compiling = should_compile(train_cfg["compile"], device, steps_planned, train_cfg["compile_min_steps"])
+def set_up(spec: TrialSpec, data: TrialData, log: Callable[[str], None]) -> TrialSetup:
+    """The device, the trial's chunks and the model (compiled when train.compile says so)."""
+    train = spec.train
+    torch.set_num_threads(train.threads)
+    device = resolve_device(train.device)
+    ids, mask = chunk_tensors(data.train_chunks, data.subset["chunk_ids"])
+    eval_ids, eval_mask = chunk_tensors(data.eval_chunks)
+    steps_planned = train.epochs * math.ceil(len(ids) / train.batch_size)
+    compiling = should_compile(train.compile, device, steps_planned, train.compile_min_steps)
     make_deterministic(device, compiling)
-    check_precision(device, train_cfg["precision"])
+    check_precision(device, train.precision)
     sync = device_sync(device)
 
-    model = load_model(model_cfg, tokenizer, ids.shape[1], seed, log)
+    model = load_model(spec.model, data.tokenizer, ids.shape[1], spec.seed, log)
     arch = describe(model)
     if arch["implementation"] == "native":
         check_right_padded(mask, "the trial's training chunks")
@@ -105,21 +95,10 @@ def set_up(
     model.to(device)
     forward, compile_s = None, None
     if compiling:
-        forward, compile_s = compile_model(model, ids, mask, device, train_cfg["precision"], train_cfg["batch_size"])
-        log(f"torch.compile: {compile_s:.1f} s before the metered window (train.compile: {train_cfg['compile']})")
+        forward, compile_s = compile_model(model, ids, mask, device, train.precision, train.batch_size)
+        log(f"torch.compile: {compile_s:.1f} s before the metered window (train.compile: {train.compile})")
     sync()
     last_work = time.monotonic()
-    settings = TrainSettings(
-        epochs=train_cfg["epochs"],
-        batch_size=train_cfg["batch_size"],
-        lr=train_cfg["lr"],
-        weight_decay=train_cfg["weight_decay"],
-        precision=train_cfg["precision"],
-        seed=seed,
-        log_every=train_cfg["log_every"],
-        eval_batch_size=train_cfg["eval_batch_size"],
-        schedule=schedule_from_config(train_cfg.get("schedule")),
-    )
     return TrialSetup(
         device=device,
         sync=sync,
@@ -127,15 +106,13 @@ def set_up(
         mask=mask,
         eval_ids=eval_ids,
         eval_mask=eval_mask,
-        n_sub=subset_chunks(eval_mask, eval_cfg.get("max_tokens")),
-        thresholds=eval_thresholds(int(mask.sum()) * train_cfg["epochs"], eval_cfg),
+        n_sub=subset_chunks(eval_mask, spec.evaluation.max_tokens),
+        thresholds=eval_thresholds(int(mask.sum()) * train.epochs, spec.evaluation),
         model=model,
         arch=arch,
         forward=forward,
         compile_s=compile_s,
         compiling=compiling,
-        settings=settings,
-        rule=stop_rule(train_cfg.get("stop", "none")),
         steps_planned=steps_planned,
         last_work=last_work,
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,8 +17,9 @@ import torch
 import torch.nn.functional as F
 
 from ..measurement.devices import PRECISIONS
+from ..plan.stopping import StopRule, stop_rule
 from .optim import FusedAdamW
-from .schedule import Schedule
+from .schedule import Schedule, schedule_from_config
 
 IGNORE = -100
 
@@ -35,8 +36,13 @@ class Diverged(TrainingError):
         self.step, self.epoch, self.partial = step, epoch, partial
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainSettings:
+    """A cell's ``train.*`` (config/README.md) and the trial's ``seed``, which orders the data (and initialises a
+    preset's model). The loop and its evaluations read the first nine; the trial's set-up reads ``device``,
+    ``threads`` and ``compile``, its measurement ``on_divergence`` and ``stop``. The defaults are the schema's, for a
+    caller outside the workflow (a test, a benchmark)."""
+
     epochs: int
     batch_size: int
     lr: float
@@ -46,6 +52,26 @@ class TrainSettings:
     log_every: int
     eval_batch_size: int = 32
     schedule: Schedule = field(default_factory=Schedule)
+    device: str = "auto"
+    threads: int = 1
+    compile: bool | str = "auto"
+    compile_min_steps: int = 1000
+    on_divergence: str = "record"
+    stop: StopRule = field(default_factory=StopRule)
+
+    @classmethod
+    def from_config(cls, train: Mapping[str, Any], seed: int) -> TrainSettings:
+        """The settings of a cell's ``train.*`` (``Design.train_config``) for the trial of ``seed``. ``run_alone`` is
+        left out: it is the rule's (the cores a trial reserves), not the trial's."""
+        given = {k: v for k, v in train.items() if k != "run_alone"}
+        return cls(
+            **{
+                **given,
+                "seed": seed,
+                "schedule": schedule_from_config(given.get("schedule")),
+                "stop": stop_rule(given.get("stop", "none")),
+            }
+        )
 
 
 @dataclass
@@ -185,7 +211,7 @@ def train(
 ) -> TrainResult:
     """Train in place; the data order of each epoch is a permutation drawn from ``cfg.seed``.
     ``forward`` is the model as the steps call it (compiled by ``compile_model``), the model itself by default;
-    ``pace`` (a ``meters.Pace``) learns each step as it is queued, so the power meter can size its interval.
+    ``pace`` (a ``meter.Pace``) learns each step as it is queued, so the power meter can size its interval.
     After the first step at which the real tokens trained on reach each of ``pause_at_tokens``, training pauses
     (the device synchronised) and calls ``on_pause`` with the step, epoch, real tokens and training seconds so
     far (an evaluation, in its own metered window); the pause is left out of every training time. ``on_pause``
@@ -193,7 +219,11 @@ def train(
 
     A step runs only what training needs: targets are made once, each epoch's order is applied
     once, and a step's loss goes into a device buffer that is read (one sync) every ``log_every``
-    steps, where the non-finite check also happens."""
+    steps, where the non-finite check also happens.
+
+    One function of some 110 lines on purpose, as nanoGPT keeps its loop: what a step does, and in which order,
+    is the thing measured, so it reads top to bottom in one place; what is not the step's (the pause steps, a
+    loss-curve record) is in the helpers below it."""
     forward = model if forward is None else forward
     n_real_host = mask.sum(dim=1).cpu()  # before the move: where to pause is planned on the host, never synced
     pending = sorted(t for t in set(pause_at_tokens or []) if 0 < t < int(n_real_host.sum()) * cfg.epochs)

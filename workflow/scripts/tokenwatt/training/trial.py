@@ -1,7 +1,7 @@
 """One trial, end to end: model, idle baseline, metered training, evaluations, throughput checks.
 
-``run_trial`` takes data and settings and returns (metrics, power trace, loss curve, eval curve): raw
-measurements only, in three steps: ``set_up`` (device, chunks, model, settings), ``measure`` (the meter session) and
+``run_trial`` takes the trial's spec and data (``spec.py``) and returns (metrics, power trace, loss curve, eval curve):
+raw measurements only, in three steps: ``set_up`` (device, chunks, model), ``measure`` (the meter session) and
 ``trial_record`` (metrics.json). One meter session covers the trial, in named windows (idle, check_before,
 train_1, eval_1, train_2, …, check_after, eval_final): training energy and time are the sum of the
 training segments, each evaluation is metered in its own window beside them. Everything derived from a formula or a constant (PE, its layers, FLOPs,
@@ -18,17 +18,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
+from typing import Any, NoReturn
 
 import polars as pl
 import torch
 
 from .. import __version__
 from ..measurement.devices import compute_dtype, device_name, gpu_uuid
-from ..measurement.meters import Meter, MeterSettings, Pace, make_meter, short_eval_window
+from ..measurement.energy import short_eval_window
+from ..measurement.meter import Meter, Pace
+from ..measurement.meters import make_meter
 from ..measurement.throughput import measure_throughput
 from ..plan.stopping import should_stop
 from .setup import TrialSetup, set_up
+from .spec import TrialData, TrialSpec
 from .train import (
     Diverged,
     TrainingError,
@@ -86,25 +89,32 @@ class TrialMeasurement:
 
 
 class _Session:
-    """The trial's meter session around training: throughput checks, the progress line, the evaluations that pause
-    training (each in its own window) and the stopping rule asked at each."""
+    """The trial's meter session around training: the meter ``spec.meter`` asks for, the throughput checks, the
+    training segments, the progress line, the evaluations that pause training (each in its own window) and the
+    stopping rule asked at each."""
 
-    def __init__(self, setup: TrialSetup, meter: Meter, log: Callable[[str], None]) -> None:
-        self.setup, self.meter, self.log = setup, meter, log
+    def __init__(self, spec: TrialSpec, setup: TrialSetup, log: Callable[[str], None], nvml: Any = None) -> None:
+        self.spec, self.setup, self.log = spec, setup, log
+        device = setup.device
+        self.meter, self.why = make_meter(
+            spec.meter, device.type, gpu_uuid=gpu_uuid(device, nvml), nvml=nvml, sync=setup.sync
+        )
+        log(self.why)
+        self.pace = Pace(setup.steps_planned)
         self.points: list[dict[str, Any]] = []
         self.stop: dict[str, Any] = {}
 
-    def check(self, when: str, check_cfg: dict[str, Any]) -> list[float]:
-        if not check_cfg["windows"]:
+    def check(self, when: str) -> list[float]:
+        check, s = self.spec.check, self.setup
+        if not check.windows:
             return []
-        s = self.setup
         self.meter.begin(f"check_{when}")
         got = measure_throughput(
             s.device,
-            compute_dtype(s.settings.precision),
-            size=check_cfg["matmul_size"],
-            window_s=check_cfg["window_s"],
-            windows=check_cfg["windows"],
+            compute_dtype(self.spec.train.precision),
+            size=check.matmul_size,
+            window_s=check.window_s,
+            windows=check.windows,
             warmup_s=0.0,
             sync=s.sync,
         )
@@ -113,6 +123,43 @@ class _Session:
             f"throughput check {when} training: {got['median_tflops']:.4g} TFLOP/s (median of {got['windows']} windows)"
         )
         return got["windows_tflops"]
+
+    def fail(self, problem: str) -> NoReturn:
+        """End the session and fail the trial, named, with ``problem``."""
+        self.meter.end()
+        self.meter.close()
+        raise TrainingError(f"{self.spec.name}: {problem}") from None
+
+    def train(self) -> tuple[TrainResult, Diverged | None]:
+        """Training, from the window train_1 on (each evaluation switches to the next segment's); a non-finite loss
+        is recorded as a result or fails the trial, as train.on_divergence says."""
+        s, meter = self.setup, self.meter
+        diverged = None
+        meter.begin("train_1")
+        try:
+            result = train(
+                s.model,
+                s.ids,
+                s.mask,
+                s.device,
+                self.spec.train,
+                on_log=self.progress,
+                sync=s.sync,
+                forward=s.forward,
+                pace=self.pace,
+                pause_at_tokens=s.thresholds,
+                on_pause=self.evaluation,
+            )
+        except Diverged as err:
+            if self.spec.train.on_divergence == "fail":
+                self.fail(str(err))
+            self.log(f"DIVERGED: {self.spec.name}: {err}; recorded as a result (train.on_divergence: record)")
+            diverged, result = err, err.partial
+        except TrainingError as err:
+            self.fail(str(err))
+        if not result.stopped:
+            meter.end()
+        return result, diverged
 
     def progress(self, r: dict[str, Any]) -> None:
         watts = self.meter.latest_power()
@@ -124,12 +171,12 @@ class _Session:
     def evaluation(self, at: dict[str, Any]) -> bool:
         """A pause in training: the segment's window closes, the evaluation gets its own, training resumes in the next
         unless the stopping rule (train.stop) says the last segments no longer paid for their energy."""
-        s, meter, k = self.setup, self.meter, len(self.points) + 1
+        s, settings, meter, k = self.setup, self.spec.train, self.meter, len(self.points) + 1
         meter.switch(f"eval_{k}")
         trained_j = meter.energy_so_far("train")
         t = time.perf_counter()
         ids, mask = s.eval_ids[: s.n_sub], s.eval_mask[: s.n_sub]
-        loss = evaluate(s.model, ids, mask, s.device, s.settings.precision, s.settings.eval_batch_size)
+        loss = evaluate(s.model, ids, mask, s.device, settings.precision, settings.eval_batch_size)
         eval_s = time.perf_counter() - t
         # NVML's counter updates about every 100 ms: an evaluation shorter than it can resolve is refused at the
         # first point rather than measured as rounding for the rest of the study (the CPU meters resolve ms).
@@ -151,7 +198,7 @@ class _Session:
         self.log(
             f"evaluation {k} at {at['real_tokens']:,} real tokens: eval loss {loss:.4f} ({eval_s:.2f} s, outside training)"
         )
-        reason = should_stop(self.points, s.rule) if s.rule.rule != "none" else None
+        reason = should_stop(self.points, settings.stop) if settings.stop.rule != "none" else None
         if reason:
             self.stop.update(stopped_at_point=k, stopped_at_tokens=at["real_tokens"], stop_reason=reason)
             self.log(f"STOPPED at evaluation {k} ({at['real_tokens']:,} real tokens): {reason} (train.stop)")
@@ -162,11 +209,12 @@ class _Session:
 
     def final_evaluation(self, result: TrainResult) -> tuple[float, float]:
         """The whole eval set's loss, the trial's result, and the curve's last point on the tokens of its others (so no
-        point differs from the one before it by the set it was evaluated on); with the seconds both took."""
-        s = self.setup
+        point differs from the one before it by the set it was evaluated on); with the seconds both took. A
+        non-finite loss fails the trial."""
+        s, settings = self.setup, self.spec.train
         self.meter.begin("eval_final")
         t_eval = time.perf_counter()
-        precision, batch = s.settings.precision, s.settings.eval_batch_size
+        precision, batch = settings.precision, settings.eval_batch_size
         eval_loss = evaluate(s.model, s.eval_ids, s.eval_mask, s.device, precision, batch)
         curve_loss = (
             eval_loss
@@ -175,92 +223,53 @@ class _Session:
         )
         eval_s = time.perf_counter() - t_eval
         self.meter.end()
-        if math.isfinite(eval_loss):
-            self.points.append(
-                {
-                    "step": result.n_steps,
-                    "epoch": s.settings.epochs,
-                    "real_tokens": result.real_tokens,
-                    "train_s": result.train_s,
-                    "point": len(self.points) + 1,
-                    "eval_loss": curve_loss,
-                    "eval_loss_whole_set": eval_loss,
-                    "eval_s": eval_s,
-                    "eval_tokens": int(s.eval_mask[: s.n_sub].sum()),
-                    "final": True,
-                }
-            )
+        if not math.isfinite(eval_loss):
+            self.meter.close()
+            raise TrainingError(f"{self.spec.name}: non-finite eval loss {eval_loss}")
+        self.points.append(
+            {
+                "step": result.n_steps,
+                "epoch": settings.epochs,
+                "real_tokens": result.real_tokens,
+                "train_s": result.train_s,
+                "point": len(self.points) + 1,
+                "eval_loss": curve_loss,
+                "eval_loss_whole_set": eval_loss,
+                "eval_s": eval_s,
+                "eval_tokens": int(s.eval_mask[: s.n_sub].sum()),
+                "final": True,
+            }
+        )
         return eval_loss, eval_s
 
+    def close(self) -> dict[str, Any]:
+        """The meter's summary of the session (``Meter.close``), each window's note logged."""
+        energy = self.meter.close()
+        for w in energy["windows"]:
+            if w["note"]:
+                self.log(f"NOTE: window {w['name']}: {w['note']}")
+        return energy
 
-def measure(
-    setup: TrialSetup,
-    meter_settings: MeterSettings,
-    check_cfg: dict[str, Any],
-    on_divergence: str,
-    name: str,
-    log: Callable[[str], None],
-    nvml=None,
-) -> TrialMeasurement:
-    """The trial's one meter session, window by window: idle baseline, throughput check, training segments and the
-    evaluations between them, check again, the final evaluation. ``name`` (budget and trial) labels its errors. One
-    function of some 80 lines on purpose: the order of its windows is the measurement protocol, read top to bottom."""
-    s = setup
-    meter, why = make_meter(meter_settings, s.device.type, gpu_uuid=gpu_uuid(s.device, nvml), nvml=nvml, sync=s.sync)
-    log(why)
-    cooled = cooldown(
-        meter, meter_settings.cooldown_s, meter_settings.cooldown_below_c, meter_settings.cooldown_timeout_s, log
-    )
-    session = _Session(s, meter, log)
-    pace = Pace(s.steps_planned)
+
+def measure(spec: TrialSpec, setup: TrialSetup, log: Callable[[str], None], nvml: Any = None) -> TrialMeasurement:
+    """The trial's one meter session, window by window: cooldown, idle baseline, throughput check, training segments
+    and the evaluations between them, check again, the final evaluation. Its order is the measurement protocol, read
+    top to bottom here; what happens inside a window is ``_Session``'s."""
+    session = _Session(spec, setup, log, nvml)
+    meter, settings = session.meter, spec.meter
+    cooled = cooldown(meter, settings.cooldown_s, settings.cooldown_below_c, settings.cooldown_timeout_s, log)
     # At least the meter's settle time since the device last worked, whatever the cooldown: an averaged reading
     # still shows the load or compile for that long, and the idle baseline would read it as idle power.
-    time.sleep(max(0.0, meter.settle_s - (time.monotonic() - s.last_work)))
-    meter.open(pace)
-    idle_after_s = time.monotonic() - s.last_work
-    idle = meter.window("idle", meter_settings.idle_seconds) if meter_settings.idle_seconds > 0 else None
-    check_before = session.check("before", check_cfg)
+    time.sleep(max(0.0, meter.settle_s - (time.monotonic() - setup.last_work)))
+    meter.open(session.pace)
+    idle_after_s = time.monotonic() - setup.last_work
+    idle = meter.window("idle", settings.idle_seconds) if settings.idle_seconds > 0 else None
+    check_before = session.check("before")
     time.sleep(meter.settle_s)
-    diverged = None
-    meter.begin("train_1")
-    try:
-        result = train(
-            s.model,
-            s.ids,
-            s.mask,
-            s.device,
-            s.settings,
-            on_log=session.progress,
-            sync=s.sync,
-            forward=s.forward,
-            pace=pace,
-            pause_at_tokens=s.thresholds,
-            on_pause=session.evaluation,
-        )
-    except Diverged as err:
-        if on_divergence == "fail":
-            meter.end()
-            meter.close()
-            raise TrainingError(f"{name}: {err}") from None
-        log(f"DIVERGED: {name}: {err}; recorded as a result (train.on_divergence: record)")
-        diverged, result = err, err.partial
-    except TrainingError as err:
-        meter.end()
-        meter.close()
-        raise TrainingError(f"{name}: {err}") from None
-    if not result.stopped:
-        meter.end()
-    check_after = session.check("after", check_cfg)
-    eval_loss, eval_s = None, 0.0
-    if not diverged:
-        eval_loss, eval_s = session.final_evaluation(result)
-        if not math.isfinite(eval_loss):
-            meter.close()
-            raise TrainingError(f"{name}: non-finite eval loss {eval_loss}")
-    energy = meter.close()
-    for w in energy["windows"]:
-        if w["note"]:
-            log(f"NOTE: window {w['name']}: {w['note']}")
+    result, diverged = session.train()
+    check_after = session.check("after")
+    eval_loss, eval_s = (None, 0.0) if diverged else session.final_evaluation(result)
+    energy = session.close()
     return TrialMeasurement(
         result=result,
         diverged=diverged,
@@ -276,39 +285,43 @@ def measure(
         check_before=check_before,
         check_after=check_after,
         meter=meter,
-        why=why,
+        why=session.why,
     )
 
 
 def trial_record(
+    spec: TrialSpec,
+    data: TrialData,
     setup: TrialSetup,
     measured: TrialMeasurement,
-    identity: dict[str, Any],
-    subset: dict[str, Any],
-    tokenizer: dict[str, Any],
-    threads: int,
-    nvml=None,
+    started_at: float,
+    nvml: Any = None,
 ) -> dict[str, Any]:
-    """metrics.json, the trial's typed record (workflow/schemas/metrics.schema.yaml): ``identity`` (budget, trial,
+    """metrics.json, the trial's typed record (workflow/schemas/metrics.schema.yaml): its identity (budget, trial,
     levels, cell, seed) first, then what was trained, what the meter measured, the device and the model. Raw
-    measurements only; the record's keys keep their order, which the file shows."""
-    s, m, result = setup, measured, measured.result
+    measurements only; the record's keys keep their order, which the file shows. ``started_at``: the Unix time
+    the trial started."""
+    s, m, result, settings = setup, measured, measured.result, spec.train
     idle = m.windows["idle"] if m.idle else None
     return {
-        **{k: identity[k] for k in ("budget", "trial", "levels", "cell", "seed")},
+        "budget": spec.budget,
+        "trial": spec.trial,
+        "levels": dict(spec.levels),
+        "cell": spec.cell,
+        "seed": spec.seed,
         "status": "diverged" if m.diverged else "ok",
-        "started_at_unix_s": identity["started_at_unix_s"],
+        "started_at_unix_s": started_at,
         **({"diverged_at_step": m.diverged.step, "diverged_in_epoch": m.diverged.epoch} if m.diverged else {}),
-        "subset_chunks": subset["n_chunks"],
-        "subset_real_tokens": subset["real_tokens"],
+        "subset_chunks": data.subset["n_chunks"],
+        "subset_real_tokens": data.subset["real_tokens"],
         "real_tokens": result.real_tokens,
         "padded_tokens": result.padded_tokens or None,
         "steps": result.n_steps,
-        "epochs": s.settings.epochs,
-        "batch_size": s.settings.batch_size,
-        "lr": s.settings.lr,
-        "lr_schedule": s.settings.schedule.to_dict(),
-        "precision": s.settings.precision,
+        "epochs": settings.epochs,
+        "batch_size": settings.batch_size,
+        "lr": settings.lr,
+        "lr_schedule": settings.schedule.to_dict(),
+        "precision": settings.precision,
         "optimizer": result.optimizer,
         "grad_scaler_skips": result.grad_scaler_skips,
         "eval_loss": m.eval_loss,
@@ -319,7 +332,7 @@ def trial_record(
         **m.cooled,
         "eval_points": len(m.points),
         "eval_subset_tokens": int(s.eval_mask[: s.n_sub].sum()),
-        "stop_rule": s.rule.to_dict(),
+        "stop_rule": settings.stop.to_dict(),
         "stopped": result.stopped,
         **m.stop,
         "settle_s": m.meter.settle_s,
@@ -333,11 +346,11 @@ def trial_record(
         "device_name": device_name(s.device),
         "device_uuid": m.meter.static_info().get("meter_device_uuid") or gpu_uuid(s.device, nvml),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "threads": threads,
+        "threads": settings.threads,
         **s.arch,
         "compiled": s.compiling,
         "compile_s": s.compile_s,
-        "tokenizer_vocab_size": tokenizer["vocab_size"],
+        "tokenizer_vocab_size": data.tokenizer["vocab_size"],
         "context": s.ids.shape[1],
         "check_before_tflops": m.check_before,
         "check_after_tflops": m.check_after,
@@ -357,44 +370,17 @@ STEPS_SCHEMA = {
 
 
 def run_trial(
-    *,
-    budget: int,
-    trial: int,
-    seed: int,
-    subset: dict[str, Any],
-    train_chunks: pl.DataFrame,
-    eval_chunks: pl.DataFrame,
-    tokenizer: dict[str, Any],
-    model_cfg: dict[str, Any],
-    train_cfg: dict[str, Any],
-    meter_settings: MeterSettings,
-    check_cfg: dict[str, Any],
-    eval_cfg: dict[str, Any] | None = None,
-    levels: dict[str, str] | None = None,
-    cell: str | None = None,
-    log: Callable[[str], None] = print,
-    nvml=None,
+    spec: TrialSpec, data: TrialData, log: Callable[[str], None] = print, nvml: Any = None
 ) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Train one (cell, trial): the budget and ``levels``, the cell's level of every further factor
-    (recorded as they are; the settings they stand for come in ``model_cfg`` and ``train_cfg``) and ``cell``, the
-    cell's id (a one-factor study's ``b{budget}`` when not given); ``check_cfg`` (matmul_size, window_s, windows) sizes the throughput
-    checks taken right before and right after training, diagnostics of drift against the device profile; ``eval_cfg``
-    (``eval.*``: points or at_tokens, first_fraction, max_tokens) schedules the evaluations (none: the final one only).
-    Three steps: set up (``set_up``), measure (``measure``), record (``trial_record``)."""
+    """Train the trial ``spec`` on ``data``, in three steps: set up (``set_up``), measure (``measure``), record
+    (``trial_record``). The throughput checks (``spec.check``) taken right before and right after training are
+    diagnostics of drift against the device profile; ``spec.evaluation`` schedules the evaluations (none: the final
+    one only). ``nvml``: the NVML module the meter reads (a test's fake), pynvml when None."""
     t_start, started_at = time.perf_counter(), time.time()
-    setup = set_up(subset, train_chunks, eval_chunks, tokenizer, model_cfg, train_cfg, eval_cfg or {}, seed, log)
-    name = f"budget {budget}, trial {trial}"
-    measured = measure(setup, meter_settings, check_cfg, train_cfg["on_divergence"], name, log, nvml)
-    identity = {
-        "budget": budget,
-        "trial": trial,
-        "levels": dict(levels or {}),
-        "cell": cell or f"b{budget}",
-        "seed": seed,
-        "started_at_unix_s": started_at,
-    }
-    curve = trial_curve(measured.points, measured.windows, subset["real_tokens"])
-    metrics = trial_record(setup, measured, identity, subset, tokenizer, train_cfg["threads"], nvml)
+    setup = set_up(spec, data, log)
+    measured = measure(spec, setup, log, nvml)
+    curve = trial_curve(measured.points, measured.windows, data.subset["real_tokens"])
+    metrics = trial_record(spec, data, setup, measured, started_at, nvml)
     metrics["run_s"] = time.perf_counter() - t_start
     steps = pl.DataFrame(measured.result.steps, schema=STEPS_SCHEMA, orient="row")
     return metrics, measured.energy["trace"], steps, curve

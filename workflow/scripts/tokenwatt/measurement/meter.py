@@ -1,0 +1,363 @@
+"""The meter every kind shares: a poller on a background thread and a session of named windows (Zeus's
+begin_window / end_window) whose ends are synchronised with the device, summarised as a typed measurement.
+
+Each meter polls power (for RMS, mean, max and the trace) and, where the hardware has one, reads a cumulative
+energy counter at both ends of a window, which sees the whole window rather than the polled instants. The kinds
+(``nvml.py``, ``cpu_meters.py``, ``NullMeter`` here) supply a sample and a counter; ``meters.make_meter`` chooses one.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import polars as pl
+
+from .energy import integrate, sample_weights
+
+TRACE_COLUMNS = ("t_s", "power_w", "temperature_c", "sm_clock_mhz", "utilization_pct")
+
+
+class MeterError(RuntimeError):
+    pass
+
+
+class Pace:
+    """Steps done of steps planned, and the training seconds they took: the training loop sets ``started`` when
+    it starts, ``done`` after every step (a Python int, no device sync) and ``paused`` after each evaluation; the
+    poller reads them to size its interval to the trial's expected training time."""
+
+    def __init__(self, planned: int) -> None:
+        self.planned = planned
+        self.done = 0
+        self.started: float | None = None  # time.monotonic() when training started
+        self.paused = 0.0  # seconds of evaluation since
+
+    def expected_s(self) -> float | None:
+        """The trial's expected training seconds, from its pace so far; None before its first step."""
+        if self.started is None or self.done <= 0:
+            return None
+        return (time.monotonic() - self.started - self.paused) * self.planned / self.done
+
+
+def no_sync() -> None:
+    """The default ``sync`` of a meter: a CPU trial has no device queue to wait for."""
+    return None
+
+
+class Meter:
+    """Base meter: a polling thread and a measurement window with synchronised ends.
+
+    Subclasses implement ``_sample()`` (a dict with ``power_w`` and optional extras) and,
+    if they have a counter, ``_counter_j()`` (cumulative joules).
+    """
+
+    kind = "none"
+    is_estimate = False
+    # Seconds a burst of work keeps showing in this meter's power readings after it ended;
+    # the trial waits this long between its throughput check and the metered window.
+    settle_s = 0.0
+    # What one power sample stands for (``sample_weights``).
+    covers = "instant"
+    # The shortest interval worth polling at: below it the sensor repeats itself or the poller costs the trial.
+    min_interval_s = 0.005
+    # How often the sensor's value changes; a window shorter than this is said to be so.
+    update_period_s = 0.0
+    # Capabilities a trial asks of its meter, never of its class: whether it reads the device's temperature (a
+    # cooldown can wait for it), and whether its energy counter updates too seldom for a short window, so that an
+    # evaluation is checked against ``update_period_s`` (the CPU meters resolve milliseconds).
+    reads_temperature = False
+    coarse_counter = False
+
+    def __init__(self, interval_s: float, sync: Callable[[], None] = no_sync, target_samples: int = 0) -> None:
+        self.interval_s = interval_s
+        self.sync = sync
+        # With a pace and a target, the poller shortens its interval (never below min_interval_s, never above
+        # interval_s) so that a trial of any length gets about ``target_samples`` samples.
+        self.target_samples = target_samples
+        self._pace: Pace | None = None
+        self._interval_now = interval_s
+        self.note = ""
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # -- hooks
+    def _sample(self) -> dict[str, Any]:
+        return {}
+
+    def _counter_j(self) -> float | None:
+        return None
+
+    def static_info(self) -> dict[str, Any]:
+        return {}
+
+    # -- polling
+    def _adapt(self) -> None:
+        """The interval that gives ``target_samples`` over the trial's expected length (elapsed × planned ÷ done)."""
+        expected_s = None if self._pace is None else self._pace.expected_s()
+        if expected_s is None or not self.target_samples:
+            return
+        self._interval_now = min(self.interval_s, max(self.min_interval_s, expected_s / self.target_samples))
+
+    def _poll(self) -> None:
+        next_t = time.monotonic()
+        while not self._stop.is_set():
+            self._record()
+            scheduled = next_t
+            while not self._stop.is_set():
+                # Fixed-rate schedule at the current interval, re-sized while waiting (at least every 50 ms), so a
+                # long configured interval never delays the first samples of a short trial; a late sample skips
+                # ahead instead of bursting.
+                self._adapt()
+                next_t = scheduled + self._interval_now
+                delay = next_t - time.monotonic()
+                if delay <= 0:
+                    next_t = time.monotonic()
+                    break
+                self._stop.wait(min(delay, 0.05))
+        self._thread_cpu_s = time.thread_time()  # the poller's own CPU cost, reported beside the samples
+
+    def _record(self) -> float:
+        """Take one sample now, labelled with the open window; returns its time (s since the session opened)."""
+        with (
+            self._record_lock
+        ):  # the poller and a window's ends both record; a sample's state (e.g. the last CPU time) is shared
+            t = time.monotonic() - self._t0
+            try:
+                sample = self._sample()
+            except Exception as err:  # a failed read is counted and kept, never dropped silently
+                self._errors.append(f"t={t:.2f}s: {type(err).__name__}: {err}")
+                sample = {}
+            self._rows.append({"t_s": t, **{k: sample.get(k) for k in TRACE_COLUMNS[1:]}, "window": self._window})
+            return t
+
+    # -- a session of named windows (Zeus's begin_window / end_window)
+    def open(self, pace: Pace | None = None) -> None:
+        """Start polling; windows are then measured with ``begin`` and ``end``. With ``pace`` the interval follows
+        the trial's progress (see ``target_samples``)."""
+        self.sync()
+        self._pace, self._interval_now = pace, self.interval_s
+        self._record_lock = threading.Lock()
+        self._rows: list[dict[str, Any]] = []
+        self._errors: list[str] = []
+        self._windows: list[dict[str, Any]] = []
+        self._window: str | None = None
+        self._t0 = time.monotonic()
+        self._stop.clear()
+        self._thread_cpu_s = None
+        self._thread = threading.Thread(target=self._poll, name=f"meter-{self.kind}", daemon=True)
+        self._thread.start()
+
+    def begin(self, name: str) -> None:
+        """Open the window ``name``, its start synchronised with the device; a sample closes what came before."""
+        self.sync()
+        if self.covers == "instant":  # a reading at the window's start belongs to it
+            self._window = name
+        # The boundary sample before the counter read: RAPL's samples and counter share their last reading, so a
+        # counter read first would leave the sample a few microseconds of energy, standing for the whole gap.
+        t = self._record()
+        self._opened = (name, t, self._read_counter())  # windows meet exactly at their boundary samples
+        self._window = name
+
+    def end(self) -> dict[str, Any]:
+        """Close the open window (its end synchronised with the device) and return its record."""
+        self.sync()
+        t = self._record()
+        closed = self._close_window(t, self._read_counter())
+        self._window = None
+        return closed
+
+    def switch(self, name: str) -> dict[str, Any]:
+        """Close the open window and open ``name`` at the same synchronised instant (one boundary sample and
+        counter read), so that back-to-back windows (training segments and evaluations) add up to their span."""
+        self.sync()
+        t = self._record()
+        counter = self._read_counter()
+        closed = self._close_window(t, counter)
+        self._opened, self._window = (name, t, counter), name
+        return closed
+
+    def _close_window(self, end_s: float, counter: float | None) -> dict[str, Any]:
+        name, start_s, counter0 = self._opened
+        window = {
+            "name": name,
+            "start_s": start_s,
+            "end_s": end_s,
+            "counter_j": None if counter0 is None or counter is None else counter - counter0,
+        }
+        self._windows.append(window)
+        return window
+
+    def energy_so_far(self, prefix: str = "train") -> float | None:
+        """Energy of the closed windows whose name starts with ``prefix``, now, mid-session (a stopping rule
+        decides on it): their counter readings, or the integral of the samples taken so far; None without either."""
+        with self._record_lock:
+            rows = [(r["t_s"], r["power_w"]) for r in self._rows if r["power_w"] is not None]
+        total = 0.0
+        for w in (w for w in self._windows if w["name"].startswith(prefix)):
+            if w["counter_j"] is not None:
+                total += w["counter_j"]
+            elif rows:
+                total += integrate([t for t, _ in rows], [p for _, p in rows], self.covers, w["start_s"], w["end_s"])
+            else:
+                return None
+        return total
+
+    def window(self, name: str, seconds: float) -> dict[str, Any]:
+        """A window of ``seconds`` with nothing else running (the idle baseline)."""
+        self.begin(name)
+        time.sleep(seconds)
+        return self.end()
+
+    def close(self) -> dict[str, Any]:
+        """Stop polling; the session's summary: every window's energy, and the training windows' (``train*``)
+        energy, time and power, which is what a trial reports as its training measurement."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        trace = pl.DataFrame(
+            self._rows, schema={**{c: pl.Float64 for c in TRACE_COLUMNS}, "window": pl.String}, orient="row"
+        )
+        return self._summarise(trace)
+
+    def start(self, pace: Pace | None = None) -> None:
+        """One training window: ``open`` then ``begin("train")``."""
+        self.open(pace)
+        self.begin("train")
+
+    def stop(self) -> dict[str, Any]:
+        self.end()
+        return self.close()
+
+    def _read_counter(self) -> float | None:
+        try:
+            return self._counter_j()
+        except Exception as err:
+            self._errors.append(f"energy counter: {type(err).__name__}: {err}")
+            return None
+
+    def latest_power(self) -> float | None:
+        """The most recent polled power (W), for progress lines; never blocks."""
+        rows = getattr(self, "_rows", None)
+        return rows[-1]["power_w"] if rows else None
+
+    # -- results
+    def _settling(self, t: Any, in_training: Any) -> Any:
+        """Training samples within ``settle_s`` of a segment that follows another window (an evaluation): an averaged
+        reading still shows that window's power there, so the training power statistics leave them out (the energy,
+        from the counter or the integral over the windows, keeps every sample). A segment is never left without
+        samples: one shorter than the settle time keeps its own."""
+        import numpy as np
+
+        out = np.zeros(len(t), dtype=bool)
+        if (
+            self.settle_s <= 0 or getattr(self, "power_reading", "average") == "instant"
+        ):  # an instant reading has no lag
+            return out
+        for before, w in zip(self._windows, self._windows[1:]):
+            if (
+                w["name"].startswith("train")
+                and not before["name"].startswith("train")
+                and before["end_s"] == w["start_s"]
+            ):
+                segment = in_training & (t > w["start_s"]) & (t <= w["end_s"])
+                early = segment & (t < w["start_s"] + self.settle_s)
+                if (segment & ~early).any():
+                    out |= early
+        return out
+
+    def _window_records(self, trace: pl.DataFrame, t_all: Any, p_all: Any) -> tuple[list[dict[str, Any]], bool]:
+        """Each window's record: its span, its energy (the counter's change, else the integral of the samples with
+        power ``t_all``, ``p_all``) and a note when it is shorter than the sensor's update period; and whether any
+        window had to fall back to the integral."""
+        windows, fell_back = [], False
+        for w in self._windows:
+            duration = w["end_s"] - w["start_s"]
+            energy = w["counter_j"]
+            if energy is None and len(p_all):
+                fell_back = True
+                energy = integrate(t_all, p_all, self.covers, w["start_s"], w["end_s"])
+            note = (
+                f"shorter ({duration * 1000:.0f} ms) than the sensor's update period ({self.update_period_s * 1000:.0f} ms): "
+                "its energy is less certain than the others'"
+                if duration < self.update_period_s
+                else ""
+            )
+            windows.append(
+                {
+                    "name": w["name"],
+                    "start_s": w["start_s"],
+                    "end_s": w["end_s"],
+                    "duration_s": duration,
+                    "energy_j": energy,
+                    "samples": int((trace["window"] == w["name"]).sum()),
+                    "note": note,
+                }
+            )
+        return windows, fell_back
+
+    def _summarise(self, trace: pl.DataFrame) -> dict[str, Any]:
+        import numpy as np
+
+        valid = trace.drop_nulls("power_w")
+        t_all, p_all = valid["t_s"].to_numpy(), valid["power_w"].to_numpy()
+        windows, fell_back = self._window_records(trace, t_all, p_all)
+        training = [w for w in windows if w["name"].startswith("train")]
+        evals = [w for w in windows if w["name"].startswith("eval")]
+        total = lambda ws, k: None if not ws or any(w[k] is None for w in ws) else float(sum(w[k] for w in ws))  # noqa: E731
+        # Power over the training windows' samples, each weighted by the time it stands for.
+        names = pl.Series([w["name"] for w in training], dtype=pl.String).implode()
+        in_training = valid["window"].is_in(names).fill_null(False).to_numpy()
+        with_power = int(in_training.sum())  # what the quality rules count: every training sample with power
+        settling = self._settling(t_all, in_training)
+        in_training &= ~settling
+        p = p_all[in_training]
+        wts = sample_weights(t_all, self.covers)[in_training]
+        if len(p) and wts.sum() <= 0:  # every sample at one instant
+            wts = np.ones(len(p))
+        in_windows = trace.filter(pl.col("window").is_in(names).fill_null(False))
+        times = in_windows["t_s"].to_numpy()
+        # The polling interval within each training window: the pauses for evaluation between them are no late polls.
+        gaps = np.concatenate(
+            [np.diff(w["t_s"].to_numpy()) for w in in_windows.partition_by("window")] or [np.empty(0)]
+        )
+        kind, note = self.kind, self.note
+        if fell_back and self.kind == "nvml-energy":
+            kind, note = "nvml-power", "energy counter unavailable in a window; integrated polled power there"
+        has_power = len(p) > 0
+        return {
+            "meter": kind,
+            "meter_is_estimate": self.is_estimate,
+            "meter_note": note,
+            "energy_j": total(training, "energy_j"),
+            "duration_s": total(training, "duration_s") or 0.0,
+            "eval_energy_j": total(evals, "energy_j"),
+            "eval_window_s": total(evals, "duration_s"),
+            "windows": windows,
+            "short_windows": sum(bool(w["note"]) for w in windows),
+            "power_rms_w": float(math.sqrt((wts * p**2).sum() / wts.sum())) if has_power else None,
+            "power_mean_w": float((wts * p).sum() / wts.sum()) if has_power else None,
+            "power_max_w": float(p.max()) if has_power else None,
+            "samples": len(times),
+            "samples_with_power": with_power,
+            "samples_settling": int(settling.sum()),
+            "sample_errors": len(self._errors),
+            "sample_error_messages": self._errors[:20],
+            "interval_requested_s": self.interval_s,
+            "interval_final_s": self._interval_now,
+            "interval_achieved_s": float(gaps.mean()) if len(gaps) else None,
+            "meter_thread_cpu_s": self._thread_cpu_s,
+            "temperature_max_c": trace["temperature_c"].max(),
+            "sm_clock_mean_mhz": trace["sm_clock_mhz"].mean(),
+            **self.static_info(),
+            "trace": trace,
+        }
+
+
+class NullMeter(Meter):
+    """``none``: no counter and no samples, so every energy and power figure stays null."""
+
+    kind = "none"

@@ -1,0 +1,124 @@
+"""Cross-key rules of a config, which a schema would state only with unreadable if/then blocks: a local corpus with
+files, a known carbon intensity, stopping rules that can act, evaluations long enough for NVML's counter, and every
+design.model level checked as the model it merges to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from .config_messages import key_path, message
+from .config_models import architecture_problems, base_key, level_key, model_problems, pretrained_problems
+from .cost import CostError, carbon_intensity
+from .design import merged_model
+
+
+def requirements(cfg: dict[str, Any], schema: dict[str, Any]) -> list[str]:
+    """Cross-key rules that a schema would state only with unreadable if/then blocks."""
+    problems = []
+    if cfg["corpus"]["source"] == "local" and not cfg["corpus"]["local"]["files"]:
+        problems.append("corpus.local.files: corpus.source is local, so list at least one file")
+    if isinstance(cfg["cost"]["carbon_intensity"], str):
+        try:
+            carbon_intensity(cfg["cost"]["carbon_intensity"])
+        except CostError as err:
+            problems.append(str(err))
+    problems += _stopping_problems(cfg)
+    problems += _eval_window_problems(cfg)
+    base = model_problems(cfg["model"], cfg["tokenizer"], "")
+    base += architecture_problems(cfg["model"], lambda f: base_key(cfg["model"], f), "")
+    base += pretrained_problems(cfg["model"], cfg["tokenizer"], "model.", "tokenizer.")
+    problems += base
+    for level, spec in cfg["design"].get("model", {}).items():
+        prefix = f"design.model.{level}."
+        model = merged_model(cfg["model"], spec)
+        tokenizer = {**cfg["tokenizer"], **spec.get("tokenizer", {})}
+        found = [
+            f"{prefix}{key_path(e.absolute_path) if e.absolute_path else '(level)'}: {message(e, with_key=False)}"
+            for e in Draft202012Validator(schema["properties"]["model"]).iter_errors(model)
+        ]
+        found += [
+            f"{prefix}tokenizer.{key_path(e.absolute_path)}: {message(e, with_key=False)}"
+            for e in Draft202012Validator(schema["properties"]["tokenizer"]).iter_errors(tokenizer)
+        ]
+        if not found:
+            found = model_problems(model, tokenizer, prefix)
+            found += architecture_problems(
+                model,
+                lambda f, spec=spec, prefix=prefix: level_key(cfg["model"], spec, prefix, f),
+                f" (design.model.{level})",
+            )
+            # A level's own keys are named under it; what it inherits was checked (and named) as the base's.
+            found += pretrained_problems(
+                model if {"source", "name", "revision"} & set(spec) else None,
+                tokenizer if "tokenizer" in spec else None,
+                prefix,
+                prefix + "tokenizer.",
+            )
+        # What the level inherits unchanged fails as the base's does: named once, as the base's.
+        problems += [p for p in found if p not in base and p.replace(f" (design.model.{level})", "", 1) not in base]
+    return problems
+
+
+def _stopping_problems(cfg: dict[str, Any]) -> list[str]:
+    """Stopping rules that could never act, or act on nothing: a rule decided at evaluation points needs them, and
+    measured training energy; a rule the analysis replays must be complete."""
+    from .stopping import StopRuleError, stop_rule  # no torch, no polars
+
+    problems = []
+    online = {
+        "train.stop": cfg["train"]["stop"],
+        **{f"design.stopping.{k}": v for k, v in cfg["design"].get("stopping", {}).items()},
+    }
+    scheduled = cfg["eval"]["points"] > 1 or bool(cfg["eval"]["at_tokens"])
+    for key, rule in online.items():
+        if rule == "none":
+            continue
+        if not scheduled:
+            problems.append(
+                f"{key}: a stopping rule is decided at evaluation points, and eval.points is {cfg['eval']['points']} "
+                "with no eval.at_tokens; set eval.points to 2 or more (or list eval.at_tokens)"
+            )
+        if cfg["meter"]["kind"] == "none":
+            problems.append(
+                f"{key}: a marginal rule weighs quality against training energy, and meter.kind none measures "
+                "none; choose a meter or drop the rule"
+            )
+    for name, rule in cfg["analysis"]["stopping"].items():
+        try:
+            stop_rule(rule)
+        except StopRuleError as err:
+            problems.append(f"analysis.stopping.{name}: {err}")
+    return problems
+
+
+# A forward pass is about a third of a training step's arithmetic (forward + backward), and at the eval batch it is
+# no slower per token: the plan's training tokens/s times this is what an evaluation is assumed to reach at most.
+EVAL_SPEEDUP = 3.0
+
+
+def measures_with_nvml(cfg: dict[str, Any]) -> bool:
+    """The study's trials meter with NVML: meter.kind nvml, or auto on a CUDA device (train.device or a hardware level)."""
+    if cfg["meter"]["kind"] == "nvml":
+        return True
+    devices = {cfg["train"]["device"]} | {
+        spec.get("device") for spec in cfg["design"].get("hardware", {}).values() if isinstance(spec, dict)
+    }
+    return cfg["meter"]["kind"] == "auto" and "cuda" in devices
+
+
+def _eval_window_problems(cfg: dict[str, Any]) -> list[str]:
+    """An intermediate evaluation too short for NVML's energy counter, refused before any GPU time is spent: its
+    length estimated from the pilot's throughput (plan.tokens_per_s); a trial refuses it too, once measured."""
+    from ..measurement.energy import short_eval_window
+    from ..measurement.nvml import NvmlMeter  # polars only, no torch
+
+    schedule, tokens_per_s = cfg["eval"], cfg["plan"]["tokens_per_s"]
+    intermediate = schedule["points"] > 1 or bool(schedule["at_tokens"])
+    if not (intermediate and schedule["max_tokens"] and tokens_per_s and measures_with_nvml(cfg)):
+        return []
+    seconds = schedule["max_tokens"] / (EVAL_SPEEDUP * tokens_per_s)
+    how = f"estimated at {EVAL_SPEEDUP:g} × plan.tokens_per_s, forward only"
+    problem = short_eval_window(seconds, schedule["max_tokens"], NvmlMeter.update_period_s, how)
+    return [problem] if problem else []

@@ -1,0 +1,81 @@
+"""What a trial is, as one typed record built once from its rule's params (``TrialSpec.from_params``), and what it
+reads (``TrialData``): set-up, measurement and record all take these two, so no list of settings is kept in step by
+hand between them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from ..common.files import read_chunks, read_subset, read_tokenizer_info
+from ..data.subsets import trial_seed
+from ..measurement.meters import MeterSettings
+from ..measurement.throughput import ThroughputCheck
+from .evalplan import EvalSchedule
+from .train import TrainSettings
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """One (cell, trial): its identity (``budget``, ``trial``, ``cell``, the cell's id, and ``levels``, the cell's level
+    of every further factor, recorded as they are: the settings they stand for are already in ``model`` and ``train``)
+    and how it is trained, evaluated and metered. The seed, drawn from the study's seed and the trial, is
+    ``train.seed``: it initialises the model and orders the data."""
+
+    budget: int
+    trial: int
+    cell: str
+    model: Mapping[str, Any]  # the cell's model.* (Design.model_config): a preset and its overrides, or pretrained
+    train: TrainSettings  # the cell's train.* and the trial's seed
+    evaluation: EvalSchedule  # eval.*: the evaluation points between training segments
+    meter: MeterSettings  # meter.*
+    check: ThroughputCheck  # the throughput checks right before and right after training
+    levels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def seed(self) -> int:
+        return self.train.seed
+
+    @property
+    def name(self) -> str:
+        """How the trial's errors and log lines name it."""
+        return f"budget {self.budget}, trial {self.trial}"
+
+    @classmethod
+    def from_params(cls, params: Any) -> TrialSpec:
+        """The spec of the rule train_trial's params (workflow/rules/train.smk), read by name."""
+        return cls(
+            budget=params.budget,
+            trial=params.trial,
+            cell=params.cell,
+            levels=dict(params.levels),
+            model=dict(params.model),
+            train=TrainSettings.from_config(params.train, seed=trial_seed(params.study_seed, params.trial)),
+            evaluation=EvalSchedule(**params.evaluation),
+            meter=MeterSettings(**params.meter),
+            check=ThroughputCheck(**params.check),
+        )
+
+
+@dataclass(frozen=True)
+class TrialData:
+    """What a trial reads: its subset (``chunk_ids`` in training order, ``n_chunks``, ``real_tokens``), the chunks the
+    subset draws from, the eval chunks and the tokenizer's sizes and special tokens."""
+
+    subset: dict[str, Any]
+    train_chunks: pl.DataFrame
+    eval_chunks: pl.DataFrame
+    tokenizer: dict[str, Any]
+
+    @classmethod
+    def read(cls, inputs: Any) -> TrialData:
+        """The data of the rule train_trial's inputs (``subset``, ``train``, ``eval``, ``tokenizer``), read by name."""
+        return cls(
+            subset=read_subset(inputs.subset),
+            train_chunks=read_chunks(inputs.train),
+            eval_chunks=read_chunks(inputs.eval),
+            tokenizer=read_tokenizer_info(inputs.tokenizer),
+        )
