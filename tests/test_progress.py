@@ -1,7 +1,9 @@
 """The terminal lines of a running study: each trial's end, and the time and energy still to go."""
 
 from tokenwatt.common.codeclosure import closure
-from tokenwatt.presentation.progress import study_progress, trial_finished, trial_started
+import yaml
+from tokenwatt.plan.config import checked_config, load_schema
+from tokenwatt.presentation.progress import profile_estimate, study_progress, trial_finished, trial_started
 from trial_records import QUALITY, raw_record
 from workflow_helpers import ROOT
 
@@ -79,3 +81,24 @@ def test_a_diverged_trial_without_tokens_gets_no_quality_look_and_no_error():
     m = raw_record(1000, 1, status="diverged", diverged_at_step=2, eval_loss=None, real_tokens=0)
     assert first_look(m, steady_trace(), steady_steps(), {}) == "not judged (the trial diverged)"
     assert "0 tokens/s" in trial_finished(m)
+
+
+def _default_with(plan: dict) -> dict:
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    config["plan"] = plan
+    return checked_config(config, load_schema(ROOT / "workflow/schemas/config.schema.yaml"), [], [])
+
+
+def test_a_measured_device_profile_rescales_the_pilots_time_to_this_machine_before_the_first_trial():
+    config = _default_with({"tokens_per_s": 10_000, "cs_tflops": 0.05, "fixed_s": 10, "source": "a pilot"})
+    tokens = sum(config["study"]["budgets"]) * config["study"]["trials"] * config["train"]["epochs"]
+    trials = len(config["study"]["budgets"]) * config["study"]["trials"]
+    line = profile_estimate(config, "", 0.025)  # this device: half the pilot's matmul throughput
+    seconds = tokens / 5_000 + trials * 10
+    assert f"~{seconds / 60:.1f} min for {trials} trials" in line and "5,000 tokens/s" in line
+    assert "ESTIMATE" in line and "a pilot" in line
+
+
+def test_without_a_pilot_to_rescale_the_profile_says_nothing_of_time():
+    assert profile_estimate(_default_with({"tokens_per_s": 10_000}), "", 0.05) is None
+    assert profile_estimate(_default_with({}), "", 0.05) is None

@@ -7,7 +7,14 @@ from tokenwatt.analysis.selection import SHARED, energy_to_target_with_selection
 from tokenwatt.data.corpus import synthetic_corpus
 from tokenwatt.selection.filters import RULES, failed_rule
 from tokenwatt.selection.near_dup import NearDupSettingsError, jaccard, near_duplicates, shingles
-from tokenwatt.selection.steps import SelectionError, apply_filters, record, refuse_empty, remove_near_duplicates
+from tokenwatt.selection.steps import (
+    SelectionError,
+    apply_filters,
+    record,
+    refuse_empty,
+    refuse_empty_eval,
+    remove_near_duplicates,
+)
 
 NEAR_DUP = {"shingle_size": 5, "permutations": 128, "threshold": 0.7}
 
@@ -113,8 +120,24 @@ def test_a_selection_that_empties_the_corpus_is_refused_by_its_level_name():
         refuse_empty("strict", steps)
 
 
+def test_eval_filters_that_keep_no_eval_document_are_refused_naming_their_key():
+    _, step = apply_filters(_docs(["Cats sleep.", "Dogs run."]), {"min_words": 5}, "eval_filter")
+    assert step["step"] == "eval_filter"
+    with pytest.raises(
+        SelectionError, match=r"selection.eval_filters keeps none of the 2 eval documents .*min_words 2"
+    ):
+        refuse_empty_eval(step)
+
+
+def test_a_levels_meters_and_its_trainings_are_both_named_so_a_sum_of_two_scopes_is_visible():
+    records = {SHARED: [_step("eval_near_dup", 2.0)], "dedup": [_step("near_dup", 8.0)]}
+    trials = _trials({"dedup": 2}).with_columns(meter=pl.lit("nvml"))
+    (cost,) = level_costs(records, trials)
+    assert cost["selection_meters"] == ["estimate"] and cost["training_meters"] == ["nvml"]
+
+
 def _step(name: str, joules: float | None, kept: int = 10) -> dict:
-    energy = {"energy_j": joules, "duration_s": 1.0, "meter_is_estimate": True}
+    energy = {"energy_j": joules, "duration_s": 1.0, "meter": "estimate", "meter_is_estimate": True}
     return {"step": name, "kept": kept, "energy": energy}
 
 
@@ -157,7 +180,7 @@ def test_the_config_schema_offers_exactly_the_quality_rules_the_library_has(root
 
 
 def test_the_report_section_names_each_levels_removals_and_its_energy_to_target_with_the_selection():
-    from tokenwatt.presentation.selection_section import selection_html
+    from tokenwatt.presentation.sections.selection import selection_html
 
     step = {**_step("filter", 12.0, kept=8), "settings": {"min_words": 20}, "documents_in": 10, "removed": 2}
     step |= {
@@ -166,11 +189,9 @@ def test_the_report_section_names_each_levels_removals_and_its_energy_to_target_
     }
     shared = {**_step("eval_near_dup", 6.0), "settings": None, "documents_in": 10, "removed_by": {}, "examples": []}
     reached = {"target": "perplexity 9", "series": "selection=strict", "budget": 1000, "n_reached": 2, "n": 2}
-    page = selection_html(
-        {SHARED: [shared], "strict": [step]},
-        _trials({"strict": 2}),
-        {"energy_to_target": [{**reached, "energy_geomean_j": 100.0}]},
-    )
+    costs = level_costs({SHARED: [shared], "strict": [step]}, _trials({"strict": 2}))
+    reach = energy_to_target_with_selection([{**reached, "energy_geomean_j": 100.0}], costs)
+    page = selection_html({"shared": [shared], "levels": costs, "energy_to_target": reach})
     assert "min_words 2" in page and "min_words (value 3, threshold 20)" in page
     assert "109.0 J" in page  # 100 J of training + (12 J / 2 trials + 6 J / 2 trials)
 

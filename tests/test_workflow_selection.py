@@ -64,3 +64,17 @@ def test_a_level_that_empties_the_training_documents_is_refused_by_name_before_a
     assert proc.returncode != 0
     assert "design.selection level 'strict' leaves no training document" in proc.stdout + proc.stderr
     assert not (work / "results/trials/selection=strict").exists()
+
+
+def test_every_level_is_scored_on_the_eval_documents_that_pass_the_eval_filters(study):
+    kept = pl.read_parquet(study / "results/data/docs_eval_kept.parquet")
+    record = json.loads((study / "results/data/eval_filter.json").read_text())
+    chunks = pl.read_parquet(study / "results/data/chunks_eval.parquet")
+    assert record["kept"] == kept.height > 0
+    assert set(chunks["doc_id"]) == set(kept["doc_id"])
+
+
+def test_a_changed_eval_filter_reruns_the_eval_chunks_and_every_trial_but_not_the_tokenizer_or_subsets(study):
+    (study / "eval.yaml").write_text("selection: {eval_filters: {min_words: 5}}\n")
+    jobs = planned_jobs(study, *SELECTION, "eval.yaml")
+    assert jobs == {"select_eval": 1, "chunk": 1, "train_trial": 18, "selection": 1, **ANALYSIS}

@@ -254,6 +254,15 @@ def trial_runtime(wildcards):
     )
 
 
+def chunked_documents(wildcards):
+    """The documents a chunk job tokenizes: a selection level's training documents ({sel}: sel=<level>/), the
+    study's, or the eval documents, chunked once for every level (those that pass selection.eval_filters, if set).
+    """
+    if wildcards.split == "eval" and EVAL_FILTERS:
+        return res("data", "docs_eval_kept.parquet")
+    return res("data", f"{wildcards.sel}docs_{wildcards.split}.parquet")
+
+
 def trial_inputs(wildcards):
     cell = cell_of(wildcards)
     tok, sel = DESIGN.tokenizer_key(cell), DESIGN.selection_key(cell)

@@ -7,10 +7,13 @@
 SELECTION_METER = {
     key: config["meter"][key] for key in ("interval_s", "cpu_tdp_w", "rapl_root")
 }
+# The quality rules every level is scored through (selection.eval_filters): the eval documents that pass them.
+EVAL_FILTERS = config["selection"].get("eval_filters")
 # Every step's record (the report's Data selection section); none without design.selection.
 SELECTION_LEVELS = list(DESIGN.factors.get("selection", {}))
 SELECTION_RECORDS = (
     [res("data", "decontaminate.json")]
+    + ([res("data", "eval_filter.json")] if EVAL_FILTERS else [])
     + [
         selection_file(level, f"{step}.json")
         for level in SELECTION_LEVELS
@@ -102,3 +105,26 @@ rule select_filter:
         code=code_digest("select_filter.py"),
     script:
         "../scripts/select_filter.py"
+
+
+rule select_eval:
+    input:
+        docs=res("data", "docs_eval.parquet"),
+    output:
+        docs=res("data", "docs_eval_kept.parquet"),
+        record=res("data", "eval_filter.json"),
+    log:
+        logfile("select_eval"),
+    priority: SUBSET_PRIORITY
+    conda:
+        "../envs/data.yaml"
+    threads: workflow.cores  # metered: alone on the machine, or the meter counts another job too
+    resources:
+        mem_mb=2000,
+    params:
+        thresholds=EVAL_FILTERS,
+        meter=SELECTION_METER,
+        meter_kind=config["selection"]["meter"],
+        code=code_digest("select_eval.py"),
+    script:
+        "../scripts/select_eval.py"

@@ -26,8 +26,7 @@ rule tokenizer:
 rule chunk:
     input:
         forced_jobs_noted,
-        # {sel}: a selection level's training documents (selection.smk); eval is chunked once, before any selection
-        docs=res("data", "{sel}docs_{split}.parquet"),
+        docs=chunked_documents,
         tokenizer=data_file("{tok}", "tokenizer"),
     output:
         data_file("{tok}", "{sel}chunks_{split}.parquet"),

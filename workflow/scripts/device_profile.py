@@ -2,9 +2,12 @@
 measured before with the same settings, restored from the result store (tokenwatt/common/store.py): to measure it
 again, --forcerun it."""
 
+import sys
+
 from tokenwatt.common.failures import stop_with_a_sentence
-from tokenwatt.common.files import job_label, logged, write_json
+from tokenwatt.common.files import job_label, logged, read_profile, write_json
 from tokenwatt.common.store import job_store
+from tokenwatt.presentation.progress import profile_estimate
 
 stop_with_a_sentence()
 with logged(snakemake.log[0], job=job_label(snakemake.rule, snakemake.wildcards)):
@@ -28,3 +31,9 @@ with logged(snakemake.log[0], job=job_label(snakemake.rule, snakemake.wildcards)
             ),
         )
         store.save()
+
+# The study's time on this machine, on the terminal before the first trial (display only: the config is read here,
+# never a param, so that neither the profile's key nor its code digest depends on the study's budgets).
+line = profile_estimate(snakemake.config, snakemake.params.key, read_profile(snakemake.output[0])["cs_tflops"])
+if line:
+    print(line, file=sys.__stderr__)

@@ -82,7 +82,8 @@ def _pilot_lines(pilot: dict[str, Any], tokens: int, trials: int, cost: dict[str
     seconds = tokens / pilot["tokens_per_s"] + trials * pilot.get("fixed_s", 0)
     out = [
         f"Time: ~{duration(seconds)} for the remaining trials (ESTIMATE from plan.tokens_per_s = {pilot['tokens_per_s']:,.0f} "
-        f"tokens/s and {pilot.get('fixed_s', 0):g} s fixed per trial, a pilot{source}; process start-up not included)."
+        f"tokens/s and plan.fixed_s = {pilot.get('fixed_s', 0):g} s per trial beside training, a pilot{source}"
+        + ("; said again for this machine once its device profile is measured)." if pilot.get("cs_tflops") else ").")
     ]
     if pilot.get("joules_per_token"):
         out.append(

@@ -14,6 +14,7 @@ import polars as pl
 
 from ..analysis.quality import assess
 from ..plan.config import quality_settings
+from ..common.measures import duration
 from ..plan.design import Design, condition_name, parse_cell, series_of
 
 
@@ -92,3 +93,24 @@ def study_progress(finished: dict[tuple[str, int], dict[str, Any]], expected: li
     energy = f" and ~{joules / 1e3:,.2f} kJ{' of estimated energy' if estimated else ''}" if energy_known else ""
     # One short line per trial: how it is estimated is said once, in the plan (preview.PROGRESS_NOTE).
     return f"{line}; ~{seconds / 60:,.1f} min{energy} to go"
+
+
+def profile_estimate(config: dict[str, Any], profile_key: str, cs_here: float | None) -> str | None:
+    """The study's time here, said when a device profile is measured (before the first trial): the config's pilot
+    (plan.tokens_per_s, measured on the machine plan.cs_tflops names by its own profile) rescaled by this device's
+    CS_TFLOPS over the pilot's, for the trials that run on this profile; None without a pilot to rescale."""
+    pilot = config.get("plan") or {}
+    if not (pilot.get("tokens_per_s") and pilot.get("cs_tflops") and cs_here):
+        return None
+    design = Design(config)
+    keys = [(c, t) for c, t in design.keys() if design.profile_key(design.cell(c)) == profile_key]
+    tokens = sum(design.budget_of(c) for c, _ in keys) * config["train"]["epochs"]
+    tokens_per_s = pilot["tokens_per_s"] * cs_here / pilot["cs_tflops"]
+    seconds = tokens / tokens_per_s + len(keys) * pilot.get("fixed_s", 0)
+    source = f"; {pilot['source']}" if pilot.get("source") else ""
+    return (
+        f"Time here: ~{duration(seconds)} for {len(keys)} trials (ESTIMATE from this device's profile, before the first "
+        f"trial: the pilot's {pilot['tokens_per_s']:,.0f} tokens/s × this device's CS_TFLOPS {cs_here:.3g} / the "
+        f"pilot's {pilot['cs_tflops']:.3g} = {tokens_per_s:,.0f} tokens/s, + {pilot.get('fixed_s', 0):g} s per trial "
+        f"beside training (plan.*{source}))."
+    )

@@ -77,14 +77,17 @@ def remove_near_duplicates(
     return _kept(docs, why), record("near_dup" if reference is None else "eval_near_dup", settings, docs, why)
 
 
-def apply_filters(docs: pl.DataFrame, thresholds: dict[str, float] | None) -> tuple[pl.DataFrame, dict[str, Any]]:
-    """Documents failing a quality rule removed, each with the first rule it failed; None applies none."""
+def apply_filters(
+    docs: pl.DataFrame, thresholds: dict[str, float] | None, step: str = "filter"
+) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Documents failing a quality rule removed, each with the first rule it failed; None applies none. ``step`` names
+    the step in its record (a level's filter, or the eval documents' eval_filter)."""
     why = {}
     for doc_id, text in docs.select("doc_id", "text").iter_rows() if thresholds else ():
         if (failed := failed_rule(text, thresholds)) is not None:
             rule, value = failed
             why[doc_id] = f"{rule} (value {value:g}, threshold {thresholds[rule]:g})"
-    return _kept(docs, why), record("filter", thresholds, docs, why)
+    return _kept(docs, why), record(step, thresholds, docs, why)
 
 
 def refuse_empty(level: str, steps: list[dict[str, Any]]) -> None:
@@ -94,6 +97,16 @@ def refuse_empty(level: str, steps: list[dict[str, Any]]) -> None:
         raise SelectionError(
             f"design.selection level {level!r} leaves no training document ({counts}); loosen its thresholds "
             f"(design.selection.{level}) or add data"
+        )
+
+
+def refuse_empty_eval(step: dict[str, Any]) -> None:
+    """Eval filters that keep no eval document leave nothing to score any level on."""
+    if step["kept"] == 0:
+        raise SelectionError(
+            f"selection.eval_filters keeps none of the {step['documents_in']} eval documents "
+            f"(removed by {', '.join(f'{rule} {n}' for rule, n in step['removed_by'].items())}); loosen its "
+            "thresholds, remove it, or raise split.eval_documents"
         )
 
 
