@@ -1,7 +1,7 @@
 """The terminal lines of a running study: each trial's end, and the time and energy still to go."""
 
-from tokenwatt.common.codeclosure import closure
 import yaml
+from tokenwatt.common.codeclosure import closure
 from tokenwatt.plan.config import checked_config, load_schema
 from tokenwatt.presentation.progress import profile_estimate, study_progress, trial_finished, trial_started
 from trial_records import QUALITY, raw_record

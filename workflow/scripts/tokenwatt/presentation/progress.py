@@ -13,8 +13,8 @@ from typing import Any
 import polars as pl
 
 from ..analysis.quality import assess
-from ..plan.config import quality_settings
 from ..common.measures import duration
+from ..plan.config import quality_settings
 from ..plan.design import Design, condition_name, parse_cell, series_of
 
 
