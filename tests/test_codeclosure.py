@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from tokenwatt.common.codeclosure import DISPLAY_ONLY, closure, code_digest
+from tokenwatt.common.codeclosure import DISPLAY_ONLY, READS, closure, code_digest, read_files
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts"
 
@@ -167,3 +167,29 @@ def test_a_package_is_followed_before_a_module_of_the_same_name_as_python_import
     root = _tree(tmp_path, {**files, "tokenwatt/x/__init__.py": "LIVE = 1\n"})
     assert "tokenwatt/x/__init__.py" in _names(closure(root / "run.py", root), root)
     assert "tokenwatt/x.py" not in _names(closure(root / "run.py", root), root)
+
+
+def test_editing_a_template_reruns_what_renders_it_and_nothing_else(tmp_path):
+    module, folder = next(iter(READS.items()))
+    files = {
+        "report.py": "from tokenwatt.presentation import templating\n",
+        "figures.py": "from tokenwatt.presentation import figures\n",
+        "tokenwatt/__init__.py": "",
+        "tokenwatt/presentation/__init__.py": "",
+        "tokenwatt/presentation/figures.py": "",
+        module: "",
+        f"{folder}/page.html.j2": "<p>{{ x }}</p>\n",
+    }
+    root = _tree(tmp_path, files)
+    report, figures = code_digest(root / "report.py", root), code_digest(root / "figures.py", root)
+    # whitespace in a template is whitespace in the page: digested byte for byte
+    (root / folder / "page.html.j2").write_text("<p>{{ x }} </p>\n")
+    assert code_digest(root / "report.py", root) != report
+    assert code_digest(root / "figures.py", root) == figures
+
+
+def test_the_report_digests_its_templates_and_the_figures_rule_does_not():
+    read = _names(read_files(closure(SCRIPTS / "report.py", SCRIPTS), SCRIPTS), SCRIPTS)
+    assert "tokenwatt/presentation/templates/page.html.j2" in read
+    assert "tokenwatt/presentation/templates/sections/statistics.html.j2" in read
+    assert read_files(closure(SCRIPTS / "figures.py", SCRIPTS), SCRIPTS) == []

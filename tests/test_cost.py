@@ -53,18 +53,18 @@ def test_estimated_energy_keeps_its_label_through_to_co2_and_money():
 
 def test_the_report_states_co2_and_money_with_the_estimate_label():
     from tokenwatt.analysis.aggregate import cost_summary
-    from tokenwatt.presentation.report import _cost_sentences
+    from tokenwatt.presentation.sections.summary import cost_sentences
 
     trials, _ = aggregate([raw_record(1000, 1, energy_j=3.6e6)], [(1000, 1)], cost=PRICED, intensity=400.0)
     summary = cost_summary(trials, PRICED, (400.0, "configured (cost.carbon_intensity)"))
     assert summary["total_kg_co2e"] == pytest.approx(0.6) and summary["is_estimate"]
-    text = " ".join(_cost_sentences(summary))
+    text = " ".join(cost_sentences(summary))
     assert "600.0 g CO2e (ESTIMATED, from estimated energy)" in text and "EUR" in text
 
 
 def test_the_evaluations_energy_is_costed_beside_the_training_never_inside_it():
     from tokenwatt.analysis.aggregate import cost_summary
-    from tokenwatt.presentation.report import _cost_sentences
+    from tokenwatt.presentation.sections.summary import cost_sentences
 
     records = [
         raw_record(1000, 1, energy_j=3.6e6, eval_energy_j=3.6e5),
@@ -75,14 +75,14 @@ def test_the_evaluations_energy_is_costed_beside_the_training_never_inside_it():
     kwh = 7.2e5 * PRICED["pue"] / 3.6e6
     assert summary["total_kg_co2e"] == pytest.approx(2 * 3.6e6 * PRICED["pue"] / 3.6e6 * 0.4)  # training only
     assert summary["eval_kwh"] == pytest.approx(kwh) and summary["eval_kg_co2e"] == pytest.approx(kwh * 0.4)
-    assert "The evaluations used 720.0 kJ" in " ".join(_cost_sentences(summary))
+    assert "The evaluations used 720.0 kJ" in " ".join(cost_sentences(summary))
 
 
 def test_a_study_without_prices_or_intensity_is_told_how_to_get_co2_and_money_beside_its_evaluations_energy():
     from tokenwatt.analysis.aggregate import cost_summary
-    from tokenwatt.presentation.report import _cost_sentences
+    from tokenwatt.presentation.sections.summary import cost_sentences
 
     unpriced = {**COST, "electricity_price_per_kwh": None, "device_hour_price": None}
     trials, _ = aggregate([raw_record(1000, 1, eval_energy_j=100.0)], [(1000, 1)], cost=unpriced, intensity=None)
-    text = " ".join(_cost_sentences(cost_summary(trials, unpriced, (None, "not set (cost.carbon_intensity)"))))
+    text = " ".join(cost_sentences(cost_summary(trials, unpriced, (None, "not set (cost.carbon_intensity)"))))
     assert "The evaluations used 100.0 J more" in text and "set cost.carbon_intensity and the prices" in text

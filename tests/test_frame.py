@@ -6,7 +6,8 @@ from tokenwatt.analysis.frame import energy_is_estimated, frame
 from tokenwatt.analysis.stats import analyse_study
 from tokenwatt.common.measures import TESTED
 from tokenwatt.presentation import figures as F
-from tokenwatt.presentation.report import _summary_html
+from tokenwatt.presentation.inputs import ReportInputs
+from tokenwatt.presentation.sections.summary import sentences
 from trial_records import QUALITY, aggregate, raw_record
 
 BUDGETS = [10_000, 20_000, 40_000]
@@ -76,7 +77,9 @@ def test_excluding_flagged_trials_changes_the_conditions_the_summary_and_the_fig
     every, clean = _aggregate(records), _aggregate(records, exclude_flagged=True)
     pe = lambda t: conditions_table(t).filter(pl.col("measure") == "energy_j")["center"].to_list()  # noqa: E731
     assert pe(every) != pe(clean)
-    summary = lambda t, ex: _summary_html(t, analyse_study(t, TESTED, ex), [], True, 2, [], {})  # noqa: E731
+    summary = lambda t, ex: " ".join(  # noqa: E731
+        sentences(ReportInputs(config={}, trials=t, products={"stats": analyse_study(t, TESTED, ex)}))
+    )
     assert "over 5 trials" in summary(every, False) and "over 3 trials" in summary(clean, True)
 
     def lines(t):

@@ -12,6 +12,7 @@ from tokenwatt.analysis.conditions import changes_table, conditions_table
 from tokenwatt.analysis.stats import analyse_study
 from tokenwatt.common.measures import FIGURES, TESTED
 from tokenwatt.presentation import figures as F
+from tokenwatt.presentation.inputs import ReportInputs
 from tokenwatt.presentation.report import render_report
 from trial_records import COST, QUALITY, aggregate, raw_record
 
@@ -114,20 +115,22 @@ def _report(analysed, figures, name="tiny <script>alert('x')</script> study", mi
     reference = json.loads(open("resources/reference_study.json").read())
     study = {"name": name, "budgets": BUDGETS, "trials": 5}
     return render_report(
-        config={"study": study},
-        config_hash="abc123",
-        trials=trials,
-        conditions=conditions,
-        changes=changes,
-        stats=stats,
-        missing=missing or [],
-        figures={k: (_png(f), f"caption of {k}") for k, f in figures.items()},
-        reference=reference,
-        data_summary={"documents_in": 10, "documents_out": 9},
-        profiles={"": PROFILE},
-        cs={"": (0.15, "measured: device profile")},
-        rerun=["results/trials/b40000/t5/metrics.json"],
-        profile_check=[{"profile": "", "status": "ok", "reference": "the device profile", "reasons": []}],
+        ReportInputs(
+            config={"study": study},
+            config_hash="abc123",
+            trials=trials,
+            conditions=conditions,
+            changes=changes,
+            products={"stats": stats},
+            missing=missing or [],
+            figures={k: (_png(f), f"caption of {k}") for k, f in figures.items()},
+            reference=reference,
+            data_summary={"documents_in": 10, "documents_out": 9},
+            profiles={"": PROFILE},
+            cs={"": (0.15, "measured: device profile")},
+            rerun=["results/trials/b40000/t5/metrics.json"],
+            profile_check=[{"profile": "", "status": "ok", "reference": "the device profile", "reasons": []}],
+        )
     )
 
 
@@ -313,20 +316,22 @@ def test_every_study_the_schema_accepts_ends_in_a_report(shape, tmp_path):
     made = F.make_all(trials, conditions, changes, {(f"b{b}", 1): power for b in {b for b, _ in expected}}, False)
     assert list(made) == FIGURES
     page = render_report(
-        config={"study": {"name": shape, "budgets": sorted({b for b, _ in expected}), "trials": 3}},
-        config_hash="x",
-        trials=trials,
-        conditions=conditions,
-        changes=changes,
-        stats=stats,
-        missing=missing,
-        figures={k: (_png(f), k) for k, f in made.items()},
-        reference=json.loads(open("resources/reference_study.json").read()),
-        data_summary={},
-        profiles={"": None},
-        cs={"": (0.15, "configured")},
-        rerun=[],
-        profile_check=[{"profile": "", "status": "no profile", "reasons": []}],
+        ReportInputs(
+            config={"study": {"name": shape, "budgets": sorted({b for b, _ in expected}), "trials": 3}},
+            config_hash="x",
+            trials=trials,
+            conditions=conditions,
+            changes=changes,
+            products={"stats": stats},
+            missing=missing,
+            figures={k: (_png(f), k) for k, f in made.items()},
+            reference=json.loads(open("resources/reference_study.json").read()),
+            data_summary={},
+            profiles={"": None},
+            cs={"": (0.15, "configured")},
+            rerun=[],
+            profile_check=[{"profile": "", "status": "no profile", "reasons": []}],
+        )
     )
     assert page.count("data:image/png;base64,") == len(FIGURES)
     if shape in ("no finished trials", "all diverged"):
@@ -398,7 +403,7 @@ def test_a_barely_loaded_device_gets_a_warning_that_energy_is_mostly_idle_power(
     "basis,words", [("training", "carries the ratio of their matmul peaks"), ("fp32", "at one yardstick")]
 )
 def test_the_report_says_what_a_precision_comparison_of_pe_means_under_its_cs_basis(analysed, figures, basis, words):
-    from tokenwatt.presentation.report import cs_basis_sentence
+    from tokenwatt.presentation.sections.quality import cs_basis_sentence
 
     assert words in cs_basis_sentence(basis)
 
@@ -440,25 +445,27 @@ def factorial_page():
     stats = analyse_study(trials, TESTED, exclude_flagged=False)
     made = F.make_all(trials, conditions, changes, {}, True, "EUR")
     return render_report(
-        config={
-            "study": {"name": "factorial", "budgets": BUDGETS, "trials": 3},
-            "design": {"model": list(MODELS)},
-            "cost": {"currency": "EUR"},
-        },
-        config_hash="abc123",
-        trials=trials,
-        conditions=conditions,
-        changes=changes,
-        stats=stats,
-        missing=missing,
-        figures={k: (_png(f), f"caption of {k}") for k, f in made.items()},
-        reference=json.loads(open("resources/reference_study.json").read()),
-        data_summary={},
-        profiles={"": PROFILE},
-        cs={"": (0.15, "measured: device profile")},
-        rerun=[],
-        profile_check=[],
-        cost={},
+        ReportInputs(
+            config={
+                "study": {"name": "factorial", "budgets": BUDGETS, "trials": 3},
+                "design": {"model": list(MODELS)},
+                "cost": {"currency": "EUR"},
+            },
+            config_hash="abc123",
+            trials=trials,
+            conditions=conditions,
+            changes=changes,
+            products={"stats": stats},
+            missing=missing,
+            figures={k: (_png(f), f"caption of {k}") for k, f in made.items()},
+            reference=json.loads(open("resources/reference_study.json").read()),
+            data_summary={},
+            profiles={"": PROFILE},
+            cs={"": (0.15, "measured: device profile")},
+            rerun=[],
+            profile_check=[],
+            cost={},
+        )
     )
 
 
@@ -509,3 +516,44 @@ def test_interaction_contrasts_give_t_to_two_decimals_and_whole_df_as_integers(f
     cells = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", section)]
     rows = [c for c in cells if len(c) == 9]
     assert rows and all(re.fullmatch(r"-?\d+\.\d\d", c[5]) for c in rows) and all(c[6] == "2" for c in rows)
+
+
+def test_every_product_names_a_section_module_with_its_template():
+    import importlib
+    from pathlib import Path
+
+    from tokenwatt.analysis.products import PRODUCTS
+
+    templates = Path(importlib.import_module("tokenwatt.presentation.templating").TEMPLATES)
+    for p in PRODUCTS:
+        module = importlib.import_module(f"tokenwatt.presentation.sections.{p.section}")
+        assert callable(module.render) and (templates / "sections" / f"{p.section}.html.j2").is_file(), p.name
+
+
+@pytest.mark.parametrize("selection", [False, True])
+def test_the_sections_come_head_first_then_each_product_in_order_then_the_tail(selection):
+    from tokenwatt.presentation.report import section_modules
+
+    config = {"design": {"selection": {"strict": {}}}} if selection else {}
+    names = [m.__name__.rsplit(".", 1)[1] for m in section_modules(config)]
+    products = ["statistics", "curves", *(["selection"] if selection else []), "scaling"]
+    assert names == ["warnings", "summary", "conditions", *products, "figures", "quality", "reference", "provenance"]
+
+
+def test_the_page_shows_its_sections_in_the_reports_order(analysed, figures):
+    headings = re.findall(r"<h2[^>]*>([^<]*)</h2>", _report(analysed, figures))
+    assert headings == [
+        "Conditions",
+        "Statistics",
+        "Energy to quality",
+        "Scaling",
+        "Figures",
+        "Measurement quality",
+        "Against the reference study",
+        "Provenance",
+    ]
+
+
+def test_a_template_escapes_data_as_the_tables_do(analysed, figures):
+    page = _report(analysed, figures, missing=["""trial 3: "quoted" & 'single' <b>"""])
+    assert "trial 3: &quot;quoted&quot; &amp; &#x27;single&#x27; &lt;b&gt;" in page  # html.escape's spelling

@@ -5,8 +5,8 @@ import re
 import pytest
 from test_scaling_study import _study
 from tokenwatt.analysis.scaling_study import analyse_scaling
-from tokenwatt.presentation.report import target_sentence
-from tokenwatt.presentation.scaling_section import scaling_html
+from tokenwatt.presentation.sections.curves import target_sentence
+from tokenwatt.presentation.sections.scaling import scaling_html
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,9 @@
 
 # The report imports each product's section by name (Product.section): its code digest names them, as its imports
 # do not.
-REPORT_SECTIONS = [f"tokenwatt.presentation.sections.{p.section}" for p in STUDY_PRODUCTS]
+REPORT_SECTIONS = [
+    f"tokenwatt.presentation.sections.{p.section}" for p in STUDY_PRODUCTS
+]
 
 
 rule report:

@@ -3,52 +3,35 @@
 import time
 from pathlib import Path
 
-from tokenwatt.analysis.aggregate import cs_tflops_of
-from tokenwatt.analysis.selection import level_of
-from tokenwatt.analysis.tables import read_changes, read_conditions
-from tokenwatt.common.files import logged, read_analysis_json, read_json, read_profile, read_table
+from tokenwatt.analysis.products import products_of
+from tokenwatt.common.files import logged
 from tokenwatt.common.provenance import git_state, utc, versions
+from tokenwatt.presentation.inputs import load_report_inputs
 from tokenwatt.presentation.report import render_report
 
 with logged(snakemake.log[0]):
-    figures = {
-        name: (Path(png).read_bytes(), Path(caption).read_text(encoding="utf-8").strip())
-        for name, png, caption in zip(snakemake.params.figure_names, snakemake.input.figures, snakemake.input.captions)
-    }
-    measured = set(snakemake.input.profile)  # the interim report has those measured so far
-    profiles = {
-        key: read_profile(path) if path in measured else None for key, path in snakemake.params.profiles.items()
-    }
-    cs = {key: cs_tflops_of(snakemake.params.config["metric"], profile) for key, profile in profiles.items()}
+    files, params = snakemake.input, snakemake.params
+    measured = set(files.profile)  # the interim report has those measured so far
     # The data stage's summary; an interim report made before normalization finished has none yet.
-    normalize = (
-        [snakemake.input.normalize] if isinstance(snakemake.input.normalize, str) else list(snakemake.input.normalize)
-    )
-    summary = read_analysis_json(normalize[0], "normalization summary") if normalize else {}
-    selection = {}  # each selection step's record by level (design.selection); the interim report's: those done
-    for path in snakemake.input.selection:
-        selection.setdefault(level_of(path), []).append(read_analysis_json(path, "selection step record"))
-    page = render_report(
-        config=snakemake.params.config,
-        config_hash=snakemake.params.config_hash,
-        trials=read_table(snakemake.input.trials, "trials table"),
-        conditions=read_conditions(snakemake.input.conditions),
-        changes=read_changes(snakemake.input.changes),
-        stats=read_analysis_json(snakemake.input.stats, "statistics"),
-        curves=read_analysis_json(snakemake.input.curves, "eval curves analysis"),
-        scaling=read_analysis_json(snakemake.input.scaling, "scaling analysis"),
-        missing=read_analysis_json(snakemake.input.missing, "list of missing trials"),
-        figures=figures,
-        reference=read_json(snakemake.input.reference),
-        data_summary=summary,
-        profiles=profiles,
-        cs=cs,
-        rerun=Path(snakemake.input.flagged).read_text(encoding="utf-8").split(),
-        interim=snakemake.params.interim,
-        profile_check=read_analysis_json(snakemake.input.profile_check, "device profile check"),
-        cost=read_analysis_json(snakemake.input.cost, "cost summary"),
-        selection=selection,
+    normalize = [files.normalize] if isinstance(files.normalize, str) else list(files.normalize)
+    inputs = load_report_inputs(
+        config=params.config,
+        config_hash=params.config_hash,
+        trials=files.trials,
+        conditions=files.conditions,
+        changes=files.changes,
+        missing=files.missing,
+        profile_check=files.profile_check,
+        cost=files.cost,
+        flagged=files.flagged,
+        products={p.name: getattr(files, p.name) for p in products_of(params.config)},
+        figures=dict(zip(params.figure_names, zip(files.figures, files.captions, strict=True), strict=True)),
+        reference=files.reference,
+        normalize=normalize[0] if normalize else None,
+        profiles={key: path if path in measured else None for key, path in params.profiles.items()},
+        interim=params.interim,
         made={"at": utc(time.time()), "git": git_state(Path(snakemake.scriptdir)), "versions": versions()},
     )
+    page = render_report(inputs)
     Path(snakemake.output[0]).write_text(page, encoding="utf-8")
     print(f"wrote {snakemake.output[0]} ({len(page) / 1e6:.1f} MB)")

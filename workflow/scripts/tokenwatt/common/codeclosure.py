@@ -16,6 +16,10 @@ PACKAGE = "tokenwatt"
 # Modules that only return text for the terminal and write nothing: they cannot change any output,
 # so they are left out of every digest and editing them never reruns a job.
 DISPLAY_ONLY = {"tokenwatt.presentation.progress", "tokenwatt.common.failures"}
+# Modules that read files of their package at run time (module file → that folder, both under the scripts folder):
+# a rule whose closure holds the module digests the folder's files with it, byte for byte (a template's whitespace is
+# its output's), so editing a report template reruns the report and nothing that renders none.
+READS = {"tokenwatt/presentation/templating.py": "tokenwatt/presentation/templates"}
 
 
 @functools.cache
@@ -41,8 +45,9 @@ def _imported(source: str, module: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def closure(script: Path, scripts_dir: Path) -> list[Path]:
-    """The script and every ``tokenwatt`` module it reaches through imports, sorted, as files."""
+def closure(script: Path, scripts_dir: Path, also: tuple[str, ...] = ()) -> list[Path]:
+    """The script and every ``tokenwatt`` module it reaches through imports, sorted, as files; ``also``: dotted names
+    of modules the script imports by name at run time (an analysis product's function), with their own closures."""
 
     def file_of(name: str) -> Path | None:
         parts = name.split(".")
@@ -54,6 +59,12 @@ def closure(script: Path, scripts_dir: Path) -> list[Path]:
 
     seen: dict[Path, None] = {script: None}
     todo = [(script, PACKAGE)]
+    for name in also:
+        found = file_of(name)
+        if found is None:
+            raise ValueError(f"{name} is not a module of {scripts_dir}")
+        seen[found] = None
+        todo.append((found, name if found.name != "__init__.py" else name + ".__init__"))
     while todo:
         path, module = todo.pop()
         for name in _imported(path.read_text(encoding="utf-8"), module):
@@ -69,15 +80,29 @@ def closure(script: Path, scripts_dir: Path) -> list[Path]:
     return sorted(seen, key=lambda p: p.relative_to(scripts_dir).as_posix())
 
 
-def code_digest(script: Path, scripts_dir: Path) -> str:
-    """Short digest of a script and its import closure: each file's name and its syntax tree, so a comment, a
-    docstring or a reformatting (snakefmt, ruff format) reruns nothing, while any change to what the code does reruns
-    its jobs."""
+def code_digest(script: Path, scripts_dir: Path, also: tuple[str, ...] = ()) -> str:
+    """Short digest of a script and its import closure (``also``: see ``closure``): each file's name and its syntax
+    tree, so a comment, a docstring or a reformatting (snakefmt, ruff format) reruns nothing, while any change to what
+    the code does reruns its jobs; and the files its modules read (READS), as they are."""
     h = hashlib.sha256()
-    for path in closure(script, scripts_dir):
+    modules = closure(script, scripts_dir, also)
+    for path in modules:
         h.update(path.relative_to(scripts_dir).as_posix().encode())
         h.update(_canonical(path.read_text(encoding="utf-8")).encode())
+    for path in read_files(modules, scripts_dir):
+        h.update(path.relative_to(scripts_dir).as_posix().encode())
+        h.update(path.read_bytes())
     return h.hexdigest()[:16]
+
+
+def read_files(modules: list[Path], scripts_dir: Path) -> list[Path]:
+    """The files that the modules of a closure read from their package at run time (READS), sorted."""
+    names = {p.relative_to(scripts_dir).as_posix() for p in modules}
+    folders = [scripts_dir / folder for module, folder in READS.items() if module in names]
+    return sorted(
+        (f for folder in folders for f in folder.rglob("*") if f.is_file() and "__pycache__" not in f.parts),
+        key=lambda p: p.relative_to(scripts_dir).as_posix(),
+    )
 
 
 @functools.cache

@@ -1,0 +1,211 @@
+"""Energy to quality (the curves product): energy to each target with its test, quality at equal energy, where the
+marginal gain falls, the trajectories, and each stopping rule against the full runs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from markupsafe import Markup
+
+from ...common.measures import fixed, si
+from ...plan.design import condition_name
+from ..html import noted, table, text
+from ..inputs import ReportInputs
+from ..templating import render_template
+
+
+def render(inputs: ReportInputs) -> Markup:
+    curves = inputs.product("curves")
+    if curves.get("status") != "ok":
+        return render_template("sections/curves.html.j2", curves=curves)
+    trajectory = curves.get("trajectory") or {}
+    return render_template(
+        "sections/curves.html.j2",
+        curves=curves,
+        **_reach(curves),
+        equal=_equal(curves.get("quality_at_energy") or []),
+        pairs=_pairs(curves.get("quality_at_energy_comparison") or []),
+        falls=_falls(curves.get("gain_falls") or []),
+        trajectory=_trajectory(trajectory.get("trials", [])),
+        trajectory_tests=trajectory.get("anova", []),
+        stopping=[
+            (name, json.dumps(outcome["rule"]), outcome["note"], _stopping(outcome["cells"]))
+            for name, outcome in (curves.get("stopping") or {}).items()
+        ],
+    )
+
+
+def _centre_ci(r: dict[str, Any], prefix: str, unit: str = "J", factor: float = 1.0, suffix: str = "") -> Markup:
+    """A geometric mean and its interval (``{prefix}_geomean{suffix}``, ``_ci95_low``, ``_ci95_high``) with an SI
+    prefix, e.g. energies (``energy``, suffix ``_j``) and the CO2e and money to a target."""
+    got = r.get(f"{prefix}_geomean{suffix}")
+    if got is None:
+        return text("—")
+    low, high = r.get(f"{prefix}_ci95_low{suffix}"), r.get(f"{prefix}_ci95_high{suffix}")
+    return noted(
+        si(got * factor, unit), f"[{si(low * factor, unit)}, {si(high * factor, unit)}]" if low is not None else None
+    )
+
+
+def _reach(curves: dict[str, Any]) -> dict[str, Any]:
+    """The energy to each target, with the CO2e and money beside it where the study priced them."""
+    reach = curves["energy_to_target"]
+    currency = curves.get("currency", "")
+    extra = [
+        (c, name, unit, factor)
+        for c, name, unit, factor in (
+            ("kg_co2e", "CO2e", "g", 1000.0),
+            ("total_cost", f"cost ({currency})" if currency else "cost", currency, 1.0),
+        )
+        if any(r.get(f"{c}_geomean") is not None for r in reach)
+    ]
+    rows = [
+        [
+            r["target"],
+            condition_name(r["series"], r["budget"]),
+            noted(
+                f"{r['n_reached']} of {r['n']}",
+                f"({r['n_at_first_point']} at the first point)" if r.get("n_at_first_point") else None,
+            ),
+            si(r["energy_median_j"], "J"),
+            _centre_ci(r, "energy", suffix="_j"),
+            *[_centre_ci(r, c, unit, factor) for c, _, unit, factor in extra],
+            r["n_censored"],
+        ]
+        for r in reach
+    ]
+    header = [
+        "target",
+        "condition",
+        "reached",
+        "median",
+        "geometric mean [95 % CI]",
+        *[e[1] for e in extra],
+        "censored",
+    ]
+    return {
+        "priced": bool(extra),
+        "priced_estimate": bool(extra) and bool(curves.get("cost_is_estimate")),
+        "reach": table(header, rows, left=2),
+    }
+
+
+def _equal(equal: list[dict[str, Any]]) -> Markup | None:
+    """Each condition's mean eval loss at the same training energies."""
+    if not equal:
+        return None
+    cells = list(dict.fromkeys((r["series"], r["budget"]) for r in equal))
+    energies = list(dict.fromkeys(r["energy_j"] for r in equal))
+    got = {(r["series"], r["budget"], r["energy_j"]): r for r in equal}
+    loss = lambda c, e: got.get((*c, e), {}).get("loss_mean")  # noqa: E731
+    body = [[si(e, "J"), *[fixed(loss(c, e)) if loss(c, e) is not None else "—" for c in cells]] for e in energies]
+    return table(["training energy", *[condition_name(s, b) for s, b in cells]], body)
+
+
+def _pairs(comparison: list[dict[str, Any]]) -> Markup | None:
+    """The larger budget against the smaller at equal energy, paired by trial."""
+    rows = [
+        [
+            si(r["energy_j"], "J"),
+            f"{condition_name(r['series'], r['budget_b'])} vs {condition_name(r['series'], r['budget_a'])}",
+            r["n"],
+            noted(
+                f"{r['ppl_change_pct']:+.1f} %",
+                f"[{r['ppl_change_ci95_low']:+.1f}, {r['ppl_change_ci95_high']:+.1f}]"
+                if r.get("ppl_change_ci95_low") is not None
+                else None,
+            ),
+        ]
+        for r in comparison
+        if r.get("ppl_change_pct") is not None
+    ]
+    return (
+        table(["training energy", "comparison", "trials", "perplexity change [95 % CI]"], rows, left=2)
+        if rows
+        else None
+    )
+
+
+def _falls(falls: list[dict[str, Any]]) -> Markup | None:
+    rows = [
+        [
+            condition_name(r["series"], r["budget"]),
+            f"{r['n_fell']} of {r['n_defined']}",
+            _centre_ci(r, "fall_energy", suffix="_j"),
+        ]
+        for r in falls
+    ]
+    return table(["condition", "fell", "energy where it fell [95 % CI]"], rows) if rows else None
+
+
+def _trajectory(trials: list[dict[str, Any]]) -> Markup | None:
+    rows = [
+        [
+            condition_name(r["series"], r["budget"]),
+            r.get("n_backslides"),
+            r.get("n_spikes"),
+            text(r.get("best_point")),
+            r.get("final_minus_best_loss"),
+        ]
+        for r in trials
+    ]
+    return (
+        table(["condition", "backslides", "spikes", "best point", "final − best loss (nats)"], rows) if rows else None
+    )
+
+
+def _stopping(cells: list[dict[str, Any]]) -> Markup:
+    """One stopping rule replayed on the full runs: the energy it saves and the perplexity it costs, per condition."""
+
+    def interval(r: dict[str, Any], key: str, spec: str) -> str:
+        if r.get(f"{key}_ci95_low") is None:
+            return "—"
+        return f"{r[key]:{spec}} % [{r[f'{key}_ci95_low']:{spec}}, {r[f'{key}_ci95_high']:{spec}}]"
+
+    rows = [
+        [
+            condition_name(r["series"], r["budget"]),
+            f"{r['n_stopped']} of {r['n']}",
+            interval(r, "energy_saved_pct", ".1f"),
+            interval(r, "ppl_increase_pct", "+.1f"),
+        ]
+        for r in cells
+    ]
+    return table(["condition", "stopped", "energy saved [95 % CI]", "perplexity change [95 % CI]"], rows)
+
+
+def _reached_text(r: dict[str, Any]) -> str:
+    """How many runs reached the target, and how many of them only at or before their first eval point."""
+    bound = r.get("n_at_first_point") or 0
+    return f"{r['n_reached']} of {r['n']} trials reached it" + (
+        f", {bound} of them at or before their first eval point, so the mean is an upper bound" if bound else ""
+    )
+
+
+def target_sentence(curves: dict[str, Any]) -> str:
+    """The study's question answered in joules: what each budget needed to reach the first target."""
+    rows = curves.get("energy_to_target") or []
+    if not rows:
+        return ""
+    first = rows[0]["target"]
+    mine = [r for r in rows if r["target"] == first]
+    if not any(r["n_reached"] for r in mine):
+        return f"No trial reached {first}."
+    parts = []
+    for r in mine:
+        name = condition_name(r["series"], r["budget"])
+        if not r["n_reached"]:
+            continue
+        if r["energy_geomean_j"] is None:
+            parts.append(f"{name}: {_reached_text(r)}, its energy not measured")
+        elif r["energy_ci95_low_j"] is not None:
+            parts.append(
+                f"{name} needed {si(r['energy_geomean_j'], 'J')} (geometric mean, 95 % CI "
+                f"{si(r['energy_ci95_low_j'], 'J')} to {si(r['energy_ci95_high_j'], 'J')}; {_reached_text(r)})"
+            )
+        else:
+            parts.append(f"{name} needed {si(r['energy_geomean_j'], 'J')} ({_reached_text(r)})")
+    never = [condition_name(r["series"], r["budget"]) for r in mine if not r["n_reached"]]
+    sentence = f"To reach {first} (training energy, evaluation excluded), " + "; ".join(parts) + "."
+    return sentence + (f" No trial of {', '.join(never)} reached it." if never else "")

@@ -1,0 +1,26 @@
+"""Figures: every figure that no product section shows beside its numbers (the scaling figures are in Scaling),
+embedded as PNG with its caption."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+
+from markupsafe import Markup
+
+from ...common.measures import SCALING_FIGURES
+from ..inputs import ReportInputs
+from ..templating import render_template
+
+
+def render(inputs: ReportInputs) -> Markup:
+    return render_template(
+        "sections/figures.html.j2",
+        figures=figures_html({k: v for k, v in inputs.figures.items() if k not in SCALING_FIGURES}),
+    )
+
+
+def figures_html(figures: Mapping[str, tuple[bytes, str]]) -> Markup:
+    """Figures embedded in the page (name → PNG bytes, caption), so that the report is one self-contained file."""
+    shown = [(name, base64.b64encode(png).decode(), caption) for name, (png, caption) in figures.items()]
+    return render_template("figures.html.j2", shown=shown)

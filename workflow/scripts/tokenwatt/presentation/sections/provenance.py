@@ -1,0 +1,81 @@
+"""Provenance: when the trials ran and the report was made, from which code, config and device, with which
+packages; the whole configuration last."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import polars as pl
+from markupsafe import Markup
+
+from ...common.provenance import utc
+from ...plan.design import series_label
+from ..html import num, table, text
+from ..inputs import ReportInputs
+from ..meter_notes import meter_provenance
+from ..templating import render_template
+
+
+def render(inputs: ReportInputs) -> Markup:
+    trials = inputs.trials
+    first = trials.row(0, named=True) if trials.height else {}
+    return render_template(
+        "sections/provenance.html.j2",
+        items=table(["item", "value"], [[text(k), text(v)] for k, v in _items(inputs, first)]),
+        trial_versions=json.dumps(
+            {k[len("versions_") :]: v for k, v in first.items() if k.startswith("versions_")}, sort_keys=True
+        ),
+        report_versions=json.dumps(inputs.made.get("versions", {}), sort_keys=True),
+        config=json.dumps(inputs.config, indent=2, sort_keys=True, default=str),
+    )
+
+
+def _items(inputs: ReportInputs, first: dict[str, Any]) -> list[list[Any]]:
+    trials, made, summary = inputs.trials, inputs.made, inputs.data_summary
+    started = (
+        trials["started_at_unix_s"].drop_nulls()
+        if "started_at_unix_s" in trials.columns
+        else pl.Series([], dtype=pl.Float64)
+    )
+    meters = sorted(set(trials["meter"].to_list())) if "meter" in trials.columns else []
+    cs = "; ".join(
+        f"{series_label(k.rstrip('/')) + ': ' if k else ''}{num(v)} ({src})" for k, (v, src) in inputs.cs.items()
+    )
+    return [
+        ["trials ran", f"{utc(started.min())} to {utc(started.max())}" if len(started) else "—"],
+        ["report made", made.get("at", "—")],
+        ["workflow code (git)", made.get("git", "—")],
+        ["config hash", inputs.config_hash],
+        ["meter(s)", ", ".join(meters)],
+        *meter_provenance(trials),
+        ["device", first.get("device_name")],
+        ["device kind", first.get("device")],
+        *([["GPU UUID", first.get("device_uuid")]] if first.get("device_uuid") else []),
+        ["precision", _distinct(trials, "precision")],
+        ["parameters", _distinct(trials, "params")],
+        ["optimizer", _distinct(trials, "optimizer")],
+        ["training stack", _training_stack(trials)],
+        ["power polling interval (s)", first.get("interval_requested_s")],
+        ["CS_TFLOPS", cs],
+        ["trials finished", trials.height],
+        ["documents in / out of normalization", f"{summary.get('documents_in')} / {summary.get('documents_out')}"],
+    ]
+
+
+def _distinct(trials: pl.DataFrame, column: str) -> str:
+    """A column's values over the trials, each once in order (a factorial study varies several)."""
+    if column not in trials.columns:
+        return "—"
+    return ", ".join(dict.fromkeys(str(v) for v in trials[column].to_list() if v is not None)) or "—"
+
+
+def _training_stack(trials: pl.DataFrame) -> str:
+    """Which implementation trained, compiled or not; every combination that occurred, so a mixed study shows."""
+    if "implementation" not in trials.columns:
+        return "—"
+    compiled = trials["compiled"] if "compiled" in trials.columns else pl.Series([False] * trials.height)
+    stacks = {
+        f"{impl}{' (torch.compile)' if comp else ''}" for impl, comp in zip(trials["implementation"], compiled) if impl
+    }
+    return ", ".join(sorted(stacks)) or "—"

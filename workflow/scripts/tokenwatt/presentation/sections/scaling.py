@@ -1,0 +1,183 @@
+"""Scaling (the scaling product) and its figures: the law with intervals that name their units, whether it fits, e(N)
+in both forms, and the energy-optimal allocation beside the FLOP-optimal one (the survey's question, answered
+here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from markupsafe import Markup
+
+from ...common.measures import SCALING_FIGURES, display_exponent, fixed, power_of_ten, si
+from ...plan.design import series_label
+from ..html import noted, table, text
+from ..inputs import ReportInputs
+from ..templating import render_template
+from .figures import figures_html
+
+NAMES = ("E", "A", "B", "alpha", "beta", "a", "b")
+SHOWN = {"alpha": "α", "beta": "β", "a": "a = β/(α+β)", "b": "b = α/(α+β)"}
+
+
+def render(inputs: ReportInputs) -> Markup:
+    return render_template(
+        "sections/scaling.html.j2",
+        body=scaling_html(inputs.product("scaling")),
+        figures=figures_html({k: v for k, v in inputs.figures.items() if k in SCALING_FIGURES}),
+    )
+
+
+def scaling_html(scaling: dict[str, Any]) -> Markup:
+    """The law beside the published fits, its lack of fit, e(N), and the allocations."""
+    if not scaling or scaling.get("status") != "ok":
+        return render_template("sections/scaling_body.html.j2", scaling=scaling)
+    law = scaling["law_total"]
+    alloc = scaling.get("allocation_energy")
+    return render_template(
+        "sections/scaling_body.html.j2",
+        scaling=scaling,
+        law=law,
+        rates=_rates(scaling.get("learning_rates") or []),
+        size_effect=scaling.get("size_effect") or {},
+        dfs=[iv["df"] for iv in law["intervals"].values() if iv.get("df")],
+        law_table=_law_table(scaling),
+        without_interval="; ".join(
+            f"{SHOWN.get(k, k)}: {iv['why']}"
+            for k, iv in law["intervals"].items()
+            if iv["ci_low"] is None and iv.get("why")
+        ),
+        energy=_energy(scaling["energy_per_token"]),
+        first_fit=next((e["fits"]["power"] for e in scaling["energy_per_token"] if e["status"] == "ok"), None),
+        allocation=_allocation(scaling) if alloc else None,
+        versus=energy_vs_flops_sentence(scaling["energy_vs_flops"]) if alloc else "",
+    )
+
+
+def _scaled(x: float) -> str:
+    """A bound far from its estimate keeps four digits, never a run of zeros."""
+    exponent = display_exponent([x])
+    return f"{fixed(x, exponent)}{power_of_ten(exponent)}"
+
+
+def _ours(law: dict[str, Any], k: str) -> Markup:
+    """The estimate and its interval, or the word for why there is none."""
+    iv = law["intervals"][k]
+    if iv["ci_low"] is not None:
+        return noted(_scaled(law[k]), f"[{_scaled(iv['ci_low'])}, {_scaled(iv['ci_high'])}]")
+    if (iv.get("why") or "").startswith("not identified"):
+        return Markup(f'<span class="ci">not identified</span> ({text(_scaled(law[k]))})')
+    return noted(_scaled(law[k]), "(no interval)")
+
+
+def _law_table(scaling: dict[str, Any]) -> Markup:
+    published = scaling["published"]
+    rows = [
+        [SHOWN.get(k, k), _ours(scaling["law_total"], k), _ours(scaling["law_non_embedding"], k)]
+        + [p[k] for p in published]
+        for k in NAMES
+    ]
+    return table(["parameter", "ours, total N", "ours, non-embedding N", *[p["source"] for p in published]], rows)
+
+
+def _rates(rates: list[dict[str, Any]]) -> Markup | None:
+    """Which learning rate each size × budget was fitted with (design.lr)."""
+    rows = [
+        [
+            f"{fixed(r['params'] / 1e6)} M",
+            si(r["budget"], ""),
+            Markup(f"<b>{r['lr']:g}</b>") + noted("", "(edge of the sweep)" if r["at_edge"] else None),
+            ", ".join(f"{k}: {fixed(v) if v is not None else 'diverged'}" for k, v in r["tried"].items()),
+        ]
+        for r in rates
+    ]
+    return table(["N", "budget (tokens)", "chosen lr", "mean final loss per lr tried"], rows, left=4) if rows else None
+
+
+def _energy(energy_per_token: list[dict[str, Any]]) -> Markup:
+    """e(N) per device profile and energy: the power law's γ, the affine form, and which one the allocation uses."""
+    rows = []
+    for e in energy_per_token:
+        profile, kind = series_label(e["hardware"].rstrip("/")) or "the study's", e["energy"].replace("_", " ")
+        if e["status"] != "ok":
+            rows.append([profile, kind, e["message"], "", ""])
+            continue
+        power, affine = e["fits"]["power"], e["fits"]["affine"]
+        g, (g_lo, g_hi) = power["params"]["gamma"], power["ci"]["gamma"]
+        lo, hi = affine["local_slope"]
+        rows.append(
+            [
+                profile,
+                kind,
+                f"{g:.3f} [{g_lo:.3f}, {g_hi:.3f}]",
+                f"{si(affine['params']['e0'], 'J')} + {affine['params']['b']:.3g} J·N; local slope {lo:.2f} to {hi:.2f}",
+                Markup(f"<b>{text(e['chosen'])}</b>: {text(e['reason'])}"),
+            ]
+        )
+    return table(["device profile", "energy", "power: γ [95 % CI]", "affine: e₀ + b·N", "chosen"], rows, left=2)
+
+
+def _band(alloc: dict[str, Any], key: str, j: int, scale: float) -> str | None:
+    band = alloc.get(f"{key}_band")
+    if not band or band[0][j] is None:
+        return None
+    return f"[{fixed(band[0][j] / scale)}, {fixed(band[1][j] / scale)}]"
+
+
+def _allocation(scaling: dict[str, Any]) -> Markup:
+    """The energy-optimal N, D and loss per energy budget beside the FLOP-optimal split of the same compute."""
+    alloc, flops, compare = scaling["allocation_energy"], scaling["allocation_flops"], scaling["energy_vs_flops"]
+    columns = zip(
+        alloc["budget"],
+        alloc["N"],
+        alloc["D"],
+        alloc["loss"],
+        flops["N"],
+        flops["D"],
+        alloc["extrapolated"],
+        compare,
+        strict=True,
+    )
+    rows = [
+        [
+            si(j, "J"),
+            noted(f"{fixed(n / 1e6)} M", _band(alloc, "N", i, 1e6)),
+            noted(f"{fixed(d / 1e6)} M", _band(alloc, "D", i, 1e6)),
+            noted(fixed(loss), _band(alloc, "loss", i, 1.0)),
+            fixed(d / n),
+            f"{fixed(fn / 1e6)} M / {fixed(fd / 1e6)} M",
+            noted(
+                fixed(c["ratio_N"]),
+                f"[{fixed(c['ci_low'])}, {fixed(c['ci_high'])}]" if c["ci_low"] is not None else None,
+            ),
+            "extrapolated" if x else "measured range",
+        ]
+        for i, (j, n, d, loss, fn, fd, x, c) in enumerate(columns)
+    ]
+    header = ["energy budget", "N*", "D*", "L*", "D*/N*", "FLOP-optimal N* / D*", "N* ÷ FLOP-optimal N*", "range"]
+    return table(header, rows)
+
+
+def energy_vs_flops_sentence(compare: list[dict[str, Any]]) -> str:
+    """The survey's question in one sentence: does the energy-optimal split differ from the FLOP-optimal one here?"""
+    ratios = [c["ratio_N"] for c in compare]
+    judged = [c for c in compare if c["differs"] is not None]
+    lo, hi = min(ratios), max(ratios)
+    span = f"{fixed(lo)}" if fixed(lo) == fixed(hi) else f"{fixed(lo)} to {fixed(hi)}"
+    sentence = (
+        f"Over these budgets the energy-optimal N* is {span} × the FLOP-optimal N* of the same compute "
+        f"(tokens per parameter {fixed(compare[0]['tokens_per_parameter_energy'])} against "
+        f"{fixed(compare[0]['tokens_per_parameter_flops'])} at the first budget). "
+    )
+    if not judged:
+        return sentence + "Without intervals, whether the two splits differ beyond the noise is not judged."
+    differ = sum(c["differs"] for c in judged)
+    return sentence + (
+        f"The 95 % interval of the ratio excludes 1 at {differ} of {len(judged)} budgets: "
+        + (
+            "on this hardware the energy-optimal split differs from the FLOP-optimal one."
+            if differ == len(judged)
+            else "the two splits are not distinguishable at every budget."
+            if differ
+            else "the data cannot tell the two splits apart."
+        )
+    )

@@ -1,0 +1,89 @@
+"""Data selection (the selection product, design.selection): what each level kept and removed and why, what the
+selection cost in joules, and the energy to each target with and without that cost."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from markupsafe import Markup
+
+from ...common.measures import si
+from ...plan.design import condition_name
+from ..html import esc, table
+from ..inputs import ReportInputs
+from ..templating import render_template
+
+
+def render(inputs: ReportInputs) -> Markup:
+    return selection_html(inputs.product("selection"))
+
+
+def selection_html(selection: Mapping[str, Any]) -> Markup:
+    """The section from the selection product (tokenwatt.analysis.selection.selection_product)."""
+    costs, shared = selection["levels"], selection["shared"]
+    steps = [("every level", s) for s in shared] + [(c["level"], s) for c in costs for s in c["steps"]]
+    return render_template(
+        "sections/selection.html.j2",
+        estimate=any(c["is_estimate"] for c in costs),
+        steps=table(
+            ["level", "step", "settings", "documents in", "kept", "removed by", "energy", "time (s)"],
+            [_step_row(level, s) for level, s in steps],
+        ),
+        levels=table(
+            ["level", "training documents", "its steps", "shared clearance", "trials", "selection per trial"],
+            [
+                [
+                    c["level"],
+                    c["documents"],
+                    _joules(c["joules"]),
+                    _joules(c["shared_joules"]),
+                    c["trials"],
+                    _joules(c["share_per_trial_j"]),
+                ]
+                for c in costs
+            ],
+        ),
+        with_selection=_with_selection(selection["energy_to_target"]),
+        examples=[(level, s["step"], e) for level, s in steps for e in s["examples"]],
+    )
+
+
+def _joules(x: float | None) -> str:
+    return si(x, "J") if x is not None else "not measured"
+
+
+def _step_row(level: str, s: Mapping[str, Any]) -> list[Any]:
+    removed = ", ".join(f"{rule} {n}" for rule, n in s["removed_by"].items()) or "—"
+    settings = json.dumps(s["settings"], sort_keys=False)
+    return [
+        level,
+        s["step"],
+        Markup(f"<code>{esc(settings)}</code>") if s["settings"] else "not applied",
+        s["documents_in"],
+        s["kept"],
+        removed,
+        _joules(s["energy"]["energy_j"]),
+        f"{s['energy']['duration_s']:.2f}",
+    ]
+
+
+def _with_selection(rows: Sequence[Mapping[str, Any]]) -> Markup | None:
+    """Each target's training energy, the level's share per trial, and their sum."""
+    if not rows:
+        return None
+    return table(
+        ["target", "condition", "reached", "training", "+ selection", "with selection"],
+        [
+            [
+                r["target"],
+                condition_name(r["series"], r["budget"]),
+                f"{r['n_reached']} of {r['n']}",
+                _joules(r["training_j"]),
+                _joules(r["selection_j"]),
+                _joules(r["with_selection_j"]),
+            ]
+            for r in rows
+        ],
+    )

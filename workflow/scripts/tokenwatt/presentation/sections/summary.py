@@ -1,0 +1,147 @@
+"""The answer in plain words: what changed with the budget (on the analysis frame), how sure we are, what the whole
+study cost (every trial), what to beware of."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+from markupsafe import Markup
+
+from ...analysis.frame import frame
+from ...analysis.scale import paired_change
+from ...analysis.tables import series_blocks
+from ...common.measures import budget_label, duration, scale_of, si
+from ...plan.design import series_label
+from ..inputs import ReportInputs
+from ..templating import render_template
+from .curves import target_sentence
+from .statistics import effect_sentence
+
+
+def render(inputs: ReportInputs) -> Markup:
+    missing = inputs.missing
+    return render_template(
+        "sections/summary.html.j2",
+        finished=inputs.trials.height,
+        all_diverged=bool(missing) and all("diverged" in m for m in missing),
+        said=" ".join(sentences(inputs)) if inputs.trials.height else "",
+    )
+
+
+def sentences(inputs: ReportInputs) -> list[str]:
+    """The summary's sentences for a study with finished trials."""
+    trials = inputs.trials
+    budgets = sorted(trials["budget"].unique().to_list())
+    said = _changes(trials, budgets)
+    if in_joules := target_sentence(inputs.product("curves")):
+        said.append(in_joules)
+    a = inputs.product("stats")["anova"].get("pe", {})
+    if a.get("effects"):
+        said.extend(effect_sentence(e, "PE", a.get("scale", "raw")) for e in a["effects"])
+    elif a and len(budgets) >= 2:
+        said.append(f"PE was not tested: {a.get('message', 'no values')}.")
+    said.extend(_energy(trials, inputs.estimated, inputs.cost))
+    caveats = []
+    if inputs.estimated:
+        caveats.append("energy and power are estimated from CPU utilisation, not measured")
+    if inputs.n_flagged:
+        caveats.append(f"{inputs.n_flagged} trial(s) were flagged as possibly disturbed measurements")
+    if inputs.missing:
+        caveats.append(f"{len(inputs.missing)} trial(s) are missing or failed")
+    if inputs.disturbed_profile:
+        caveats.append("a device profile looks disturbed, so PE's level (not its changes) is uncertain")
+    said.append(
+        "Caveats: " + "; ".join(caveats) + "." if caveats else "No caveats: every trial finished, none was flagged."
+    )
+    return said
+
+
+def _changes(trials: pl.DataFrame, budgets: list[int]) -> list[str]:
+    """PE's and perplexity's change from the smallest budget to the largest, per series, on the analysis frame."""
+    analysed = frame(trials)
+    if not analysed.height:
+        return [
+            "No subject finished every cell of the design (see Conditions), so no change between budgets is computed."
+        ]
+    if len(budgets) < 2:
+        return [f"With one budget ({budget_label(budgets[0])}) the study describes it but cannot test a budget effect."]
+    first, last = budgets[0], budgets[-1]
+    said = []
+    for series, block in series_blocks(analysed):
+        where = f" ({series_label(series)})" if series else ""
+        for measure, name in (("pe", "PE"), ("perplexity", "Perplexity")):
+            got = _paired_change(block, measure, first, last)
+            if got:
+                said.append(
+                    f"{name}{where} changed by {got['change']:+.1f} % from {budget_label(first)} to "
+                    f"{budget_label(last)} tokens (geometric mean ratio over {got['change_n']} trials, 95 % CI "
+                    f"{got['change_ci95_low']:+.1f} to {got['change_ci95_high']:+.1f} %)."
+                )
+    return said
+
+
+def _paired_change(trials: pl.DataFrame, measure: str, first: int, last: int) -> dict[str, Any] | None:
+    """The per-trial change of ``measure`` from budget ``first`` to ``last`` on its scale (the same computation as
+    the conditions table's changes), or None without two pairs."""
+    if measure not in trials.columns:
+        return None
+    wide = trials.filter(pl.col("budget").is_in([first, last])).pivot(on="budget", index="trial", values=measure)
+    if str(first) not in wide.columns or str(last) not in wide.columns:
+        return None
+    pairs = wide.drop_nulls([str(first), str(last)])
+    got = paired_change(pairs[str(first)].to_numpy(), pairs[str(last)].to_numpy(), scale_of(measure))
+    return got if got["change_n"] >= 2 and got["change_ci95_low"] is not None else None
+
+
+def _energy(trials: pl.DataFrame, estimated: bool, cost: dict[str, Any]) -> list[str]:
+    """What the study's training used, and what that emitted and cost; a total only when every trial was metered."""
+    if "energy_j" in trials.columns and trials.height and trials["energy_j"].null_count() == 0:
+        energy = float(trials["energy_j"].sum())  # every trial's, or no total (as in cost.json)
+        return [
+            f"Training used {si(energy / 3600, 'Wh')} ({si(energy, 'J')}{', ESTIMATED' if estimated else ''}) "
+            f"over {duration(float(trials['train_s'].sum()))} of training in {trials.height} trials.",
+            *cost_sentences(cost),
+        ]
+    if "energy_j" in trials.columns and trials["energy_j"].drop_nulls().len():
+        return [
+            f"Energy was measured for {trials['energy_j'].drop_nulls().len()} of {trials.height} trials, so there is "
+            "no study total."
+        ]
+    return ["Energy was not measured."]
+
+
+def cost_sentences(cost: dict[str, Any]) -> list[str]:
+    """The study's CO2 and money in words; estimated energy keeps its label through to both."""
+    label = " (ESTIMATED, from estimated energy)" if cost.get("is_estimate") else ""
+    out = []
+    if cost.get("total_kg_co2e") is not None:
+        out.append(
+            f"At {cost['carbon_intensity_g_per_kwh']:.0f} gCO2e/kWh ({cost['carbon_intensity_source']}) and PUE "
+            f"{cost['pue']:g}, that is {si(cost['total_kg_co2e'] * 1000, 'g')} CO2e{label}."
+        )
+    if cost.get("total_total_cost") is not None:
+        money = lambda x: si(x, cost["currency"]) if x is not None else "not priced"  # noqa: E731
+        out.append(
+            f"It cost {money(cost['total_total_cost'])} (electricity {money(cost['total_electricity_cost'])}, "
+            f"device-hours {money(cost['total_device_cost'])}){label}."
+        )
+    elif cost.get("total_device_cost") is not None:
+        out.append(
+            f"Its device-hours cost {si(cost['total_device_cost'], cost['currency'])}; with its energy unmeasured, the "
+            "electricity is not priced, so there is no total."
+        )
+    totals = ("total_kg_co2e", "total_total_cost", "total_device_cost")
+    if cost and all(cost.get(k) is None for k in totals):
+        out.append("No CO2 or money figures: set cost.carbon_intensity and the prices in the config.")
+    if cost.get("eval_energy_j") is not None:
+        beside = [f"{si(cost['eval_energy_j'], 'J')}"]
+        if cost.get("eval_kg_co2e") is not None:
+            beside.append(f"{si(cost['eval_kg_co2e'] * 1000, 'g')} CO2e")
+        if cost.get("eval_electricity_cost") is not None:
+            beside.append(si(cost["eval_electricity_cost"], cost["currency"]))
+        out.append(
+            f"The evaluations used {', '.join(beside)} more{label}, metered in their own windows and left out of "
+            "every figure above."
+        )
+    return out
