@@ -196,5 +196,40 @@ def test_the_report_section_names_each_levels_removals_and_its_energy_to_target_
     assert "109.0 J" in page  # 100 J of training + (12 J / 2 trials + 6 J / 2 trials)
 
 
+def _section(trials: pl.DataFrame, reached: dict, shared_steps: list[dict] | None = None) -> str:
+    from tokenwatt.presentation.sections.selection import selection_html
+
+    step = {**_step("filter", 12.0, kept=8), "settings": {"min_words": 20}, "documents_in": 10, "removed": 2}
+    step |= {"removed_by": {"min_words": 2}, "examples": []}
+    shared = shared_steps or [
+        {**_step("eval_near_dup", 6.0), "settings": None, "documents_in": 10, "removed_by": {}, "examples": []}
+    ]
+    costs = level_costs({SHARED: shared, "strict": [step]}, trials)
+    reach = energy_to_target_with_selection([{**reached, "energy_geomean_j": 100.0}], costs)
+    return selection_html({"shared": shared, "levels": costs, "energy_to_target": reach})
+
+
+REACHED = {"target": "perplexity 9", "series": "selection=strict", "budget": 1000, "n_reached": 2, "n": 2}
+
+
+def test_the_section_warns_when_the_selections_meter_is_not_the_trainings():
+    page = _section(_trials({"strict": 2}).with_columns(meter=pl.lit("nvml")), REACHED)
+    assert "Two scopes in one sum" in page and "measured by estimate and its training by nvml" in page
+    assert "Two scopes" not in _section(_trials({"strict": 2}).with_columns(meter=pl.lit("estimate")), REACHED)
+
+
+def test_a_target_reached_at_the_first_eval_point_is_counted_as_an_upper_bound_beside_the_selection():
+    page = _section(_trials({"strict": 2}), {**REACHED, "n_at_first_point": 1})
+    assert "2 of 2 (1 an upper bound)" in page
+
+
+def test_the_section_says_how_many_eval_documents_every_level_is_scored_on():
+    kept = {**_step("eval_filter", 1.0, kept=7), "settings": {"min_words": 20}, "documents_in": 10}
+    kept |= {"removed_by": {"min_words": 3}, "examples": []}
+    assert "scored on the 7 of 10 eval documents that pass selection.eval_filters" in _section(
+        _trials({"strict": 2}), REACHED, [kept]
+    )
+
+
 def test_an_interim_report_before_any_trial_shares_no_joules_and_does_not_fail():
     assert level_costs({SHARED: []}, pl.DataFrame()) == []

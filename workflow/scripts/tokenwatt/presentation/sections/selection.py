@@ -24,9 +24,12 @@ def selection_html(selection: Mapping[str, Any]) -> Markup:
     """The section from the selection product (tokenwatt.analysis.selection.selection_product)."""
     costs, shared = selection["levels"], selection["shared"]
     steps = [("every level", s) for s in shared] + [(c["level"], s) for c in costs for s in c["steps"]]
+    evaluated = next((s for s in shared if s["step"] == "eval_filter"), None)
     return render_template(
         "sections/selection.html.j2",
         estimate=any(c["is_estimate"] for c in costs),
+        eval_kept=None if evaluated is None else (evaluated["kept"], evaluated["documents_in"]),
+        scopes=_scopes(costs),
         steps=table(
             ["level", "step", "settings", "documents in", "kept", "removed by", "energy", "time (s)"],
             [_step_row(level, s) for level, s in steps],
@@ -48,6 +51,15 @@ def selection_html(selection: Mapping[str, Any]) -> Markup:
         with_selection=_with_selection(selection["energy_to_target"]),
         examples=[(level, s["step"], e) for level, s in steps for e in s["examples"]],
     )
+
+
+def _scopes(costs: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
+    """Each level whose selection was measured by another meter than its training: (level, selection's, training's)."""
+    return [
+        (c["level"], ", ".join(c["selection_meters"]), ", ".join(c["training_meters"]))
+        for c in costs
+        if c["training_meters"] and c["selection_meters"] != c["training_meters"]
+    ]
 
 
 def _joules(x: float | None) -> str:
@@ -79,7 +91,8 @@ def _with_selection(rows: Sequence[Mapping[str, Any]]) -> Markup | None:
             [
                 r["target"],
                 condition_name(r["series"], r["budget"]),
-                f"{r['n_reached']} of {r['n']}",
+                f"{r['n_reached']} of {r['n']}"
+                + (f" ({r['n_at_first_point']} an upper bound)" if r.get("n_at_first_point") else ""),
                 _joules(r["training_j"]),
                 _joules(r["selection_j"]),
                 _joules(r["with_selection_j"]),
