@@ -1,6 +1,35 @@
 # Analysis stage: per-trial table and condition summaries, statistics, figures.
 
 
+def aggregate_params(interim):
+    """The aggregate rule's params, and its interim twin's: mid-study most subjects are incomplete, so the interim
+    report describes every finished trial (the tests use complete ones) and names the rest as not finished yet.
+    """
+    return dict(
+        expected=EXPECTED,
+        paths=[trial_metrics(c, t) for c, t in EXPECTED],
+        profiles=PROFILES,
+        cs_keys=DESIGN.cs_profile_keys(),
+        absent="not finished yet" if interim else "no metrics",
+        metric=config["metric"],
+        quality=QUALITY_SETTINGS,
+        cost=config["cost"],
+        exclude_flagged=config["quality"]["exclude_flagged"],
+        require_complete=not interim,
+        code=code_digest("aggregate.py"),
+    )
+
+
+def figures_params(trace_keys):
+    """The figures rule's params, and its interim twin's (the traces of the trials finished so far)."""
+    return dict(
+        trace_keys=trace_keys,
+        style=config["figures"],
+        currency=config["cost"]["currency"],
+        code=code_digest("figures.py"),
+    )
+
+
 rule aggregate:
     input:
         schema=METRICS_SCHEMA,
@@ -43,17 +72,7 @@ rule aggregate:
     resources:
         mem_mb=2000,
     params:
-        expected=EXPECTED,
-        paths=[trial_metrics(c, t) for c, t in EXPECTED],
-        profiles=PROFILES,
-        cs_keys=DESIGN.cs_profile_keys(),
-        absent="no metrics",
-        metric=config["metric"],
-        quality=QUALITY_SETTINGS,
-        cost=config["cost"],
-        exclude_flagged=config["quality"]["exclude_flagged"],
-        require_complete=True,
-        code=code_digest("aggregate.py"),
+        **aggregate_params(interim=False),
     script:
         "../scripts/aggregate.py"
 
@@ -117,10 +136,7 @@ rule figures:
     resources:
         mem_mb=2000,
     params:
-        trace_keys=TRACE_KEYS,
-        style=config["figures"],
-        currency=config["cost"]["currency"],
-        code=code_digest("figures.py"),
+        **figures_params(TRACE_KEYS),
     script:
         "../scripts/figures.py"
 

@@ -16,30 +16,11 @@ use rule aggregate as interim_aggregate with:
         curves=finished_files(3),
         profile=existing_profiles,
     output:
-        trials=interim_path("analysis", "trials.parquet"),
-        conditions=interim_path("analysis", "conditions.csv"),
-        changes=interim_path("analysis", "changes.csv"),
-        quality=interim_path("analysis", "quality.csv"),
-        curves=interim_path("analysis", "curves.parquet"),
-        flagged=interim_path("analysis", "flagged.txt"),
-        missing=interim_path("analysis", "missing.json"),
-        profile_check=interim_path("analysis", "profile_check.json"),
-        cost=interim_path("analysis", "cost.json"),
+        **interim_named(rules.aggregate.output),
     log:
         logfile("interim_aggregate"),
     params:
-        expected=EXPECTED,
-        paths=[trial_metrics(c, t) for c, t in EXPECTED],
-        profiles=PROFILES,
-        cs_keys=DESIGN.cs_profile_keys(),
-        absent="not finished yet",
-        metric=config["metric"],
-        quality=QUALITY_SETTINGS,
-        cost=config["cost"],
-        exclude_flagged=config["quality"]["exclude_flagged"],
-        # Mid-study most subjects are incomplete: describe every finished trial (the tests use complete ones).
-        require_complete=False,
-        code=code_digest("aggregate.py"),
+        **aggregate_params(interim=True),
 
 
 use rule figures as interim_figures with:
@@ -55,10 +36,7 @@ use rule figures as interim_figures with:
     log:
         logfile("interim_figures"),
     params:
-        trace_keys=lambda wildcards: interim_traces(),
-        style=config["figures"],
-        currency=config["cost"]["currency"],
-        code=code_digest("figures.py"),
+        **figures_params(lambda wildcards: interim_traces()),
 
 
 use rule scaling_figures as interim_scaling_figures with:
@@ -88,12 +66,7 @@ use rule report as interim_report with:
     log:
         logfile("interim_report"),
     params:
-        config=config,
-        config_hash=CONFIG_HASH,
-        profiles=PROFILES,
-        figure_names=REPORT_FIGURES,
-        interim=True,
-        code=code_digest("report.py", *REPORT_SECTIONS),
+        **report_params(interim=True),
 
 
 rule interim:

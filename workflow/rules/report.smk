@@ -7,6 +7,18 @@ REPORT_SECTIONS = [
 ]
 
 
+def report_params(interim):
+    """The report rule's params, and the interim report's."""
+    return dict(
+        config=config,
+        config_hash=CONFIG_HASH,
+        profiles=PROFILES,
+        figure_names=REPORT_FIGURES,
+        interim=interim,
+        code=code_digest("report.py", *REPORT_SECTIONS),
+    )
+
+
 rule report:
     input:
         **{p.name: product_output(f"{p.name}.json", False) for p in STUDY_PRODUCTS},
@@ -34,11 +46,6 @@ rule report:
     resources:
         mem_mb=2000,
     params:
-        config=config,
-        config_hash=CONFIG_HASH,
-        profiles=PROFILES,
-        figure_names=REPORT_FIGURES,
-        interim=False,
-        code=code_digest("report.py", *REPORT_SECTIONS),
+        **report_params(interim=False),
     script:
         "../scripts/report.py"
