@@ -3,6 +3,8 @@ names the key or file and what to do, leaves nothing corrupt, and a rerun after 
 only what is missing. (Faults inside one stage are tested beside that stage's module.)"""
 
 import os
+import re
+from typing import NamedTuple
 
 import pytest
 from workflow_helpers import TINY, clone, copy_of_study, planned_jobs, snakemake
@@ -101,42 +103,146 @@ def test_command_line_config_overrides_still_plan_beside_the_duplicate_check(bar
     assert snakemake(bare, *TINY, "--config", "results=elsewhere", "-n", check=False).returncode == 0
 
 
-def test_a_tokenwatt_error_in_a_job_reads_as_its_sentence_once_with_the_traceback_in_a_file_it_names(tmp_path):
+class CorpusCase(NamedTuple):
+    """A corpus the corpus job cannot read: its config, the sentence the job ends in (… stands for words the case
+    does not fix), the files the config names with their permissions, and what else the run is given."""
+
+    config: str
+    sentence: str
+    files: dict[str, bytes] = {}
+    mode: int = 0o644
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = {}
+
+
+CORPUS_CASES = [
+    pytest.param(
+        CorpusCase(
+            "corpus: {source: local, local: {files: [bad.txt]}}",
+            "corpus file bad.txt is not valid UTF-8 (byte 12: invalid start byte); re-encode it as UTF-8, or set "
+            "corpus.local.encoding_errors: replace to substitute U+FFFD",
+            {"bad.txt": b"a good line\n\xff\xfe a bad one\n"},
+        ),
+        id="not-utf8",
+    ),
+    pytest.param(
+        CorpusCase(
+            "corpus: {source: local, local: {files: [stories.jsonl]}}",
+            "corpus.local.text_column is 'text' but stories.jsonl has columns ['body']; set "
+            "corpus.local.text_column to the column that holds the text",
+            {"stories.jsonl": b'{"body": "Once upon a time."}\n'},
+        ),
+        id="no-text-column",
+    ),
+    # The pre-flight check refuses an unreadable file before any job, as it does a missing one (below); a job that
+    # meets one all the same (the check skipped with --no-hooks) says so in the same words.
+    pytest.param(
+        CorpusCase(
+            "corpus: {source: local, local: {files: [locked.txt]}}",
+            "corpus.local.files: locked.txt cannot be read by this user (check its permissions)",
+            {"locked.txt": b"Once upon a time.\n"},
+            mode=0,
+            args=("--no-hooks",),
+        ),
+        id="unreadable",
+        marks=pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its permissions"),
+    ),
+    # No network, as Hugging Face's offline mode has it (an address that refuses connections says the same after some
+    # 30 s of retries).
+    pytest.param(
+        CorpusCase(
+            "corpus: {source: hf, hf: {name: tokenwatt/no-such-corpus}}",
+            "corpus.hf: could not load 'tokenwatt/no-such-corpus' (split 'train') from the Hugging Face Hub: … If "
+            "this machine is offline, download the data set elsewhere, copy its files here and use corpus.source: "
+            "local with corpus.local.files pointing at them.",
+            env={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
+        ),
+        id="hub-unreachable",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CORPUS_CASES)
+def test_a_tokenwatt_error_in_a_job_reads_as_its_sentence_once_with_the_traceback_in_a_file_it_names(tmp_path, case):
     work = clone(tmp_path / "work")
-    (work / "bad.txt").write_bytes(b"a good line\n\xff\xfe a bad one\n")
-    (work / "bad.yaml").write_text("corpus: {source: local, local: {files: [bad.txt]}}\n")
-    proc = snakemake(work, "results/data/corpus.parquet", *TINY, "bad.yaml", "--cores", "1", check=False)
+    for name, data in case.files.items():
+        (work / name).write_bytes(data)
+        (work / name).chmod(case.mode)
+    (work / "case.yaml").write_text(case.config + "\n")
+    proc = snakemake(
+        work, "results/data/corpus.parquet", *TINY, "case.yaml", "--cores", "1", *case.args, check=False, env=case.env
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "Failed corpus" in out  # the job is failed, as before
-    sentence = (
-        "tokenwatt: corpus file bad.txt is not valid UTF-8 (byte 12: invalid start byte); re-encode it as UTF-8, or set "
-        "corpus.local.encoding_errors: replace to substitute U+FFFD (the traceback is in "
-        "results/logs/corpus.traceback.log)"
-    )
+    line = f"tokenwatt: {case.sentence} (the traceback is in results/logs/corpus.traceback.log)"
     # once, as the rich logger prints the failed job's log (wrapped at the terminal's width), and no traceback
-    assert " ".join(out.split()).count(sentence) == 1 and "Traceback" not in out
+    assert len(re.findall(re.escape(line).replace("…", ".*?"), " ".join(out.split()))) == 1
+    assert "Traceback" not in out
     assert "Traceback (most recent call last)" in (work / "results/logs/corpus.traceback.log").read_text()
     assert not (work / "results/data/corpus.parquet").exists()
 
 
-def test_what_this_machine_cannot_do_is_said_by_a_dry_run_and_refused_by_a_run_before_any_job(bare):
-    text = (
-        "corpus: {source: local, local: {files: [nowhere.txt]}}\n"
-        "meter: {kind: rapl, rapl_root: /nonexistent}\ntrain: {device: cuda}\n"
-    )
-    sentences = [
-        "corpus.local.files: nowhere.txt does not exist",
-        "meter.kind is rapl but there are no RAPL counters under /nonexistent (meter.rapl_root)",
-        "train.device (or a design.hardware level's device) is cuda but no CUDA device is visible here",
-    ]
-    plan = _dry(bare, text, "machine.yaml")
+# What this machine cannot do for a study (no file nowhere.txt, no RAPL counters, no CUDA device), and what is said.
+MACHINE = (
+    "corpus: {source: local, local: {files: [nowhere.txt]}}\n"
+    "meter: {kind: rapl, rapl_root: /nonexistent}\ntrain: {device: cuda}\n"
+)
+MACHINE_SENTENCES = [
+    "corpus.local.files: nowhere.txt does not exist",
+    "meter.kind is rapl but there are no RAPL counters under /nonexistent (meter.rapl_root)",
+    "train.device (or a design.hardware level's device) is cuda but no CUDA device is visible here",
+]
+
+
+def _planned_saying_what_this_machine_cannot_do(plan):
     assert plan.returncode == 0 and "Job stats" in plan.stdout + plan.stderr  # planned all the same
-    assert all(f"cannot run the study as configured (a dry run is fine): {s}" in plan.stderr for s in sentences)
-    run = snakemake(bare, *TINY, "machine.yaml", "--cores", "1", check=False)
+    assert all(f"cannot run the study as configured (a dry run is fine): {s}" in plan.stderr for s in MACHINE_SENTENCES)
+
+
+def _refused_before_any_job(run, work):
     out = run.stdout + run.stderr
     assert run.returncode != 0 and "tokenwatt cannot start this study here" in out
-    assert all(out.count(s) == 1 for s in sentences) and "Traceback" not in out
-    assert not (bare / "results").exists()  # refused before any job
+    assert all(out.count(s) == 1 for s in MACHINE_SENTENCES) and "Traceback" not in out
+    assert not (work / "results").exists()  # no job ran
+
+
+def test_what_this_machine_cannot_do_is_said_by_a_dry_run_and_refused_by_a_run_before_any_job(bare):
+    _planned_saying_what_this_machine_cannot_do(_dry(bare, MACHINE, "machine.yaml"))
+    _refused_before_any_job(snakemake(bare, *TINY, "machine.yaml", "--cores", "1", check=False), bare)
+
+
+# A project of its own that uses tokenwatt as a module, as snakedeploy writes it (the rules renamed, no hook).
+MODULE = 'module tokenwatt:\n    snakefile:\n        "{snakefile}"\n    config:\n        config\n\n\n'
+SNAKEDEPLOY = "use rule * from tokenwatt as tw_*\n"
+
+
+def _module_project(bare, folder, use=SNAKEDEPLOY):
+    folder.mkdir()
+    (folder / "Snakefile").write_text(MODULE.format(snakefile=bare / "workflow" / "Snakefile") + use)
+    (folder / "config.yaml").write_text((bare / TINY[1]).read_text())
+    (folder / "machine.yaml").write_text(MACHINE)
+    return folder
+
+
+def test_a_module_projects_dry_run_says_what_this_machine_cannot_do_and_plans(bare, tmp_path):
+    project = _module_project(bare, tmp_path / "project")
+    plan = snakemake(project, "--configfile", "config.yaml", "machine.yaml", "-n", check=False)
+    _planned_saying_what_this_machine_cannot_do(plan)
+
+
+def test_a_module_project_refuses_what_this_machine_cannot_do_before_any_job(bare, tmp_path):
+    project = _module_project(bare, tmp_path / "project")
+    run = snakemake(project, "--configfile", "config.yaml", "machine.yaml", "--cores", "1", check=False)
+    _refused_before_any_job(run, project)
+
+
+def test_a_module_projects_own_onstart_still_runs_after_tokenwatts_checks(bare, tmp_path):
+    # The project's onstart calls tokenwatt's too, as docs/use-as-a-module.md once asked.
+    use = 'use rule * from tokenwatt\n\n\nonstart:\n    print("the project starts")\n    tokenwatt.onstart()\n'
+    project = _module_project(bare, tmp_path / "project", use)
+    run = snakemake(project, "--configfile", "config.yaml", "--cores", "1", "results/data/corpus.parquet")
+    assert (run.stdout + run.stderr).count("the project starts") == 1
+    assert (project / "results/data/corpus.parquet").exists()
 
 
 def test_whole_numbers_written_as_floats_plan_exactly_the_same_jobs(study):

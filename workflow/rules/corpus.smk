@@ -4,6 +4,7 @@
 rule corpus:
     input:
         corpus_inputs,
+        start_checked,
     output:
         res("data", "corpus.parquet"),
     log:

@@ -1,6 +1,7 @@
 # Before any job: the pre-flight check (what this machine cannot do for the study, refused at the start of a run
-# and warned in a dry run), the plan's cost preview, the jobs the user forced (computed again, never restored) and
-# a report left from another config. Included last by common.smk: it reads its paths and the design.
+# and warned in a dry run; in a project that uses tokenwatt as a module too), the plan's cost preview, the jobs the
+# user forced (computed again, never restored) and a report left from another config. Included last by common.smk:
+# it reads its paths and the design.
 import functools
 import os
 import sys
@@ -36,13 +37,31 @@ def _preflight_files(planned):
     return free_disk(RESULTS, planned_bytes(planned, sizes))
 
 
-def preflight_refuse():
-    """At the start of a real run (onstart, once the jobs to run are known): refuse before any job what this machine
-    cannot do for them; the device and meter only where the jobs run here (a cluster's node checks its own).
-    """
+# The rules whose planned jobs the checks weigh: the corpus's files, the outputs' room, the training device and meter.
+_WEIGHED_RULES = ("corpus", "subset", "device_profile", "train_trial")
+
+
+def _planned():
+    """The jobs this run will run, by rule, under tokenwatt's own names (a project may rename them: `as tw_*`)."""
     import collections
 
-    planned = collections.Counter(job.rule.name for job in workflow.dag.needrun_jobs())
+    own = {
+        getattr(rules, name).rule.name: name
+        for name in _WEIGHED_RULES
+        if rules.has(name)
+    }
+    return collections.Counter(
+        own.get(job.rule.name, job.rule.name) for job in workflow.dag.needrun_jobs()
+    )
+
+
+@functools.cache
+def preflight_refuse():
+    """At the start of a real run (onstart, once the jobs to run are known): refuse before any job what this machine
+    cannot do for them; the device and meter only where the jobs run here (a cluster's node checks its own). Once
+    per run: a project that uses tokenwatt as a module may call it from its own onstart after tokenwatt did.
+    """
+    planned = _planned()
     found = _preflight_files(planned)
     if workflow.local_exec and (
         planned.get("train_trial") or planned.get("device_profile")
@@ -98,7 +117,7 @@ def _finished_trials():
 
 
 if workflow.is_main_process:
-    from tokenwatt.plan.preview import cost_preview
+    from tokenwatt.plan.preview import cost_preview, workload_key
 
     logger.info(
         cost_preview(
@@ -107,9 +126,12 @@ if workflow.is_main_process:
             config["train"]["epochs"],
             _finished_trials(),
             config["cost"],
-            config["plan"],
+            PILOT,
+            workload_key(config),
         )
     )
+    if PILOT_NOTE is not None:
+        logger.info(PILOT_NOTE)
     if (note := DESIGN.compile_note()) is not None:
         logger.info(note)
 
@@ -123,7 +145,7 @@ def forced_jobs_noted(wildcards):
     """
     if workflow.is_main_process:
         _note_forced_jobs()
-    return []
+    return start_checked(wildcards)
 
 
 @functools.cache
@@ -138,6 +160,35 @@ def _note_forced_jobs():
         settings.targets if settings.forcetargets else (),
         [r.name for r in workflow.rules],
     )
+
+
+# Read as a module of another workflow (`module tokenwatt: ...`): Snakemake runs the main Snakefile's onstart only.
+_IN_A_MODULE = not workflow.modifier.is_main_snakefile()
+
+
+def start_checked(wildcards):
+    """An input function of the rules whose jobs come first (corpus; through forced_jobs_noted the tokenizer's, the
+    subsets' and the training's); it adds no input. In a project that uses tokenwatt as a module, Snakemake would
+    never run tokenwatt's onstart, and what the start checks refuse would fail a job later. Building the DAG calls this
+    once the project's Snakefile is read, before any job: the checks are put before the project's own onstart handler
+    (Snakemake's empty one when it has none), so that they run when the jobs to run are known, as they do here.
+    """
+    if workflow.is_main_process and _IN_A_MODULE:
+        _start_checks_before_the_projects_onstart()
+    return []
+
+
+@functools.cache
+def _start_checks_before_the_projects_onstart():
+    # The handler Snakemake calls at the start of a real run (never with --no-hooks).
+    projects = workflow._onstart
+
+    def onstart(log):
+        refuse_missing_downloads()
+        preflight_refuse()
+        projects(log)
+
+    workflow._onstart = onstart
 
 
 def warn_if_report_is_stale():

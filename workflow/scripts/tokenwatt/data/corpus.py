@@ -7,6 +7,7 @@ order) and ``text`` (str).
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -162,6 +163,8 @@ def local_corpus(files: list[str], text_column: str = "text", encoding_errors: s
     for p in paths:
         if not p.is_file():
             raise CorpusError(f"corpus.local.files: {p} does not exist")
+        if not os.access(p, os.R_OK):  # reading it would end the job in a PermissionError traceback, not a sentence
+            raise CorpusError(f"corpus.local.files: {p} cannot be read by this user (check its permissions)")
         if p.suffix not in LOCAL_FORMATS:
             raise CorpusError(f"corpus.local.files: {p} has suffix {p.suffix!r}; use one of {sorted(LOCAL_FORMATS)}")
         if p.stat().st_size == 0:
