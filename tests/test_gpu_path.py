@@ -83,7 +83,7 @@ def test_slurm_puts_every_gpu_job_on_the_gpu_type_with_the_trials_threads_and_a_
     work = clone(tmp_path)
     profile = work / "profiles/slurm/config.yaml"
     profile.write_text(profile.read_text().replace("# gpu_model: a100", "gpu_model: a100"))
-    (work / "own.yaml").write_text("plan: {tokens_per_s: 10, fixed_s: 0}\ntrain: {threads: 3}\n")
+    (work / "own.yaml").write_text("plan: {tokens_per_s: 10, fixed_s: 0, workload: null}\ntrain: {threads: 3}\n")
     proc = snakemake(
         work,
         *("-n", "--profile", "profiles/slurm", "--workflow-profile", "none"),

@@ -102,3 +102,18 @@ def test_a_measured_device_profile_rescales_the_pilots_time_to_this_machine_befo
 def test_without_a_pilot_to_rescale_the_profile_says_nothing_of_time():
     assert profile_estimate(_default_with({"tokens_per_s": 10_000}), "", 0.05) is None
     assert profile_estimate(_default_with({}), "", 0.05) is None
+
+
+def test_a_device_unlike_the_pilots_machine_gets_no_rescaled_time():
+    config = _default_with({"tokens_per_s": 10_000, "cs_tflops": 0.05})
+    assert "too unlike it" in profile_estimate(config, "", 400.0)  # a GPU against a CPU pilot
+
+
+def test_a_pilot_of_another_workload_is_not_used():
+    from tokenwatt.plan.preview import pilot_of, workload_key
+
+    config = _default_with({"tokens_per_s": 10_000, "cs_tflops": 0.05, "workload": "0123456789ab"})
+    assert pilot_of(config)[0] == {} and "another workload" in pilot_of(config)[1]
+    assert profile_estimate(config, "", 0.05) is None
+    config["plan"]["workload"] = workload_key(config)
+    assert pilot_of(config)[0]["tokens_per_s"] == 10_000

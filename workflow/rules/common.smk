@@ -33,6 +33,7 @@ from tokenwatt.analysis.products import (
     products_of,
     setting,
 )  # noqa: E402
+from tokenwatt.plan.preview import pilot_of  # noqa: E402
 from tokenwatt.plan.runorder import trial_priorities  # noqa: E402
 
 try:
@@ -232,6 +233,8 @@ QUALITY_SETTINGS = quality_settings(config)
 METRICS_SCHEMA = shipped("workflow", "schemas", "metrics.schema.yaml")
 
 
+# The config's pilot (plan.*), if it measured this study's workload: the plan's time and each trial's time limit.
+PILOT, PILOT_NOTE = pilot_of(config)
 # Computed once: a priority per trial (recomputing the order per job made planning quadratic).
 TRIAL_PRIORITY = trial_priorities(EXPECTED, STUDY["seed"], STUDY["run_order"])
 
@@ -249,9 +252,7 @@ def trial_runtime(wildcards):
     from tokenwatt.plan.preview import trial_runtime_min
 
     cell = cell_of(wildcards)
-    return trial_runtime_min(
-        cell.budget, DESIGN.train_config(cell)["epochs"], config["plan"]
-    )
+    return trial_runtime_min(cell.budget, DESIGN.train_config(cell)["epochs"], PILOT)
 
 
 def chunked_documents(wildcards):

@@ -114,7 +114,9 @@ def _eval_window_problems(cfg: dict[str, Any]) -> list[str]:
     from ..measurement.energy import short_eval_window
     from ..measurement.nvml import NvmlMeter  # polars only, no torch
 
-    schedule, tokens_per_s = cfg["eval"], cfg["plan"]["tokens_per_s"]
+    from .preview import pilot_of
+
+    schedule, tokens_per_s = cfg["eval"], pilot_of(cfg)[0].get("tokens_per_s")
     intermediate = schedule["points"] > 1 or bool(schedule["at_tokens"])
     if not (intermediate and schedule["max_tokens"] and tokens_per_s and measures_with_nvml(cfg)):
         return []

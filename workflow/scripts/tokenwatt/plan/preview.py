@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import statistics
 from typing import Any
@@ -22,6 +24,39 @@ RUNTIME_EXTRA_MIN = 15
 RUNTIME_UNKNOWN_MIN = 240
 
 
+# What sets a study's tokens per second: the model, its vocabulary, the chunks and how it trains. A pilot (plan.*)
+# names the workload it measured by this key, so that a study which extends a config with another model or batch size
+# does not inherit its pilot's time.
+WORKLOAD_KEYS = {
+    "model": None,
+    "tokenizer": ("vocab_size",),
+    "chunk": ("length",),
+    "train": ("batch_size", "precision", "device", "threads", "compile"),
+}
+
+
+def workload_key(config: dict[str, Any]) -> str:
+    """A short digest of the settings that set training throughput (WORKLOAD_KEYS)."""
+    parts = {
+        section: config.get(section) if keys is None else {k: (config.get(section) or {}).get(k) for k in keys}
+        for section, keys in WORKLOAD_KEYS.items()
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def pilot_of(config: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The config's pilot (plan.*) if it measured this study's workload (plan.workload unset, or equal to this study's
+    key), else none and a sentence why."""
+    pilot = config.get("plan") or {}
+    measured, ours = pilot.get("workload"), workload_key(config)
+    if measured and measured != ours:
+        return {}, (
+            f"plan.*'s pilot measured another workload (plan.workload {measured}; this study's model, vocabulary, "
+            f"chunks and training settings give {ours}): its time is not used here."
+        )
+    return pilot, None
+
+
 def trial_runtime_min(budget: int, epochs: int, pilot: dict[str, Any]) -> int:
     """Minutes a trial of ``budget`` real tokens × ``epochs`` may run, from the config's ``plan`` (a pilot's
     tokens/s and fixed seconds per trial); RUNTIME_UNKNOWN_MIN without plan.tokens_per_s."""
@@ -38,13 +73,15 @@ def cost_preview(
     finished: dict[Any, dict[str, Any]],
     cost: dict[str, Any] | None = None,
     pilot: dict[str, Any] | None = None,
+    workload: str = "",
 ) -> str:
     """A few lines for the log. ``expected`` maps every (cell, trial) to its budget; ``shape`` says how
     the design makes them ("3 budgets × 5 trials"). Time comes from trials already finished on this machine:
     seconds per real token of training, plus the median fixed cost of a trial (model build,
     device benchmark, idle baseline, eval). Process start-up is not included. Energy likewise
     (joules per real token), and from it CO2 and money where ``cost`` sets them. Before any trial has
-    finished, from ``pilot`` (the config's ``plan``: a pilot's tokens/s and J/token, with its source)."""
+    finished, from ``pilot`` (the config's ``plan``: a pilot's tokens/s and J/token, with its source); ``workload``: this
+    study's workload key, named where a pilot would help."""
     todo = [key for key in expected if key not in finished]
     tokens_all = sum(expected.values()) * epochs
     tokens_todo = sum(expected[key] for key in todo) * epochs
@@ -56,7 +93,7 @@ def cost_preview(
     if not todo:
         return lines[0]
     if not timed:
-        return "\n".join([*lines, *_pilot_lines(pilot or {}, tokens_todo, len(todo), cost), PROGRESS_NOTE])
+        return "\n".join([*lines, *_pilot_lines(pilot or {}, tokens_todo, len(todo), cost, workload), PROGRESS_NOTE])
     s_per_token = statistics.median(m["train_s"] / m["real_tokens"] for m in timed)
     fixed = statistics.median(m["run_s"] - m["train_s"] for m in timed)
     seconds = tokens_todo * s_per_token + len(todo) * fixed
@@ -71,12 +108,15 @@ def cost_preview(
     return "\n".join([*lines, PROGRESS_NOTE])
 
 
-def _pilot_lines(pilot: dict[str, Any], tokens: int, trials: int, cost: dict[str, Any] | None) -> list[str]:
+def _pilot_lines(
+    pilot: dict[str, Any], tokens: int, trials: int, cost: dict[str, Any] | None, workload: str = ""
+) -> list[str]:
     """Time and energy from the config's ``plan`` (a pilot measured beforehand), or why there are none."""
     if not pilot.get("tokens_per_s"):
+        key = f", and plan.workload: {workload}" if workload else ""
         return [
             "Time: unknown until the first trial finishes on this machine (its throughput calibrates this estimate; "
-            "or set plan.tokens_per_s from a pilot)."
+            f"or set plan.tokens_per_s from a pilot{key})."
         ]
     source = f": {pilot['source']}" if pilot.get("source") else ""
     seconds = tokens / pilot["tokens_per_s"] + trials * pilot.get("fixed_s", 0)

@@ -16,6 +16,7 @@ from ..analysis.quality import assess
 from ..common.measures import duration
 from ..plan.config import quality_settings
 from ..plan.design import Design, condition_name, parse_cell, series_of
+from ..plan.preview import pilot_of
 
 
 def _condition(budget: int, levels: dict[str, str]) -> str:
@@ -95,13 +96,24 @@ def study_progress(finished: dict[tuple[str, int], dict[str, Any]], expected: li
     return f"{line}; ~{seconds / 60:,.1f} min{energy} to go"
 
 
+# Rescaling a pilot's tokens/s by matmul throughput holds between machines of one kind (two CPUs, two GPUs), not
+# across kinds, where small models run far from the matmul peak on a GPU: beyond this range of ratios, no estimate.
+RESCALABLE = (0.2, 5.0)
+
+
 def profile_estimate(config: dict[str, Any], profile_key: str, cs_here: float | None) -> str | None:
     """The study's time here, said when a device profile is measured (before the first trial): the config's pilot
     (plan.tokens_per_s, measured on the machine plan.cs_tflops names by its own profile) rescaled by this device's
     CS_TFLOPS over the pilot's, for the trials that run on this profile; None without a pilot to rescale."""
-    pilot = config.get("plan") or {}
+    pilot = pilot_of(config)[0]
     if not (pilot.get("tokens_per_s") and pilot.get("cs_tflops") and cs_here):
         return None
+    ratio = cs_here / pilot["cs_tflops"]
+    if not RESCALABLE[0] <= ratio <= RESCALABLE[1]:
+        return (
+            f"Time here: unknown until the first trial finishes (this device's CS_TFLOPS {cs_here:.3g} is {ratio:.3g}× "
+            f"the pilot machine's, plan.cs_tflops: too unlike it for its throughput to be rescaled)."
+        )
     design = Design(config)
     keys = [(c, t) for c, t in design.keys() if design.profile_key(design.cell(c)) == profile_key]
     tokens = sum(design.budget_of(c) for c, _ in keys) * config["train"]["epochs"]
