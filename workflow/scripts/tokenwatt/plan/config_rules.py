@@ -113,7 +113,6 @@ def _eval_window_problems(cfg: dict[str, Any]) -> list[str]:
     length estimated from the pilot's throughput (plan.tokens_per_s); a trial refuses it too, once measured."""
     from ..measurement.energy import short_eval_window
     from ..measurement.nvml import NvmlMeter  # polars only, no torch
-
     from .preview import pilot_of
 
     schedule, tokens_per_s = cfg["eval"], pilot_of(cfg)[0].get("tokens_per_s")
