@@ -1,7 +1,7 @@
 """Benchmark: where the embedded default study's wall time goes.
 
 Runs the default study from nothing in a fresh copy of the project
-(``snakemake --cores 1 --resources gpu=1``, as the README does) and splits its wall time into
+(``snakemake --cores 2 --resources gpu=1``, as `make study` does) and splits its wall time into
 training (the metered windows, Σ train_s), the rest of each trial inside run_trial
 (Σ run_s − Σ train_s: model build, idle baseline, throughput checks, eval), and everything else
 (each trial process's start and exit, Snakemake, data preparation, device profile, analysis,
@@ -37,7 +37,7 @@ def run(study: Path, config: str, label: str) -> float:
     """Run the study from nothing in ``study``; print where its wall time went; return the wall time."""
     t0 = time.perf_counter()
     subprocess.run(
-        [SNAKEMAKE, "--cores", "1", "--resources", "gpu=1", "--configfile", config],
+        [SNAKEMAKE, "--cores", "2", "--resources", "gpu=1", "--configfile", config],
         cwd=study,
         check=True,
         stdout=subprocess.DEVNULL,
