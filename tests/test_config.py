@@ -479,3 +479,8 @@ def test_a_stopping_level_without_measured_energy_is_refused(schema, default):
 def test_an_incomplete_rule_to_replay_is_refused_before_any_job(schema, default):
     message = _error(schema, {**default, "analysis": {"stopping": {"half": {"rule": "marginal"}}}})
     assert "analysis.stopping.half:" in message
+
+
+def test_eval_filters_without_a_selection_factor_are_refused_naming_the_key(schema, default):
+    cfg = _yaml(default, "selection: {eval_filters: {min_words: 20}}")
+    assert "selection.eval_filters: it filters the eval set of a data-selection study" in _error(schema, cfg)

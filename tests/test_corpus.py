@@ -66,6 +66,15 @@ def test_missing_local_file_names_it(tmp_path):
         local_corpus([str(tmp_path / "nothere.txt")])
 
 
+def test_an_unreadable_local_file_is_named_with_what_to_check(tmp_path, monkeypatch):
+    import os
+
+    path = _write(tmp_path, ".jsonl")
+    monkeypatch.setattr(os, "access", lambda p, mode: False)  # as for a file without read permission (root reads all)
+    with pytest.raises(CorpusError, match=rf"corpus.local.files: {path} cannot be read by this user"):
+        local_corpus([str(path)])
+
+
 def test_unreachable_hub_explains_the_local_way_out():
     with pytest.raises(CorpusError, match="corpus.source: local"):
         hf_corpus("tokenwatt-no-such-org/no-such-dataset", split="train")

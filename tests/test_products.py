@@ -5,7 +5,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from tokenwatt.analysis.products import PRODUCTS, SELECTION_RECORDS, Product, Result, products_of, setting
+from tokenwatt.analysis.products import PRODUCTS, STEP_RECORDS, Product, Result, products_of, setting
 from tokenwatt.common.codeclosure import closure
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts"
@@ -23,7 +23,7 @@ def test_each_product_names_a_function_of_the_analysis_stage(made):
 @pytest.mark.parametrize("made", PRODUCTS, ids=lambda p: p.name)
 def test_each_product_reads_the_aggregate_or_an_earlier_product_only(made):
     earlier = {f"{p.name}.json" for p in PRODUCTS[: PRODUCTS.index(made)]}
-    assert set(made.reads.values()) <= AGGREGATE_FILES | earlier | {SELECTION_RECORDS}
+    assert set(made.reads.values()) <= AGGREGATE_FILES | earlier | {STEP_RECORDS}
 
 
 def test_product_names_are_unique_and_are_not_an_aggregate_file():

@@ -117,3 +117,12 @@ def test_a_pilot_of_another_workload_is_not_used():
     assert profile_estimate(config, "", 0.05) is None
     config["plan"]["workload"] = workload_key(config)
     assert pilot_of(config)[0]["tokens_per_s"] == 10_000
+
+
+def test_a_pilot_does_not_apply_to_a_study_that_adds_a_design_factor_over_its_config():
+    from tokenwatt.plan.preview import pilot_of, workload_key
+
+    config = _default_with({"tokens_per_s": 10_000})
+    config["plan"]["workload"] = workload_key(config)
+    config["design"] = {"batch_size": {"one": 1, "four": 4}}
+    assert pilot_of(config)[0] == {}

@@ -233,3 +233,10 @@ def test_the_section_says_how_many_eval_documents_every_level_is_scored_on():
 
 def test_an_interim_report_before_any_trial_shares_no_joules_and_does_not_fail():
     assert level_costs({SHARED: []}, pl.DataFrame()) == []
+
+
+def test_the_eval_filters_joules_are_no_levels_selection_cost():
+    eval_filter = {**_step("eval_filter", 50.0, kept=7), "documents_in": 10}
+    records = {SHARED: [_step("eval_near_dup", 2.0), eval_filter], "dedup": [_step("near_dup", 8.0)]}
+    (cost,) = level_costs(records, _trials({"dedup": 2}))
+    assert cost["shared_joules"] == 2.0 and cost["share_per_trial_j"] == 8.0 / 2 + 2.0 / 2

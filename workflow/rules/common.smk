@@ -29,7 +29,7 @@ from tokenwatt.plan.design import (
 )  # noqa: E402
 from tokenwatt.common.measures import FIGURES, SCALING_FIGURES  # noqa: E402
 from tokenwatt.analysis.products import (
-    SELECTION_RECORDS as RECORDS_INPUT,
+    STEP_RECORDS,
     products_of,
     setting,
 )  # noqa: E402
@@ -171,7 +171,7 @@ def product_input(file, interim):
     """A file an analysis product reads (tokenwatt.analysis.products): the aggregate's or another product's under
     results/analysis/ (results/interim/analysis/ for the interim twin), or the selection steps' records (the interim
     twin's: those written so far)."""
-    if file == RECORDS_INPUT:
+    if file == STEP_RECORDS:
         return existing(*SELECTION_RECORDS) if interim else SELECTION_RECORDS
     return interim_path("analysis", file) if interim else res("analysis", file)
 

@@ -57,7 +57,8 @@ def interim_positional(files):
 
 
 def existing_profiles(wildcards):
-    return [p for p in DEVICE_PROFILES if Path(p).exists()]
+    # ancient(): a measured profile is read as it is, never measured again beside the running study
+    return [ancient(p) for p in DEVICE_PROFILES if Path(p).exists()]
 
 
 def existing(*paths):

@@ -115,6 +115,8 @@ rule select_eval:
         record=res("data", "eval_filter.json"),
     log:
         logfile("select_eval"),
+    benchmark:
+        res("benchmarks", "select_eval.tsv")
     priority: SUBSET_PRIORITY
     conda:
         "../envs/data.yaml"

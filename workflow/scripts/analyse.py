@@ -1,14 +1,14 @@
 """Rule of each analysis product (tokenwatt.analysis.products): its files read, its function run, its JSON and
 tables written."""
 
-from tokenwatt.analysis.products import SELECTION_RECORDS, product
+from tokenwatt.analysis.products import STEP_RECORDS, product
 from tokenwatt.common.files import logged, read_analysis_json, read_table, write_csv, write_json
 
 
 def read(keyword, file):
     """One of the product's inputs, as its function takes it: a table, a JSON, or the step records by path."""
     paths = getattr(snakemake.input, keyword)
-    if file == SELECTION_RECORDS:  # the interim report's: those written so far, one or none
+    if file == STEP_RECORDS:  # a list of paths (Snakemake gives a single one as a string)
         return {
             p: read_analysis_json(p, "selection step record") for p in ([paths] if isinstance(paths, str) else paths)
         }

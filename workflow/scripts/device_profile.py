@@ -34,6 +34,10 @@ with logged(snakemake.log[0], job=job_label(snakemake.rule, snakemake.wildcards)
 
 # The study's time on this machine, on the terminal before the first trial (display only: the config is read here,
 # never a param, so that neither the profile's key nor its code digest depends on the study's budgets).
-line = profile_estimate(snakemake.config, snakemake.params.key, read_profile(snakemake.output[0])["cs_tflops"])
+# A failure here must never fail the job, whose profile is already written and stored.
+try:
+    line = profile_estimate(snakemake.config, snakemake.params.key, read_profile(snakemake.output[0])["cs_tflops"])
+except Exception as err:  # noqa: BLE001
+    line = f"  (time estimate unavailable: {type(err).__name__}: {err})"
 if line:
     print(line, file=sys.__stderr__)

@@ -21,7 +21,7 @@ import polars as pl
 
 # What a product may read, besides the aggregate's files under results/analysis/ (named by file) and another
 # product's JSON (<name>.json): each selection step's record from the data stage, by level.
-SELECTION_RECORDS = "selection records"
+STEP_RECORDS = "selection records"
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Result:
 @dataclass(frozen=True)
 class Product:
     """One analysis: ``function`` (``module:function`` in this package) is called with the files in ``reads`` (keyword
-    → file under results/analysis/, or SELECTION_RECORDS) and ``settings`` (the config value at that dotted key) and
+    → file under results/analysis/, or STEP_RECORDS) and ``settings`` (the config value at that dotted key) and
     returns a Result; ``section`` is the report section that shows it; ``requires`` a dotted config key that must be
     set for the product to exist in a study (design.selection: no data selection, no selection analysis)."""
 
@@ -94,7 +94,7 @@ PRODUCTS: tuple[Product, ...] = (
     Product(
         name="selection",
         function="tokenwatt.analysis.selection:selection_product",
-        reads={"trials": "trials.parquet", "curves": "curves.json", "records": SELECTION_RECORDS},
+        reads={"trials": "trials.parquet", "curves": "curves.json", "records": STEP_RECORDS},
         settings="design.selection",
         section="selection",
         what="data selection analysis",

@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from ..plan.design import LEVEL_PREFIX
+from ..selection.steps import EVAL_FILTER
 from .products import Result
 
 SHARED = ""  # the records of the steps every level shares, in ``records``' keys
@@ -36,7 +37,10 @@ def level_costs(records: Mapping[str, Sequence[Mapping[str, Any]]], trials: pl.D
     """Per level, in the trials' order: its steps' joules and seconds, the shared steps' joules, the trials that used
     it and the per-trial share (its own joules over its trials, plus the shared joules over every trial), and the
     meters that measured the selection and the level's training."""
-    shared_j = _joules(records.get(SHARED, []))
+    # The eval set's own filter (selection.eval_filters) prepares what every level is scored on: not a selection of
+    # training documents, so not part of any level's cost (the report shows its joules on its own row).
+    shared = [s for s in records.get(SHARED, []) if s["step"] != EVAL_FILTER]
+    shared_j = _joules(shared)
     rows = []
     if COLUMN not in trials.columns:  # no trial finished yet (an interim report): no trials to share the joules over
         return rows
@@ -55,10 +59,10 @@ def level_costs(records: Mapping[str, Sequence[Mapping[str, Any]]], trials: pl.D
                 "shared_joules": shared_j,
                 "trials": n,
                 "share_per_trial_j": share,
-                "is_estimate": any(s["energy"]["meter_is_estimate"] for s in [*steps, *records.get(SHARED, [])]),
+                "is_estimate": any(s["energy"]["meter_is_estimate"] for s in [*steps, *shared]),
                 # what measured the selection's joules, beside what measured the training's: a CPU meter's joules added
                 # to a GPU board's are a sum of two scopes, and the report says so
-                "selection_meters": sorted({s["energy"]["meter"] for s in [*steps, *records.get(SHARED, [])]}),
+                "selection_meters": sorted({s["energy"]["meter"] for s in [*steps, *shared]}),
                 "training_meters": trials.filter(pl.col(COLUMN) == level)["meter"]
                 .drop_nulls()
                 .unique()

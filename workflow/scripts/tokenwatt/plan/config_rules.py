@@ -24,6 +24,11 @@ def requirements(cfg: dict[str, Any], schema: dict[str, Any]) -> list[str]:
             carbon_intensity(cfg["cost"]["carbon_intensity"])
         except CostError as err:
             problems.append(str(err))
+    if cfg["selection"].get("eval_filters") and not cfg["design"].get("selection"):
+        problems.append(
+            "selection.eval_filters: it filters the eval set of a data-selection study (design.selection), whose report "
+            "says how many eval documents every level is scored on; set design.selection, or remove it"
+        )
     problems += _stopping_problems(cfg)
     problems += _eval_window_problems(cfg)
     base = model_problems(cfg["model"], cfg["tokenizer"], "")

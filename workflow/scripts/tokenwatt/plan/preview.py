@@ -24,10 +24,12 @@ RUNTIME_EXTRA_MIN = 15
 RUNTIME_UNKNOWN_MIN = 240
 
 
-# What sets a study's tokens per second: the model, its vocabulary, the chunks and how it trains. A pilot (plan.*)
-# names the workload it measured by this key, so that a study which extends a config with another model or batch size
-# does not inherit its pilot's time.
+# What sets a study's tokens per second: the model, its vocabulary, the chunks and how it trains, and any design
+# factor over them (a model, batch size, precision or hardware level; the whole design, so a pilot applies only to the
+# design it measured). A pilot (plan.*) names the workload it measured by this key, so that a study which extends a
+# config with another model, batch size or design does not inherit its pilot's time.
 WORKLOAD_KEYS = {
+    "design": None,
     "model": None,
     "tokenizer": ("vocab_size",),
     "chunk": ("length",),

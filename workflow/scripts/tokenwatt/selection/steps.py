@@ -16,6 +16,8 @@ from .filters import failed_rule
 from .near_dup import near_duplicates
 
 T = TypeVar("T")
+# The step that filters the eval documents (selection.eval_filters): what every level is scored on, not its training.
+EVAL_FILTER = "eval_filter"
 # Removed documents quoted in a step's record, and how much of each.
 EXAMPLES = 3
 EXAMPLE_CHARS = 240

@@ -11,6 +11,7 @@ from markupsafe import Markup
 
 from ...common.measures import si
 from ...plan.design import condition_name
+from ...selection.steps import EVAL_FILTER
 from ..html import esc, table
 from ..inputs import ReportInputs
 from ..templating import render_template
@@ -23,8 +24,9 @@ def render(inputs: ReportInputs) -> Markup:
 def selection_html(selection: Mapping[str, Any]) -> Markup:
     """The section from the selection product (tokenwatt.analysis.selection.selection_product)."""
     costs, shared = selection["levels"], selection["shared"]
-    steps = [("every level", s) for s in shared] + [(c["level"], s) for c in costs for s in c["steps"]]
-    evaluated = next((s for s in shared if s["step"] == "eval_filter"), None)
+    steps = [("eval set" if s["step"] == EVAL_FILTER else "every level", s) for s in shared]
+    steps += [(c["level"], s) for c in costs for s in c["steps"]]
+    evaluated = next((s for s in shared if s["step"] == EVAL_FILTER), None)
     return render_template(
         "sections/selection.html.j2",
         estimate=any(c["is_estimate"] for c in costs),
