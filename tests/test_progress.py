@@ -72,6 +72,10 @@ def test_the_end_line_carries_a_first_quality_look_from_the_trials_own_traces():
     assert look.startswith("quality ok so far (throughput and matmul checks are judged after the study")
     assert first_look(raw_record(1000, 1), stepped, steady_steps(), config).startswith("FLAGGED: power stepped by")
     assert trial_finished(raw_record(1000, 1), "quality ok so far").endswith("; quality ok so far")
+    unchecked = {**config, "profile": {"max_cv": 0.1, "check_windows": 0}}  # no matmul checks: none to be judged
+    assert first_look(raw_record(1000, 1), steady_trace(), steady_steps(), unchecked) == (
+        "quality ok so far (throughput is judged after the study, against the other trials)"
+    )
 
 
 def test_a_diverged_trial_without_tokens_gets_no_quality_look_and_no_error():
