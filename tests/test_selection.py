@@ -10,7 +10,6 @@ from tokenwatt.selection.near_dup import NearDupSettingsError, jaccard, near_dup
 from tokenwatt.selection.steps import (
     SelectionError,
     apply_filters,
-    order_documents,
     record,
     refuse_empty,
     refuse_empty_eval,
@@ -241,25 +240,3 @@ def test_the_eval_filters_joules_are_no_levels_selection_cost():
     records = {SHARED: [_step("eval_near_dup", 2.0), eval_filter], "dedup": [_step("near_dup", 8.0)]}
     (cost,) = level_costs(records, _trials({"dedup": 2}))
     assert cost["shared_joules"] == 2.0 and cost["share_per_trial_j"] == 8.0 / 2 + 2.0 / 2
-
-
-def test_as_read_ranks_the_documents_in_the_order_they_are_read():
-    ranks, step = order_documents(_docs(["b b b", "a", "c c"]), "as_read")
-    assert ranks["doc_id"].to_list() == [0, 1, 2] and ranks["rank"].to_list() == [0, 1, 2]
-    assert step["step"] == "order" and step["kept"] == 3 and step["removed"] == 0
-
-
-def test_a_curriculum_ranks_by_its_measure_in_its_direction_ties_as_read():
-    docs = _docs(["one two three", "one", "one two", "uno"])
-    up, _ = order_documents(docs, {"curriculum": {"score": "words", "direction": "ascending"}})
-    assert up.sort("rank")["doc_id"].to_list() == [1, 3, 2, 0]
-    down, _ = order_documents(docs, {"curriculum": {"score": "words", "direction": "descending"}})
-    assert down.sort("rank")["doc_id"].to_list() == [0, 2, 1, 3]
-
-
-def test_a_subset_trains_in_its_levels_order_without_changing_which_chunks_train():
-    from tokenwatt.data.subsets import in_level_order
-
-    chunks = pl.DataFrame({"chunk_id": [10, 11, 12, 13, 14], "doc_id": [0, 0, 1, 2, 2]})
-    ranks = pl.DataFrame({"doc_id": [2, 0, 1], "rank": [0, 1, 2]})
-    assert in_level_order([14, 11, 12, 13], chunks, ranks) == [13, 14, 11, 12]

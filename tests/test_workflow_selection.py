@@ -78,11 +78,3 @@ def test_a_changed_eval_filter_reruns_the_eval_chunks_and_every_trial_but_not_th
     (study / "eval.yaml").write_text("selection: {eval_filters: {min_words: 5}}\n")
     jobs = planned_jobs(study, *SELECTION, "eval.yaml")
     assert jobs == {"select_eval": 1, "chunk": 1, "train_trial": 18, "selection": 1, **ANALYSIS}
-
-
-def test_an_order_for_one_level_reruns_its_order_step_and_trials_but_not_its_subsets_or_other_levels(study):
-    (study / "order.yaml").write_text(
-        "design: {selection: {dedup: {near_dup: {}, order: {curriculum: {score: words}}}}}\n"
-    )
-    jobs = planned_jobs(study, *SELECTION, "order.yaml")
-    assert jobs == {"select_order": 1, "train_trial": 6, "selection": 1, **ANALYSIS}

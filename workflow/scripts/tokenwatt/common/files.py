@@ -146,11 +146,6 @@ def read_chunks(path: str | Path, columns: list[str] | None = None) -> pl.DataFr
     return read_parquet_checked(path, "chunk table", DATA_FIX, tuple(columns) if columns else CHUNK_COLUMNS, columns)
 
 
-def read_order(path: str | Path) -> pl.DataFrame:
-    """A selection level's training order (order.parquet: doc_id, rank)."""
-    return read_parquet_checked(path, "document order", DATA_FIX, ("doc_id", "rank"))
-
-
 def read_documents(path: str | Path) -> pl.DataFrame:
     """A document table of the data stage (corpus, normalized, docs_train, docs_eval)."""
     return read_parquet_checked(path, "document table", DATA_FIX, ("text",))

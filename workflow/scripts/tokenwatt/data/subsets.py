@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import polars as pl
 
 
 class SubsetError(ValueError):
@@ -46,12 +45,3 @@ def draw_subset(
         "available_tokens": available,
         "chunk_ids": chunk_ids[picked].tolist(),
     }
-
-
-def in_level_order(chunk_ids: list[int], chunks: pl.DataFrame, ranks: pl.DataFrame) -> list[int]:
-    """A subset's chunks in its selection level's training order (``ranks``: doc_id → rank, 0 first; ``chunks``:
-    chunk_id → doc_id), a document's chunks in the order they were cut: which chunks train is the subset's draw, the
-    level decides only when."""
-    doc_of = dict(chunks.select("chunk_id", "doc_id").iter_rows())
-    rank = dict(ranks.select("doc_id", "rank").iter_rows())
-    return sorted(chunk_ids, key=lambda c: (rank[doc_of[c]], c))

@@ -196,14 +196,7 @@ class Design:
         return {
             "near_dup": None if near_dup is None else {**self.config["selection"]["near_dup"], **near_dup},
             "filters": spec.get("filters"),
-            "order": spec.get("order", "shuffled"),
         }
-
-    def ordered_levels(self) -> list[str]:
-        """The selection levels that train in an order of their own (as read, or a curriculum), not reshuffled."""
-        return [
-            level for level in self.factors.get("selection", {}) if self.selection_config(level)["order"] != "shuffled"
-        ]
 
     def train_config(self, cell: Cell) -> dict[str, Any]:
         train = self._train_settings(cell)
@@ -220,9 +213,6 @@ class Design:
             train["device"] = hardware["device"]
         if (stop := self._level(cell, "stopping")) is not None:
             train["stop"] = stop
-        level = dict(cell.levels).get("selection")
-        if level is not None and level in self.ordered_levels():
-            train["order"] = "given"  # the subset in its level's order, every epoch (data.order)
         return train
 
     def min_steps(self, cell: Cell) -> int:

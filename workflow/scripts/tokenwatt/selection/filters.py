@@ -104,10 +104,6 @@ RULES: dict[str, Callable[[str], float]] = {
 }
 
 
-# Measure name -> the measure: what a curriculum orders documents by (design.selection.<level>.order).
-MEASURES: dict[str, Callable[[str], float]] = {fn.__name__: fn for fn in RULES.values()}
-
-
 def passes(rule: str, value: float, threshold: float) -> bool:
     return value >= threshold if rule.startswith("min_") else value <= threshold
 

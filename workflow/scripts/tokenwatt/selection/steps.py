@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import polars as pl
 
-from .filters import MEASURES, failed_rule
+from .filters import failed_rule
 from .near_dup import near_duplicates
 
 T = TypeVar("T")
@@ -90,24 +90,6 @@ def apply_filters(
             rule, value = failed
             why[doc_id] = f"{rule} (value {value:g}, threshold {thresholds[rule]:g})"
     return _kept(docs, why), record(step, thresholds, docs, why)
-
-
-def order_documents(docs: pl.DataFrame, order: str | dict[str, Any]) -> tuple[pl.DataFrame, dict[str, Any]]:
-    """The training order of a level's documents: ``as_read`` (the order the documents are read in) or a curriculum
-    (``{curriculum: {score, direction}}``: by a quality measure of each document, ties in the order read). A table of
-    doc_id and rank (0 first), and the step's record (every document kept)."""
-    position = pl.int_range(pl.len(), dtype=pl.Int64)
-    if order == "as_read":
-        ranked = docs.select("doc_id", rank=position)
-    else:
-        spec = order["curriculum"]
-        measure = MEASURES[spec["score"]]
-        scored = docs.select("doc_id", score=pl.col("text").map_elements(measure, return_dtype=pl.Float64))
-        scored = scored.with_columns(read=position).sort(
-            ["score", "read"], descending=[spec.get("direction", "ascending") == "descending", False]
-        )
-        ranked = scored.select("doc_id", rank=position)
-    return ranked, record("order", order, docs, {})
 
 
 def refuse_empty(level: str, steps: list[dict[str, Any]]) -> None:
