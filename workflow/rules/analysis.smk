@@ -1,35 +1,6 @@
 # Analysis stage: per-trial table and condition summaries, statistics, figures.
 
 
-def aggregate_params(interim):
-    """The aggregate rule's params, and its interim twin's: mid-study most subjects are incomplete, so the interim
-    report describes every finished trial (the tests use complete ones) and names the rest as not finished yet.
-    """
-    return dict(
-        expected=EXPECTED,
-        paths=[trial_metrics(c, t) for c, t in EXPECTED],
-        profiles=PROFILES,
-        cs_keys=DESIGN.cs_profile_keys(),
-        absent="not finished yet" if interim else "no metrics",
-        metric=config["metric"],
-        quality=QUALITY_SETTINGS,
-        cost=config["cost"],
-        exclude_flagged=config["quality"]["exclude_flagged"],
-        require_complete=not interim,
-        code=code_digest("aggregate.py"),
-    )
-
-
-def figures_params(trace_keys):
-    """The figures rule's params, and its interim twin's (the traces of the trials finished so far)."""
-    return dict(
-        trace_keys=trace_keys,
-        style=config["figures"],
-        currency=config["cost"]["currency"],
-        code=code_digest("figures.py"),
-    )
-
-
 rule aggregate:
     input:
         schema=METRICS_SCHEMA,

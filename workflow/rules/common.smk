@@ -290,4 +290,53 @@ def hardware_resources(cell_for):
     }
 
 
+# --- params the final rules and their interim twins share (analysis.smk, report.smk, interim.smk)
+def aggregate_params(interim):
+    """The aggregate rule's params, and its interim twin's: mid-study most subjects are incomplete, so the interim
+    report describes every finished trial (the tests use complete ones) and names the rest as not finished yet.
+    """
+    return dict(
+        expected=EXPECTED,
+        paths=[trial_metrics(c, t) for c, t in EXPECTED],
+        profiles=PROFILES,
+        cs_keys=DESIGN.cs_profile_keys(),
+        absent="not finished yet" if interim else "no metrics",
+        metric=config["metric"],
+        quality=QUALITY_SETTINGS,
+        cost=config["cost"],
+        exclude_flagged=config["quality"]["exclude_flagged"],
+        require_complete=not interim,
+        code=code_digest("aggregate.py"),
+    )
+
+
+def figures_params(trace_keys):
+    """The figures rule's params, and its interim twin's (the traces of the trials finished so far)."""
+    return dict(
+        trace_keys=trace_keys,
+        style=config["figures"],
+        currency=config["cost"]["currency"],
+        code=code_digest("figures.py"),
+    )
+
+
+# The report imports each product's section by name (Product.section): its code digest names them, as its imports
+# do not.
+REPORT_SECTIONS = [
+    f"tokenwatt.presentation.sections.{p.section}" for p in STUDY_PRODUCTS
+]
+
+
+def report_params(interim):
+    """The report rule's params, and the interim report's."""
+    return dict(
+        config=config,
+        config_hash=CONFIG_HASH,
+        profiles=PROFILES,
+        figure_names=REPORT_FIGURES,
+        interim=interim,
+        code=code_digest("report.py", *REPORT_SECTIONS),
+    )
+
+
 include: "preflight.smk"

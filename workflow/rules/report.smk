@@ -1,23 +1,5 @@
 # Report stage: one self-contained HTML file with the answer, its evidence and provenance.
 
-# The report imports each product's section by name (Product.section): its code digest names them, as its imports
-# do not.
-REPORT_SECTIONS = [
-    f"tokenwatt.presentation.sections.{p.section}" for p in STUDY_PRODUCTS
-]
-
-
-def report_params(interim):
-    """The report rule's params, and the interim report's."""
-    return dict(
-        config=config,
-        config_hash=CONFIG_HASH,
-        profiles=PROFILES,
-        figure_names=REPORT_FIGURES,
-        interim=interim,
-        code=code_digest("report.py", *REPORT_SECTIONS),
-    )
-
 
 rule report:
     input:
