@@ -484,3 +484,10 @@ def test_an_incomplete_rule_to_replay_is_refused_before_any_job(schema, default)
 def test_eval_filters_without_a_selection_factor_are_refused_naming_the_key(schema, default):
     cfg = _yaml(default, "selection: {eval_filters: {min_words: 20}}")
     assert "selection.eval_filters: it filters the eval set of a data-selection study" in _error(schema, cfg)
+
+
+def test_a_selection_levels_quality_rules_keep_the_order_they_are_written_in(schema, default):
+    cfg = _yaml(default, "design: {selection: {raw: none, strict: {filters: {min_words: 20, max_symbol_word_ratio: 1}}}}")
+    rules = validate_config(cfg, schema)["design"]["selection"]["strict"]["filters"]
+    assert list(rules) == ["min_words", "max_symbol_word_ratio"]
+    assert type(rules["max_symbol_word_ratio"]) is float

@@ -56,6 +56,14 @@ def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> None:
                         _fill_defaults(value, sub["additionalProperties"])
 
 
+def _object_branch(schema: dict[str, Any]) -> dict[str, Any]:
+    """The object schema a mapping is read by: the schema itself, or its one object branch of a ``oneOf`` (a selection
+    level is ``none`` or a mapping), so that order-keeping and number spelling reach inside it."""
+    if "properties" in schema or "additionalProperties" in schema:
+        return schema
+    return next((b for b in schema.get("oneOf", []) if b.get("type") == "object"), schema)
+
+
 def canonical(value: Any, schema: dict[str, Any]) -> Any:
     """One spelling per study: keys sorted at every depth, whole numbers where the schema asks for
     integers, floats where it asks for numbers.
@@ -64,6 +72,7 @@ def canonical(value: Any, schema: dict[str, Any]) -> Any:
     ``trials: 3.0`` for ``3``, would rerun every job although the study is the same.
     """
     if isinstance(value, dict):
+        schema = _object_branch(schema)
         props, other = schema.get("properties", {}), schema.get("additionalProperties")
         other = other if isinstance(other, dict) else {}
         # Named levels keep the order they were written in: it is the order of tables and figures.
