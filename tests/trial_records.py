@@ -92,7 +92,9 @@ def steady_trace(n: int = 100) -> pl.DataFrame:
 
 
 def steady_steps(n: int = 6) -> pl.DataFrame:
-    return pl.DataFrame({"tokens": np.arange(1, n + 1) * 1000, "elapsed_s": np.arange(1, n + 1) * 0.1})
+    return pl.DataFrame(
+        {"step": np.arange(1, n + 1) * 10, "tokens": np.arange(1, n + 1) * 1000, "elapsed_s": np.arange(1, n + 1) * 0.1}
+    )
 
 
 def aggregate(

@@ -27,12 +27,18 @@ Diagnostics = dict[str, Any]
 
 
 def window_rates(steps: pl.DataFrame) -> np.ndarray:
-    """Tokens/s of each loss-curve window (between consecutive records), the first left out:
-    it carries the warm-up (allocation, first kernels) that every trial pays."""
-    tokens, elapsed = steps["tokens"].to_numpy(), steps["elapsed_s"].to_numpy()
-    dt, dtok = np.diff(elapsed), np.diff(tokens)
+    """Optimizer steps per second of each loss-curve window (between consecutive records), the first left out: it
+    carries the warm-up (allocation, first kernels) that every trial pays.
+
+    Steps, not real tokens: every step computes a batch of equal padded length, so its pace is the device's, while
+    the real tokens per step follow the documents drawn (short ones leave more padding) and, for a selection level
+    trained as a curriculum, drift by design. A window that ends an epoch's last, shorter batch is one spike, which
+    the rolling median of ``level_change`` ignores.
+    """
+    done, elapsed = steps["step"].to_numpy(), steps["elapsed_s"].to_numpy()
+    dt, dsteps = np.diff(elapsed), np.diff(done)
     ok = dt > 0
-    return (dtok[ok] / dt[ok]).astype(float)
+    return (dsteps[ok] / dt[ok]).astype(float)
 
 
 def level_change(values: np.ndarray, window: int) -> float | None:
@@ -52,7 +58,7 @@ def level_change(values: np.ndarray, window: int) -> float | None:
 
 
 def steady_deviation(steps: pl.DataFrame, window: int) -> float | None:
-    """Level change of the trial's throughput across its loss-curve windows (warm-up window left out)."""
+    """Level change of the trial's steps per second across its loss-curve windows (warm-up window left out)."""
     return level_change(window_rates(steps), window)
 
 
@@ -197,7 +203,8 @@ def _steady(t, d, q):
     dev = d["throughput_steady_deviation"]
     if dev is not None and dev > q["steady_tolerance"]:
         return (
-            f"throughput not steady: its level changed by {100 * dev:.0f} % of the trial's median during training "
+            f"throughput not steady: its steps per second changed level by {100 * dev:.0f} % of the trial's median "
+            "during training "
             f"(tolerance {100 * q['steady_tolerance']:g} %)"
         )
     return None
