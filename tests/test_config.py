@@ -487,7 +487,9 @@ def test_eval_filters_without_a_selection_factor_are_refused_naming_the_key(sche
 
 
 def test_a_selection_levels_quality_rules_keep_the_order_they_are_written_in(schema, default):
-    cfg = _yaml(default, "design: {selection: {raw: none, strict: {filters: {min_words: 20, max_symbol_word_ratio: 1}}}}")
+    cfg = _yaml(
+        default, "design: {selection: {raw: none, strict: {filters: {min_words: 20, max_symbol_word_ratio: 1}}}}"
+    )
     rules = validate_config(cfg, schema)["design"]["selection"]["strict"]["filters"]
     assert list(rules) == ["min_words", "max_symbol_word_ratio"]
     assert type(rules["max_symbol_word_ratio"]) is float

@@ -196,7 +196,14 @@ def test_a_selection_level_has_its_own_training_data_over_the_studys_tokenizer_a
     d = _design(selection={"raw": "none", "strict": {"near_dup": {"threshold": 0.9}, "filters": {"min_words": 20}}})
     assert d.cells[0].id == "selection=raw/b10000"
     assert d.data_keys() == [("", "sel=raw/"), ("", "sel=strict/")]
-    assert d.selection_config("raw") == {"near_dup": None, "filters": None}
+    assert d.selection_config("raw") == {"near_dup": None, "filters": None, "order": "shuffled"}
     strict = d.selection_config("strict")
     assert strict["near_dup"] == {**d.config["selection"]["near_dup"], "threshold": 0.9}
     assert strict["filters"] == {"min_words": 20}
+
+
+def test_a_level_with_an_order_of_its_own_trains_its_subsets_in_that_order_and_the_others_shuffled():
+    d = _design(selection={"raw": "none", "easy-first": {"order": {"curriculum": {"score": "words"}}}})
+    assert d.ordered_levels() == ["easy-first"]
+    assert d.train_config(d.cell("selection=easy-first/b10000"))["order"] == "given"
+    assert "order" not in d.train_config(d.cell("selection=raw/b10000"))  # its trials' params as before

@@ -7,6 +7,7 @@ from tokenwatt.analysis.selection import SHARED, energy_to_target_with_selection
 from tokenwatt.data.corpus import synthetic_corpus
 from tokenwatt.selection.filters import RULES, failed_rule
 from tokenwatt.selection.near_dup import NearDupSettingsError, jaccard, near_duplicates, shingles
+from tokenwatt.selection.order import MEASURES, order_documents
 from tokenwatt.selection.steps import (
     SelectionError,
     apply_filters,
@@ -240,3 +241,40 @@ def test_the_eval_filters_joules_are_no_levels_selection_cost():
     records = {SHARED: [_step("eval_near_dup", 2.0), eval_filter], "dedup": [_step("near_dup", 8.0)]}
     (cost,) = level_costs(records, _trials({"dedup": 2}))
     assert cost["shared_joules"] == 2.0 and cost["share_per_trial_j"] == 8.0 / 2 + 2.0 / 2
+
+
+def test_as_read_ranks_the_documents_in_the_order_they_are_read():
+    ranks, step = order_documents(_docs(["b b b", "a", "c c"]), "as_read")
+    assert ranks["doc_id"].to_list() == [0, 1, 2] and ranks["rank"].to_list() == [0, 1, 2]
+    assert step["step"] == "order" and step["kept"] == 3 and step["removed"] == 0
+
+
+def test_a_curriculum_ranks_by_its_measure_in_its_direction_ties_as_read():
+    docs = _docs(["one two three", "one", "one two", "uno"])
+    up, _ = order_documents(docs, {"curriculum": {"score": "words", "direction": "ascending"}})
+    assert up.sort("rank")["doc_id"].to_list() == [1, 3, 2, 0]
+    down, step = order_documents(docs, {"curriculum": {"score": "words", "direction": "descending"}})
+    assert down.sort("rank")["doc_id"].to_list() == [0, 2, 1, 3]
+    assert step["ranked_by"] == {"score": "words", "direction": "descending", "first": 3.0, "median": 1.5, "last": 1.0}
+
+
+def test_a_curriculum_is_offered_by_exactly_the_measures_the_schema_names(root):
+    import yaml
+
+    schema = yaml.safe_load((root / "workflow/schemas/config.schema.yaml").read_text())
+    level = schema["properties"]["design"]["properties"]["selection"]["additionalProperties"]["oneOf"][1]
+    curriculum = level["properties"]["order"]["oneOf"][1]["properties"]["curriculum"]
+    assert curriculum["properties"]["score"]["enum"] == list(MEASURES)
+
+
+def test_every_measure_a_curriculum_offers_varies_across_normalized_documents(grammar):
+    """A measure that gives every document one value would rank the corpus as read: the line measures do, once
+    normalization leaves one line per document, so they are not offered."""
+    from tokenwatt.data.normalize import normalize_text
+    from tokenwatt.selection.filters import duplicate_line_fraction, policy_line_fraction
+
+    corpus = synthetic_corpus(grammar, 300, seed=0, near_duplicates=0.2, boilerplate=0.05, garbled=0.05)
+    texts = [normalize_text(t) for t in corpus["text"].to_list()]
+    assert [name for name, measure in MEASURES.items() if len({measure(t) for t in texts}) < 2] == []
+    assert {duplicate_line_fraction(t) for t in texts} == {0.0}
+    assert len({policy_line_fraction(t) for t in texts}) <= 2  # a document is one line: it names a policy or not

@@ -68,6 +68,21 @@ def test_same_seed_gives_the_same_loss_curve_bit_for_bit():
     assert other != curves[0]
 
 
+def test_a_given_order_trains_the_chunks_as_given_every_epoch_and_no_seed_reorders_them():
+    torch.set_num_threads(1)
+    ids, mask = _data()
+    given = [[s["loss"] for s in train(_model(), ids, mask, torch.device("cpu"), _settings(order="given", seed=s)).steps]
+             for s in (7, 8)]  # fmt: skip
+    assert given[0] == given[1]  # the seed orders nothing (it still initialises the model: both are seed 0 here)
+    reversed_ = [
+        s["loss"]
+        for s in train(_model(), ids.flip(0), mask.flip(0), torch.device("cpu"), _settings(order="given")).steps
+    ]
+    assert reversed_ != given[0]  # the order given is the order trained
+    shuffled = [s["loss"] for s in train(_model(), ids, mask, torch.device("cpu"), _settings()).steps]
+    assert shuffled != given[0]
+
+
 def test_padding_is_masked_out_of_labels():
     ids = torch.tensor([[5, 6, 7, 0, 0]])
     mask = torch.tensor([[1, 1, 1, 0, 0]])

@@ -78,3 +78,32 @@ def test_a_changed_eval_filter_reruns_the_eval_chunks_and_every_trial_but_not_th
     (study / "eval.yaml").write_text("selection: {eval_filters: {min_words: 5}}\n")
     jobs = planned_jobs(study, *SELECTION, "eval.yaml")
     assert jobs == {"select_eval": 1, "chunk": 1, "train_trial": 18, "selection": 1, **ANALYSIS}
+
+
+ORDER = "design: {selection: {dedup: {near_dup: {}, order: {curriculum: {score: words}}}}}\n"
+
+
+def test_an_order_for_one_level_reruns_its_order_step_and_trials_but_not_its_subsets_or_other_levels(study):
+    (study / "order.yaml").write_text(ORDER)
+    jobs = planned_jobs(study, *SELECTION, "order.yaml")
+    assert jobs == {"select_order": 1, "train_trial": 6, "selection": 1, **ANALYSIS}
+
+
+def test_a_curriculum_level_trains_its_subsets_shortest_document_first_and_the_report_says_so(study, tmp_path):
+    work = copy_of_study(study, tmp_path / "ordered")
+    (work / "order.yaml").write_text(ORDER)
+    snakemake(work, *SELECTION, "order.yaml", "--cores", "2", "--resources", "gpu=1")
+    trials = pl.read_parquet(work / "results/analysis/trials.parquet")
+    assert trials.group_by("levels_selection", maintain_order=True).len().rows() == [(level, 6) for level in LEVELS]
+    orders = {
+        level: json.loads(p.read_text())["data_order"]
+        for level in LEVELS
+        for p in (work / f"results/trials/selection={level}").rglob("metrics.json")
+    }
+    assert orders == {"raw": "shuffled", "dedup": "given", "dedup-filter": "shuffled"}
+    ranks = pl.read_parquet(work / "results/data/sel=dedup/order.parquet")
+    docs = _docs(work, "dedup").join(ranks, on="doc_id").sort("rank")
+    lengths = [len(t.split()) for t in docs["text"]]
+    assert ranks.height == _docs(work, "dedup").height and lengths == sorted(lengths)
+    report = (work / "results/report.html").read_text()
+    assert "Level dedup trains its documents a curriculum by words, ascending" in report

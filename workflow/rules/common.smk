@@ -267,11 +267,18 @@ def chunked_documents(wildcards):
 def trial_inputs(wildcards):
     cell = cell_of(wildcards)
     tok, sel = DESIGN.tokenizer_key(cell), DESIGN.selection_key(cell)
+    level = dict(cell.levels).get("selection")
     return {
         "subset": subset_file(tok, sel, cell.budget, wildcards.trial),
         "train": data_file(tok, f"{sel}chunks_train.parquet"),
         "eval": data_file(tok, "chunks_eval.parquet"),
         "tokenizer": data_file(tok, "tokenizer"),
+        # a level that trains in an order of its own (as read, or a curriculum): that order, by document
+        **(
+            {"order": selection_file(level, "order.parquet")}
+            if level in DESIGN.ordered_levels()
+            else {}
+        ),
     }
 
 

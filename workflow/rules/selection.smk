@@ -19,6 +19,7 @@ SELECTION_RECORDS = (
         for level in SELECTION_LEVELS
         for step in ("near_dup", "filter")
     ]
+    + [selection_file(level, "order.json") for level in DESIGN.ordered_levels()]
     if SELECTION_LEVELS
     else []
 )
@@ -130,3 +131,28 @@ rule select_eval:
         code=code_digest("select_eval.py"),
     script:
         "../scripts/select_eval.py"
+
+
+rule select_order:
+    input:
+        docs=selection_file("{level}", "docs_train.parquet"),
+    output:
+        order=selection_file("{level}", "order.parquet"),
+        record=selection_file("{level}", "order.json"),
+    log:
+        logfile("select_order", "{level}"),
+    benchmark:
+        res("benchmarks", "select_order", "{level}.tsv")
+    priority: SUBSET_PRIORITY
+    conda:
+        "../envs/data.yaml"
+    threads: workflow.cores  # metered: alone on the machine, or the meter counts another job too
+    resources:
+        mem_mb=2000,
+    params:
+        order=lambda wildcards: DESIGN.selection_config(wildcards.level)["order"],
+        meter=SELECTION_METER,
+        meter_kind=config["selection"]["meter"],
+        code=code_digest("select_order.py"),
+    script:
+        "../scripts/select_order.py"

@@ -189,14 +189,21 @@ class Design:
 
     def selection_config(self, level: str) -> dict[str, Any]:
         """A selection level's steps: ``near_dup`` (its keys over ``selection.near_dup``) and ``filters``, each None
-        when the level leaves that step out."""
+        when the level leaves that step out, and the ``order`` it trains in (shuffled unless it names one)."""
         spec = self.factors["selection"][level]
         spec = {} if spec == "none" else spec
         near_dup = spec.get("near_dup")
         return {
             "near_dup": None if near_dup is None else {**self.config["selection"]["near_dup"], **near_dup},
             "filters": spec.get("filters"),
+            "order": _resolved_order(spec.get("order", "shuffled")),
         }
+
+    def ordered_levels(self) -> list[str]:
+        """The selection levels that train in an order of their own (as read, or a curriculum), not reshuffled."""
+        return [
+            level for level in self.factors.get("selection", {}) if self.selection_config(level)["order"] != "shuffled"
+        ]
 
     def train_config(self, cell: Cell) -> dict[str, Any]:
         train = self._train_settings(cell)
@@ -213,6 +220,9 @@ class Design:
             train["device"] = hardware["device"]
         if (stop := self._level(cell, "stopping")) is not None:
             train["stop"] = stop
+        level = dict(cell.levels).get("selection")
+        if level is not None and level in self.ordered_levels():
+            train["order"] = "given"  # the subset in its level's order, every epoch (tokenwatt.data.order)
         return train
 
     def min_steps(self, cell: Cell) -> int:
@@ -289,3 +299,11 @@ def merged_model(base: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
         model["overrides"] = {}
     model.update(copy.deepcopy(level))
     return model
+
+
+def _resolved_order(order: str | dict[str, Any]) -> str | dict[str, Any]:
+    """A curriculum with its direction spelled out (ascending unless given), so that leaving the default out and
+    writing it give the select_order step the same settings."""
+    if isinstance(order, dict):
+        return {"curriculum": {"direction": "ascending", **order["curriculum"]}}
+    return order

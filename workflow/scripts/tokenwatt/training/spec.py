@@ -11,6 +11,7 @@ from typing import Any
 import polars as pl
 
 from ..common.files import read_chunks, read_subset, read_tokenizer_info
+from ..data.order import in_level_order, read_order
 from ..data.subsets import trial_seed
 from ..measurement.meters import MeterSettings
 from ..measurement.throughput import ThroughputCheck
@@ -69,13 +70,21 @@ class TrialData:
     train_chunks: pl.DataFrame
     eval_chunks: pl.DataFrame
     tokenizer: dict[str, Any]
+    order: pl.DataFrame | None = None  # a selection level's training order (doc_id, rank); None: the subset's
 
     @classmethod
     def read(cls, inputs: Any) -> TrialData:
-        """The data of the rule train_trial's inputs (``subset``, ``train``, ``eval``, ``tokenizer``), read by name."""
+        """The data of the rule train_trial's inputs (``subset``, ``train``, ``eval``, ``tokenizer``, and ``order`` for
+        a level that orders its documents), read by name."""
         return cls(
             subset=read_subset(inputs.subset),
             train_chunks=read_chunks(inputs.train),
             eval_chunks=read_chunks(inputs.eval),
             tokenizer=read_tokenizer_info(inputs.tokenizer),
+            order=read_order(inputs.order) if hasattr(inputs, "order") else None,
         )
+
+    def chunk_ids(self) -> list[int]:
+        """The subset's chunks in training order: as drawn, or in the level's order."""
+        ids = self.subset["chunk_ids"]
+        return ids if self.order is None else in_level_order(ids, self.train_chunks, self.order)

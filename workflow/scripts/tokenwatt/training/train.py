@@ -58,6 +58,9 @@ class TrainSettings:
     compile_min_steps: int = 1000
     on_divergence: str = "record"
     stop: StopRule = field(default_factory=StopRule)
+    # "shuffled": each epoch a permutation drawn from ``seed``; "given": the chunks in the order given, every epoch
+    # (a selection level's order: as read, or a curriculum).
+    order: str = "shuffled"
 
     @classmethod
     def from_config(cls, train: Mapping[str, Any], seed: int) -> TrainSettings:
@@ -209,7 +212,8 @@ def train(
     pause_at_tokens: list[int] | None = None,
     on_pause: Callable[[dict[str, Any]], bool | None] = lambda r: None,
 ) -> TrainResult:
-    """Train in place; the data order of each epoch is a permutation drawn from ``cfg.seed``.
+    """Train in place; the data order of each epoch is a permutation drawn from ``cfg.seed`` (``cfg.order`` shuffled),
+    or the order of ``ids`` (given).
     ``forward`` is the model as the steps call it (compiled by ``compile_model``), the model itself by default;
     ``pace`` (a ``meter.Pace``) learns each step as it is queued, so the power meter can size its interval.
     After the first step at which the real tokens trained on reach each of ``pause_at_tokens``, training pauses
@@ -248,7 +252,7 @@ def train(
     clock = lambda: time.perf_counter() - t0 - paused  # noqa: E731  training seconds, pauses left out
     stopped = False
     for epoch in range(cfg.epochs):
-        host_order = torch.randperm(len(ids), generator=order_gen)
+        host_order = torch.arange(len(ids)) if cfg.order == "given" else torch.randperm(len(ids), generator=order_gen)
         order = host_order.to(device)
         pause_steps = _pause_steps(n_real_host, host_order, cfg.batch_size, epoch, step, pending)
         epoch_ids, epoch_mask, epoch_targets = ids[order], mask[order], targets[order]

@@ -319,6 +319,7 @@ def trial_record(
         "steps": result.n_steps,
         "epochs": settings.epochs,
         "batch_size": settings.batch_size,
+        "data_order": settings.order,
         "lr": settings.lr,
         "lr_schedule": settings.schedule.to_dict(),
         "precision": settings.precision,

@@ -11,6 +11,7 @@ from markupsafe import Markup
 
 from ...common.measures import si
 from ...plan.design import condition_name
+from ...selection.order import ORDER
 from ...selection.steps import EVAL_FILTER
 from ..html import esc, table
 from ..inputs import ReportInputs
@@ -52,7 +53,18 @@ def selection_html(selection: Mapping[str, Any]) -> Markup:
         ),
         with_selection=_with_selection(selection["energy_to_target"]),
         examples=[(level, s["step"], e) for level, s in steps for e in s["examples"]],
+        orders=[(c["level"], _order_words(s)) for c in costs for s in c["steps"] if s["step"] == ORDER],
     )
+
+
+def _order_words(step: Mapping[str, Any]) -> str:
+    """How a level orders its training documents, in words: as read, or its curriculum's measure, direction and the
+    measure's values at the start, middle and end of the order."""
+    by = step.get("ranked_by")
+    if by is None:
+        return "as the corpus gives them, every epoch"
+    values = ", ".join(f"{k} {by[k]:.3g}" for k in ("first", "median", "last") if k in by)
+    return f"a curriculum by {by['score']}, {by['direction']} ({values}), every epoch"
 
 
 def _scopes(costs: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
