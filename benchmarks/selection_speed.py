@@ -1,9 +1,9 @@
 """Benchmark: documents per second of the selection stage, beside a plain exact-dedup pass, on the embedded default
-corpus's documents (config/config.yaml: 8 000 synthetic stories, seed 7) and on ``--scale`` times as many.
+corpus's documents (config/config.yaml's corpus.synthetic: its stories and seed) and on ``--scale`` times as many.
 
 Times, on the same documents: exact deduplication (a hash per text, as normalize does), near-duplicate removal
 (tokenwatt.selection: datasketch MinHash LSH, each candidate confirmed by its exact Jaccard), the quality rules of
-config/selection.yaml, and, where rensa is installed, rensa's MinHash LSH with the same shingles (the candidate the
+config/selection.yaml, the training order of config/selection-curriculum.yaml (a curriculum by words), and, where rensa is installed, rensa's MinHash LSH with the same shingles (the candidate the
 library was chosen against; its banding is set by hand: 16 bands of 8 rows for 128 permutations). Generating the
 documents is not timed. Prints documents per second and each step's ratio to exact dedup. Name the CPU beside the
 figures (/proc/cpuinfo): they are this machine's.
@@ -28,11 +28,14 @@ sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
 
 from tokenwatt.data.corpus import load_grammar, synthetic_corpus  # noqa: E402
 from tokenwatt.selection.near_dup import shingles  # noqa: E402
+from tokenwatt.selection.order import order_documents  # noqa: E402
 from tokenwatt.selection.steps import apply_filters, remove_near_duplicates  # noqa: E402
 
 STUDY = yaml.safe_load((ROOT / "config" / "selection.yaml").read_text())
 NEAR_DUP = STUDY["selection"]["near_dup"]
 FILTERS = STUDY["design"]["selection"]["dedup-filter"]["filters"]
+CURRICULUM = yaml.safe_load((ROOT / "config" / "selection-curriculum.yaml").read_text())["design"]["selection"]
+ORDER = CURRICULUM["dedup-filter-short-first"]["order"]
 
 
 def exact_dedup(docs: pl.DataFrame) -> pl.DataFrame:
@@ -83,6 +86,7 @@ def main() -> None:
             "exact dedup (hash per text)": lambda: exact_dedup(docs),
             "near-dup (datasketch, exact Jaccard check)": lambda: remove_near_duplicates(docs, NEAR_DUP, seed=1),
             "quality rules (config/selection.yaml)": lambda: apply_filters(docs, FILTERS),
+            "curriculum by words (order step)": lambda: order_documents(docs, ORDER),
             **{name: (lambda f=f: f(docs)) for name, f in candidates.items()},
         }
         print(f"\n{docs.height:,} documents ({scale}x the default corpus)")

@@ -235,3 +235,15 @@ def test_trials_whose_learning_rate_decays_are_fitted_at_their_final_point_and_t
     got = analyse_scaling(curves, cosine, {"points": "first_epoch"})
     assert got["points"] == "final" and "learning rate decays" in got["points_note"]
     assert got["law_total"]["n_points"] == trials.height
+
+
+def test_trials_trained_in_a_given_order_are_fitted_at_their_final_point_and_the_output_says_so():
+    """A curriculum's first D tokens are its easiest documents, not a random draw of D: only the final point measures
+    the law at D."""
+    curves, trials = _study()
+    ordered = trials.with_columns(data_order=pl.lit("given"))
+    got = analyse_scaling(curves, ordered, {"points": "first_epoch"})
+    assert got["points"] == "final" and "order of their own" in got["points_note"]
+    assert got["law_total"]["n_points"] == trials.height
+    shuffled = analyse_scaling(curves, trials.with_columns(data_order=pl.lit("shuffled")), {"points": "first_epoch"})
+    assert shuffled["points"] == "first_epoch" and "points_note" not in shuffled

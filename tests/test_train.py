@@ -10,6 +10,7 @@ from tokenwatt.measurement.meters import MeterSettings
 from tokenwatt.measurement.throughput import ThroughputCheck
 from tokenwatt.training.evalplan import EvalSchedule
 from tokenwatt.training.model import ModelError, build_model, check_tokenizer_matches, load_pretrained, preset_sizes
+from tokenwatt.training.setup import set_up
 from tokenwatt.training.spec import TrialData, TrialSpec
 from tokenwatt.training.train import (
     TrainingError,
@@ -178,6 +179,12 @@ def _chunks(ids, mask):
 def _run(meter_kind, eval_cfg=None, nvml=None, **train_overrides):
     ids, mask = _data(n=24)
     chunks = _chunks(ids, mask)
+    subset = {"chunk_ids": list(range(16)), "n_chunks": 16, "real_tokens": int(mask[:16].sum())}
+    data = TrialData(subset=subset, train_chunks=chunks, eval_chunks=chunks[16:], tokenizer=TOK)
+    return run_trial(_spec(meter_kind, eval_cfg, **train_overrides), data, log=lambda s: None, nvml=nvml)
+
+
+def _spec(meter_kind, eval_cfg=None, **train_overrides):
     train_cfg = {
         **dict(
             epochs=1,
@@ -214,9 +221,32 @@ def _run(meter_kind, eval_cfg=None, nvml=None, **train_overrides):
         ),
         check=ThroughputCheck(matmul_size=64, window_s=0.01, windows=2),
     )
-    subset = {"chunk_ids": list(range(16)), "n_chunks": 16, "real_tokens": int(mask[:16].sum())}
-    data = TrialData(subset=subset, train_chunks=chunks, eval_chunks=chunks[16:], tokenizer=TOK)
-    return run_trial(spec, data, log=lambda s: None, nvml=nvml)
+    return spec
+
+
+def _ordered_data(order):
+    """24 chunks, two per document; a subset of 5 chunks; ``order``: the level's ranks (the last document first)."""
+    ids, mask = _data(n=24)
+    chunks = _chunks(ids, mask).with_columns(doc_id=pl.col("chunk_id") // 2)
+    subset = {"chunk_ids": [0, 5, 3, 10, 11], "n_chunks": 5, "real_tokens": int(mask[[0, 5, 3, 10, 11]].sum())}
+    return ids, TrialData(subset=subset, train_chunks=chunks, eval_chunks=chunks[16:], tokenizer=TOK, order=order)
+
+
+LAST_DOCUMENT_FIRST = pl.DataFrame({"doc_id": list(range(12))[::-1], "rank": list(range(12))})
+
+
+def test_a_levels_order_puts_the_subsets_chunks_in_document_rank_order_and_reaches_training():
+    ids, data = _ordered_data(LAST_DOCUMENT_FIRST)
+    assert data.chunk_ids("given") == [10, 11, 5, 3, 0]  # docs 5, 2, 1, 0; a document's chunks as cut
+    setup = set_up(_spec("estimate", order="given"), data, log=lambda s: None)
+    assert torch.equal(setup.ids, ids[[10, 11, 5, 3, 0]])
+
+
+def test_an_order_setting_without_its_order_table_or_the_reverse_is_refused():
+    with pytest.raises(ValueError, match="data_order given but no order"):
+        _ordered_data(None)[1].chunk_ids("given")
+    with pytest.raises(ValueError, match="an order table but data_order shuffled"):
+        _ordered_data(LAST_DOCUMENT_FIRST)[1].chunk_ids("shuffled")
 
 
 def test_a_trial_spec_is_built_once_from_the_rule_params_with_every_train_key_typed(root):

@@ -106,4 +106,4 @@ def test_a_curriculum_level_trains_its_subsets_shortest_document_first_and_the_r
     lengths = [len(t.split()) for t in docs["text"]]
     assert ranks.height == _docs(work, "dedup").height and lengths == sorted(lengths)
     report = (work / "results/report.html").read_text()
-    assert "Level dedup trains its documents a curriculum by words, ascending" in report
+    assert "Level dedup trains its documents in a curriculum by words, ascending (words: first" in report

@@ -161,29 +161,45 @@ def _decays(trials: pl.DataFrame) -> bool:
     return bool((trials["lr_schedule_kind"].fill_null("constant") != "constant").any())
 
 
-def _points_setting(trials: pl.DataFrame, settings: Mapping[str, Any]) -> str:
-    """``scaling.points``, except that trials whose learning rate decays to their own last step are fitted at their
-    final point only: an intermediate point of such a trial is partway through a longer schedule, not the law at
-    its D (Hoffmann et al. 2022 matched the cosine to each run's tokens for exactly this reason)."""
-    return "final" if _decays(trials) else settings.get("points", "first_epoch")
+def _ordered(trials: pl.DataFrame) -> bool:
+    """Whether any trial trained its chunks in an order of its own (``data_order`` given: a selection level's order),
+    not reshuffled from its seed."""
+    return "data_order" in trials.columns and bool((trials["data_order"] == "given").any())
+
+
+def _points_setting(trials: pl.DataFrame, settings: Mapping[str, Any]) -> tuple[str, str | None]:
+    """``scaling.points`` and why it is overruled, if it is: trials whose learning rate decays to their own last step
+    are fitted at their final point only, since an intermediate point of such a trial is partway through a longer
+    schedule, not the law at its D (Hoffmann et al. 2022 matched the cosine to each run's tokens for exactly this
+    reason); so are trials trained in an order of their own, whose first D tokens are the order's first documents
+    (a curriculum's easiest), not a random draw of D."""
+    asked = settings.get("points", "first_epoch")
+    if asked == "final":
+        return asked, None
+    if _decays(trials):
+        why = "the trials' learning rate decays to their own last step (train.schedule)"
+    elif _ordered(trials):
+        why = "some trials train in an order of their own (design.selection.<level>.order), not a random draw"
+    else:
+        return asked, None
+    return "final", (
+        f"scaling.points is {asked}, but {why}, so only each trial's final point measures the law at its D: the fit "
+        "uses points: final"
+    )
 
 
 def analyse_scaling(curves: pl.DataFrame, trials: pl.DataFrame, settings: Mapping[str, Any]) -> dict[str, Any]:
     """The study's scaling analysis, or why it cannot be made (it needs 3 model sizes and 3 budgets)."""
     n_sizes = trials["params"].n_unique() if trials.height else 0
     n_budgets = trials["budget"].n_unique() if trials.height else 0
+    chosen_points, points_note = _points_setting(trials, settings)
     out: dict[str, Any] = {
-        "points": _points_setting(trials, settings),
+        "points": chosen_points,
         "model_sizes": n_sizes,
         "budgets": n_budgets,
         "published": [p.to_dict() for p in PUBLISHED],
+        **({"points_note": points_note} if points_note else {}),
     }
-    if out["points"] != settings.get("points", "first_epoch"):
-        out["points_note"] = (
-            f"scaling.points is {settings.get('points', 'first_epoch')}, but the trials' learning rate decays to their "
-            "own last step (train.schedule), so only each trial's final point measures the law at its D: the fit "
-            "uses points: final"
-        )
     if n_sizes < 3 or n_budgets < 3:
         return {
             **out,

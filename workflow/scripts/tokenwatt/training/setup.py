@@ -79,7 +79,7 @@ def set_up(spec: TrialSpec, data: TrialData, log: Callable[[str], None]) -> Tria
     train = spec.train
     torch.set_num_threads(train.threads)
     device = resolve_device(train.device)
-    ids, mask = chunk_tensors(data.train_chunks, data.chunk_ids())
+    ids, mask = chunk_tensors(data.train_chunks, data.chunk_ids(train.order))
     eval_ids, eval_mask = chunk_tensors(data.eval_chunks)
     steps_planned = train.epochs * math.ceil(len(ids) / train.batch_size)
     compiling = should_compile(train.compile, device, steps_planned, train.compile_min_steps)

@@ -84,7 +84,17 @@ class TrialData:
             order=read_order(inputs.order) if hasattr(inputs, "order") else None,
         )
 
-    def chunk_ids(self) -> list[int]:
-        """The subset's chunks in training order: as drawn, or in the level's order."""
+    def chunk_ids(self, data_order: str) -> list[int]:
+        """The subset's chunks in the order training takes them: as drawn (``shuffled``: train reshuffles them each
+        epoch) or in the level's order (``given``). The rule gives a trial its level's order table exactly when its
+        train config says ``given`` (both from Design.ordered_levels); a trial where the two disagree would train in
+        an order nobody asked for and record another, so it is refused."""
+        given = self.order is not None
+        if (data_order == "given") != given:
+            found = "an order table but data_order shuffled" if given else "data_order given but no order table"
+            raise ValueError(
+                f"a trial with {found}: the rule train_trial's 'order' input and its train params disagree, so it "
+                "would train in an order nobody asked for; this is a workflow bug, please report it"
+            )
         ids = self.subset["chunk_ids"]
         return ids if self.order is None else in_level_order(ids, self.train_chunks, self.order)

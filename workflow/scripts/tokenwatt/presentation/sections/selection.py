@@ -62,9 +62,9 @@ def _order_words(step: Mapping[str, Any]) -> str:
     measure's values at the start, middle and end of the order."""
     by = step.get("ranked_by")
     if by is None:
-        return "as the corpus gives them, every epoch"
+        return "in the order the corpus gives them, every epoch"
     values = ", ".join(f"{k} {by[k]:.3g}" for k in ("first", "median", "last") if k in by)
-    return f"a curriculum by {by['score']}, {by['direction']} ({values}), every epoch"
+    return f"in a curriculum by {by['score']}, {by['direction']} ({by['score']}: {values}), every epoch"
 
 
 def _scopes(costs: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
