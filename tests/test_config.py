@@ -49,11 +49,24 @@ def hub_cache(tmp_path, monkeypatch):
 
 def test_shipped_configs_validate(root, schema, hub_cache):
     hub_cache("TinyLlama/TinyLlama_v1.1")  # paper*.yaml fine-tune it: downloaded first
-    overlays = {"hardware-slurm.yaml"}  # added to a study (--configfile study.yaml hardware-slurm.yaml), not one alone
+    # Overlays are added to a study (--configfile study.yaml overlay.yaml), not run alone: each is checked over its study,
+    # merged as Snakemake merges config files (mappings key by key).
+    overlays = {"hardware-slurm.yaml": "config.yaml", "selection-curriculum.yaml": "selection.yaml"}
     shipped = sorted(p.name for p in (root / "config").glob("*.yaml") if p.name not in overlays)
     assert {"config.yaml", "paper.yaml", "scaling.yaml", "paper-scaling.yaml", "trajectory.yaml"} <= set(shipped)
+    read = lambda name: yaml.safe_load((root / "config" / name).read_text())  # noqa: E731
     for name in shipped:
-        validate_config(yaml.safe_load((root / "config" / name).read_text()), schema)
+        validate_config(read(name), schema)
+    for overlay, study in overlays.items():
+        validate_config(_merged(read(study), read(overlay)), schema)
+
+
+def _merged(base, over):
+    """``over`` merged into ``base`` mapping by mapping, as Snakemake merges --configfile files."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def test_defaults_are_filled_in(schema, default):
