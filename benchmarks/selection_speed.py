@@ -3,7 +3,8 @@ corpus's documents (config/config.yaml's corpus.synthetic: its stories and seed)
 
 Times, on the same documents: exact deduplication (a hash per text, as normalize does), near-duplicate removal
 (tokenwatt.selection: datasketch MinHash LSH, each candidate confirmed by its exact Jaccard), the quality rules of
-config/selection.yaml, the training order of config/selection-curriculum.yaml (a curriculum by words), and, where rensa is installed, rensa's MinHash LSH with the same shingles (the candidate the
+config/selection.yaml, the training order of config/selection-curriculum.yaml (a curriculum by words),
+and, where rensa is installed, rensa's MinHash LSH with the same shingles (the candidate the
 library was chosen against; its banding is set by hand: 16 bands of 8 rows for 128 permutations). Generating the
 documents is not timed. Prints documents per second and each step's ratio to exact dedup. Name the CPU beside the
 figures (/proc/cpuinfo): they are this machine's.

@@ -5,7 +5,7 @@ from tokenwatt.plan.runorder import run_order, trial_priorities
 def test_preview_before_any_trial_counts_trials_and_tokens_and_says_time_is_unknown():
     text = cost_preview(_expected([1000, 2000], [1, 2, 3]), "2 budgets × 3 trials", epochs=3, finished={})
     assert (
-        "2 budgets × 3 trials = 6 trials, 6 without results yet" in text
+        "2 budgets × 3 trials = 6 trials, 6 without a record yet" in text
         and "~27,000 of ~27,000 training tokens" in text
     )
     assert "Time: unknown until the first trial finishes" in text

@@ -164,7 +164,9 @@ def _decays(trials: pl.DataFrame) -> bool:
 def _ordered(trials: pl.DataFrame) -> bool:
     """Whether any trial trained its chunks in an order of its own (``data_order`` given: a selection level's order),
     not reshuffled from its seed."""
-    return "data_order" in trials.columns and bool((trials["data_order"] == "given").any())
+    if "data_order" not in trials.columns:
+        return False
+    return bool((trials["data_order"].cast(pl.String).fill_null("shuffled") == "given").any())
 
 
 def _points_setting(trials: pl.DataFrame, settings: Mapping[str, Any]) -> tuple[str, str | None]:
