@@ -207,3 +207,14 @@ def test_a_level_with_an_order_of_its_own_trains_its_subsets_in_that_order_and_t
     assert d.ordered_levels() == ["easy-first"]
     assert d.train_config(d.cell("selection=easy-first/b10000"))["order"] == "given"
     assert "order" not in d.train_config(d.cell("selection=raw/b10000"))  # its trials' params as before
+    assert d.ordered_level(d.cell("selection=easy-first/b10000")) == "easy-first"
+    assert d.ordered_level(d.cell("selection=raw/b10000")) is None
+
+
+def test_a_curriculum_written_without_its_direction_is_the_same_study_as_one_that_writes_the_default():
+    implicit = _design(selection={"easy-first": {"order": {"curriculum": {"score": "words"}}}})
+    explicit = _design(
+        selection={"easy-first": {"order": {"curriculum": {"score": "words", "direction": "ascending"}}}}
+    )
+    assert implicit.selection_config("easy-first") == explicit.selection_config("easy-first")
+    assert implicit.selection_config("easy-first")["order"]["curriculum"]["direction"] == "ascending"

@@ -267,7 +267,7 @@ def chunked_documents(wildcards):
 def trial_inputs(wildcards):
     cell = cell_of(wildcards)
     tok, sel = DESIGN.tokenizer_key(cell), DESIGN.selection_key(cell)
-    level = dict(cell.levels).get("selection")
+    ordered = DESIGN.ordered_level(cell)
     return {
         "subset": subset_file(tok, sel, cell.budget, wildcards.trial),
         "train": data_file(tok, f"{sel}chunks_train.parquet"),
@@ -275,8 +275,8 @@ def trial_inputs(wildcards):
         "tokenizer": data_file(tok, "tokenizer"),
         # a level that trains in an order of its own (as read, or a curriculum): that order, by document
         **(
-            {"order": selection_file(level, "order.parquet")}
-            if level in DESIGN.ordered_levels()
+            {"order": selection_file(ordered, "order.parquet")}
+            if ordered is not None
             else {}
         ),
     }

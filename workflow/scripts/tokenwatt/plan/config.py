@@ -45,15 +45,18 @@ def load_schema(path: str | Path) -> dict[str, Any]:
 
 
 def _fill_defaults(config: dict[str, Any], schema: dict[str, Any]) -> None:
+    """Every default the schema gives, at every depth, inside named levels (design.hardware) and inside the object
+    branch of a ``oneOf`` (a selection level's order.curriculum.direction) too."""
+    schema = _object_branch(schema)
     for key, sub in schema.get("properties", {}).items():
         if key not in config and "default" in sub:
             config[key] = copy.deepcopy(sub["default"])
-        if isinstance(config.get(key), dict) and sub.get("type") == "object":
+        if isinstance(config.get(key), dict):
             _fill_defaults(config[key], sub)
-            if isinstance(sub.get("additionalProperties"), dict):  # named levels, e.g. design.hardware
-                for value in config[key].values():
-                    if isinstance(value, dict):
-                        _fill_defaults(value, sub["additionalProperties"])
+    if isinstance(schema.get("additionalProperties"), dict):  # named levels, e.g. design.hardware
+        for value in config.values():
+            if isinstance(value, dict):
+                _fill_defaults(value, schema["additionalProperties"])
 
 
 def _object_branch(schema: dict[str, Any]) -> dict[str, Any]:

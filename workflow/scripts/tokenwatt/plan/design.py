@@ -196,7 +196,7 @@ class Design:
         return {
             "near_dup": None if near_dup is None else {**self.config["selection"]["near_dup"], **near_dup},
             "filters": spec.get("filters"),
-            "order": _resolved_order(spec.get("order", "shuffled")),
+            "order": spec.get("order", "shuffled"),
         }
 
     def ordered_levels(self) -> list[str]:
@@ -204,6 +204,12 @@ class Design:
         return [
             level for level in self.factors.get("selection", {}) if self.selection_config(level)["order"] != "shuffled"
         ]
+
+    def ordered_level(self, cell: Cell) -> str | None:
+        """The cell's selection level if it trains in an order of its own: the one test behind both the trial's order
+        input (its level's order.parquet) and its ``train.order: given``, so the two cannot disagree."""
+        level = dict(cell.levels).get("selection")
+        return level if level in self.ordered_levels() else None
 
     def train_config(self, cell: Cell) -> dict[str, Any]:
         train = self._train_settings(cell)
@@ -220,8 +226,7 @@ class Design:
             train["device"] = hardware["device"]
         if (stop := self._level(cell, "stopping")) is not None:
             train["stop"] = stop
-        level = dict(cell.levels).get("selection")
-        if level is not None and level in self.ordered_levels():
+        if self.ordered_level(cell) is not None:
             train["order"] = "given"  # the subset in its level's order, every epoch (tokenwatt.data.order)
         return train
 
@@ -299,11 +304,3 @@ def merged_model(base: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
         model["overrides"] = {}
     model.update(copy.deepcopy(level))
     return model
-
-
-def _resolved_order(order: str | dict[str, Any]) -> str | dict[str, Any]:
-    """A curriculum with its direction spelled out (ascending unless given), so that leaving the default out and
-    writing it give the select_order step the same settings."""
-    if isinstance(order, dict):
-        return {"curriculum": {"direction": "ascending", **order["curriculum"]}}
-    return order

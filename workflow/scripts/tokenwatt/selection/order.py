@@ -36,13 +36,13 @@ def order_documents(docs: pl.DataFrame, order: str | dict[str, Any]) -> tuple[pl
     step = record(ORDER, order, docs, {})
     if order == "as_read":
         return docs.select("doc_id", rank=position), step
-    spec = order["curriculum"]
-    descending = spec.get("direction", "ascending") == "descending"
+    spec = order["curriculum"]  # its direction filled in by the config's defaults
+    descending = spec["direction"] == "descending"
     scored = docs.select("doc_id", score=pl.col("text").map_elements(MEASURES[spec["score"]], return_dtype=pl.Float64))
     ranked = scored.with_columns(read=position).sort(["score", "read"], descending=[descending, False])
     values = ranked["score"].to_list()
     summary = {"first": values[0], "median": statistics.median(values), "last": values[-1]} if values else {}
     return ranked.select("doc_id", rank=position), {
         **step,
-        "ranked_by": {**spec, "direction": spec.get("direction", "ascending"), **summary},
+        "ranked_by": {**spec, **summary},
     }
