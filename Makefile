@@ -1,12 +1,17 @@
 # Two commands on a fresh machine (each installs what it needs first):
 #   make study   - run the embedded default study  -> results/report.html
 #   make test    - run the test suite
+#   make test-fast - the suite without the Snakemake and SLURM tests, for the edit-test loop
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: study test system-deps
+# One pytest worker per core (pytest-xdist), each on one thread (tests/conftest.py); tests of one group (the SLURM
+# ones, which share one cluster) run in one worker, in order.
+PYTEST := HF_HUB_DISABLE_PROGRESS_BARS=1 $(BIN)/python -m pytest -q -n auto --dist loadgroup
+
+.PHONY: study test test-fast system-deps
 
 $(STAMP): requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -23,4 +28,7 @@ study: $(STAMP)
 	HF_HUB_DISABLE_PROGRESS_BARS=1 $(BIN)/snakemake --cores 2 --resources gpu=1
 
 test: $(STAMP) system-deps
-	HF_HUB_DISABLE_PROGRESS_BARS=1 $(BIN)/python -m pytest -q
+	$(PYTEST)
+
+test-fast: $(STAMP)
+	$(PYTEST) -m "not workflow and not cluster"

@@ -70,16 +70,19 @@ REPEAT_TOLERANCE = 0.02
 # A counter slower than the meter assumes makes its refusal of short evaluations too lax; a little jitter is not that.
 PERIOD_SLACK = 1.2
 VOCAB = 32000  # TinyLlama's tokenizer, the GPU configs' (its ids are random here: only the shapes matter)
-# The study stack on a CPU against the fake NVML: a model, evaluation and matmul a CPU does in seconds.
+# The study stack on a CPU against the fake NVML: a model and matmul a CPU does in seconds. Its evaluation is sized on
+# the machine (fake_eval_tokens): a fixed size is 10 counter periods on one CPU and too short on one 3x faster.
 FAKE_STACK = {
     "preset": "llama-tiny",
     "precision": "fp32",
     "threads": 1,
-    "eval_tokens": 16384,
     "vocab": 1024,
     "matmul_size": 512,
     "compile": False,
 }
+# The fake evaluation spans this many times the counter periods the trial asks of it: room for a machine whose pace
+# changes between the sizing and the trial (another process starting beside it).
+FAKE_EVAL_MARGIN = 4
 
 
 @dataclass
@@ -272,6 +275,33 @@ def study_settings(config_path: Path) -> dict[str, Any]:
     }
 
 
+def fake_eval_tokens(seconds_per_token: float, period_s: float, margin: float = FAKE_EVAL_MARGIN) -> int:
+    """The fake stack's evaluation size, in whole 64-token chunks: ``margin`` times the MIN_COUNTER_PERIODS updates of
+    the fake counter the trial refuses to measure below, at this machine's measured pace."""
+    need_s = margin * MIN_COUNTER_PERIODS * period_s
+    return 64 * max(1, math.ceil(need_s / seconds_per_token / 64))
+
+
+def eval_seconds_per_token(s: dict[str, Any], probe_tokens: int = 4096, repeats: int = 3) -> float:
+    """This machine's pace for the fake stack's evaluation: the fastest of a few evaluations of its model (the
+    trial's own code, ``train.evaluate``) over ``probe_tokens`` random tokens, after one to warm up."""
+    from tokenwatt.training.model import build_model, preset_sizes
+    from tokenwatt.training.train import evaluate
+
+    torch.set_num_threads(s["threads"])
+    tokenizer = {"vocab_size": s["vocab"], "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
+    model = build_model(preset_sizes(s["preset"], {}, tokenizer, 64), seed=1)
+    probe = chunks(probe_tokens // 64, s["vocab"], seed=2)
+    ids = torch.tensor(probe["input_ids"].to_list())
+    mask = torch.tensor(probe["attention_mask"].to_list())
+    times = []
+    for _ in range(repeats + 1):
+        t = time.perf_counter()
+        evaluate(model, ids, mask, torch.device("cpu"), s["precision"], s.get("eval_batch_size", 32))
+        times.append(time.perf_counter() - t)
+    return min(times[1:]) / probe_tokens
+
+
 def stack_trial(s: dict[str, Any], args: argparse.Namespace, nvml: Any, steps: int) -> tuple[dict, pl.DataFrame]:
     """A shortened trial of the study's stack through ``run_trial``, the workflow's own code path."""
     n_eval = math.ceil(s["eval_tokens"] / 64)
@@ -337,12 +367,15 @@ def stack(s: dict[str, Any], metrics: dict[str, Any], device: torch.device, peri
     fixed_s = metrics["run_s"] - metrics["train_s"]
     projected_min = (s_per_step * study_steps + fixed_s) / 60
     limit = trial_runtime_min(s["budget"], s["epochs"], s["plan"])
+    on_gpu = device.type == "cuda"
+    # Judged on a GPU only: a CPU standing in for one (the fake NVML) projects the GPU study at its own pace, so
+    # its verdict would say how fast the test machine is, not whether the GPU study fits its time limit.
     out.append(
         Check(
             f"s/step × {study_steps:,} steps",
             f"{s_per_step:.4f} s -> {projected_min:,.0f} min",
-            f"<= the time limit, {limit} min",
-            projected_min <= limit,
+            f"<= the time limit, {limit} min" + ("" if on_gpu else " on a GPU; a CPU is not judged"),
+            projected_min <= limit if on_gpu else None,
         )
     )
     tokens_per_s = metrics["real_tokens"] / metrics["train_s"]
@@ -433,15 +466,25 @@ def main() -> None:
     ap.add_argument("--window-s", type=float, default=5.0, help="seconds of each closure window")
     ap.add_argument("--idle-s", type=float, default=5.0, help="the shortened trial's idle baseline")
     ap.add_argument("--fake-nvml", action="store_true", help="CPU and the suite's fake NVML: the script's own test")
+    ap.add_argument(
+        "--fake-period-s",
+        type=float,
+        default=None,
+        help="the update period the meter assumes for the fake counter (default: the fake sensor's, 0.01 s); k times "
+        "it plays a CPU k times faster: what is timed against the counter spans k times fewer of its periods",
+    )
     ap.add_argument("--out", default=".", help="folder for gpu_validate.json")
     args = ap.parse_args()
     if args.fake_nvml:
         sys.path.insert(0, str(ROOT / "tests"))
         from fake_nvml import FakeNvml
 
-        nvml, device, args.device = FakeNvml({FAKE_UUID: 1.0}, load_w=100.0), torch.device("cpu"), "cpu"
-        # The fake sensor updates every load_update_s, and a CPU trial has no CUDA UUID: the fake GPU stands for it.
-        NvmlMeter.update_period_s = nvml.load_update_s
+        nvml = FakeNvml({FAKE_UUID: 1.0}, load_w=100.0)
+        device, args.device = torch.device("cpu"), "cpu"
+        # The fake sensor updates every load_update_s (--fake-period-s, when given, is the period the meter takes it
+        # for: k times the sensor's plays a CPU k times faster), and a CPU trial has no CUDA UUID: the fake GPU
+        # stands for it.
+        NvmlMeter.update_period_s = args.fake_period_s or nvml.load_update_s
         trial_module.gpu_uuid = lambda device, nvml=None: FAKE_UUID
         uuid = FAKE_UUID
     else:
@@ -453,6 +496,7 @@ def main() -> None:
     settings = study_settings(ROOT / args.config)
     if args.fake_nvml:
         settings.update(FAKE_STACK)
+        settings["eval_tokens"] = fake_eval_tokens(eval_seconds_per_token(settings), NvmlMeter.update_period_s)
     checks = identity(device, nvml, uuid, args.fake_nvml)
     _print(checks)
     period = NvmlMeter.update_period_s
@@ -466,7 +510,8 @@ def main() -> None:
             try:
                 runs.append(stack_trial(settings, args, nvml, args.steps))
             except TrainingError as err:
-                checks.append(Check("the study stack", str(err)[:120], "trains", False))
+                _print(found := [Check("the study stack", str(err)[:120], "trains", False)])  # its line, as every check
+                checks += found
                 break
         if runs:
             _print(found := stack(settings, runs[0][0], device, period))

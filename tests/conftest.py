@@ -1,11 +1,19 @@
 import os
-from pathlib import Path
 
-import pytest
-
+# One thread per test process for every pool a test can start (OpenMP, BLAS, torch, polars, tokenizers), set before
+# any of them is imported: the suite runs in parallel workers, one per core (make test), and a worker whose libraries
+# each start a pool per core oversubscribes the machine and runs slower than the suite in series. Snakemake and the
+# jobs it starts inherit them; a trial still sets its own torch threads (train.threads).
+for _pool in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "POLARS_MAX_THREADS"):
+    os.environ[_pool] = "1"
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,19 +40,45 @@ def small_tokenizer(grammar):
 
 
 @pytest.fixture(scope="session")
-def cache(tmp_path_factory):
-    return {"SNAKEMAKE_OUTPUT_CACHE": str(tmp_path_factory.mktemp("output-cache"))}
+def shared(tmp_path_factory) -> Path:
+    """The folder that every parallel worker of this test run shares (pytest-xdist gives each worker its own base
+    folder inside one run folder): what is built once for the run lives there."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared"
 
 
 @pytest.fixture(scope="session")
-def study(tmp_path_factory, cache):
+def built(shared, tmp_path_factory):
+    """``built(name, build)``: this worker's own copy of a study that ``build(folder)`` makes once for the whole test
+    run (workflow_helpers.built_once): tests change their copy and run Snakemake in it, never another worker's."""
+    from workflow_helpers import built_once, own_copy
+
+    def copy(name: str, build) -> Path:
+        return own_copy(built_once(shared, name, build), tmp_path_factory.mktemp(name))
+
+    return copy
+
+
+@pytest.fixture(scope="session")
+def cache(shared):
+    """Snakemake's between-workflow output cache, one for the run: the study stores its trials in it and a second
+    clone fetches them, whichever worker each runs in."""
+    folder = shared / "output-cache"
+    folder.mkdir(parents=True, exist_ok=True)
+    return {"SNAKEMAKE_OUTPUT_CACHE": str(folder)}
+
+
+@pytest.fixture(scope="session")
+def study(built, cache):
     """The tiny study run locally once, with the between-workflow cache on (targets before --cache)."""
     from workflow_helpers import TINY, clone, snakemake
 
-    work = clone(tmp_path_factory.mktemp("study"))
-    proc = snakemake(work, *TINY, "--cores", "2", "--resources", "gpu=1", "--cache", env=cache)
-    (work / "terminal.txt").write_text(proc.stdout + proc.stderr)  # what the user saw
-    return work
+    def run(folder: Path) -> None:
+        work = clone(folder)
+        proc = snakemake(work, *TINY, "--cores", "2", "--resources", "gpu=1", "--cache", env=cache)
+        (work / "terminal.txt").write_text(proc.stdout + proc.stderr)  # what the user saw
+
+    return built("study", run)
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
 """The study on a real single-node SLURM (cluster/slurm-up.sh), every job through sbatch."""
 
+import json
 import os
 import re
 import shutil
@@ -11,7 +12,8 @@ import polars as pl
 import pytest
 from workflow_helpers import ROOT, SNAKEMAKE, TINY, clone, copy_project, planned_jobs, snakemake
 
-pytestmark = pytest.mark.cluster
+# One worker runs them all, in order: they share one SLURM, which the session's end takes down.
+pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("slurm")]
 PROFILE = [
     "--profile",
     "profiles/slurm",
@@ -148,21 +150,26 @@ def _allocated_gpu_types() -> dict[str, tuple[str, set[str]]]:
 
 
 def test_a_hardware_factor_puts_each_levels_trials_on_its_gpu_type(slurm, tmp_path):
-    """config/hardware-slurm.yaml's two levels, on the two GPU types this cluster has (trained on the CPU here)."""
+    """config/hardware-slurm.yaml's two levels, on the two GPU types this cluster has (trained on the CPU here). The
+    data stage runs locally first: what is asked here is where SLURM puts the trials and their device profiles (the
+    whole study through sbatch, data and analysis included, is cancelled_run's)."""
     work = clone(tmp_path)
     (work / "cpu.yaml").write_text(
         "design: {hardware: {a100: {device: cpu}, h100: {device: cpu}}}\n"
         "study: {name: hardware, seed: 11, budgets: [1000], trials: 2}\n"
     )
+    config = [*TINY, "config/hardware-slurm.yaml", "cpu.yaml"]
+    snakemake(work, *config, "--cores", "2", "data")
+    trials = [f"results/trials/hardware={level}/b1000/t{t}/metrics.json" for level in ("a100", "h100") for t in (1, 2)]
     before = set(_allocated_gpu_types())
-    snakemake(work, *TINY, "config/hardware-slurm.yaml", "cpu.yaml", *PROFILE)
+    snakemake(work, *config, *PROFILE, "--", *trials)
     jobs = [job for jobid, job in _allocated_gpu_types().items() if jobid not in before]
     assert len(jobs) == 4, jobs
     for wildcards, types in jobs:
         level = re.search(r"hardware=([a-z0-9]+)", wildcards).group(1)
         assert types == {level}, (wildcards, types)
-    records = pl.read_parquet(work / "results/analysis/trials.parquet")
-    assert sorted(records["levels_hardware"].to_list()) == ["a100", "a100", "h100", "h100"]
+    records = [json.loads((work / path).read_text()) for path in trials]
+    assert [r["levels"]["hardware"] for r in records] == ["a100", "a100", "h100", "h100"]
 
 
 def test_a_github_release_runs_its_jobs_on_slurm_and_restores_what_was_not_forced(slurm, released, tmp_path):

@@ -183,8 +183,14 @@ def test_nvidia_smi_is_asked_for_the_physical_gpu_cuda_device_0_is(gpu_validate,
     assert gpu_validate.smi_uuid(0) == "GPU-x" and asked == ["2"]
 
 
+# The update period the meter assumes for the fake counter against the fake sensor's own 0.01 s: k times longer plays
+# a CPU k times faster, since everything the validation times against the counter then spans k times fewer periods.
+SIMULATED_CPU = {"3x faster": 0.03, "3x slower": 0.01 / 3}
+
+
 @pytest.mark.workflow
-def test_gpu_validate_passes_on_a_cpu_against_the_fake_nvml_printing_a_banded_line_per_check(root, tmp_path):
+@pytest.mark.parametrize("period_s", SIMULATED_CPU.values(), ids=SIMULATED_CPU.keys())
+def test_gpu_validate_passes_on_a_cpu_against_the_fake_nvml_printing_a_banded_line_per_check(root, tmp_path, period_s):
     import json
     import os
     import subprocess
@@ -193,7 +199,7 @@ def test_gpu_validate_passes_on_a_cpu_against_the_fake_nvml_printing_a_banded_li
         ["bash", str(root / "benchmarks/gpu_validate.sh")],
         capture_output=True,
         text=True,
-        env={**os.environ, "FAKE": "1", "OUT": str(tmp_path)},
+        env={**os.environ, "FAKE": "1", "FAKE_PERIOD_S": str(period_s), "OUT": str(tmp_path)},
     )
     lines = proc.stdout.splitlines()
     assert proc.returncode == 0 and lines[-1] == "GPU VALIDATION PASSED", proc.stdout + proc.stderr[-3000:]
@@ -229,3 +235,10 @@ def test_energy_above_idle_at_or_below_zero_with_a_trial_whose_power_was_not_rec
         }
     )
     assert "1 trial(s) have energy above idle at or below zero" in dynamic_energy_sentence(trials)
+
+
+@pytest.mark.parametrize("seconds_per_token", [1e-6, 3e-6, 9e-6])
+def test_the_fake_evaluation_spans_its_margin_of_counter_periods_at_any_measured_pace(gpu_validate, seconds_per_token):
+    tokens = gpu_validate.fake_eval_tokens(seconds_per_token, period_s=0.01)
+    need_s = gpu_validate.FAKE_EVAL_MARGIN * gpu_validate.MIN_COUNTER_PERIODS * 0.01
+    assert tokens % 64 == 0 and need_s <= tokens * seconds_per_token < need_s + 64 * seconds_per_token

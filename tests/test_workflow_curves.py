@@ -28,11 +28,13 @@ RUN = ["--configfile", "config/trajectory.yaml", "scaled.yaml"]
 
 
 @pytest.fixture(scope="module")
-def trajectory(tmp_path_factory):
-    work = clone(tmp_path_factory.mktemp("trajectory"))
-    (work / "scaled.yaml").write_text(SCALED)
-    snakemake(work, *RUN, "--cores", "2", "--resources", "gpu=1")
-    return work
+def trajectory(built):
+    def run(folder):
+        work = clone(folder)
+        (work / "scaled.yaml").write_text(SCALED)
+        snakemake(work, *RUN, "--cores", "2", "--resources", "gpu=1")
+
+    return built("trajectory", run)
 
 
 def test_the_trajectory_config_plans_its_six_seeds_of_twenty_million_tokens_with_their_time_and_energy(tmp_path):

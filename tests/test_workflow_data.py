@@ -8,11 +8,9 @@ pytestmark = pytest.mark.workflow
 
 
 @pytest.fixture(scope="module")
-def tiny_data(tmp_path_factory):
+def tiny_data(built):
     """The tiny study's data stages, run for real once."""
-    work = clone(tmp_path_factory.mktemp("data"))
-    snakemake(work, *TINY, "--cores", "2", "data")
-    return work
+    return built("data", lambda folder: snakemake(clone(folder), *TINY, "--cores", "2", "data"))
 
 
 def test_dry_run_of_the_default_config_plans_one_subset_per_budget_and_trial(tmp_path):

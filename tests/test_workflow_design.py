@@ -16,11 +16,12 @@ MODELS = ["tiny", "small", "base"]
 
 
 @pytest.fixture(scope="module")
-def factorial(tmp_path_factory):
-    work = clone(tmp_path_factory.mktemp("factorial"))
-    proc = snakemake(work, *MODEL_SIZE, "--cores", "2", "--resources", "gpu=1")
-    (work / "terminal.txt").write_text(proc.stdout + proc.stderr)
-    return work
+def factorial(built):
+    def run(folder):
+        proc = snakemake(clone(folder), *MODEL_SIZE, "--cores", "2", "--resources", "gpu=1")
+        (folder / "terminal.txt").write_text(proc.stdout + proc.stderr)
+
+    return built("factorial", run)
 
 
 def _trials(work):

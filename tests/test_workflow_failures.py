@@ -4,6 +4,7 @@ only what is missing. (Faults inside one stage are tested beside that stage's mo
 
 import os
 import re
+import shutil
 from typing import NamedTuple
 
 import pytest
@@ -447,16 +448,20 @@ def test_after_snakemake_is_killed_unlock_and_rerun_incomplete_finish_without_tr
 
 
 @pytest.fixture(scope="module")
-def diverging(study, tmp_path_factory):
+def diverging(study, built):
     """The tiny study's data with two trials per cell, run to its report where half the trials diverge
     (design.lr: [0.003, 50]), then where all of them do (train.lr: 50); each report kept."""
-    work = copy_of_study(study, tmp_path_factory.mktemp("diverging"))
-    reports = {}
-    for case, text in (("half", "design: {lr: [0.003, 50]}"), ("all", "train: {lr: 50}")):
-        (work / f"{case}.yaml").write_text(f"study: {{trials: 2}}\n{text}\n")
-        snakemake(work, *TINY, f"{case}.yaml", "--cores", "2", "--resources", "gpu=1")
-        reports[case] = (work / "results" / "report.html").read_text(encoding="utf-8")
-    return reports
+    cases = (("half", "design: {lr: [0.003, 50]}"), ("all", "train: {lr: 50}"))
+
+    def run(folder):
+        work = copy_of_study(study, folder)
+        for case, text in cases:
+            (work / f"{case}.yaml").write_text(f"study: {{trials: 2}}\n{text}\n")
+            snakemake(work, *TINY, f"{case}.yaml", "--cores", "2", "--resources", "gpu=1")
+            shutil.copy2(work / "results" / "report.html", work / f"report-{case}.html")
+
+    work = built("diverging", run)
+    return {case: (work / f"report-{case}.html").read_text(encoding="utf-8") for case, _ in cases}
 
 
 @pytest.mark.parametrize(

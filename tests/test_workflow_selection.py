@@ -15,10 +15,10 @@ LEVELS = ["raw", "dedup", "dedup-filter"]
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory):
-    work = clone(tmp_path_factory.mktemp("selection"))
-    snakemake(work, *SELECTION, "--cores", "2", "--resources", "gpu=1")
-    return work
+def study(built):
+    return built(
+        "selection", lambda folder: snakemake(clone(folder), *SELECTION, "--cores", "2", "--resources", "gpu=1")
+    )
 
 
 def _docs(work, level):

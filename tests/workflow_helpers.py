@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shutil
@@ -35,6 +37,37 @@ def copy_of_study(study: Path, dest: Path) -> Path:
     shutil.copytree(study / "results", work / "results")
     shutil.copytree(study / ".snakemake", work / ".snakemake", ignore=shutil.ignore_patterns("locks", "incomplete"))
     return work
+
+
+def built_once(shared: Path, name: str, build) -> Path:
+    """``shared/name``, made by ``build(folder)`` once in a test run, by whichever parallel worker asks first; the
+    others wait for it under a lock and never build it again. A build that failed fails every later ask with its
+    error, without a second try that would fail the same way minutes later."""
+    folder, failed = shared / name, shared / f"{name}.failed"
+    shared.mkdir(parents=True, exist_ok=True)
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also when the build raises
+        if failed.exists():
+            raise AssertionError(f"building the shared {name} failed in another worker:\n{failed.read_text()}")
+        if not (folder / ".built").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            try:
+                build(folder)
+            except BaseException as err:
+                failed.write_text(str(err)[-8000:])
+                raise
+            (folder / ".built").touch()
+    return folder
+
+
+def own_copy(built: Path, dest: Path) -> Path:
+    """A worker's own copy of a study built once, to change and to run Snakemake in without touching another
+    worker's: files keep their times (Snakemake's records compare them), links stay links (the output cache's)."""
+    with contextlib.suppress(FileNotFoundError):
+        dest.rmdir()  # pytest's mktemp made it empty
+    shutil.copytree(built, dest, symlinks=True, ignore=shutil.ignore_patterns("locks", "incomplete", ".built"))
+    return dest
 
 
 def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
