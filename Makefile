@@ -27,8 +27,9 @@ system-deps:
 study: $(STAMP)
 	HF_HUB_DISABLE_PROGRESS_BARS=1 $(BIN)/snakemake --cores 2 --resources gpu=1
 
+# The 20 slowest tests close the run: where the suite's time goes (docs/benchmarks.md keeps a measured list).
 test: $(STAMP) system-deps
-	$(PYTEST)
+	$(PYTEST) --durations=20
 
 test-fast: $(STAMP)
 	$(PYTEST) -m "not workflow and not cluster"

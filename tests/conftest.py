@@ -99,3 +99,14 @@ def released(study, tmp_path_factory):
     pin_release(project, "v1.0.0")
     proc = snakemake(project, "--cores", "2", "--resources", "gpu=1", env=env)
     return SimpleNamespace(repo=repo, project=project, env=env, terminal=proc.stdout + proc.stderr)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slowest tests first, the unit tests last: parallel workers then end together, the quick tests filling the
+    gaps, instead of one worker finishing a long study alone at the end (a stable sort: the order within each kind
+    stays the files' own)."""
+
+    def kind(item: pytest.Item) -> int:
+        return 0 if item.get_closest_marker("cluster") else 1 if item.get_closest_marker("workflow") else 2
+
+    items.sort(key=kind)
