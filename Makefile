@@ -8,8 +8,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 # One pytest worker per core (pytest-xdist), each on one thread (tests/conftest.py); tests of one group (the SLURM
-# ones, which share one cluster) run in one worker, in order.
-PYTEST := HF_HUB_DISABLE_PROGRESS_BARS=1 $(BIN)/python -m pytest -q -n auto --dist loadgroup
+# ones, which share one cluster) run in one worker, in order (pyproject.toml's --dist loadgroup).
+PYTEST := HF_HUB_DISABLE_PROGRESS_BARS=1 $(BIN)/python -m pytest -q -n auto
 
 .PHONY: study test test-fast system-deps
 

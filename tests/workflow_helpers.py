@@ -63,10 +63,11 @@ def built_once(shared: Path, name: str, build) -> Path:
 
 def own_copy(built: Path, dest: Path) -> Path:
     """A worker's own copy of a study built once, to change and to run Snakemake in without touching another
-    worker's: files keep their times (Snakemake's records compare them), links stay links (the output cache's)."""
+    worker's: files keep their times (Snakemake's records compare them); a link into the run's output cache becomes
+    a file of its own, so a test that edits a trial's record in place edits its copy only."""
     with contextlib.suppress(FileNotFoundError):
         dest.rmdir()  # pytest's mktemp made it empty
-    shutil.copytree(built, dest, symlinks=True, ignore=shutil.ignore_patterns("locks", "incomplete", ".built"))
+    shutil.copytree(built, dest, ignore=shutil.ignore_patterns("locks", "incomplete", ".built"))
     return dest
 
 
