@@ -7,9 +7,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-# One pytest worker per core (pytest-xdist), each on one thread (tests/conftest.py); tests of one group (the SLURM
-# ones, which share one cluster) run in one worker, in order (pyproject.toml's --dist loadgroup).
-PYTEST := HF_HUB_DISABLE_PROGRESS_BARS=1 $(BIN)/python -m pytest -q -n auto
+# Two pytest workers per core (pytest-xdist), each on one thread (tests/conftest.py): a workflow test spends much of
+# its time on one core or none (a study's jobs one after another, a trial's idle baseline, a SLURM status check), so
+# one worker per core left ~40 % of the two cores idle. Tests of one group (the SLURM ones, which share one cluster)
+# run in one worker, in order (pyproject.toml's --dist loadgroup).
+WORKERS ?= $(shell echo $$((2 * $$(nproc))))
+PYTEST := HF_HUB_DISABLE_PROGRESS_BARS=1 $(BIN)/python -m pytest -q -n $(WORKERS)
 
 .PHONY: study test test-fast system-deps
 
