@@ -1,4 +1,4 @@
-# Two commands on a fresh machine (each installs what it needs first):
+# Two commands on a fresh machine, and a third for the edit-test loop (each installs what it needs first):
 #   make study   - run the embedded default study  -> results/report.html
 #   make test    - run the test suite
 #   make test-fast - the suite without the Snakemake and SLURM tests, for the edit-test loop
@@ -9,9 +9,9 @@ STAMP := $(VENV)/.installed
 
 # Two pytest workers per core (pytest-xdist), each on one thread (tests/conftest.py): a workflow test spends much of
 # its time on one core or none (a study's jobs one after another, a trial's idle baseline, a SLURM status check), so
-# one worker per core left ~40 % of the two cores idle. Tests of one group (the SLURM ones, which share one cluster)
+# one worker per core left ~37 % of the two cores idle (at most 16 workers). Tests of one group (the SLURM ones, which share one cluster)
 # run in one worker, in order (pyproject.toml's --dist loadgroup).
-WORKERS ?= $(shell echo $$((2 * $$(nproc))))
+WORKERS ?= $(shell n=$$(nproc); echo $$((n > 8 ? 16 : 2 * n)))
 PYTEST := HF_HUB_DISABLE_PROGRESS_BARS=1 $(BIN)/python -m pytest -q -n $(WORKERS)
 
 .PHONY: study test test-fast system-deps
@@ -34,5 +34,5 @@ study: $(STAMP)
 test: $(STAMP) system-deps
 	$(PYTEST) --durations=20
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) system-deps
 	$(PYTEST) -m "not workflow and not cluster"

@@ -1,7 +1,7 @@
 import os
 
 # One thread per test process for torch, OpenMP and BLAS, set before any of them is imported: the suite runs in
-# parallel workers, one per core (make test), and a worker whose libraries each start a pool per core oversubscribes
+# parallel workers, two per core (make test), and a worker whose libraries each start a pool per core oversubscribes
 # the machine and runs slower than the suite in series. Snakemake and the jobs it starts inherit them (a trial still
 # sets its own torch threads, train.threads); polars and tokenizers keep their own pools, as a user's jobs do.
 for _pool in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):

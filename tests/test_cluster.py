@@ -176,7 +176,9 @@ def test_a_hardware_factor_puts_each_levels_trials_on_its_gpu_type(slurm, tmp_pa
     for wildcards, types in jobs:
         level = re.search(r"hardware=([a-z0-9]+)", wildcards).group(1)
         assert types == {level}, (wildcards, types)
+    measured = {path: (work / path).stat().st_mtime_ns for path in trials}
     snakemake(work, *config, "--cores", "2")
+    assert {path: (work / path).stat().st_mtime_ns for path in trials} == measured  # the analysis only: no trial again
     records = pl.read_parquet(work / "results/analysis/trials.parquet")
     assert sorted(records["levels_hardware"].to_list()) == ["a100", "a100", "h100", "h100"]
 
