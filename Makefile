@@ -7,10 +7,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-# Two pytest workers per core (pytest-xdist), each on one thread (tests/conftest.py): a workflow test spends much of
-# its time on one core or none (a study's jobs one after another, a trial's idle baseline, a SLURM status check), so
-# one worker per core left ~37 % of the two cores idle (at most 16 workers). Tests of one group (the SLURM ones, which share one cluster)
-# run in one worker, in order (pyproject.toml's --dist loadgroup).
+# Two pytest workers per core, at most 16 (pytest-xdist), each on one thread (tests/conftest.py): a workflow test
+# spends much of its time on one core or none (a study's jobs one after another, a trial's idle baseline, a SLURM
+# status check), so one worker per core left ~37 % of the two cores idle. Tests of one group (the SLURM ones, which
+# share one cluster) run in one worker, in order (pyproject.toml's --dist loadgroup).
 WORKERS ?= $(shell n=$$(nproc); echo $$((n > 8 ? 16 : 2 * n)))
 PYTEST := HF_HUB_DISABLE_PROGRESS_BARS=1 $(BIN)/python -m pytest -q -n $(WORKERS)
 

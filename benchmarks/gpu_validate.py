@@ -475,6 +475,8 @@ def main() -> None:
     )
     ap.add_argument("--out", default=".", help="folder for gpu_validate.json")
     args = ap.parse_args()
+    if args.fake_period_s is not None and (not args.fake_nvml or args.fake_period_s <= 0):
+        ap.error(f"--fake-period-s {args.fake_period_s}: give a period > 0 s, and only with --fake-nvml")
     if args.fake_nvml:
         sys.path.insert(0, str(ROOT / "tests"))
         from fake_nvml import FakeNvml
@@ -484,7 +486,7 @@ def main() -> None:
         # The fake sensor updates every load_update_s (--fake-period-s, when given, is the period the meter takes it
         # for: k times the sensor's plays a CPU k times faster), and a CPU trial has no CUDA UUID: the fake GPU
         # stands for it.
-        NvmlMeter.update_period_s = args.fake_period_s or nvml.load_update_s
+        NvmlMeter.update_period_s = nvml.load_update_s if args.fake_period_s is None else args.fake_period_s
         trial_module.gpu_uuid = lambda device, nvml=None: FAKE_UUID
         uuid = FAKE_UUID
     else:
