@@ -6,7 +6,7 @@ import polars as pl
 from curve_study import budget_study, curves_table, run_rows
 from tokenwatt.analysis.curves import analyse_curves, curves_product
 from tokenwatt.analysis.stopping_replay import stopping_outcomes
-from tokenwatt.analysis.targets import default_targets, energy_to_target, energy_to_target_tests
+from tokenwatt.analysis.targets import default_targets, energy_to_target, energy_to_target_comparisons
 from tokenwatt.analysis.trajectory import trajectory
 from tokenwatt.plan.stopping import StopRule
 
@@ -17,7 +17,7 @@ def test_every_record_serialises_to_json():
     curves = budget_study(n=4, points=5)
     reached = energy_to_target(curves, default_targets(curves))
     records = [
-        *energy_to_target_tests(reached),
+        *energy_to_target_comparisons(reached),
         trajectory(curves),
         stopping_outcomes(curves, StopRule("marginal", 0.01, 2)),
     ]

@@ -57,7 +57,7 @@ def test_both_forms_of_energy_per_token_and_the_choice_are_shown(scaling):
     assert "c · N^γ" in text and "e₀ + b · N" in text and "too few for AICc" in text
 
 
-def _reach(n_reached, at_first, geomean):
+def _reach(n_reached, at_first, median):
     return {
         "target": "loss 2.4",
         "series": "",
@@ -65,7 +65,8 @@ def _reach(n_reached, at_first, geomean):
         "n": 5,
         "n_reached": n_reached,
         "n_at_first_point": at_first,
-        "energy_geomean_j": geomean,
+        "n_censored": 5 - n_reached,
+        "energy_median_j": median,
         "energy_ci95_low_j": None,
         "energy_ci95_high_j": None,
     }
@@ -74,9 +75,7 @@ def _reach(n_reached, at_first, geomean):
 def test_runs_that_crossed_at_their_first_point_are_reported_as_upper_bounds_not_as_no_trial_reached():
     text = target_sentence({"energy_to_target": [_reach(5, 5, 12.0)]})
     assert "No trial reached" not in text
-    assert (
-        "5 of 5 trials reached it, 5 of them at or before their first eval point, so the mean is an upper bound" in text
-    )
+    assert "5 of 5 trials reached it, 5 of them at or before their first eval point (an upper bound)" in text
 
 
 def test_no_trial_reached_is_said_only_when_none_did():

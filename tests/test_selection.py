@@ -146,28 +146,33 @@ def _trials(levels: dict[str, int]) -> pl.DataFrame:
     return pl.DataFrame({"levels_selection": [level for level, n in levels.items() for _ in range(n)]})
 
 
-def test_a_levels_selection_is_amortised_over_its_trials_and_the_shared_clearance_over_every_trial():
+def test_a_levels_selection_cost_is_its_steps_and_the_eval_clearance_in_full_however_many_trials_trained_on_it():
+    """Its budgets are alternatives and its trial ids replicates: dividing by them would make the cost shrink with
+    replication."""
     records = {
         SHARED: [_step("eval_near_dup", 60.0)],
         "raw": [_step("near_dup", 0.0)],
-        "dedup": [_step("near_dup", 30.0)],
+        "dedup": [_step("near_dup", 20.0), _step("filter", 12.0)],
     }
-    costs = {c["level"]: c for c in level_costs(records, _trials({"raw": 6, "dedup": 6}))}
-    assert costs["raw"]["share_per_trial_j"] == pytest.approx(60 / 12)
-    assert costs["dedup"]["share_per_trial_j"] == pytest.approx(30 / 6 + 60 / 12)
+    few = {c["level"]: c for c in level_costs(records, _trials({"raw": 3, "dedup": 3}))}
+    many = {c["level"]: c for c in level_costs(records, _trials({"raw": 12, "dedup": 12}))}
+    assert few["raw"]["selection_j"] == many["raw"]["selection_j"] == pytest.approx(60.0)
+    assert few["dedup"]["selection_j"] == many["dedup"]["selection_j"] == pytest.approx(32.0 + 60.0)
+    assert few["dedup"]["joules"] == pytest.approx(32.0) and "share_per_trial_j" not in few["dedup"]
 
 
-def test_a_selection_step_without_a_meter_leaves_the_share_missing_not_zero():
+def test_a_selection_step_without_a_meter_leaves_the_cost_missing_not_zero():
     records = {SHARED: [_step("eval_near_dup", 60.0)], "dedup": [_step("near_dup", None)]}
-    assert level_costs(records, _trials({"dedup": 3}))[0]["share_per_trial_j"] is None
+    assert level_costs(records, _trials({"dedup": 3}))[0]["selection_j"] is None
 
 
-def test_energy_to_target_is_stated_without_and_with_the_levels_share():
+def test_energy_to_target_is_one_runs_median_beside_the_levels_whole_selection_cost_and_its_share_of_that_run():
     reached = [{"target": "perplexity 9", "series": "selection=dedup", "budget": 1000, "n_reached": 3, "n": 3}]
     rows = energy_to_target_with_selection(
-        [{**reached[0], "energy_geomean_j": 100.0}], [{"level": "dedup", "share_per_trial_j": 7.5}]
+        [{**reached[0], "energy_median_j": 348.0}], [{"level": "dedup", "selection_j": 32.0}]
     )
-    assert (rows[0]["training_j"], rows[0]["with_selection_j"]) == (100.0, 107.5)
+    assert (rows[0]["training_j"], rows[0]["selection_j"], rows[0]["with_selection_j"]) == (348.0, 32.0, 380.0)
+    assert rows[0]["selection_pct_of_run"] == pytest.approx(100 * 32 / 348)
 
 
 def test_the_config_schema_offers_exactly_the_quality_rules_the_library_has(root):
@@ -191,10 +196,11 @@ def test_the_report_section_names_each_levels_removals_and_its_energy_to_target_
     shared = {**_step("eval_near_dup", 6.0), "settings": None, "documents_in": 10, "removed_by": {}, "examples": []}
     reached = {"target": "perplexity 9", "series": "selection=strict", "budget": 1000, "n_reached": 2, "n": 2}
     costs = level_costs({SHARED: [shared], "strict": [step]}, _trials({"strict": 2}))
-    reach = energy_to_target_with_selection([{**reached, "energy_geomean_j": 100.0}], costs)
+    reach = energy_to_target_with_selection([{**reached, "energy_median_j": 100.0}], costs)
     page = selection_html({"shared": [shared], "levels": costs, "energy_to_target": reach})
     assert "min_words 2" in page and "min_words (value 3, threshold 20)" in page
-    assert "109.0 J" in page  # 100 J of training + (12 J / 2 trials + 6 J / 2 trials)
+    assert "118.0 J" in page and "18.0 %" in page  # 100 J of training + 12 J of its filter + 6 J of eval clearance
+    assert "per trial" not in page
 
 
 def _section(trials: pl.DataFrame, reached: dict, shared_steps: list[dict] | None = None) -> str:
@@ -206,7 +212,7 @@ def _section(trials: pl.DataFrame, reached: dict, shared_steps: list[dict] | Non
         {**_step("eval_near_dup", 6.0), "settings": None, "documents_in": 10, "removed_by": {}, "examples": []}
     ]
     costs = level_costs({SHARED: shared, "strict": [step]}, trials)
-    reach = energy_to_target_with_selection([{**reached, "energy_geomean_j": 100.0}], costs)
+    reach = energy_to_target_with_selection([{**reached, "energy_median_j": 100.0}], costs)
     return selection_html({"shared": shared, "levels": costs, "energy_to_target": reach})
 
 
@@ -240,7 +246,7 @@ def test_the_eval_filters_joules_are_no_levels_selection_cost():
     eval_filter = {**_step("eval_filter", 50.0, kept=7), "documents_in": 10}
     records = {SHARED: [_step("eval_near_dup", 2.0), eval_filter], "dedup": [_step("near_dup", 8.0)]}
     (cost,) = level_costs(records, _trials({"dedup": 2}))
-    assert cost["shared_joules"] == 2.0 and cost["share_per_trial_j"] == 8.0 / 2 + 2.0 / 2
+    assert cost["shared_joules"] == 2.0 and cost["selection_j"] == 8.0 + 2.0
 
 
 def test_as_read_ranks_the_documents_in_the_order_they_are_read():

@@ -8,15 +8,15 @@ import polars as pl
 import pytest
 from curve_study import BUDGETS, budget_study, curves_table, run_rows
 from scipy import stats as sps
-from statsmodels.stats.anova import AnovaRM
+from statsmodels.duration.survfunc import SurvfuncRight
 from tokenwatt.analysis.curve_runs import CurvesError
 from tokenwatt.analysis.targets import (
     Target,
     default_targets,
     distinct_labels,
     energy_to_target,
+    energy_to_target_comparisons,
     energy_to_target_summary,
-    energy_to_target_tests,
     target,
     targets_from_config,
 )
@@ -47,9 +47,10 @@ def test_reaching_a_target_costs_its_energy_in_co2e_and_money_and_its_training_t
     assert got[0]["electricity_cost"] == pytest.approx(kwh * 0.3)
     assert got[0]["device_cost"] == pytest.approx(seconds / 3600 * 2.0)
     assert got[0]["total_cost"] == pytest.approx(kwh * 0.3 + seconds / 3600 * 2.0)
-    assert not got[1]["reached"] and got[1]["kg_co2e"] is None  # censored: no cost, never a zero
+    # censored: the cost of what it spent, a lower bound of what reaching the target would have cost
+    assert not got[1]["reached"] and got[1]["kg_co2e"] == pytest.approx(900.0 * 1.2 / 3.6e6 * 400.0 / 1000)
     summary = energy_to_target_summary(energy_to_target(curves_table(HAND), [{"loss": 3.5}], cost)).row(0, named=True)
-    assert summary["kg_co2e_geomean"] == pytest.approx(kwh * 400.0 / 1000)
+    assert summary["kg_co2e_median"] == pytest.approx(kwh * 400.0 / 1000)
 
 
 def test_a_perplexity_target_is_the_loss_ln_ppl():
@@ -64,13 +65,13 @@ def test_a_perplexity_target_is_the_loss_ln_ppl():
     )
 
 
-def test_a_target_already_met_at_the_first_point_carries_that_points_energy_as_an_upper_bound_and_stays_in_the_mean():
+def test_a_target_already_met_at_the_first_point_carries_that_points_energy_as_an_upper_bound_and_stays_in_the_median():
     reached = energy_to_target(curves_table(HAND), [{"loss": 4.5}])
     row = reached.row(0, named=True)
     assert row["reached"] and row["at_first_point"] and row["point_reached"] == 1
     assert (row["real_tokens"], row["energy_j"]) == (1e4, 12.0) and row["train_s"] is not None
     summary = energy_to_target_summary(reached).row(0, named=True)
-    assert summary["n_at_first_point"] == 1 and summary["energy_geomean_j"] == pytest.approx(12.0)
+    assert summary["n_at_first_point"] == 1 and summary["energy_median_j"] == pytest.approx(12.0)
 
 
 def test_a_bare_number_is_not_a_target_because_it_could_be_a_loss_or_a_perplexity():
@@ -78,42 +79,117 @@ def test_a_bare_number_is_not_a_target_because_it_could_be_a_loss_or_a_perplexit
         target(9.0)
 
 
-def test_a_trial_that_never_reaches_the_target_is_censored_kept_in_n_and_left_out_of_centre_and_test():
+def test_a_trial_that_never_reaches_the_target_is_censored_at_the_energy_it_stopped_at():
     curves = budget_study(shift={(100_000, 3): 0.6})  # trial 3 at 100K ends near 4.0 nats, above the target
     reached = energy_to_target(curves, [{"loss": 3.6}])
-    small = reached.filter(pl.col("budget") == 100_000)
-    assert small.filter(pl.col("trial") == 3)["reached"].to_list() == [False]
-    assert small.filter(pl.col("trial") == 3)["energy_j"].to_list() == [None]
-    energies = small.filter(pl.col("reached"))["energy_j"].to_numpy()
+    censored = reached.filter((pl.col("budget") == 100_000) & (pl.col("trial") == 3)).row(0, named=True)
+    last = curves.filter((pl.col("budget") == 100_000) & (pl.col("trial") == 3) & pl.col("final")).row(0, named=True)
+    assert not censored["reached"] and censored["energy_j"] == pytest.approx(last["train_energy_j"])
     row = energy_to_target_summary(reached).filter(pl.col("budget") == 100_000).row(0, named=True)
     assert (row["n"], row["n_reached"], row["n_censored"]) == (8, 7, 1)
-    assert row["energy_median_j"] == pytest.approx(np.median(energies))
-    assert row["energy_geomean_j"] == pytest.approx(math.exp(np.log(energies).mean()))
-    half = sps.t.ppf(0.975, 6) * np.log(energies).std(ddof=1) / math.sqrt(7)
-    assert row["energy_ci95_low_j"] == pytest.approx(math.exp(np.log(energies).mean() - half))
-    (test,) = energy_to_target_tests(reached)
-    assert (test.subjects, test.used, test.left_out) == (8, 7, [3])
-    assert test.anova["n_trials"] == 7 and test.anova["df2"] == 2 * (7 - 1) and test.anova["scale"] == "log"
-    assert test.message.startswith("7 of 8 subjects reached loss 3.6 in every cell") and "trial 3" in test.message
 
 
-def test_the_energy_to_target_test_is_the_rm_anova_of_log_energy_on_the_subjects_that_reached_it():
+def _cell(energies, reached):
+    """One cell of runs whose crossing (or last point, when not reached) is at ``energies``."""
+    runs = []
+    for t, (e, got) in enumerate(zip(energies, reached), start=1):
+        runs.append(run_rows(100_000, t, [1e4, 1e5], [4.0, 3.0 if got else 3.9], [e / 2, e]))
+    return curves_table(*runs)
+
+
+def test_the_median_energy_to_target_counts_the_trials_that_never_got_there_as_needing_more():
+    """Three of five trials got there at 10, 11 and 12 J; two stopped at 13 and 14 J without: they needed more
+    than that, so at most 2 of 5 needed ≤ 11 J and the median is 12 J, not the survivors' 11 J."""
+    reached = energy_to_target(_cell([10.0, 11.0, 12.0, 13.0, 14.0], [True, True, True, False, False]), [{"loss": 3.0}])
+    row = energy_to_target_summary(reached).row(0, named=True)
+    assert row["energy_median_j"] == pytest.approx(12.0)
+
+
+def test_the_median_energy_and_its_interval_are_statsmodels_kaplan_meier_on_every_run():
+    energies = [10.0, 10.5, 11.0, 12.0, 12.5, 13.0, 14.0, 15.0]
+    got = [True, True, False, True, True, False, True, False]
+    row = energy_to_target_summary(energy_to_target(_cell(energies, got), [{"loss": 3.0}])).row(0, named=True)
+    theirs = SurvfuncRight(np.array(energies), np.array(got, float))
+    assert row["energy_median_j"] == pytest.approx(theirs.quantile(0.5))
+    low, high = theirs.quantile_ci(0.5, alpha=0.05, method="cloglog")
+    assert row["energy_ci95_low_j"] == pytest.approx(low)
+    assert row["energy_ci95_high_j"] == (pytest.approx(high) if math.isfinite(high) else None)
+
+
+def test_with_no_trial_censored_the_energy_ratio_is_the_paired_t_test_on_log_energy():
     reached = energy_to_target(budget_study(), [{"loss": 3.6}])
-    (test,) = energy_to_target_tests(reached)
-    logged = reached.select("trial", "budget", pl.col("energy_j").log()).to_pandas()
-    theirs = AnovaRM(logged, depvar="energy_j", subject="trial", within=["budget"]).fit().anova_table
-    assert test.anova["F"] == pytest.approx(theirs["F Value"].iloc[0], rel=1e-8)
-    assert {(p["budget_a"], p["budget_b"]) for p in test.pairs} == {
-        (100_000, 200_000),
-        (100_000, 400_000),
-        (200_000, 400_000),
-    }
+    assert reached["reached"].all() and not reached["at_first_point"].any()
+    pair = next(c for c in energy_to_target_comparisons(reached) if (c.budget_a, c.budget_b) == (100_000, 400_000))
+    by = {b: reached.filter(pl.col("budget") == b).sort("trial")["energy_j"].log().to_numpy() for b in BUDGETS}
+    theirs = sps.ttest_rel(by[400_000], by[100_000])
+    assert pair.p == pytest.approx(theirs.pvalue, rel=1e-6)
+    assert pair.ratio == pytest.approx(math.exp(np.mean(by[400_000] - by[100_000])), rel=1e-6)
+    interval = theirs.confidence_interval()
+    assert (pair.ci95_low, pair.ci95_high) == pytest.approx((math.exp(interval.low), math.exp(interval.high)), rel=1e-5)
+    assert (pair.n_pairs, pair.n_exact, pair.n_censored) == (8, 8, 0)
 
 
-def test_default_targets_are_the_median_final_perplexity_of_each_budget():
+def test_the_energy_ratio_keeps_every_trial_id_a_censored_one_included():
+    curves = budget_study(shift={(100_000, 3): 0.6})
+    comparisons = energy_to_target_comparisons(energy_to_target(curves, [{"loss": 3.6}]))
+    pair = next(c for c in comparisons if (c.budget_a, c.budget_b) == (100_000, 200_000))
+    assert (pair.n_pairs, pair.n_exact, pair.n_censored) == (8, 7, 1) and pair.status == "ok"
+    assert [c.p_holm for c in comparisons] == pytest.approx(
+        [min(1.0, x) for x in _holm_by_hand([c.p for c in comparisons])]
+    )
+
+
+def _holm_by_hand(p):
+    order = sorted(range(len(p)), key=p.__getitem__)
+    out, running = [0.0] * len(p), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, (len(p) - rank) * p[i])
+        out[i] = running
+    return out
+
+
+def test_a_trial_that_needed_more_than_it_spent_raises_the_ratio_the_survivors_alone_would_give():
+    """Trial ids 1–6 need 1.2× the energy under the larger budget; under the smaller one, trial ids 5 and 6 ran out
+    at 80 % of what they would have needed. Left out, the two costliest pairs go; censored, they pull the ratio of
+    larger over smaller down, since the smaller budget's true energies are larger than their bounds."""
+    runs = []
+    for t, base in enumerate([10.0, 11.0, 12.5, 13.0, 15.0, 16.0], start=1):
+        small_reached = t <= 4
+        runs.append(run_rows(100_000, t, [1e4, 1e5], [4.0, 3.0 if small_reached else 3.9], [base / 2, base]))
+        big = base * 1.2 * (1.0 + 0.02 * (-1) ** t)
+        runs.append(run_rows(200_000, t, [1e4, 1e5], [4.0, 3.0], [big / 2, big]))
+    (pair,) = energy_to_target_comparisons(energy_to_target(curves_table(*runs), [{"loss": 3.0}]))
+    survivors = math.exp(
+        np.mean(
+            np.log(
+                [
+                    base * 1.2 * (1.0 + 0.02 * (-1) ** t) / base
+                    for t, base in enumerate([10.0, 11.0, 12.5, 13.0], start=1)
+                ]
+            )
+        )
+    )
+    assert pair.n_pairs == 6 and pair.n_censored == 2
+    assert pair.ratio < survivors
+
+
+def test_a_run_below_the_target_at_its_first_point_enters_the_ratio_as_an_upper_bound():
+    reached = energy_to_target(budget_study(), [{"loss": 4.5}])
+    bounded = reached.filter(pl.col("at_first_point"))
+    assert bounded.height > 0
+    budget = bounded["budget"][0]
+    pair = next(c for c in energy_to_target_comparisons(reached) if budget in (c.budget_a, c.budget_b))
+    assert pair.n_pairs == 8 and pair.n_exact < 8
+
+
+def test_default_targets_are_the_perplexity_four_in_five_of_each_budgets_trials_reached():
+    """Not the median: at a budget's median final perplexity half its trials get there only at their last point, so
+    its median energy to the target would be its total energy by construction."""
     curves = budget_study()
     by_hand = [
-        float(np.median(np.exp(curves.filter(pl.col("final") & (pl.col("budget") == b))["eval_loss"].to_numpy())))
+        float(
+            np.quantile(np.exp(curves.filter(pl.col("final") & (pl.col("budget") == b))["eval_loss"].to_numpy()), 0.8)
+        )
         for b in BUDGETS
     ]
     got = default_targets(curves)
@@ -132,18 +208,7 @@ def test_configured_targets_replace_the_defaults():
 def test_a_zero_carbon_intensity_gives_zero_co2e_to_a_target_not_a_missing_one():
     cost = {"pue": 1.0, "carbon_intensity_g_per_kwh": 0.0, "electricity_price_per_kwh": None, "device_hour_price": None}
     summary = energy_to_target_summary(energy_to_target(curves_table(HAND), [{"loss": 3.5}], cost)).row(0, named=True)
-    assert summary["kg_co2e_geomean"] == 0.0 and summary["total_cost_geomean"] is None
-
-
-def test_a_run_below_the_target_at_its_first_point_stays_out_of_the_test_between_budgets():
-    """Its energy is only an upper bound, looser for a larger budget's later first point: compared, it would make a
-    budget effect of its own. Its subject is named among those left out."""
-    reached = energy_to_target(budget_study(), [{"loss": 4.5}])
-    bounded = reached.filter(pl.col("at_first_point"))
-    assert bounded.height > 0
-    test = energy_to_target_tests(reached)[0]
-    assert set(bounded["trial"].to_list()) <= set(test.left_out)
-    assert "only an upper bound" in test.message
+    assert summary["kg_co2e_median"] == 0.0 and summary["total_cost_median"] is None
 
 
 def test_two_targets_that_would_read_alike_get_labels_long_enough_to_tell_them_apart():

@@ -1,8 +1,9 @@
-"""The selection stage's cost in the study's terms: each level's metered joules, amortised over the trials that trained
-on it, and the energy to each target with and without that share.
+"""The selection stage's cost in the study's terms: each level's metered joules in full, beside the energy one run
+needed to reach each target.
 
-The eval near-duplicate clearance serves every level, so its joules are shared by every trial of the study; a level's
-own steps (near_dup, filter) by that level's trials. A share of None means a step ran without a meter (selection.meter
+Making a level's data once costs its own steps (near_dup, filter, order) and the eval clearance every level needs;
+both are stated in full, never divided over the level's trials: its budgets are alternatives and its trial ids
+replicates, not uses that would share the data. A cost of None means a step ran without a meter (selection.meter
 none): missing, never 0 J.
 """
 
@@ -34,9 +35,9 @@ def _joules(steps: Sequence[Mapping[str, Any]]) -> float | None:
 
 
 def level_costs(records: Mapping[str, Sequence[Mapping[str, Any]]], trials: pl.DataFrame) -> list[dict[str, Any]]:
-    """Per level, in the trials' order: its steps' joules and seconds, the shared steps' joules, the trials that used
-    it and the per-trial share (its own joules over its trials, plus the shared joules over every trial), and the
-    meters that measured the selection and the level's training."""
+    """Per level, in the trials' order: its steps' joules and seconds, the shared steps' joules, both in full, their
+    sum (``selection_j``: what making the level's data once cost), the trials that trained on it, and the meters that
+    measured the selection and the level's training."""
     # The eval set's own filter (selection.eval_filters) prepares what every level is scored on: not a selection of
     # training documents, so not part of any level's cost (the report shows its joules on its own row).
     shared = [s for s in records.get(SHARED, []) if s["step"] != EVAL_FILTER]
@@ -48,7 +49,7 @@ def level_costs(records: Mapping[str, Sequence[Mapping[str, Any]]], trials: pl.D
         steps = records.get(level, [])
         n = trials.filter(pl.col(COLUMN) == level).height
         own_j = _joules(steps)
-        share = None if own_j is None or shared_j is None else own_j / n + shared_j / trials.height
+        total = None if own_j is None or shared_j is None else own_j + shared_j
         rows.append(
             {
                 "level": level,
@@ -58,7 +59,7 @@ def level_costs(records: Mapping[str, Sequence[Mapping[str, Any]]], trials: pl.D
                 "seconds": sum(s["energy"]["duration_s"] for s in steps),
                 "shared_joules": shared_j,
                 "trials": n,
-                "share_per_trial_j": share,
+                "selection_j": total,
                 "is_estimate": any(s["energy"]["meter_is_estimate"] for s in [*steps, *shared]),
                 # what measured the selection's joules, beside what measured the training's: a CPU meter's joules added
                 # to a GPU board's are a sum of two scopes, and the report says so
@@ -83,14 +84,15 @@ def _level_in(series: str) -> str | None:
 def energy_to_target_with_selection(
     energy_to_target: Sequence[Mapping[str, Any]], costs: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
-    """The curves' energy to each target per cell (the geometric mean over the trials that reached it), beside the same
-    plus the level's per-trial selection share."""
-    share = {c["level"]: c["share_per_trial_j"] for c in costs}
+    """The curves' energy to each target per cell (one run's: the Kaplan–Meier median over its trials, censored ones
+    included), beside the level's whole selection cost, that cost as a % of the run's energy, and their sum (one run
+    trained on data made once for it)."""
+    total = {c["level"]: c["selection_j"] for c in costs}
     rows = []
     for r in energy_to_target:
         level = _level_in(r["series"])
-        training = r["energy_geomean_j"]
-        added = share.get(level)
+        training = r["energy_median_j"]
+        added = total.get(level)
         rows.append(
             {
                 "target": r["target"],
@@ -103,6 +105,7 @@ def energy_to_target_with_selection(
                 "n_at_first_point": r.get("n_at_first_point") or 0,
                 "training_j": training,
                 "selection_j": added,
+                "selection_pct_of_run": None if not training or added is None else 100.0 * added / training,
                 "with_selection_j": None if training is None or added is None else training + added,
             }
         )
@@ -112,8 +115,8 @@ def energy_to_target_with_selection(
 def selection_product(
     trials: pl.DataFrame, curves: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]], settings: Any
 ) -> Result:
-    """The data selection product: each level's steps and their metered cost shared over its trials (``records``: each
-    step's record by its path), and the energy to each target with and without that share. ``settings``
+    """The data selection product: each level's steps and their metered cost in full (``records``: each step's record
+    by its path), and one run's energy to each target beside it. ``settings``
     (design.selection) is the levels' definition, already in each record."""
     by_level: dict[str, list[Mapping[str, Any]]] = {}
     for path, record in records.items():

@@ -1,10 +1,11 @@
 """Energy to target: how much training energy each budget needed to reach the same quality.
 
 The MLPerf Training Power score, per run: the real tokens, joules and seconds at which its eval loss first reached
-a target (a perplexity or a loss; by default the median final perplexity of each budget), what that energy cost in
-CO2e and money, per cell the centre of those that got there, and per series a repeated-measures test of log energy
-between budgets. A run that never reached a target is censored (counted, never imputed); one already below it at
-its first point has only an upper bound, which the summaries keep and the tests leave out.
+a target (a perplexity or a loss; by default a quality 4 in 5 of each budget's runs reached), what that energy cost
+in CO2e and money, per cell the Kaplan–Meier median of those energies with its interval, and per series each pair
+of budgets' energy ratio, paired by trial id (``censored``). A run that never reached a target is right-censored at
+the energy it stopped at (it needed more), one already below it at its first point left-censored there (it needed
+at most that): both stay in every median and ratio as what they are, bounds, never dropped and never imputed.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import numpy as np
 import polars as pl
 
 from ..plan.cost import trial_cost
-from .curve_runs import RUN_SCHEMA, CurvesError, Run, centre, centre_schema, nullable, rows_table, runs_of
-from .stats import posthoc, rm_anova
+from .censored import ABOVE, BELOW, EXACT, km_median, paired_ratio
+from .curve_runs import RUN_SCHEMA, CurvesError, Run, nullable, rows_table, runs_of
+from .stats import holm
 from .tables import series_blocks
 
 TARGET_MEASURE = "energy_to_target_j"  # the measure (tokenwatt.common.measures) the energy-to-target test runs on
@@ -63,13 +65,23 @@ def target(spec: Target | Mapping[str, float]) -> Target:
     return Target(kind, float(value))
 
 
+DEFAULT_REACHED_SHARE = 0.8  # of a budget's runs that reach its default target by their last point
+
+
 def default_targets(curves: pl.DataFrame) -> list[Target]:
-    """One perplexity target per budget, ascending: the median final perplexity of that budget's runs (every
-    series pooled). The median of the largest budget is a quality about half its runs reached, so the smaller
-    budgets' energy to it shows what they would have had to spend, or that they never got there (censored)."""
+    """One perplexity target per budget, ascending: the quality ``DEFAULT_REACHED_SHARE`` of that budget's runs
+    reached by their end (that quantile of their final perplexities, every series pooled). Not the median: at a
+    budget's median final perplexity half its runs reach the target only at their last point, so that budget's
+    median energy to it is its total energy by construction. At 4 in 5 the budget's median crossing is measured
+    between points; the larger budgets' targets are qualities the smaller ones mostly never reach (censored)."""
     final = curves.filter(pl.col("final")).with_columns(ppl=pl.col("eval_loss").exp())
-    medians = final.group_by("budget").agg(pl.col("ppl").median()).sort("budget")["ppl"].to_list()
-    return [Target("perplexity", float(v)) for v in dict.fromkeys(medians) if v is not None and math.isfinite(v)]
+    levels = (
+        final.group_by("budget")
+        .agg(pl.col("ppl").quantile(DEFAULT_REACHED_SHARE, interpolation="linear"))
+        .sort("budget")["ppl"]
+        .to_list()
+    )
+    return [Target("perplexity", float(v)) for v in dict.fromkeys(levels) if v is not None and math.isfinite(v)]
 
 
 def distinct_labels(targets: Sequence[Target]) -> list[Target]:
@@ -109,9 +121,8 @@ def _crossing(run: Run, loss: float) -> dict[str, Any]:
     the loss is linear in log real tokens, and log energy and log time are too (both grow in proportion to the
     tokens), so tokens, energy and time describe the same instant. A run already below the target at its first
     point reached it at or before that point: it carries the first point's tokens, energy and time, marked
-    ``at_first_point`` because they are an upper bound. It stays in every summary (dropping it would drop the
-    cheapest runs and bias the mean up), which counts such runs, and is left out of the tests between budgets
-    (``energy_to_target_tests``)."""
+    ``at_first_point`` because they are an upper bound (left-censored). A run that never got there carries its last
+    point's values, lower bounds (right-censored). Both stay in every median and ratio as the bounds they are."""
     on = run.tokens > 0
     tokens, losses, energy, seconds, points = (
         run.tokens[on],
@@ -122,7 +133,15 @@ def _crossing(run: Run, loss: float) -> dict[str, Any]:
     )
     below = np.flatnonzero(losses <= loss)
     if not below.size:
-        return {"reached": False, "at_first_point": False}
+        # Censored where it stopped: its last point's tokens, energy and time are lower bounds of what it needed.
+        return {
+            "reached": False,
+            "at_first_point": False,
+            "point_reached": None,
+            "real_tokens": nullable(tokens[-1]) if tokens.size else None,
+            "energy_j": nullable(energy[-1]) if tokens.size else None,
+            "train_s": nullable(seconds[-1]) if tokens.size else None,
+        }
     i = int(below[0])
     a, frac = (i, 0.0) if i == 0 else (i - 1, (losses[i - 1] - loss) / (losses[i - 1] - losses[i]))
 
@@ -159,7 +178,7 @@ def energy_to_target(
     point at or below it), and the real tokens, training energy (J) and time (s) at the crossing, interpolated
     between that point and the one before on log tokens. ``at_first_point``: already below at the first point,
     so the crossing lies at or before it and its values (the first point's) are an upper bound. A censored run (never reached
-    it, or stopped before) has ``reached`` false and null values. With ``cost`` (the aggregate step's cost
+    it, or stopped before) has ``reached`` false and its last point's values, lower bounds. With ``cost`` (the aggregate step's cost
     summary: PUE, prices and the resolved carbon intensity) the CO2e and money of that energy and of the
     device-hours of that training time (``cost.trial_cost``; null where a price or the intensity is not set)."""
     rows = []
@@ -178,6 +197,23 @@ def energy_to_target(
     return rows_table(rows, REACH_SCHEMA)
 
 
+def censoring(reached: pl.DataFrame) -> pl.Series:
+    """Each row's status for the censored analyses: EXACT (crossed between points), BELOW (already there at the
+    first point: at most this energy), ABOVE (never got there: more than this energy)."""
+    return reached.select(
+        pl.when(~pl.col("reached"))
+        .then(pl.lit(ABOVE))
+        .when(pl.col("at_first_point"))
+        .then(pl.lit(BELOW))
+        .otherwise(pl.lit(EXACT))
+        .alias("censoring")
+    )["censoring"]
+
+
+def _km_columns(prefix: str, suffix: str = "") -> dict[str, Any]:
+    return {f"{prefix}_{k}{suffix}": pl.Float64 for k in ("median", "ci95_low", "ci95_high")}
+
+
 REACH_SUMMARY_SCHEMA = {
     "target": pl.String,
     "target_loss": pl.Float64,
@@ -188,31 +224,37 @@ REACH_SUMMARY_SCHEMA = {
     "n_reached": pl.Int64,
     "n_censored": pl.Int64,
     "n_at_first_point": pl.Int64,
-    **centre_schema("energy", "_j"),
-    **centre_schema("train_s"),
-    **{k: v for c in TARGET_COSTS for k, v in centre_schema(c).items()},
+    **_km_columns("energy", "_j"),
+    **_km_columns("train_s"),
+    **{k: v for c in TARGET_COSTS for k, v in _km_columns(c).items()},
 }
 
 
-def _cost_centre(values: np.ndarray, prefix: str) -> dict[str, Any]:
-    """``centre`` of a cost to a target; a price or carbon intensity of 0 makes every run's cost 0, which is the
-    answer (0), not a missing geometric mean."""
-    if len(values) and not values.any():
-        return {f"{prefix}_{k}": 0.0 for k in ("median", "geomean", "ci95_low", "ci95_high")}
-    return centre(values, prefix)
+def _km(values: pl.Series, status: pl.Series, prefix: str, suffix: str = "") -> dict[str, Any]:
+    """The Kaplan–Meier median of one measure to the target and its 95 % interval; null where a run lacks the
+    measure (energy with meter none, a price not set); a price or carbon intensity of 0 makes every run's cost 0,
+    which is the answer (0), not a missing median."""
+    names = [f"{prefix}_{k}{suffix}" for k in ("median", "ci95_low", "ci95_high")]
+    if values.null_count() or not len(values):
+        return dict.fromkeys(names)
+    if not values.to_numpy().any():
+        return dict.fromkeys(names, 0.0)
+    got = km_median(values.to_numpy(), status.to_numpy())
+    return dict(zip(names, (got.median, got.ci95_low, got.ci95_high)))
 
 
 def energy_to_target_summary(reached: pl.DataFrame) -> pl.DataFrame:
     """Per target and cell (of ``energy_to_target``'s table): n runs, how many reached the target, were censored or
-    were below it at their first point, and among those that reached it the median and the geometric mean with
-    its 95 % interval (``scale.summary`` on log values) of energy and time. The censored runs stay in ``n``; the
-    runs below it at their first point enter with that point's values, upper bounds, so where
-    ``n_at_first_point`` > 0 the centres are upper bounds too."""
+    were below it at their first point, and the Kaplan–Meier median of energy, time and each cost to the target
+    with its 95 % interval (``censored.km_median``), every run in it: a censored one as more than where it stopped.
+    A median is null where fewer than half the runs got there (the curve never falls to one half), an interval's
+    upper bound where the curve's interval never does ("at least")."""
     rows = []
     for (label, loss, cell), block in reached.partition_by(
         "target", "target_loss", "cell", as_dict=True, maintain_order=True
     ).items():
-        got = block.filter(pl.col("reached"))
+        status = censoring(block)
+        n_reached = int(block["reached"].sum())
         rows.append(
             {
                 "target": label,
@@ -221,86 +263,82 @@ def energy_to_target_summary(reached: pl.DataFrame) -> pl.DataFrame:
                 "series": block["series"][0],
                 "budget": block["budget"][0],
                 "n": block.height,
-                "n_reached": got.height,
-                "n_censored": block.height - got.height,
-                "n_at_first_point": int(got["at_first_point"].sum()),
-                **centre(got["energy_j"].drop_nulls().to_numpy(), "energy", "_j"),
-                **centre(got["train_s"].drop_nulls().to_numpy(), "train_s"),
-                **{k: v for c in TARGET_COSTS for k, v in _cost_centre(got[c].drop_nulls().to_numpy(), c).items()},
+                "n_reached": n_reached,
+                "n_censored": block.height - n_reached,
+                "n_at_first_point": int(block["at_first_point"].sum()),
+                **_km(block["energy_j"], status, "energy", "_j"),
+                **_km(block["train_s"], status, "train_s"),
+                **{k: v for c in TARGET_COSTS for k, v in _km(block[c], status, c).items()},
             }
         )
     return rows_table(rows, REACH_SUMMARY_SCHEMA)
 
 
 @dataclass(frozen=True)
-class TargetTest:
-    """The repeated-measures comparison of log energy-to-target between the budgets of one series: ``used`` of
-    ``subjects`` subjects reached the target in every cell of the series (the others are ``left_out``: censored
-    in at least one cell, or missing one), ``anova`` is ``stats.rm_anova`` on them, ``pairs`` ``stats.posthoc``
-    (geometric mean ratios between budgets, Holm-corrected)."""
+class TargetComparison:
+    """Energy to one target under budget b over budget a within one series, paired by trial id, every trial id in
+    both cells in it (``censored.paired_ratio``): ``ratio`` with its 95 % interval (null: unbounded on that side),
+    ``p`` against 1 and ``p_holm`` over the series' pairs, and the counts it rests on."""
 
     target: str
     target_loss: float
     series: str
-    budgets: list[int]
-    subjects: int
-    used: int
-    left_out: list[int]
-    anova: dict[str, Any]
-    pairs: list[dict[str, Any]]
-    message: str
+    budget_a: int
+    budget_b: int
+    n_pairs: int
+    n_exact: int
+    n_censored: int
+    ratio: float | None
+    ci95_low: float | None
+    ci95_high: float | None
+    p: float | None
+    p_holm: float | None
+    status: str
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def energy_to_target_tests(reached: pl.DataFrame) -> list[TargetTest]:
-    """Per target and series, ``TargetTest``: a test between budgets needs every subject in every cell, and a
-    censored run has no energy to compare, and a run below the target at its first point only an upper bound, so a
-    subject enters only if it crossed the target between eval points in all of them (never imputed); the message
-    says how many did."""
+def energy_to_target_comparisons(reached: pl.DataFrame) -> list[TargetComparison]:
+    """Per target and series, ``TargetComparison`` for every pair of budgets (smaller first), Holm-adjusted within
+    the target and series. A run without an energy (meter none) gives no comparison; its status says so."""
     out = []
     for (label, loss), one in reached.partition_by("target", "target_loss", as_dict=True, maintain_order=True).items():
         for series, block in series_blocks(one):
+            block = block.with_columns(censoring=censoring(block))
             budgets = sorted(block["budget"].unique().to_list())
-            per = block.group_by("trial").agg(
-                pl.col("budget").n_unique().alias("cells"),
-                # A run below the target at its first point has only an upper bound, looser the later that point
-                # comes (it sits at a fraction of each budget): compared, it would make a budget effect of its own.
-                (pl.col("reached") & pl.col("energy_j").is_not_null() & ~pl.col("at_first_point")).all().alias("ok"),
-            )
-            used = sorted(per.filter((pl.col("cells") == len(budgets)) & pl.col("ok"))["trial"].to_list())
-            left_out = sorted(set(per["trial"].to_list()) - set(used))
-            table = block.filter(pl.col("trial").is_in(used)).select(
-                "trial", "budget", "series", pl.col("energy_j").alias(TARGET_MEASURE)
-            )
-            anova = rm_anova(table, TARGET_MEASURE)
-            if block["energy_j"].is_null().all() and block["reached"].any():
-                message = f"no training energy was measured (meter none), so no energy to {label} can be compared"
-            else:
-                message = (
-                    f"{len(used)} of {per.height} subjects reached {label} in every cell of the series and enter the "
-                    "comparison"
-                    + (
-                        f"; left out (censored, or below the target already at the first eval point, which gives "
-                        "only an upper bound, in at least one cell, or missing one): trial "
-                        f"{', '.join(map(str, left_out))}"
-                        if left_out
-                        else ""
+            found = []
+            for i, a in enumerate(budgets):
+                for b in budgets[i + 1 :]:
+                    pair = (
+                        block.filter(pl.col("budget") == a)
+                        .join(block.filter(pl.col("budget") == b), on="trial", suffix="_b")
+                        .filter(pl.col("energy_j").is_not_null() & pl.col("energy_j_b").is_not_null())
+                        .sort("trial")
+                    )
+                    got = paired_ratio(
+                        np.log(pair["energy_j_b"].to_numpy()),
+                        pair["censoring_b"].to_list(),
+                        np.log(pair["energy_j"].to_numpy()),
+                        pair["censoring"].to_list(),
+                    )
+                    if block["energy_j"].null_count() == block.height:
+                        got = replace(got, status=f"no training energy was measured (meter none): no energy to {label}")
+                    found.append(((a, b), got))
+            tested = [g.p for _, g in found if g.p is not None]
+            adjusted = iter(holm(tested)) if tested else iter(())
+            for (a, b), got in found:
+                fields = {k: v for k, v in got.to_dict().items() if k != "status"}
+                out.append(
+                    TargetComparison(
+                        label,
+                        loss,
+                        series,
+                        a,
+                        b,
+                        **fields,
+                        p_holm=next(adjusted) if got.p is not None else None,
+                        status=got.status,
                     )
                 )
-            out.append(
-                TargetTest(
-                    label,
-                    loss,
-                    series,
-                    budgets,
-                    per.height,
-                    len(used),
-                    left_out,
-                    anova,
-                    posthoc(table, TARGET_MEASURE) if anova["status"] == "ok" else [],
-                    message,
-                )
-            )
     return out

@@ -8,6 +8,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from ...analysis.apa import fmt_p, p_value
 from ...common.measures import fixed, si
 from ...plan.design import condition_name
 from ..html import noted, table, text
@@ -36,20 +37,32 @@ def render(inputs: ReportInputs) -> Markup:
     )
 
 
-def _centre_ci(r: dict[str, Any], prefix: str, unit: str = "J", factor: float = 1.0, suffix: str = "") -> Markup:
+def _centre_ci(r: dict[str, Any], prefix: str, unit: str = "J", suffix: str = "") -> Markup:
     """A geometric mean and its interval (``{prefix}_geomean{suffix}``, ``_ci95_low``, ``_ci95_high``) with an SI
-    prefix, e.g. energies (``energy``, suffix ``_j``) and the CO2e and money to a target."""
+    prefix."""
     got = r.get(f"{prefix}_geomean{suffix}")
     if got is None:
         return text("—")
     low, high = r.get(f"{prefix}_ci95_low{suffix}"), r.get(f"{prefix}_ci95_high{suffix}")
+    return noted(si(got, unit), f"[{si(low, unit)}, {si(high, unit)}]" if low is not None else None)
+
+
+def _median_ci(r: dict[str, Any], prefix: str, unit: str = "J", factor: float = 1.0, suffix: str = "") -> Markup:
+    """A Kaplan–Meier median and its interval (``{prefix}_median{suffix}``, ``_ci95_low``, ``_ci95_high``) with an SI
+    prefix; a median the censored runs leave undefined, or an interval without an upper bound, said in words."""
+    got = r.get(f"{prefix}_median{suffix}")
+    if got is None:
+        return text("not reached by half" if r.get("n") and r.get("n_censored") else "—")
+    low, high = r.get(f"{prefix}_ci95_low{suffix}"), r.get(f"{prefix}_ci95_high{suffix}")
+    shown = lambda x: si(x * factor, unit) if x is not None else "∞"  # noqa: E731
     return noted(
-        si(got * factor, unit), f"[{si(low * factor, unit)}, {si(high * factor, unit)}]" if low is not None else None
+        si(got * factor, unit), f"[{shown(low)}, {shown(high)}]" if low is not None or high is not None else None
     )
 
 
 def _reach(curves: dict[str, Any]) -> dict[str, Any]:
-    """The energy to each target, with the CO2e and money beside it where the study priced them."""
+    """The energy to each target, with the CO2e and money beside it where the study priced them, and each pair of
+    budgets' energy ratio."""
     reach = curves["energy_to_target"]
     currency = curves.get("currency", "")
     extra = [
@@ -58,7 +71,7 @@ def _reach(curves: dict[str, Any]) -> dict[str, Any]:
             ("kg_co2e", "CO2e", "g", 1000.0),
             ("total_cost", f"cost ({currency})" if currency else "cost", currency, 1.0),
         )
-        if any(r.get(f"{c}_geomean") is not None for r in reach)
+        if any(r.get(f"{c}_median") is not None for r in reach)
     ]
     rows = [
         [
@@ -68,27 +81,50 @@ def _reach(curves: dict[str, Any]) -> dict[str, Any]:
                 f"{r['n_reached']} of {r['n']}",
                 f"({r['n_at_first_point']} at the first point)" if r.get("n_at_first_point") else None,
             ),
-            si(r["energy_median_j"], "J"),
-            _centre_ci(r, "energy", suffix="_j"),
-            *[_centre_ci(r, c, unit, factor) for c, _, unit, factor in extra],
+            _median_ci(r, "energy", suffix="_j"),
+            *[_median_ci(r, c, unit, factor) for c, _, unit, factor in extra],
             r["n_censored"],
         ]
         for r in reach
     ]
-    header = [
-        "target",
-        "condition",
-        "reached",
-        "median",
-        "geometric mean [95 % CI]",
-        *[e[1] for e in extra],
-        "censored",
-    ]
+    header = ["target", "condition", "reached", "median energy [95 % CI]", *[e[1] for e in extra], "censored"]
     return {
         "priced": bool(extra),
         "priced_estimate": bool(extra) and bool(curves.get("cost_is_estimate")),
         "reach": table(header, rows, left=2),
+        "ratios": _ratios(curves.get("energy_to_target_comparisons") or []),
     }
+
+
+def ratio_text(r: dict[str, Any]) -> str:
+    """A paired energy ratio with its interval and p, or why there is none."""
+    if r.get("ratio") is None:
+        return r["status"]
+    low, high = r.get("ci95_low"), r.get("ci95_high")
+    return (
+        f"{r['ratio']:.3f} [{f'{low:.3f}' if low is not None else '0'}, {f'{high:.3f}' if high is not None else '∞'}]"
+    )
+
+
+def _ratios(rows: list[dict[str, Any]]) -> Markup | None:
+    """Each pair of budgets' energy ratio to each target, paired by trial id, censored trials included."""
+    if not rows:
+        return None
+    return table(
+        ["target", "budgets", "trial ids (both reached)", "energy ratio [95 % CI]", "p", "p (Holm)"],
+        [
+            [
+                r["target"],
+                f"{condition_name(r['series'], r['budget_b'])} / {condition_name(r['series'], r['budget_a'])}",
+                f"{r['n_pairs']} ({r['n_exact']})",
+                ratio_text(r),
+                p_value(r["p"]) if r.get("p") is not None else "—",
+                p_value(r["p_holm"]) if r.get("p_holm") is not None else "—",
+            ]
+            for r in rows
+        ],
+        left=2,
+    )
 
 
 def _equal(equal: list[dict[str, Any]]) -> Markup | None:
@@ -179,12 +215,13 @@ def _reached_text(r: dict[str, Any]) -> str:
     """How many runs reached the target, and how many of them only at or before their first eval point."""
     bound = r.get("n_at_first_point") or 0
     return f"{r['n_reached']} of {r['n']} trials reached it" + (
-        f", {bound} of them at or before their first eval point, so the mean is an upper bound" if bound else ""
+        f", {bound} of them at or before their first eval point (an upper bound)" if bound else ""
     )
 
 
 def target_sentence(curves: dict[str, Any]) -> str:
-    """The study's question answered in joules: what each budget needed to reach the first target."""
+    """The study's question answered in joules: what each budget needed to reach the first target (Kaplan–Meier
+    medians, censored trials included), and the ratio of the largest budget's energy to the smallest's."""
     rows = curves.get("energy_to_target") or []
     if not rows:
         return ""
@@ -197,15 +234,31 @@ def target_sentence(curves: dict[str, Any]) -> str:
         name = condition_name(r["series"], r["budget"])
         if not r["n_reached"]:
             continue
-        if r["energy_geomean_j"] is None:
-            parts.append(f"{name}: {_reached_text(r)}, its energy not measured")
-        elif r["energy_ci95_low_j"] is not None:
-            parts.append(
-                f"{name} needed {si(r['energy_geomean_j'], 'J')} (geometric mean, 95 % CI "
-                f"{si(r['energy_ci95_low_j'], 'J')} to {si(r['energy_ci95_high_j'], 'J')}; {_reached_text(r)})"
-            )
+        if r["energy_median_j"] is None:
+            why = "its energy not measured" if r["n_reached"] * 2 >= r["n"] else "fewer than half, so no median"
+            parts.append(f"{name}: {_reached_text(r)}, {why}")
         else:
-            parts.append(f"{name} needed {si(r['energy_geomean_j'], 'J')} ({_reached_text(r)})")
+            low, high = r["energy_ci95_low_j"], r["energy_ci95_high_j"]
+            bounds = f"{si(low, 'J') if low is not None else '0 J'} to {si(high, 'J') if high is not None else '∞'}"
+            parts.append(
+                f"{name} needed {si(r['energy_median_j'], 'J')} (Kaplan–Meier median, 95 % CI {bounds}; "
+                f"{_reached_text(r)})"
+            )
     never = [condition_name(r["series"], r["budget"]) for r in mine if not r["n_reached"]]
     sentence = f"To reach {first} (training energy, evaluation excluded), " + "; ".join(parts) + "."
-    return sentence + (f" No trial of {', '.join(never)} reached it." if never else "")
+    sentence += f" No trial of {', '.join(never)} reached it." if never else ""
+    pairs = [c for c in curves.get("energy_to_target_comparisons") or [] if c["target"] == first]
+    widest = max(pairs, key=lambda c: c["budget_b"] / c["budget_a"], default=None)
+    if widest is not None:
+        names = (
+            condition_name(widest["series"], widest["budget_b"]),
+            condition_name(widest["series"], widest["budget_a"]),
+        )
+        if widest.get("ratio") is None:
+            sentence += f" {names[0]} against {names[1]}: no ratio ({widest['status']})."
+        else:
+            sentence += (
+                f" Energy ratio {names[0]} / {names[1]}, paired by trial id with the censored trials in it: "
+                f"{ratio_text(widest)} (95 % CI), {fmt_p(widest['p'])}."
+            )
+    return sentence

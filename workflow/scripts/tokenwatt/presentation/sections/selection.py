@@ -38,15 +38,15 @@ def selection_html(selection: Mapping[str, Any]) -> Markup:
             [_step_row(level, s) for level, s in steps],
         ),
         levels=table(
-            ["level", "training documents", "its steps", "shared clearance", "trials", "selection per trial"],
+            ["level", "training documents", "its steps", "eval clearance", "selection in full", "trials trained on it"],
             [
                 [
                     c["level"],
                     c["documents"],
                     _joules(c["joules"]),
                     _joules(c["shared_joules"]),
+                    _joules(c["selection_j"]),
                     c["trials"],
-                    _joules(c["share_per_trial_j"]),
                 ]
                 for c in costs
             ],
@@ -96,11 +96,11 @@ def _step_row(level: str, s: Mapping[str, Any]) -> list[Any]:
 
 
 def _with_selection(rows: Sequence[Mapping[str, Any]]) -> Markup | None:
-    """Each target's training energy, the level's share per trial, and their sum."""
+    """Each target's training energy of one run, the level's whole selection cost and its % of that run, their sum."""
     if not rows:
         return None
     return table(
-        ["target", "condition", "reached", "training", "+ selection", "with selection"],
+        ["target", "condition", "reached", "one run's training", "selection in full", "% of the run", "together"],
         [
             [
                 r["target"],
@@ -109,6 +109,7 @@ def _with_selection(rows: Sequence[Mapping[str, Any]]) -> Markup | None:
                 + (f" ({r['n_at_first_point']} an upper bound)" if r.get("n_at_first_point") else ""),
                 _joules(r["training_j"]),
                 _joules(r["selection_j"]),
+                f"{r['selection_pct_of_run']:.1f} %" if r.get("selection_pct_of_run") is not None else "—",
                 _joules(r["with_selection_j"]),
             ]
             for r in rows

@@ -1,0 +1,81 @@
+"""The energy-to-target command: any table of eval points in, the workflow's censored medians and paired ratios out."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from curve_study import budget_study
+from tokenwatt.analysis.targets import energy_to_target, energy_to_target_comparisons, energy_to_target_summary
+
+ROOT = Path(__file__).resolve().parents[1]
+COLUMNS = ("--condition", "budget", "--trial", "seed", "--energy", "joules", "--loss", "loss")
+
+
+def run_cli(*args):
+    return subprocess.run(
+        [sys.executable, str(ROOT / "workflow" / "scripts" / "energy_to_target.py"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def curves():
+    return budget_study(shift={(100_000, 3): 0.6})  # trial 3 at 100K never reaches loss 3.6: censored
+
+
+@pytest.fixture
+def table(curves, tmp_path):
+    path = tmp_path / "points.csv"
+    curves.select(
+        pl.format("{}K", pl.col("budget") // 1000).alias("budget"),
+        pl.col("trial").alias("seed"),
+        pl.col("train_energy_j").alias("joules"),
+        pl.col("eval_loss").alias("loss"),
+    ).sample(fraction=1.0, shuffle=True, seed=3).write_csv(path)  # rows in any order
+    return path
+
+
+def test_the_command_gives_the_workflows_medians_and_paired_ratios_and_writes_them_as_json(curves, table, tmp_path):
+    out = tmp_path / "e.json"
+    done = run_cli(table, *COLUMNS, "--target", 3.6, "--json", out)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(out.read_text())
+    reached = energy_to_target(curves, [{"loss": 3.6}])
+    theirs = energy_to_target_summary(reached).to_dicts()
+    assert {r["condition"] for r in got["conditions"]} == {"100K", "200K", "400K"}
+    for mine, ref in zip(sorted(got["conditions"], key=lambda r: int(r["condition"][:-1])), theirs):
+        assert (mine["n"], mine["n_reached"], mine["n_censored"]) == (ref["n"], ref["n_reached"], ref["n_censored"])
+        assert mine["energy_median_j"] == pytest.approx(ref["energy_median_j"], rel=1e-9)
+    pairs = {(r["condition"], r["over"]): r for r in got["ratios"]}
+    for ref in energy_to_target_comparisons(reached):
+        mine = (
+            pairs.get((f"{ref.budget_b // 1000}K", f"{ref.budget_a // 1000}K"))
+            or pairs[(f"{ref.budget_a // 1000}K", f"{ref.budget_b // 1000}K")]
+        )
+        direct = mine["condition"] == f"{ref.budget_b // 1000}K"
+        assert (mine["ratio"] if direct else 1 / mine["ratio"]) == pytest.approx(ref.ratio, rel=1e-5)
+        assert mine["p"] == pytest.approx(ref.p, rel=1e-4) and mine["n_pairs"] == 8
+    assert "Kaplan–Meier median" in done.stdout and "paired by trial id" in done.stdout
+    assert next(line for line in done.stdout.splitlines() if line.strip().startswith("100K")).split()[1:4] == [
+        "8",
+        "7",
+        "1",
+    ]
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (("--condition", "budget", "--trial", "seed", "--energy", "joule", "--loss", "loss"), "no column 'joule'"),
+        (("--condition", "budget", "--trial", "seed", "--energy", "budget", "--loss", "loss"), "is not numeric"),
+    ],
+)
+def test_a_column_the_command_cannot_use_is_named_with_exit_code_2(table, args, says):
+    done = run_cli(table, *args, "--target", 3.6)
+    assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr

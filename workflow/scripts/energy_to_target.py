@@ -1,0 +1,170 @@
+"""Energy to a target loss per condition, the censored trials counted, from any table of eval points.
+
+Usage: python workflow/scripts/energy_to_target.py TABLE.csv --condition COL --trial COL --energy COL --loss COL
+       --target VALUE [--json OUT]
+
+Each row is one eval point of one trial: its condition, its trial id (the rows that share a seed across
+conditions), the cumulative training energy at that point (J) and the eval loss there. A trial reached the target
+where its loss first fell to VALUE or below (log energy interpolated between the points around it, as the workflow
+does); one that never did is censored at its last point's energy (it needed more), one already there at its first
+point needed at most that point's energy. The analysis is the workflow's (``tokenwatt.analysis.targets``): per
+condition the Kaplan–Meier median energy with its 95 % interval and how many reached the target; per pair of
+conditions (later over earlier, in the table's order) the energy ratio paired by trial id with its 95 % interval, p
+and Holm-adjusted p, every trial id in both conditions in it. Prints them; --json writes them. Input it cannot
+read ends with a one-line message naming the column or value, and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import polars as pl  # noqa: E402
+from tokenwatt.analysis.targets import (  # noqa: E402
+    Target,
+    energy_to_target,
+    energy_to_target_comparisons,
+    energy_to_target_summary,
+)
+
+
+class InputError(ValueError):
+    """A table or option the command cannot use; the message names which."""
+
+
+def read_points(path: Path, columns: dict[str, str]) -> tuple[pl.DataFrame, list[str]]:
+    """The table as the workflow's curves (one run per condition × trial, points in energy order) and the conditions
+    in the order they first appear."""
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    try:
+        table = pl.read_csv(path, infer_schema_length=None)
+    except pl.exceptions.PolarsError as e:
+        raise InputError(f"{path}: not a readable CSV table ({str(e).splitlines()[0]})") from e
+    for option, col in columns.items():
+        if col not in table.columns:
+            raise InputError(f"{path}: no column '{col}' ({option}); columns present: {', '.join(table.columns)}")
+        if (missing := table[col].null_count()) > 0:
+            raise InputError(f"column '{col}' ({option}): {missing} of {table.height} rows are empty")
+    for option in ("--energy", "--loss"):
+        col = columns[option]
+        try:
+            values = table[col].cast(pl.Float64, strict=True)
+        except pl.exceptions.PolarsError as e:
+            raise InputError(f"column '{col}' ({option}) is not numeric") from e
+        if not values.is_finite().all() or (option == "--energy" and (values < 0).any()):
+            bound = " and ≥ 0 J" if option == "--energy" else ""
+            raise InputError(f"column '{col}' ({option}): every value must be finite{bound}")
+    points = table.select(
+        pl.col(columns["--condition"]).cast(pl.String).alias("cell"),
+        pl.col(columns["--trial"]).cast(pl.String).alias("trial_id"),
+        pl.col(columns["--energy"]).cast(pl.Float64).alias("train_energy_j"),
+        pl.col(columns["--loss"]).cast(pl.Float64).alias("eval_loss"),
+    )
+    if points.select("cell", "trial_id", "train_energy_j").is_duplicated().any():
+        raise InputError(
+            f"a trial holds two eval points at the same energy ({columns['--condition']}, {columns['--trial']}, "
+            f"{columns['--energy']} repeated): one row per eval point"
+        )
+    conditions = list(dict.fromkeys(points["cell"].to_list()))
+    trial_ids = {t: i for i, t in enumerate(sorted(set(points["trial_id"].to_list())))}
+    points = points.with_columns(
+        series=pl.lit(""),
+        budget=pl.col("cell").replace_strict({c: i for i, c in enumerate(conditions)}, return_dtype=pl.Int64),
+        trial=pl.col("trial_id").replace_strict(trial_ids, return_dtype=pl.Int64),
+    ).sort("budget", "trial", "train_energy_j")
+    points = points.with_columns(
+        point=pl.int_range(1, pl.len() + 1).over("cell", "trial_id"),
+        # energy stands in for the position axis the workflow interpolates on (real tokens): both grow together
+        real_tokens=pl.col("train_energy_j"),
+        train_s=pl.lit(None, pl.Float64),
+        final=pl.int_range(pl.len()).over("cell", "trial_id") == pl.len().over("cell", "trial_id") - 1,
+    )
+    return points, conditions
+
+
+def _joules(x: float | None) -> str:
+    return f"{x:.6g} J" if x is not None else "∞"
+
+
+def report(summary: list[dict], pairs: list[dict], conditions: list[str], target: float, source: Path) -> str:
+    lines = [
+        f"energy to loss {target:g} from {source}: Kaplan–Meier median per condition, censored trials included",
+        f"  {'condition':20} {'trials':>6} {'reached':>7} {'censored':>8} {'at first point':>14}   median [95 % CI]",
+    ]
+    for r in summary:
+        median = (
+            f"{_joules(r['energy_median_j'])} [{_joules(r['energy_ci95_low_j'])}, {_joules(r['energy_ci95_high_j'])}]"
+            if r["energy_median_j"] is not None
+            else "none: fewer than half reached it"
+        )
+        lines.append(
+            f"  {conditions[r['budget']]:20} {r['n']:>6} {r['n_reached']:>7} {r['n_censored']:>8} "
+            f"{r['n_at_first_point']:>14}   {median}"
+        )
+    lines.append("energy ratio, paired by trial id (later condition over earlier): ratio [95 % CI], p, p Holm")
+    for r in pairs:
+        name = f"{conditions[r['budget_b']]} / {conditions[r['budget_a']]}"
+        if r["ratio"] is None:
+            lines.append(f"  {name}: none: {r['status']}")
+            continue
+        low = f"{r['ci95_low']:.4g}" if r["ci95_low"] is not None else "0"
+        high = f"{r['ci95_high']:.4g}" if r["ci95_high"] is not None else "∞"
+        lines.append(
+            f"  {name}: {r['ratio']:.4g} [{low}, {high}], p = {r['p']:.3g}, p Holm = {r['p_holm']:.3g} "
+            f"({r['n_pairs']} trial ids, {r['n_exact']} reached it in both)"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("table", type=Path)
+    ap.add_argument("--condition", required=True, help="column of the condition (e.g. the token budget)")
+    ap.add_argument("--trial", required=True, help="column of the trial id (rows that share a seed across conditions)")
+    ap.add_argument("--energy", required=True, help="column of the cumulative training energy at the point (J)")
+    ap.add_argument("--loss", required=True, help="column of the eval loss at the point")
+    ap.add_argument("--target", required=True, type=float, help="the loss to reach, in the --loss column's units")
+    ap.add_argument("--json", type=Path, help="write the medians and ratios here")
+    args = ap.parse_args(argv)
+    columns = {"--condition": args.condition, "--trial": args.trial, "--energy": args.energy, "--loss": args.loss}
+    try:
+        if not math.isfinite(args.target):
+            raise InputError(f"--target {args.target}: the loss to reach is a finite number")
+        points, conditions = read_points(args.table, columns)
+    except InputError as e:
+        print(f"energy_to_target: error: {e}", file=sys.stderr)
+        return 2
+    reached = energy_to_target(points, [Target("loss", args.target)])
+    summary = energy_to_target_summary(reached).to_dicts()
+    pairs = [c.to_dict() for c in energy_to_target_comparisons(reached)]
+    print(report(summary, pairs, conditions, args.target, args.table))
+    if args.json:
+        result = {
+            "table": str(args.table),
+            "columns": {k.removeprefix("--"): v for k, v in columns.items()},
+            "target_loss": args.target,
+            "conditions": [
+                {"condition": conditions[r["budget"]], **{k: v for k, v in r.items() if k.startswith(("n", "energy"))}}
+                for r in summary
+            ],
+            "ratios": [
+                {
+                    "condition": conditions[r["budget_b"]],
+                    "over": conditions[r["budget_a"]],
+                    **{k: v for k, v in r.items() if k not in ("budget_a", "budget_b", "series", "target")},
+                }
+                for r in pairs
+            ],
+        }
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
