@@ -109,14 +109,17 @@ def simulate(design: dict, rng: np.random.Generator, size_sd: float) -> tuple[pl
     return pl.DataFrame(curves), pl.DataFrame(trials)
 
 
-def run(design: dict, sims: int, size_sd: float, seed: int) -> dict[str, dict]:
+def run(design: dict, sims: int, size_sd: float, seed: int) -> tuple[dict[str, dict], Counter]:
+    """Per parameter its coverage figures, and how the lack-of-fit screen judged the studies' laws."""
     law: Law = design["law"]
     truth = {"alpha": law.alpha, "beta": law.beta, "a": law.a, "gamma": design["gamma"]}
     held, refused, widths = Counter(), {k: Counter() for k in truth}, {k: [] for k in truth}
     estimates = {k: [] for k in truth}
+    screened = Counter()
     for s in range(sims):
         curves, trials = simulate(design, np.random.default_rng(seed + s), size_sd)
         got = analyse_scaling(curves, trials, {"points": design["points"], "energy_budgets": [1.0]})
+        screened[{True: "fits", False: "rejected", None: "not judged"}[got["law_total"]["lack_of_fit"]["fits"]]] += 1
         bounds = {k: got["law_total"]["intervals"][k] for k in ("alpha", "beta", "a")}
         energy = next(e for e in got["energy_per_token"] if e["energy"] == "joules_per_token")
         lo, hi = energy["fits"]["power"]["ci"]["gamma"]
@@ -140,7 +143,7 @@ def run(design: dict, sims: int, size_sd: float, seed: int) -> dict[str, dict]:
             "rmse": float(np.sqrt(np.mean((np.array(estimates[k]) - truth[k]) ** 2))),
         }
         for k in truth
-    }
+    }, screened
 
 
 def main() -> None:
@@ -159,12 +162,21 @@ def main() -> None:
     for name, design in DESIGNS.items():
         if args.design != "both" and not name.startswith(args.design):
             continue
-        for k, r in run(design, args.sims, args.size_sd, args.seed).items():
+        figures, screened = run(design, args.sims, args.size_sd, args.seed)
+        for k, r in figures.items():
             cov = r["covered"] / r["given"] if r["given"] else float("nan")
             why = ", ".join(f"{n}× {w}" for w, n in r["refused"].items()) or "-"
             print(
                 f"{name:34} {k:9} {r['covered']:>5} of {r['given']:<4} {cov:>9.1%} {r['width']:>13.4g} {r['sd']:>11.4g} {r['rmse']:>9.4g}  {why}"
             )
+        judged = screened["fits"] + screened["rejected"]
+        truth = (
+            "the law exactly true: a size" if args.size_sd == 0 else f"sizes off the law by sd {args.size_sd}: a power"
+        )
+        print(
+            f"{name:34} lack-of-fit screen rejected {screened['rejected']} of {judged} laws at p < .05 "
+            f"({screened['rejected'] / max(judged, 1):.1%}; {truth}); not judged: {screened['not judged']}"
+        )
 
 
 if __name__ == "__main__":

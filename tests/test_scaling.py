@@ -182,6 +182,24 @@ def test_cli_prints_estimates_with_intervals_over_its_units_and_writes_json(tabl
     assert result["fit"]["success"] is True
 
 
+def test_cli_with_group_screens_the_laws_lack_of_fit_and_writes_it(table, tmp_path):
+    """The table's trial ids are run ids (one per size × budget × repeat): nested in the (N, D) cells, so the screen
+    takes the raw cell means and the spread within each cell, on n − K degrees of freedom."""
+    out = tmp_path / "fit.json"
+    done = run_cli(table, *COLUMNS, "--group", "trial", "--run", "trial", "--json", out)
+    assert done.returncode == 0, done.stderr
+    screen = json.loads(out.read_text())["lack_of_fit"]
+    cells = pl.read_csv(table).select("n_params", "tokens").n_unique()
+    assert screen["cells"] == cells and screen["df"] == [cells - 5, 192 - cells] and screen["fits"] is True
+    assert screen["reference"].startswith("wild cluster bootstrap over 48 runs")
+    assert f"lack of fit ({cells} cell means" in done.stdout and "no misfit detected" in done.stdout
+
+
+def test_cli_refuses_cell_or_run_without_group(table):
+    done = run_cli(table, *COLUMNS, "--run", "trial")
+    assert done.returncode == 2 and "needs --group" in done.stderr
+
+
 def test_cli_names_a_missing_column_and_lists_those_present(table):
     done = run_cli(table, "--params", "N", "--tokens", "tokens", "--loss", "loss")
     assert done.returncode == 2 and "Traceback" not in done.stderr

@@ -5,6 +5,7 @@ import json
 import numpy as np
 import polars as pl
 import pytest
+from scipy import stats as sps
 from tokenwatt.analysis.scaling_study import analyse_scaling, points, size_effect, tuned_learning_rates
 
 TRUTH = dict(E=1.8, A=400.0, B=900.0, alpha=0.35, beta=0.3)
@@ -92,12 +93,29 @@ def test_the_law_is_judged_against_the_between_trial_noise_before_any_allocation
 
 def test_the_energy_optimal_split_is_compared_with_the_flop_optimal_one_with_intervals():
     curves, trials = _study()
-    got = analyse_scaling(curves, trials, {"points": "all", "energy_budgets": [10.0, 1000.0]})
+    got = analyse_scaling(curves, trials, {"points": "all", "energy_budgets": [100.0, 1000.0]})
     rows = got["energy_vs_flops"]
     assert len(rows) == 2 and all(r["ci_low"] < r["ratio_N"] < r["ci_high"] for r in rows)
     alloc, flops = got["allocation_energy"], got["allocation_flops"]
     for r, n, fn in zip(rows, alloc["N"], flops["N"], strict=True):
         assert r["ratio_N"] == pytest.approx(n / fn) and r["differs"] == (r["ci_low"] > 1 or r["ci_high"] < 1)
+
+
+def test_no_energy_vs_flop_verdict_at_a_budget_beyond_the_measured_energies():
+    curves, trials = _study()
+    beyond = 100 * trials["energy_j"].max()
+    rows = analyse_scaling(curves, trials, {"points": "all", "energy_budgets": [1000.0, beyond]})["energy_vs_flops"]
+    assert rows[0]["differs"] is not None and rows[0]["not_judged"] is None
+    assert rows[1]["differs"] is None and "outside the trials' measured energies" in rows[1]["not_judged"]
+
+
+def test_no_energy_vs_flop_verdict_anywhere_for_a_law_its_lack_of_fit_screen_rejects():
+    curves, trials = _study()
+    bent = curves.with_columns(eval_loss=pl.col("eval_loss") * (0.03 * pl.col("real_tokens").log().sin()).exp())
+    got = analyse_scaling(bent, trials, {"points": "all", "energy_budgets": [1000.0]})
+    assert got["law_total"]["lack_of_fit"]["fits"] is False
+    (row,) = got["energy_vs_flops"]
+    assert row["differs"] is None and "rejected by its lack-of-fit screen" in row["not_judged"]
 
 
 def test_with_three_model_sizes_the_law_is_fitted_but_no_interval_is_given_and_the_output_says_why():
@@ -206,13 +224,31 @@ def test_one_rate_per_size_and_budget_keeps_every_trial_and_lists_no_tuning():
     assert kept.equals(trials) and rates == []
 
 
-def test_the_size_effect_says_whether_the_largest_model_beats_the_smallest_by_more_than_the_seeds_spread():
+def _finals(small, large, middle):
+    """Final losses at the largest budget: 3 trials of the smallest, middle and largest sizes."""
+    rows = [
+        {"params": n, "budget": 160_000, "trial": t, "eval_loss": v}
+        for n, values in ((60_000, small), (250_000, middle), (4_000_000, large))
+        for t, v in enumerate(values, 1)
+    ]
+    return pl.DataFrame(rows)
+
+
+def test_the_size_effect_is_a_welch_test_of_the_gain_against_its_standard_error_not_one_trials_sd():
+    """A gain of 0.03 nats, small beside the middle size's spread (SD 0.2) but ten standard errors of the two sizes
+    compared: seen. A gain of 0.07 whose two sizes scatter by 0.05 and 0.10: not seen, however tidy the middle."""
+    seen = size_effect(_finals([3.00, 3.01, 3.02], [2.97, 2.98, 2.99], [2.8, 3.0, 3.2]))
+    theirs = sps.ttest_ind([3.00, 3.01, 3.02], [2.97, 2.98, 2.99], equal_var=False)
+    assert seen["p"] == pytest.approx(theirs.pvalue) and seen["df"] == pytest.approx(theirs.df)
+    assert seen["gain"] == pytest.approx(0.03) and seen["visible"] is True
+    unseen = size_effect(_finals([3.00, 3.05, 3.10], [2.88, 2.98, 3.08], [3.0, 3.001, 3.002]))
+    assert unseen["gain"] == pytest.approx(0.07) and unseen["visible"] is False and unseen["p"] > 0.05
+
+
+def test_the_size_effect_of_the_study_sees_its_sizes():
     _, trials = _study()
-    finals = trials.with_columns(eval_loss=3.0 + 1e-6 * pl.col("trial") - 1e-8 * pl.col("params"))
-    got = size_effect(finals)
+    got = size_effect(trials)
     assert got["budget"] == 160_000 and got["largest"]["params"] == 4_000_000 and got["visible"] is True
-    flat = trials.with_columns(eval_loss=3.0 + 0.01 * pl.col("trial"))
-    assert size_effect(flat)["visible"] is False
 
 
 def test_a_law_whose_size_exponent_is_not_identified_allocates_nothing_and_says_why():

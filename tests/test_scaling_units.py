@@ -158,3 +158,60 @@ def test_with_one_trial_id_the_interval_counts_the_sizes_and_says_seed_noise_ent
         u.method == "jackknife over 5 model sizes (one trial id, so seed noise enters only through each size's points)"
     )
     assert list(u.refits) == [SIZE]
+
+
+def _runs(N, D, trial, cell):
+    """Each (size, budget, trial id)'s run id: its points share the run's deviation."""
+    return np.array([f"{c.rsplit('/', 1)[0]}#{t}" for c, t in zip(cell, trial, strict=True)])
+
+
+def test_the_screen_judges_the_least_squares_law_at_the_cell_means_not_the_huber_fit():
+    """The F reference assumes the law that minimises Σ n_c r_c²; the study's Huber fit (nearly L1) leaves larger
+    residuals. F is rebuilt by hand: scipy's least squares of the law on the cell means (every cell has 3 trials)."""
+    from scipy import optimize
+
+    N, D, loss, trial, cell = study(np.random.default_rng(300), size_sd=0.0, evals=1)
+    huber = fit_law(N, D, loss)
+    got = lack_of_fit(N, D, loss, cell, trial, huber)
+    cells = np.unique(cell)
+    means = np.array([np.log(loss[cell == c]).mean() for c in cells])  # balanced: trial effects cancel
+    N_c = np.array([N[cell == c].mean() for c in cells])
+    D_c = np.array([np.exp(np.log(D[cell == c]).mean()) for c in cells])
+
+    def resid(theta):
+        return means - np.log(Law(*theta).loss(N_c, D_c))
+
+    best = optimize.least_squares(resid, huber.theta, x_scale="jac", xtol=1e-14, ftol=1e-14, gtol=1e-14)
+    F_ls = 3 * (resid(best.x) ** 2).sum() / (cells.size - 5) / got["noise_sd_log"] ** 2
+    assert got["F"] == pytest.approx(F_ls, rel=1e-3)
+    F_huber = 3 * (resid(huber.theta) ** 2).sum() / (cells.size - 5) / got["noise_sd_log"] ** 2
+    assert got["F"] < F_huber
+
+
+def test_runs_with_several_points_are_screened_by_a_bootstrap_that_keeps_their_correlation():
+    """Each run's 4 points share its deviation (0.5 % against 0.3 % point noise), so the cell means' errors are
+    correlated and the F table would reject a true law too often: the p comes from the wild cluster bootstrap. Of 8
+    true-law studies at most 2 may be rejected at p < .05 (0.4 expected)."""
+    rejected = 0
+    for seed in range(8):
+        N, D, loss, trial, cell = study(np.random.default_rng(400 + seed), size_sd=0.0, run_sd=0.01)
+        got = lack_of_fit(N, D, loss, cell, trial, fit_law(N, D, loss), run=_runs(N, D, trial, cell), replicates=99)
+        assert got["reference"].startswith("wild cluster bootstrap over 60 runs")
+        rejected += got["fits"] is False
+    assert rejected <= 2
+
+
+def test_the_bootstrap_screen_still_catches_a_law_that_misses_the_curves_shape():
+    N, D, loss, trial, cell = study(np.random.default_rng(4), size_sd=0.0, trial_sd=0.0, run_sd=0.002, point_sd=0.002)
+    bent = loss * np.exp(0.03 * np.sin(np.log(D)))
+    got = lack_of_fit(N, D, bent, cell, trial, fit_law(N, D, bent), run=_runs(N, D, trial, cell), replicates=99)
+    assert got["fits"] is False and got["p"] == pytest.approx(1 / 100)
+
+
+def test_trial_ids_nested_in_the_cells_leave_the_raw_cell_means_and_df_from_the_rank():
+    """--group given run ids (each run its own id): no effect is shared across cells, the cell means are the raw
+    ones and s² the within-cell spread on n − K df."""
+    N, D, loss, trial, cell = study(np.random.default_rng(14), size_sd=0.0)
+    runs = _runs(N, D, trial, cell)
+    got = lack_of_fit(N, D, loss, cell, runs, fit_law(N, D, loss))
+    assert got["df"] == [got["cells"] - 5, N.size - got["cells"]] and got["rms_residual_log"] < 0.02

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from scipy import stats as sps
 
 from .allocation import allocate
 from .energy_per_token import FLOPS_PER_TOKEN, EnergyChoice, choose_energy
@@ -102,31 +103,31 @@ def tuned_learning_rates(trials: pl.DataFrame) -> tuple[pl.DataFrame, list[dict[
 
 
 def size_effect(trials: pl.DataFrame) -> dict[str, Any] | None:
-    """Can this study see model size at all? At its largest budget, the largest model's mean final loss against the
-    smallest's, and the between-seed SD of the final loss there (pooled over the sizes' cells): a difference no
-    larger than the seeds' spread means the corpus lets the smallest model reach what the largest reaches (its
-    entropy floor is too low) or the optimiser holds the larger back, and no law can find an α."""
+    """Can this study see model size at all? At its largest budget, the smallest model's mean final loss minus the
+    largest's (the gain), against its standard error: Welch's t-test of the two sizes' final losses (their variances
+    need not be equal; two-sided, p < .05). A gain the test cannot tell from zero means the corpus lets the smallest
+    model reach what the largest reaches, or the optimiser holds the larger back; whether the law's α is identified
+    is the fit's own verdict, not predicted here."""
     if "eval_loss" not in trials.columns or trials.height == 0 or trials["params"].n_unique() < 2:
         return None
     top = trials.filter(pl.col("budget") == trials["budget"].max()).with_columns(final=_final_loss(trials))
-    per = (
-        top.group_by("params")
-        .agg(pl.col("final").mean().alias("mean"), pl.col("final").var().alias("var"))
-        .sort("params")
-    )
-    if not per["mean"].is_finite().all():
+    sizes = sorted(top["params"].unique().to_list())
+    small, large = (top.filter(pl.col("params") == n)["final"].to_numpy() for n in (sizes[0], sizes[-1]))
+    if not (np.isfinite(small).all() and np.isfinite(large).all()):
         return None
-    small, large = per.row(0, named=True), per.row(per.height - 1, named=True)
-    sd = float(np.sqrt(per["var"].drop_nulls().mean())) if per["var"].drop_nulls().len() else None
-    gain = small["mean"] - large["mean"]
-    return {
+    gain = float(small.mean() - large.mean())
+    out = {
         "budget": int(top["budget"][0]),
-        "smallest": {"params": int(small["params"]), "mean_final_loss": small["mean"]},
-        "largest": {"params": int(large["params"]), "mean_final_loss": large["mean"]},
+        "smallest": {"params": int(sizes[0]), "mean_final_loss": float(small.mean()), "n": int(small.size)},
+        "largest": {"params": int(sizes[-1]), "mean_final_loss": float(large.mean()), "n": int(large.size)},
         "gain": gain,
-        "between_seed_sd": sd,
-        "visible": None if sd is None else bool(gain > sd),
     }
+    if min(small.size, large.size) < 2 or (np.ptp(small) == 0 and np.ptp(large) == 0):
+        return {**out, "se": None, "df": None, "t": None, "p": None, "visible": None}
+    test = sps.ttest_ind(small, large, equal_var=False)
+    se = float(np.sqrt(small.var(ddof=1) / small.size + large.var(ddof=1) / large.size))
+    p = float(test.pvalue)
+    return {**out, "se": se, "df": float(test.df), "t": float(test.statistic), "p": p, "visible": p < 0.05 and gain > 0}
 
 
 def points(curves: pl.DataFrame, trials: pl.DataFrame, which: str) -> pl.DataFrame:
@@ -265,7 +266,13 @@ def _fits(
             "intervals": uncertainty.intervals(fit),
             "n_points": int(N.size),
             "lack_of_fit": lack_of_fit(
-                N, D, L, (chosen["cell"] + "#" + chosen["point"].cast(pl.String)).to_numpy(), ids[TRIAL], fit
+                N,
+                D,
+                L,
+                (chosen["cell"] + "#" + chosen["point"].cast(pl.String)).to_numpy(),
+                ids[TRIAL],
+                fit,
+                run=(chosen["cell"] + "#" + chosen["trial"].cast(pl.String)).to_numpy(),
             ),
         }
     out["units"], out["interval_method"] = laws["total"][1].counts, laws["total"][1].method
@@ -297,7 +304,15 @@ def _fits(
         budgets = np.asarray(
             settings.get("energy_budgets") or np.geomspace(measured.min() / 10, measured.max() * 10, 9), float
         )
-        out.update(_allocations(*laws["total"], sized, budgets))
+        lof = out["law_total"]["lack_of_fit"]
+        doubt = (
+            "the law is rejected by its lack-of-fit screen"
+            if lof["fits"] is False
+            else f"{', '.join(laws['total'][0].not_identified)} not identified"
+            if laws["total"][0].not_identified
+            else None
+        )
+        out.update(_allocations(*laws["total"], sized, budgets, (float(measured.min()), float(measured.max())), doubt))
     out["status"] = "ok"
     return out
 
@@ -315,9 +330,18 @@ def _allocation_row(law: Law, energy: EnergyChoice, budgets: np.ndarray) -> np.n
     return np.concatenate([e.N, e.D, e.loss, f_N, f_D, e.N / f_N])
 
 
-def _allocations(law: LawFit, uncertainty: LawUncertainty, sized: pl.DataFrame, budgets: np.ndarray) -> dict[str, Any]:
+def _allocations(
+    law: LawFit,
+    uncertainty: LawUncertainty,
+    sized: pl.DataFrame,
+    budgets: np.ndarray,
+    measured: tuple[float, float],
+    doubt: str | None,
+) -> dict[str, Any]:
     """The energy- and FLOP-optimal allocations with jackknife intervals: each left-out unit refits the law
-    (done already) and e(N) (the chosen form) on what is left, and allocates again."""
+    (done already) and e(N) (the chosen form) on what is left, and allocates again. Whether the two differ is
+    judged only where it was measured (``_energy_vs_flops``: ``measured``, the trials' energy range; ``doubt``, why
+    the law itself cannot carry a verdict, if it cannot)."""
     energy = choose_energy(sized["params"].to_numpy(), sized["joules_per_token"].to_numpy())
     ranges = (
         (max(law.N_range[0], energy.fits["power"].N_range[0]), min(law.N_range[1], energy.fits["power"].N_range[1])),
@@ -355,7 +379,7 @@ def _allocations(law: LawFit, uncertainty: LawUncertainty, sized: pl.DataFrame, 
         "energy_model": {"chosen": energy.chosen, "reason": energy.reason},
         "allocation_energy": {**point.to_dict(), **_bands(jack, budgets.size, ("N", "D", "loss"))},
         "allocation_flops": flops.to_dict(),
-        "energy_vs_flops": _energy_vs_flops(jack, point, flops),
+        "energy_vs_flops": _energy_vs_flops(jack, point, flops, measured, doubt),
     }
 
 
@@ -379,9 +403,13 @@ def _bands(jack: Jackknife | None, n: int, quantities: tuple[str, ...]) -> dict[
     return out
 
 
-def _energy_vs_flops(jack: Jackknife | None, energy: Any, flops: Any) -> list[dict[str, Any]]:
+def _energy_vs_flops(
+    jack: Jackknife | None, energy: Any, flops: Any, measured: tuple[float, float], doubt: str | None
+) -> list[dict[str, Any]]:
     """Per budget: the energy-optimal N* over the FLOP-optimal N* of the same FLOPs, with its interval, and
-    whether the interval excludes 1 (the two splits differ on this hardware)."""
+    whether the interval excludes 1 (the two splits differ on this hardware). Judged only at a budget inside the
+    trials' measured energies (``not_judged`` says why not), and nowhere when the law is rejected or not identified
+    (``doubt``); ``extrapolated``: an optimum lies beyond the measured sizes or tokens (the law's form carries it)."""
     n = energy.budget.size
     rows = []
     for j in range(n):
@@ -389,6 +417,16 @@ def _energy_vs_flops(jack: Jackknife | None, energy: Any, flops: Any) -> list[di
             jack.interval(ALLOCATION_QUANTITIES.index("ratio_N") * n + j) if jack else {"ci_low": None, "ci_high": None}
         )
         lo, hi = iv["ci_low"], iv["ci_high"]
+        budget = float(energy.budget[j])
+        why = (
+            doubt
+            or (
+                f"the budget lies outside the trials' measured energies ({measured[0]:.3g}–{measured[1]:.3g} J)"
+                if not measured[0] <= budget <= measured[1]
+                else None
+            )
+            or ("no interval" if lo is None else None)
+        )
         rows.append(
             {
                 "budget_j": float(energy.budget[j]),
@@ -398,7 +436,9 @@ def _energy_vs_flops(jack: Jackknife | None, energy: Any, flops: Any) -> list[di
                 "ci_high": hi,
                 "tokens_per_parameter_energy": float(energy.D[j] / energy.N[j]),
                 "tokens_per_parameter_flops": float(flops.D[j] / flops.N[j]) if np.isfinite(flops.N[j]) else None,
-                "differs": None if lo is None else bool(lo > 1 or hi < 1),
+                "differs": None if why else bool(lo > 1 or hi < 1),
+                "not_judged": why,
+                "extrapolated": any(a.extrapolated is not None and bool(a.extrapolated[j]) for a in (energy, flops)),
             }
         )
     return rows

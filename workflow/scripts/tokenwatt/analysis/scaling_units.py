@@ -155,17 +155,59 @@ def stack(names: tuple[str, ...], estimate: np.ndarray, log: np.ndarray, replica
     return Jackknife(names, np.asarray(estimate, float), np.asarray(log, bool), rows)
 
 
+LACK_OF_FIT_REPLICATES = 199  # bootstrap replicates of the screen where a run gives several points
+
+
+def _cell_means(y: np.ndarray, codes: np.ndarray, t_codes: np.ndarray, K: int, T: int) -> tuple[np.ndarray, float, int]:
+    """Cell means of y with the trial-id effect every cell shares taken out (y = cell + trial id + error by least
+    squares), the residual sum of squares and its df (n − rank: trial ids nested in cells, e.g. one id per run,
+    leave the raw cell means and the within-cell spread)."""
+    X = np.zeros((y.size, K + T - 1))
+    X[np.arange(y.size), codes] = 1.0
+    later = t_codes > 0
+    X[np.flatnonzero(later), K + t_codes[later] - 1] = 1.0
+    coef, _, rank, _ = np.linalg.lstsq(X, y, rcond=None)
+    if rank < K + T - 1:  # the trial ids do not cross the cells: no shared effect to take out
+        n = np.bincount(codes, minlength=K)
+        means = np.bincount(codes, y, minlength=K) / n
+        return means, float(((y - means[codes]) ** 2).sum()), int(y.size - K)
+    trial_effects = np.concatenate([[0.0], coef[K:]])
+    return coef[:K] + trial_effects.mean(), float(((y - X @ coef) ** 2).sum()), int(y.size - rank)
+
+
+def _least_squares_law(
+    N_c: np.ndarray, D_c: np.ndarray, means: np.ndarray, n: np.ndarray, start: Law, refine: int
+) -> Law:
+    """The law fitted by least squares to the cell means (each weighted by its trials): the fit the F reference
+    assumes (a Huber fit, nearly L1 on these residuals, leaves them larger than least squares would)."""
+    return fit_law(
+        np.repeat(N_c, n), np.repeat(D_c, n), np.exp(np.repeat(means, n)), delta=np.inf, also_from=start, refine=refine
+    )
+
+
 def lack_of_fit(
-    N: np.ndarray, D: np.ndarray, loss: np.ndarray, cell: np.ndarray, trial: np.ndarray, law: Law
+    N: np.ndarray,
+    D: np.ndarray,
+    loss: np.ndarray,
+    cell: np.ndarray,
+    trial: np.ndarray,
+    law: Law,
+    run: np.ndarray | None = None,
+    replicates: int = LACK_OF_FIT_REPLICATES,
+    seed: int = 0,
 ) -> dict[str, Any]:
-    """Does the law fit the cell means within the noise? A cell is one eval point of one condition (``cell``: the
-    same model size, budget and point index for every trial id; its trials' token counts differ by part of a
-    chunk, so its D is their geometric mean). On log loss, y = cell + trial id + error is fitted by least
-    squares: the trial-id effect, which every cell shares, cancels out of the cell means, so it must leave the
-    error term too, and s² is the trial × cell interaction. r_c is a cell's mean (trial effects averaged out)
-    minus the law; F = (Σ n_c r_c² / (K − 5)) / s² on (K − 5, n − K − (T − 1)) df. The points of one trial's
-    curve are not independent, so the test is a screen, not an exact p; a law it does not reject is one whose
-    misfit it did not detect, and the RMS residual beside the interaction SD says how far off it is."""
+    """Does the law's form fit the cell means within the noise? A cell is one eval point of one condition (``cell``:
+    the same model size, budget and point index for every trial id; its trials' token counts differ by part of a
+    chunk, so its D is their geometric mean). On log loss, y = cell + trial id + error is fitted by least squares:
+    the trial-id effect, which every cell shares, cancels out of the cell means, so it must leave the error term
+    too, and s² is the trial × cell interaction. The law is refitted by least squares to the cell means (``law``,
+    the study's Huber fit, is a start), r_c is a cell's mean minus it, and F = (Σ n_c r_c² / (K − 5)) / s².
+
+    Where each ``run`` (one condition × trial id) gives one point, F is referred to F(K − 5, df of s²). Where a run
+    gives several (its eval points), they share the run's deviation, the cell means' errors are correlated, and the
+    F table would reject a true law far too often: p is then a wild cluster bootstrap (``replicates`` refits, each
+    run's residuals flipped in sign together about the least-squares law, the trial-id effects kept). Calibration:
+    ``benchmarks/scaling_coverage.py``. A law it does not reject is one whose misfit it did not detect."""
     y = np.log(loss)
     cells, codes = np.unique(np.asarray(cell), return_inverse=True)
     trials, t_codes = np.unique(np.asarray(trial), return_inverse=True)
@@ -174,41 +216,38 @@ def lack_of_fit(
     n = np.bincount(codes, minlength=K)
     N_c = np.bincount(codes, N, minlength=K) / n
     D_c = np.exp(np.bincount(codes, np.log(D), minlength=K) / n)
-    X = np.zeros((y.size, K + T - 1))
-    X[np.arange(y.size), codes] = 1.0
-    later = t_codes > 0
-    X[np.flatnonzero(later), K + t_codes[later] - 1] = 1.0
-    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
-    rss = float(((y - X @ coef) ** 2).sum())
-    trial_effects = np.concatenate([[0.0], coef[K:]])
-    resid = coef[:K] + trial_effects.mean() - np.log(law.loss(N_c, D_c))
-    df1, df2 = K - 5, int(y.size - K - (T - 1))
-    out: dict[str, Any] = {
-        "cells": int(K),
-        "trials_per_cell": [int(n.min()), int(n.max())],
+    means, rss, df2 = _cell_means(y, codes, t_codes, K, T)
+    df1 = K - 5
+    out: dict[str, Any] = {"cells": int(K), "trials_per_cell": [int(n.min()), int(n.max())]}
+    s2 = rss / df2 if df2 > 0 else 0.0
+    not_judged = (
+        "no more cells than parameters"
+        if df1 <= 0
+        else "one trial per cell: no trial × cell noise to judge it by"
+        if df2 <= 0
+        else "the trials of every cell agree up to a shift: no trial × cell noise to judge it by"
+        if s2 <= 1e-300
+        else None
+    )
+    try:
+        fitted = _least_squares_law(N_c, D_c, means, n, law, REFINE_SCREEN) if not not_judged else None
+    except ScalingInputError as e:
+        not_judged = f"the cell means admit no least-squares law ({e})"
+    resid = means - np.log((fitted or law).loss(N_c, D_c))
+    out |= {
         "rms_residual_log": float(np.sqrt(np.mean(resid**2))),
         "max_abs_residual_log": float(np.abs(resid).max()),
     }
-    s2 = rss / df2 if df2 > 0 else 0.0
-    if s2 <= 1e-300 or df1 <= 0:
-        why = (
-            "no more cells than parameters"
-            if df1 <= 0
-            else "one trial per cell: no trial × cell noise to judge it by"
-            if df2 <= 0
-            else "the trials of every cell agree up to a shift: no trial × cell noise to judge it by"
-        )
-        return {
-            **out,
-            "noise_sd_log": None,
-            "F": None,
-            "df": None,
-            "p": None,
-            "fits": None,
-            "verdict": f"not judged ({why})",
-        }
+    if not_judged:
+        none = dict.fromkeys(("noise_sd_log", "F", "df", "p", "fits", "reference"))
+        return {**out, **none, "verdict": f"not judged ({not_judged})"}
     F = float((n * resid**2).sum() / df1 / s2)
-    p = float(sps.f.sf(F, df1, df2))
+    runs = np.unique(np.asarray(run), return_inverse=True)[1].ravel() if run is not None else None
+    if runs is None or np.bincount(runs).max() == 1:
+        p, reference = float(sps.f.sf(F, df1, df2)), f"F({df1}, {df2})"
+    else:
+        p = _bootstrap_p(F, y, codes, t_codes, runs, K, T, N_c, D_c, n, fitted, replicates, seed)
+        reference = f"wild cluster bootstrap over {runs.max() + 1} runs, {replicates} replicates"
     fits = p >= LACK_OF_FIT_P
     verdict = (
         "no misfit detected: the law's residuals at the cell means are within the trial × cell noise "
@@ -224,9 +263,63 @@ def lack_of_fit(
         "F": F,
         "df": [df1, df2],
         "p": p,
+        "reference": reference,
         "fits": fits,
         "verdict": verdict,
     }
+
+
+REFINE_SCREEN = 4  # starts the screen's least-squares refits refine, beside the law they start from
+
+
+def _bootstrap_p(
+    F: float,
+    y: np.ndarray,
+    codes: np.ndarray,
+    t_codes: np.ndarray,
+    runs: np.ndarray,
+    K: int,
+    T: int,
+    N_c: np.ndarray,
+    D_c: np.ndarray,
+    n: np.ndarray,
+    fitted: Law,
+    replicates: int,
+    seed: int,
+) -> float:
+    """P(F* ≥ F) under the least-squares law, F* from data rebuilt as that law at each cell plus the trial-id
+    effects plus each run's residual vector times a random sign (Rademacher, one per run): the runs keep their
+    points' correlation, and the law holds exactly."""
+    means, _, df2 = _cell_means(y, codes, t_codes, K, T)
+    shared = y - means[codes]  # the trial-id effect and the run × point error around the cell means
+    if df2 == y.size - K:  # trial ids nested in the cells: no shared effect, all of it is error
+        trial_part = np.zeros_like(y)
+    else:
+        X_t = np.zeros((y.size, T))
+        X_t[np.arange(y.size), t_codes] = 1.0
+        trial_part = X_t @ np.linalg.lstsq(X_t, shared, rcond=None)[0]
+    error = shared - trial_part
+    base = np.log(fitted.loss(N_c, D_c))[codes] + trial_part
+    rng = np.random.default_rng(seed)
+    exceed = 0
+    for _ in range(replicates):
+        signs = rng.choice([-1.0, 1.0], size=runs.max() + 1)
+        y_star = base + signs[runs] * error
+        m_star, rss_star, df2 = _cell_means(y_star, codes, t_codes, K, T)
+        try:
+            refit = fit_law(
+                np.repeat(N_c, n),
+                np.repeat(D_c, n),
+                np.exp(np.repeat(m_star, n)),
+                delta=np.inf,
+                also_from=fitted,
+                refine=1,
+            )
+        except ScalingInputError:
+            continue
+        r = m_star - np.log(refit.loss(N_c, D_c))
+        exceed += (n * r**2).sum() / (K - 5) / (rss_star / df2) >= F
+    return float((1 + exceed) / (replicates + 1))
 
 
 LOG_LAW = (True, True, True, False, False, False, False)  # E, A, B are positive: their intervals on the log scale

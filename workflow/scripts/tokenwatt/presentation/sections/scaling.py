@@ -169,10 +169,19 @@ def energy_vs_flops_sentence(compare: list[dict[str, Any]]) -> str:
         f"{fixed(compare[0]['tokens_per_parameter_flops'])} at the first budget). "
     )
     if not judged:
-        return sentence + "Without intervals, whether the two splits differ beyond the noise is not judged."
+        reasons = "; ".join(dict.fromkeys(c["not_judged"] for c in compare if c.get("not_judged")))
+        return sentence + f"Whether the two splits differ is not judged at any budget: {reasons}."
     differ = sum(c["differs"] for c in judged)
+    beyond = sum(bool(c.get("extrapolated")) for c in judged)
+    sentence += (
+        f"At {beyond} of the budgets judged an optimum lies beyond the measured model sizes or tokens, where the "
+        "law's form, not a measurement, carries it. "
+        if beyond
+        else ""
+    )
     return sentence + (
-        f"The 95 % interval of the ratio excludes 1 at {differ} of {len(judged)} budgets: "
+        f"The 95 % interval of the ratio excludes 1 at {differ} of the {len(judged)} budgets judged "
+        f"({len(compare) - len(judged)} not: outside what was measured): "
         + (
             "on this hardware the energy-optimal split differs from the FLOP-optimal one."
             if differ == len(judged)
