@@ -15,6 +15,7 @@ QUALITY = dict(
     idle_floor_w=2.0,
     power_step_tolerance=0.25,
     power_step_window=5,
+    power_step_window_s=0.5,
     min_samples=60,
     max_interval_ratio=1.5,
     start_below_c=None,

@@ -41,30 +41,64 @@ def window_rates(steps: pl.DataFrame) -> np.ndarray:
     return (dsteps[ok] / dt[ok]).astype(float)
 
 
-def level_change(values: np.ndarray, window: int) -> float | None:
-    """Size of the largest change of level in a series, relative to its median (None if too short).
+class Unjudged(str):
+    """Why a rule could not judge a trial (its samples or windows cannot support a verdict): neither flagged nor
+    passed, and counted as such in the report."""
 
-    A rolling median over ``window`` points ignores single spikes; the spread between its highest
-    and lowest level is a step such as another job starting or stopping mid-trial.
-    """
+
+def level_change(values: np.ndarray, window: int) -> float | None:
+    """The largest change of level in a series: its rolling median over ``window`` points (single spikes ignored)
+    against the rolling level ``window`` points before it (adjacent, non-overlapping), as the higher over the lower
+    minus 1. Judged against the level just before, not the whole series' median, a halved pace scores 1.0 however
+    much of the trial it lasts, and a slow-down scores what the same speed-up does. None if shorter than two
+    windows."""
     values = np.asarray(values, dtype=float)
     if len(values) < 2 * window:
         return None
-    median = float(np.median(values))
-    if median <= 0:
-        return None
     rolling = pl.Series(values).rolling_median(window_size=window).drop_nulls().to_numpy()
-    return float((rolling.max() - rolling.min()) / median)
+    before, after = rolling[:-window], rolling[window:]
+    ok = (before > 0) & (after > 0)
+    if not ok.any():
+        return None
+    return float(np.max(np.maximum(before[ok], after[ok]) / np.minimum(before[ok], after[ok])) - 1.0)
 
 
-def steady_deviation(steps: pl.DataFrame, window: int) -> float | None:
-    """Level change of the trial's steps per second across its loss-curve windows (warm-up window left out)."""
-    return level_change(window_rates(steps), window)
+def steady_deviation(steps: pl.DataFrame, window: int) -> float | Unjudged:
+    """Level change of the trial's steps per second across its loss-curve windows (warm-up window left out), or
+    why it cannot be judged (too few windows)."""
+    rates = window_rates(steps)
+    got = level_change(rates, window)
+    if got is None:
+        return Unjudged(
+            f"{steps.height} loss records give {len(rates)} paced windows after the first; the rolling level needs "
+            f"2 × quality.steady_window = {2 * window}"
+        )
+    return got
 
 
-def power_step(trace: pl.DataFrame, window: int) -> float | None:
-    """Level change of the polled power during training (its training windows only)."""
-    return level_change(training_samples(trace)["power_w"].to_numpy(), window)
+def power_step(trace: pl.DataFrame, window_s: float, min_samples: int) -> float | Unjudged:
+    """Level change of the polled power during training, in windows of ``window_s`` seconds of training time: the
+    first window (the device ramping from idle to load) left out, each later one's median taken where it holds at
+    least ``min_samples`` samples, every window against the next two (a step inside one still separates its
+    neighbours), as the higher over the lower minus 1. Or why it cannot be judged: fewer than two such windows, as
+    in a trial of a second or two, whose power ramp is no disturbance."""
+    samples = training_samples(trace)
+    if samples.height == 0:
+        return Unjudged("no power samples during training")
+    t, power = samples["t_s"].to_numpy(), samples["power_w"].to_numpy()
+    bins = np.floor(t / window_s).astype(int)
+    levels = [
+        float(np.median(power[bins == b])) for b in range(1, int(bins.max()) + 1) if (bins == b).sum() >= min_samples
+    ]
+    if len(levels) < 2:
+        return Unjudged(
+            f"{t.max():.2f} s of training power: after the first {window_s:g} s (the ramp from idle), fewer than two "
+            f"{window_s:g}-s windows of ≥ {min_samples} samples (quality.power_step_window_s, quality.power_step_window)"
+        )
+    levels = np.asarray(levels)
+    pairs = [(a, b) for lag in (1, 2) for a, b in zip(levels[:-lag], levels[lag:])]
+    ok = [(a, b) for a, b in pairs if a > 0 and b > 0]
+    return float(max(max(a, b) / min(a, b) for a, b in ok) - 1.0) if ok else Unjudged("no training power above 0 W")
 
 
 def first_temperature(trace: pl.DataFrame) -> float | None:
@@ -175,11 +209,12 @@ def diagnose(
                 if tps is None or not condition_tps[t["cell"]]
                 else tps / condition_tps[t["cell"]] - 1.0,
                 "throughput_steady_deviation": steady_deviation(st, q["steady_window"]),
+                "condition_trials": len(by_condition[t["cell"]]),
                 "check_before_ratio": vs_reference(_check_median(t, "before")),
                 "check_after_ratio": vs_reference(_check_median(t, "after")),
                 "idle_power_deviation_w": None if idle_w is None or idle_median is None else idle_w - idle_median,
                 "idle_power_median_w": idle_median,
-                "power_step": power_step(trace, q["power_step_window"]),
+                "power_step": power_step(trace, q["power_step_window_s"], q["power_step_window"]),
                 "temperature_start_c": first_temperature(trace),
                 "profile_device_name": measured_on,
             }
@@ -192,7 +227,11 @@ Rule = Callable[[dict[str, Any], Diagnostics, dict[str, Any]], "str | None"]
 
 def _throughput(t, d, q):
     dev = d["throughput_vs_condition"]
-    if dev is not None and abs(dev) > q["throughput_tolerance"]:
+    if dev is None:
+        return Unjudged("no training time")
+    if d["condition_trials"] < 3:
+        return Unjudged(f"{d['condition_trials']} trial(s) in its condition: a median of fewer than 3 is no reference")
+    if abs(dev) > q["throughput_tolerance"]:
         return (
             f"throughput {_pct(dev)} against its condition's median (tolerance ±{100 * q['throughput_tolerance']:g} %)"
         )
@@ -201,16 +240,19 @@ def _throughput(t, d, q):
 
 def _steady(t, d, q):
     dev = d["throughput_steady_deviation"]
-    if dev is not None and dev > q["steady_tolerance"]:
+    if isinstance(dev, Unjudged):
+        return dev
+    if dev > q["steady_tolerance"]:
         return (
-            f"throughput not steady: its steps per second changed level by {100 * dev:.0f} % of the trial's median "
-            "during training "
-            f"(tolerance {100 * q['steady_tolerance']:g} %)"
+            f"throughput not steady: its steps per second changed level by {100 * dev:.0f} % against the level "
+            f"before it during training (tolerance {100 * q['steady_tolerance']:g} %)"
         )
     return None
 
 
 def _check(t, d, q):
+    if d["check_before_ratio"] is None and d["check_after_ratio"] is None:
+        return Unjudged("no matmul check around the trial (profile.check_windows: 0), or no reference to judge it by")
     bad = [
         f"{when} {_pct(d[f'check_{when}_ratio'] - 1)}"
         for when in ("before", "after")
@@ -227,7 +269,7 @@ def _check(t, d, q):
 def _idle(t, d, q):
     dev, median = d["idle_power_deviation_w"], d["idle_power_median_w"]
     if dev is None:
-        return None
+        return Unjudged("no idle power measured")
     limit = max(q["idle_tolerance"] * median, q["idle_floor_w"])
     if abs(dev) > limit:
         return (
@@ -238,14 +280,19 @@ def _idle(t, d, q):
 
 def _step(t, d, q):
     step = d["power_step"]
-    if step is not None and step > q["power_step_tolerance"]:
-        return f"power stepped by {100 * step:.0f} % of its median during training (tolerance {100 * q['power_step_tolerance']:g} %)"
+    if isinstance(step, Unjudged):
+        return step
+    if step > q["power_step_tolerance"]:
+        return (
+            f"power stepped by {100 * step:.0f} % between {q['power_step_window_s']:g}-s windows of training "
+            f"(tolerance {100 * q['power_step_tolerance']:g} %)"
+        )
     return None
 
 
 def _samples(t, d, q):
     if t["meter"] == "none":
-        return None  # nothing was sampled by design; the report says energy was not measured
+        return Unjudged("meter none: nothing was sampled, by design")
     if t["samples_with_power"] < q["min_samples"]:
         return f"only {t['samples_with_power']} power samples (at least {q['min_samples']}, MLPerf Power's floor; raise meter.target_samples, or lower meter.interval_s)"
     return None
@@ -253,7 +300,9 @@ def _samples(t, d, q):
 
 def _interval(t, d, q):
     got, asked = t["interval_achieved_s"], t["interval_requested_s"]
-    if got is not None and got > q["max_interval_ratio"] * asked:
+    if got is None:
+        return Unjudged("no sampling interval recorded")
+    if got > q["max_interval_ratio"] * asked:
         return f"power sampled every {got:.3g} s on average, asked {asked:g} s (more than {q['max_interval_ratio']:g}×)"
     return None
 
@@ -266,6 +315,8 @@ def _errors(t, d, q):
 
 def _profile_device(t, d, q):
     # On SLURM the profile job and a trial can land on different GPU models: its CS_TFLOPS is then another device's.
+    if not d["profile_device_name"]:
+        return Unjudged("no device profile to compare with")
     if d["profile_device_name"] and d["profile_device_name"] != t["device_name"]:
         return (
             f"trained on {t['device_name']} but its CS_TFLOPS was measured on {d['profile_device_name']} (pin the "
@@ -276,7 +327,11 @@ def _profile_device(t, d, q):
 
 def _temperature(t, d, q):
     target, start = q.get("start_below_c"), d["temperature_start_c"]
-    if target is not None and start is not None and start >= target:
+    if target is None:
+        return Unjudged("no cooldown target (meter.cooldown_below_c)")
+    if start is None:
+        return Unjudged("no temperature reading")
+    if start >= target:
         return f"GPU at {start:.0f} °C when training started (cooldown target below {target:g} °C)"
     return None
 
@@ -303,15 +358,18 @@ def assess(
     q: dict[str, Any],
     profile_devices: list[str | None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Per trial: its diagnostics, one ``flag_<rule>`` per rule, ``quality`` (ok | flagged) and the reasons in words."""
+    """Per trial: its diagnostics, one ``flag_<rule>`` per rule, ``unjudged_<rule>`` (why the rule could not judge
+    it, or null), ``quality`` (ok | flagged) and the reasons in words."""
     out = []
     for t, d in zip(trials, diagnose(trials, traces, steps, reference_tflops, q, profile_devices)):
         reasons = {name: rule(t, d, q) for name, rule in RULES.items()}
-        said = [r for r in reasons.values() if r]
+        said = [r for r in reasons.values() if r and not isinstance(r, Unjudged)]
+        numbers = {k: (None if isinstance(v, Unjudged) else v) for k, v in d.items()}
         out.append(
             {
-                **d,
-                **{f"flag_{name}": r is not None for name, r in reasons.items()},
+                **numbers,
+                **{f"flag_{name}": r is not None and not isinstance(r, Unjudged) for name, r in reasons.items()},
+                **{f"unjudged_{name}": str(r) if isinstance(r, Unjudged) else None for name, r in reasons.items()},
                 "quality": "flagged" if said else "ok",
                 "quality_reasons": "; ".join(said),
             }
@@ -328,6 +386,7 @@ QUALITY_COLUMNS = [
     "quality",
     "quality_reasons",
     *(f"flag_{name}" for name in RULES),
+    *(f"unjudged_{name}" for name in RULES),
     "throughput_vs_condition",
     "throughput_steady_deviation",
     "check_before_ratio",

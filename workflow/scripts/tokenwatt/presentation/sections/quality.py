@@ -37,6 +37,7 @@ def render(inputs: ReportInputs) -> Markup:
         finished=trials.height,
         flagged=flagged.height,
         flagged_table=_flagged_table(flagged) if flagged.height else None,
+        rules_table=_rules_table(trials) if trials.height else None,
         primary=primary,
         exclude_flagged=str(inputs.exclude_flagged).lower(),
         sensitivity=sensitivity,
@@ -95,6 +96,23 @@ def _flagged_table(flagged: pl.DataFrame) -> Markup:
         for r in flagged.iter_rows(named=True)
     ]
     return table(["condition", "trial", "ran as", "why flagged"], rows, left=4)
+
+
+def _rules_table(trials: pl.DataFrame) -> Markup | None:
+    """Rule by rule: how many trials it judged, flagged, and could not judge, with why (each kind of reason once,
+    with its count)."""
+    rules = [c.removeprefix("flag_") for c in trials.columns if c.startswith("flag_")]
+    rows = []
+    for rule in rules:
+        column = f"unjudged_{rule}"
+        why = (trials[column] if column in trials.columns else pl.Series([], dtype=pl.String)).cast(pl.String)
+        why = why.drop_nulls()
+        # one line per kind of reason (its numbers aside), shown by its first trial's words
+        kinds = pl.DataFrame({"why": why, "kind": why.str.replace_all(r"[0-9][0-9.]*", "#")})
+        grouped = kinds.group_by("kind", maintain_order=True).agg(pl.col("why").first(), pl.len())
+        reasons = "; ".join(f"{n}×, e.g. {r}" for r, n in grouped.select("why", "len").iter_rows()) or "—"
+        rows.append([rule, trials.height - why.len(), int(trials[f"flag_{rule}"].sum()), why.len(), reasons])
+    return table(["rule", "judged", "flagged", "not judged", "why not judged"], rows, left=5) if rows else None
 
 
 def _sensitivity_table(stats: dict[str, Any], primary: str, sensitivity: dict[str, Any]) -> Markup | None:
