@@ -5,11 +5,11 @@ import polars as pl
 import pytest
 from tokenwatt.analysis.quality import (
     RULES,
+    Unjudged,
     assess,
     device_load,
     power_step,
     profile_verdict,
-    Unjudged,
     steady_deviation,
     window_rates,
 )

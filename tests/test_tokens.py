@@ -88,41 +88,68 @@ def test_eval_split_larger_than_corpus_names_the_key():
         split_documents(docs, 5, seed=0)
 
 
+def _chunk_table(docs: int = 300, seed: int = 0) -> pl.DataFrame:
+    """A level's chunk table as chunking writes it: documents of 1–3 chunks, the last of each partly padded."""
+    rng = np.random.default_rng(seed)
+    per_doc = rng.integers(1, 4, size=docs)
+    doc_ids = np.repeat(np.arange(docs), per_doc)
+    last = np.r_[doc_ids[1:] != doc_ids[:-1], True]
+    n_real = np.where(last, rng.integers(1, 65, size=doc_ids.size), 64)
+    return pl.DataFrame({"chunk_id": np.arange(doc_ids.size), "doc_id": doc_ids, "n_real": n_real})
+
+
 @pytest.fixture
 def chunks():
-    rng = np.random.default_rng(0)
-    return np.arange(500), rng.integers(1, 65, size=500)
+    return _chunk_table()
 
 
 def test_subsets_are_nested_across_budgets(chunks):
-    ids, n_real = chunks
     seed = trial_seed(5, 1)
-    small, large = draw_subset(ids, n_real, 2000, seed), draw_subset(ids, n_real, 8000, seed)
+    small, large = draw_subset(chunks, 2000, seed), draw_subset(chunks, 8000, seed)
     assert large["chunk_ids"][: small["n_chunks"]] == small["chunk_ids"]
 
 
 def test_subset_reaches_the_budget_with_the_fewest_chunks_and_records_the_exact_count(chunks):
-    ids, n_real = chunks
-    sub = draw_subset(ids, n_real, 3000, seed=9)
-    counts = n_real[sub["chunk_ids"]]
+    sub = draw_subset(chunks, 3000, seed=9)
+    counts = chunks["n_real"].to_numpy()[sub["chunk_ids"]]
     assert sub["real_tokens"] == counts.sum() >= 3000
     assert counts[:-1].sum() < 3000
 
 
 def test_trials_draw_different_subsets_and_a_seed_repeats(chunks):
-    ids, n_real = chunks
-    a, b = (draw_subset(ids, n_real, 3000, trial_seed(5, t)) for t in (1, 2))
+    a, b = (draw_subset(chunks, 3000, trial_seed(5, t)) for t in (1, 2))
     assert a["chunk_ids"] != b["chunk_ids"]
-    assert draw_subset(ids, n_real, 3000, trial_seed(5, 1)) == a
+    assert draw_subset(chunks, 3000, trial_seed(5, 1)) == a
+
+
+def _keys(table: pl.DataFrame, ids: list[int]) -> list[tuple[int, int]]:
+    """(document, place in it) of each chunk id, in the given order."""
+    keyed = table.with_columns(part=pl.int_range(pl.len()).over("doc_id"))
+    at = dict(zip(keyed["chunk_id"].to_list(), zip(keyed["doc_id"].to_list(), keyed["part"].to_list())))
+    return [at[i] for i in ids]
+
+
+def test_every_level_takes_its_subset_from_one_order_of_the_raw_chunks(chunks):
+    """A level that removed every fourth document, its chunks numbered afresh as its own chunk file numbers them:
+    its subset for trial 1 is the raw level's order of all chunks with the removed documents' taken out, so the two
+    share every chunk of their common documents that both reach (common random numbers)."""
+    level = chunks.filter(pl.col("doc_id") % 4 != 0).with_columns(chunk_id=pl.int_range(pl.len()))
+    seed = trial_seed(5, 1)
+    everything = _keys(chunks, draw_subset(chunks, int(chunks["n_real"].sum()), seed)["chunk_ids"])
+    for budget in (2000, 6000):
+        mine = _keys(level, draw_subset(level, budget, seed)["chunk_ids"])
+        kept_in_raw_order = [k for k in everything if k[0] % 4 != 0]
+        assert mine == kept_in_raw_order[: len(mine)]
+        raw = _keys(chunks, draw_subset(chunks, budget, seed)["chunk_ids"])
+        assert {k for k in raw if k[0] % 4 != 0} <= set(mine)
 
 
 def test_budget_beyond_the_corpus_says_how_much_is_missing(chunks):
-    ids, n_real = chunks
     with pytest.raises(
         SubsetError,
-        match=rf"budget 99999 needs 99999 tokens, the corpus has {n_real.sum()}; lower the budget or add data",
+        match=rf"budget 99999 needs 99999 tokens, the corpus has {chunks['n_real'].sum()}; lower the budget or add data",
     ):
-        draw_subset(ids, n_real, 99999, seed=0)
+        draw_subset(chunks, 99999, seed=0)
 
 
 def test_a_tokenizer_name_that_cannot_be_loaded_names_the_real_key():
@@ -137,6 +164,5 @@ def test_a_corpus_emptied_by_normalization_says_so_instead_of_blaming_the_eval_s
 
 
 def test_a_budget_a_selection_level_cannot_fill_names_the_level(chunks):
-    ids, n_real = chunks
     with pytest.raises(SubsetError, match=r"99999 tokens, design.selection level 'dedup' \(40 documents\) has"):
-        draw_subset(ids, n_real, 99999, seed=0, source="design.selection level 'dedup' (40 documents)")
+        draw_subset(chunks, 99999, seed=0, source="design.selection level 'dedup' (40 documents)")

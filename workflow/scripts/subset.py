@@ -20,7 +20,7 @@ with logged(snakemake.log[0]):
         )
         subset = {
             "trial": trial,
-            **draw_subset(chunks["chunk_id"].to_numpy(), chunks["n_real"].to_numpy(), budget, seed, source),
+            **draw_subset(chunks, budget, seed, source),
         }
         print(f"budget {budget}, trial {trial}: {subset['n_chunks']} chunks, {subset['real_tokens']} real tokens")
         write_json(snakemake.output[0], subset)

@@ -1,11 +1,19 @@
 """Nested token-budget subsets: each trial draws one seeded order of the training chunks,
-and every budget takes the shortest prefix of that order whose real tokens reach it."""
+and every budget takes the shortest prefix of that order whose real tokens reach it.
+
+The order is one of every chunk the corpus could give, not of a level's own: a chunk is named by its document and
+its place in it (chunking cuts each document alone, so a document a selection level keeps gives the same chunks in
+every level), and its rank is a keyed hash of that name and the trial's seed. Every selection level of trial i thus
+takes its subset from one permutation of the raw level's chunks, keeping the ones it kept (common random numbers):
+two levels' subsets share every chunk of their common documents that both orders reach, and differ by the documents a
+level removed."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+import polars as pl
 
 
 class SubsetError(ValueError):
@@ -17,24 +25,46 @@ def trial_seed(study_seed: int, trial: int) -> int:
     return int(np.random.SeedSequence([study_seed, trial]).generate_state(1)[0])
 
 
-def draw_subset(
-    chunk_ids: np.ndarray, n_real: np.ndarray, budget: int, seed: int, source: str = "the corpus"
-) -> dict[str, Any]:
-    """Chunk ids for ``budget`` real tokens, in the trial's drawn order.
+_MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """A 64-bit finaliser (xor-shift-multiply rounds): nearby inputs give unrelated outputs."""
+    x = x ^ (x >> np.uint64(33))
+    x = (x * np.uint64(0xFF51AFD7ED558CCD)) & _MASK
+    x = x ^ (x >> np.uint64(33))
+    x = (x * np.uint64(0xC4CEB9FE1A85EC53)) & _MASK
+    return x ^ (x >> np.uint64(33))
+
+
+def chunk_order(doc_ids: np.ndarray, parts: np.ndarray, seed: int) -> np.ndarray:
+    """Positions of the chunks in the trial's order: ranked by a hash of (seed, document, place in it), so the
+    rank of a chunk does not depend on which other chunks are present."""
+    doc = np.asarray(doc_ids).astype(np.uint64)
+    part = np.asarray(parts).astype(np.uint64)
+    with np.errstate(over="ignore"):  # unsigned wrap-around is the hash's arithmetic
+        key = _mix(_mix(np.full(doc.size, seed, np.uint64) ^ doc) ^ part)
+    return np.lexsort((part, doc, key))
+
+
+def draw_subset(chunks: pl.DataFrame, budget: int, seed: int, source: str = "the corpus") -> dict[str, Any]:
+    """Chunk ids for ``budget`` real tokens, in the trial's drawn order (``chunk_order``); ``chunks``: the level's
+    chunk table (``chunk_id``, ``doc_id``, ``n_real``, in chunking's order, so a document's chunks in place order).
 
     Because the order depends only on ``seed``, a smaller budget's subset is a prefix of
     a larger one's (nesting). The last chunk may overshoot the budget by less than one
     chunk; ``real_tokens`` records the exact count. ``source`` names the chunks' documents in the refusal of a
     budget they cannot fill.
     """
-    chunk_ids = np.asarray(chunk_ids)
-    n_real = np.asarray(n_real)
+    chunk_ids = chunks["chunk_id"].to_numpy()
+    n_real = chunks["n_real"].to_numpy()
+    parts = chunks.select(pl.int_range(pl.len()).over("doc_id"))["literal"].to_numpy()
     available = int(n_real.sum())
     if budget > available:
         raise SubsetError(
             f"budget {budget} needs {budget} tokens, {source} has {available}; lower the budget or add data"
         )
-    order = np.random.default_rng(seed).permutation(len(chunk_ids))
+    order = chunk_order(chunks["doc_id"].to_numpy(), parts, seed)
     reached = int(np.searchsorted(np.cumsum(n_real[order]), budget)) + 1
     picked = order[:reached]
     return {

@@ -4,8 +4,9 @@ The budget is the within-subject factor every study has (``study.budgets``); ``d
 further within-subject factors (selection, model, precision, lr, batch_size, hardware, stopping), each a named list of
 levels. A cell is one level of every factor; trial *i* runs under every cell (the subject of the
 repeated-measures design), on the data subset of its budget and trial alone, so every level trains
-on the same tokens in the same order; except a selection level (its own documents) and a model level with its own
-tokenizer (its own chunks), whose subsets are drawn with the same seed from other data.
+on the same tokens in the same order; except a selection level (its own documents), whose subset is the same order of
+every chunk with the documents it removed left out (``data.subsets``: common random numbers), and a model level with
+its own tokenizer (its own chunks), whose subsets are drawn with the same seed from other data.
 
 This is the one module that spells a factor's name. Paths are stable and readable: a one-factor
 study keeps ``trials/b{budget}/t{trial}``; a factorial one nests the other levels above it,
