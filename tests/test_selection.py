@@ -14,6 +14,7 @@ from tokenwatt.selection.steps import (
     record,
     refuse_empty,
     refuse_empty_eval,
+    remove_eval_copies,
     remove_near_duplicates,
 )
 
@@ -47,34 +48,54 @@ def test_a_copy_below_the_threshold_is_kept(stories):
     assert near_duplicates([stories[3], copy], 5, 128, NEAR_DUP["threshold"], seed=1) == []
 
 
-def test_near_duplicates_of_evaluation_documents_never_reach_training(stories):
+DECONTAMINATE = {"shingle_size": 5, "containment": 0.8}
+
+
+def test_a_near_copy_of_an_evaluation_document_never_reaches_training(stories):
     train, evaluation = _docs([*stories[:300], _edited(stories[350], 40)]), _docs(stories[350:], first_id=1000)
-    kept, step = remove_near_duplicates(train, NEAR_DUP, seed=1, reference=evaluation)
-    assert 300 not in kept["doc_id"].to_list()
-    assert step["examples"][0]["why"].startswith("near_dup of eval doc 1000")
+    kept, step = remove_eval_copies(train, evaluation, DECONTAMINATE)
+    assert 300 not in kept["doc_id"].to_list() and step["step"] == "decontaminate"
+    assert (
+        step["examples"][0]["why"].startswith("eval_copy (holds 0.")
+        and "of eval doc 1000's 5-word" in (step["examples"][0]["why"])
+    )
 
 
-def test_every_training_document_at_the_threshold_with_an_eval_document_is_removed_however_close_to_it(stories):
-    """LSH banded at the threshold proposes a pair at Jaccard 0.70 less than half the time; against the eval set the
-    comparison is exact, so every copy at or above the threshold goes, and every one below stays."""
+def test_an_eval_story_copied_inside_a_longer_training_document_leaves_training(stories):
+    """Jaccard sees two different documents (the host is three stories long) and kept it at any usual threshold;
+    the host holds every shingle of the eval story."""
+    host = f"{stories[0]} {stories[355]} {stories[1]}"
+    assert jaccard(shingles(host, 5), shingles(stories[355], 5)) < 0.6
+    train, evaluation = _docs([*stories[:100], host]), _docs(stories[350:360], first_id=1000)
+    kept, step = remove_eval_copies(train, evaluation, DECONTAMINATE)
+    assert set(range(101)) - set(kept["doc_id"].to_list()) == {100}
+    assert "of eval doc 1005's" in step["examples"][0]["why"] and step["removed_by"] == {"eval_copy": 1}
+
+
+def test_containment_is_exact_every_copy_at_the_threshold_goes_and_every_one_below_stays(stories):
     evaluation = _docs(stories[350:], first_id=1000)
-    copies = [_edited(stories[350 + i % 50], every) for i, every in enumerate([22, 25, 28, 30, 33, 36] * 8)]
-    reached = [jaccard(shingles(c, 5), shingles(stories[350 + i % 50], 5)) >= 0.7 for i, c in enumerate(copies)]
+    copies = [_edited(stories[350 + i % 50], every) for i, every in enumerate([18, 22, 25, 28, 33, 40] * 8)]
+
+    def held(copy, i):
+        own, ref = shingles(copy, 5), shingles(stories[350 + i % 50], 5)
+        return len(own & ref) / len(ref)
+
+    reached = [held(c, i) >= 0.8 for i, c in enumerate(copies)]
     assert 0 < sum(reached) < len(copies)
-    kept, _ = remove_near_duplicates(_docs([*stories[:100], *copies]), NEAR_DUP, seed=1, reference=evaluation)
+    kept, _ = remove_eval_copies(_docs([*stories[:100], *copies]), evaluation, DECONTAMINATE)
     removed = set(range(100, 100 + len(copies))) - set(kept["doc_id"].to_list())
     assert removed == {100 + i for i, r in enumerate(reached) if r}
+
+
+def test_decontamination_leaves_near_duplicates_among_training_documents_to_the_levels(stories):
+    train, evaluation = _docs([*stories[:300], _edited(stories[5], 40)]), _docs(stories[350:], first_id=1000)
+    kept, _ = remove_eval_copies(train, evaluation, DECONTAMINATE)
+    assert kept.height == 301
 
 
 def test_settings_lsh_cannot_band_are_refused_by_their_keys(stories):
     with pytest.raises(NearDupSettingsError, match="permutations 16 with threshold 0.99 cannot be split"):
         near_duplicates(stories[:10], 5, 16, 0.99, seed=1)
-
-
-def test_clearing_eval_near_duplicates_leaves_near_duplicates_among_training_documents_to_the_levels(stories):
-    train, evaluation = _docs([*stories[:300], _edited(stories[5], 40)]), _docs(stories[350:], first_id=1000)
-    kept, step = remove_near_duplicates(train, NEAR_DUP, seed=1, reference=evaluation)
-    assert (kept.height, step["step"]) == (301, "eval_near_dup")
 
 
 def test_the_same_documents_and_settings_select_the_same_documents(grammar):
@@ -131,7 +152,7 @@ def test_eval_filters_that_keep_no_eval_document_are_refused_naming_their_key():
 
 
 def test_a_levels_meters_and_its_trainings_are_both_named_so_a_sum_of_two_scopes_is_visible():
-    records = {SHARED: [_step("eval_near_dup", 2.0)], "dedup": [_step("near_dup", 8.0)]}
+    records = {SHARED: [_step("decontaminate", 2.0)], "dedup": [_step("near_dup", 8.0)]}
     trials = _trials({"dedup": 2}).with_columns(meter=pl.lit("nvml"))
     (cost,) = level_costs(records, trials)
     assert cost["selection_meters"] == ["estimate"] and cost["training_meters"] == ["nvml"]
@@ -150,7 +171,7 @@ def test_a_levels_selection_cost_is_its_steps_and_the_eval_clearance_in_full_how
     """Its budgets are alternatives and its trial ids replicates: dividing by them would make the cost shrink with
     replication."""
     records = {
-        SHARED: [_step("eval_near_dup", 60.0)],
+        SHARED: [_step("decontaminate", 60.0)],
         "raw": [_step("near_dup", 0.0)],
         "dedup": [_step("near_dup", 20.0), _step("filter", 12.0)],
     }
@@ -162,7 +183,7 @@ def test_a_levels_selection_cost_is_its_steps_and_the_eval_clearance_in_full_how
 
 
 def test_a_selection_step_without_a_meter_leaves_the_cost_missing_not_zero():
-    records = {SHARED: [_step("eval_near_dup", 60.0)], "dedup": [_step("near_dup", None)]}
+    records = {SHARED: [_step("decontaminate", 60.0)], "dedup": [_step("near_dup", None)]}
     assert level_costs(records, _trials({"dedup": 3}))[0]["selection_j"] is None
 
 
@@ -193,7 +214,7 @@ def test_the_report_section_names_each_levels_removals_and_its_energy_to_target_
         "removed_by": {"min_words": 2},
         "examples": [{"doc_id": 4, "why": "min_words (value 3, threshold 20)", "text": "Too short."}],
     }
-    shared = {**_step("eval_near_dup", 6.0), "settings": None, "documents_in": 10, "removed_by": {}, "examples": []}
+    shared = {**_step("decontaminate", 6.0), "settings": None, "documents_in": 10, "removed_by": {}, "examples": []}
     reached = {"target": "perplexity 9", "series": "selection=strict", "budget": 1000, "n_reached": 2, "n": 2}
     costs = level_costs({SHARED: [shared], "strict": [step]}, _trials({"strict": 2}))
     reach = energy_to_target_with_selection([{**reached, "energy_median_j": 100.0}], costs)
@@ -209,7 +230,7 @@ def _section(trials: pl.DataFrame, reached: dict, shared_steps: list[dict] | Non
     step = {**_step("filter", 12.0, kept=8), "settings": {"min_words": 20}, "documents_in": 10, "removed": 2}
     step |= {"removed_by": {"min_words": 2}, "examples": []}
     shared = shared_steps or [
-        {**_step("eval_near_dup", 6.0), "settings": None, "documents_in": 10, "removed_by": {}, "examples": []}
+        {**_step("decontaminate", 6.0), "settings": None, "documents_in": 10, "removed_by": {}, "examples": []}
     ]
     costs = level_costs({SHARED: shared, "strict": [step]}, trials)
     reach = energy_to_target_with_selection([{**reached, "energy_median_j": 100.0}], costs)
@@ -244,7 +265,7 @@ def test_an_interim_report_before_any_trial_shares_no_joules_and_does_not_fail()
 
 def test_the_eval_filters_joules_are_no_levels_selection_cost():
     eval_filter = {**_step("eval_filter", 50.0, kept=7), "documents_in": 10}
-    records = {SHARED: [_step("eval_near_dup", 2.0), eval_filter], "dedup": [_step("near_dup", 8.0)]}
+    records = {SHARED: [_step("decontaminate", 2.0), eval_filter], "dedup": [_step("near_dup", 8.0)]}
     (cost,) = level_costs(records, _trials({"dedup": 2}))
     assert cost["shared_joules"] == 2.0 and cost["selection_j"] == 8.0 + 2.0
 

@@ -15,7 +15,15 @@ def tiny_data(built):
 
 def test_dry_run_of_the_default_config_plans_one_subset_per_budget_and_trial(tmp_path):
     jobs = planned_jobs(clone(tmp_path), "data")
-    assert jobs == {"corpus": 1, "normalize": 1, "split": 1, "tokenizer": 1, "chunk": 2, "subset": 15}
+    assert jobs == {
+        "corpus": 1,
+        "normalize": 1,
+        "split": 1,
+        "decontaminate": 1,
+        "tokenizer": 1,
+        "chunk": 2,
+        "subset": 15,
+    }
 
 
 def _override(work, text):

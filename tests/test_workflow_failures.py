@@ -356,6 +356,7 @@ def test_a_failed_rerun_loses_nothing_finished_and_reverting_the_config_trains_n
             "corpus": 1,
             "normalize": 1,
             "split": 1,
+            "decontaminate": 1,
             "tokenizer": 1,
             "chunk": 2,
             "subset": 6,

@@ -190,6 +190,7 @@ def test_a_normalization_change_reruns_everything_from_normalization_down(study)
     assert planned_jobs(study, *_with(study, "normalize: {dedupe: false}")) == {
         "normalize": 1,
         "split": 1,
+        "decontaminate": 1,
         "tokenizer": 1,
         "chunk": 2,
         "subset": 6,

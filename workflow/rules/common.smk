@@ -255,12 +255,23 @@ def trial_runtime(wildcards):
     return trial_runtime_min(cell.budget, DESIGN.train_config(cell)["epochs"], PILOT)
 
 
+# What a data step's meter window needs (decontamination and the selection steps; selection.meter picks the meter):
+# other meter keys rerun none of them.
+SELECTION_METER = {
+    key: config["meter"][key] for key in ("interval_s", "cpu_tdp_w", "rapl_root")
+}
+
+
 def chunked_documents(wildcards):
     """The documents a chunk job tokenizes: a selection level's training documents ({sel}: sel=<level>/), the
     study's, or the eval documents, chunked once for every level (those that pass selection.eval_filters, if set).
     """
     if wildcards.split == "eval" and EVAL_FILTERS:
         return res("data", "docs_eval_kept.parquet")
+    if (
+        wildcards.split == "train" and not wildcards.sel
+    ):  # cleared of eval copies (a level's are, by its near_dup)
+        return res("data", "decontaminated.parquet")
     return res("data", f"{wildcards.sel}docs_{wildcards.split}.parquet")
 
 

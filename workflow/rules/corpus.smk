@@ -66,3 +66,30 @@ rule split:
         code=code_digest("split.py"),
     script:
         "../scripts/split.py"
+
+
+# Training documents that hold most of an eval document leave training, in every study, before any selection level.
+rule decontaminate:
+    input:
+        docs=res("data", "docs_train.parquet"),
+        eval=res("data", "docs_eval.parquet"),
+    output:
+        docs=res("data", "decontaminated.parquet"),
+        record=res("data", "decontaminate.json"),
+    log:
+        logfile("decontaminate"),
+    benchmark:
+        res("benchmarks", "decontaminate.tsv")
+    priority: SUBSET_PRIORITY
+    conda:
+        "../envs/data.yaml"
+    threads: workflow.cores  # metered: alone on the machine, or the meter counts another job too
+    resources:
+        mem_mb=4000,
+    params:
+        settings=config["split"]["decontaminate"],
+        meter=SELECTION_METER,
+        meter_kind=config["selection"]["meter"],
+        code=code_digest("decontaminate.py"),
+    script:
+        "../scripts/decontaminate.py"

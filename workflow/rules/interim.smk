@@ -59,6 +59,7 @@ use rule report as interim_report with:
             rules.report.input,
             profile=existing_profiles,
             normalize=existing(res("data", "normalize_summary.json")),
+            decontaminate=existing(res("data", "decontaminate.json")),
         ),
     output:
         *interim_positional(rules.report.output),

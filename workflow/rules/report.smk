@@ -18,6 +18,7 @@ rule report:
         ],
         reference=shipped("resources", "reference_study.json"),
         normalize=res("data", "normalize_summary.json"),
+        decontaminate=res("data", "decontaminate.json"),
     output:
         res("report.html"),
     log:

@@ -1,12 +1,8 @@
-# Selection stage (design.selection): between the split and the chunks, one rule per step, so that changing a step's
-# settings reruns that step and what follows it. The tokenizer and the eval set come from the split before any
+# Selection stage (design.selection): between the decontaminated training documents (corpus.smk) and the chunks, one
+# rule per step, so that changing a step's settings reruns that step and what follows it. The tokenizer and the eval set come from the split before any
 # selection: the same for every level. The steps outrank every trial, as the subsets do, so that a level that keeps
 # too little is refused before the trials the scheduler can choose instead of its steps.
 
-# What a step's meter window needs (selection.meter picks the meter): other meter keys rerun no selection.
-SELECTION_METER = {
-    key: config["meter"][key] for key in ("interval_s", "cpu_tdp_w", "rapl_root")
-}
 # The quality rules every level is scored through (selection.eval_filters): the eval documents that pass them.
 EVAL_FILTERS = config["selection"].get("eval_filters")
 # Every step's record (the report's Data selection section); none without design.selection.
@@ -23,33 +19,6 @@ SELECTION_RECORDS = (
     if SELECTION_LEVELS
     else []
 )
-
-
-rule decontaminate:
-    input:
-        docs=res("data", "docs_train.parquet"),
-        eval=res("data", "docs_eval.parquet"),
-    output:
-        docs=res("data", "decontaminated.parquet"),
-        record=res("data", "decontaminate.json"),
-    log:
-        logfile("decontaminate"),
-    benchmark:
-        res("benchmarks", "decontaminate.tsv")
-    priority: SUBSET_PRIORITY
-    conda:
-        "../envs/data.yaml"
-    threads: workflow.cores  # metered: alone on the machine, or the meter counts another job too
-    resources:
-        mem_mb=4000,
-    params:
-        settings=config["selection"]["near_dup"],
-        seed=STUDY["seed"],
-        meter=SELECTION_METER,
-        meter_kind=config["selection"]["meter"],
-        code=code_digest("select_near_dup.py"),
-    script:
-        "../scripts/select_near_dup.py"
 
 
 rule select_near_dup:

@@ -14,6 +14,7 @@ with logged(snakemake.log[0]):
     measured = set(files.profile)  # the interim report has those measured so far
     # The data stage's summary; an interim report made before normalization finished has none yet.
     normalize = [files.normalize] if isinstance(files.normalize, str) else list(files.normalize)
+    decontaminate = [files.decontaminate] if isinstance(files.decontaminate, str) else list(files.decontaminate)
     inputs = load_report_inputs(
         config=params.config,
         config_hash=params.config_hash,
@@ -28,6 +29,7 @@ with logged(snakemake.log[0]):
         figures=dict(zip(params.figure_names, zip(files.figures, files.captions, strict=True), strict=True)),
         reference=files.reference,
         normalize=normalize[0] if normalize else None,
+        decontaminate=decontaminate[0] if decontaminate else None,
         profiles={key: path if path in measured else None for key, path in params.profiles.items()},
         interim=params.interim,
         made={"at": utc(time.time()), "git": git_state(Path(snakemake.scriptdir)), "versions": versions()},

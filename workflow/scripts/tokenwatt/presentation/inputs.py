@@ -86,12 +86,14 @@ def load_report_inputs(
     reference: PathLike,
     normalize: PathLike | None,
     profiles: Mapping[str, PathLike | None],
+    decontaminate: PathLike | None = None,
     interim: bool = False,
     made: Mapping[str, Any] | None = None,
 ) -> ReportInputs:
     """The report's inputs from the rule's files: ``products`` maps product name → its JSON, ``figures`` name →
     (PNG, caption file), ``profiles`` key → device profile (None: not measured yet, as in an interim report made
-    early); ``normalize`` is the data stage's summary, None before normalization finished."""
+    early); ``normalize`` is the data stage's summary, None before normalization finished, ``decontaminate`` the
+    decontamination step's record (its ``decontaminate`` key), None before it ran."""
     read = {key: read_profile(path) if path is not None else None for key, path in profiles.items()}
     return ReportInputs(
         config=config,
@@ -106,7 +108,14 @@ def load_report_inputs(
             for name, (png, caption) in figures.items()
         },
         reference=read_json(reference),
-        data_summary=read_analysis_json(normalize, "normalization summary") if normalize is not None else {},
+        data_summary={
+            **(read_analysis_json(normalize, "normalization summary") if normalize is not None else {}),
+            **(
+                {"decontaminate": read_analysis_json(decontaminate, "decontamination record")}
+                if decontaminate is not None
+                else {}
+            ),
+        },
         profiles=read,
         cs={key: cs_tflops_of(config["metric"], profile) for key, profile in read.items()},
         rerun=Path(flagged).read_text(encoding="utf-8").split(),

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import polars as pl
 
 from .filters import failed_rule
-from .near_dup import near_duplicates
+from .near_dup import eval_copies, near_duplicates
 
 T = TypeVar("T")
 # The step that filters the eval documents (selection.eval_filters): what every level is scored on, not its training.
@@ -52,31 +52,40 @@ def _kept(docs: pl.DataFrame, why: dict[int, str]) -> pl.DataFrame:
 
 
 def remove_near_duplicates(
-    docs: pl.DataFrame, settings: dict[str, Any] | None, seed: int, reference: pl.DataFrame | None = None
+    docs: pl.DataFrame, settings: dict[str, Any] | None, seed: int
 ) -> tuple[pl.DataFrame, dict[str, Any]]:
-    """Documents that near-duplicate an earlier one removed, or, given ``reference`` (the eval documents), those that
-    near-duplicate a reference document (and no other); ``settings`` None keeps every document (a level without
+    """Documents that near-duplicate an earlier one removed; ``settings`` None keeps every document (a level without
     this step)."""
     if settings is None:
         return docs, record("near_dup", None, docs, {})
     ids = docs["doc_id"].to_list()
-    ref_ids = [] if reference is None else reference["doc_id"].to_list()
     matches = near_duplicates(
-        docs["text"].to_list(),
-        settings["shingle_size"],
-        settings["permutations"],
-        settings["threshold"],
-        seed,
-        [] if reference is None else reference["text"].to_list(),
-        within=reference is None,
+        docs["text"].to_list(), settings["shingle_size"], settings["permutations"], settings["threshold"], seed
     )
+    why = {
+        ids[m.index]: f"near_dup of train doc {ids[int(m.of.split(':')[1])]} (Jaccard {m.similarity:.3f})"
+        for m in matches
+    }
+    return _kept(docs, why), record("near_dup", settings, docs, why)
 
-    def named(of: str) -> str:
-        kind, index = of.split(":")
-        return f"{kind} doc {(ref_ids if kind == 'eval' else ids)[int(index)]}"
 
-    why = {ids[m.index]: f"near_dup of {named(m.of)} (Jaccard {m.jaccard:.3f})" for m in matches}
-    return _kept(docs, why), record("near_dup" if reference is None else "eval_near_dup", settings, docs, why)
+def remove_eval_copies(
+    docs: pl.DataFrame, eval_docs: pl.DataFrame, settings: dict[str, Any]
+) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Training documents that hold most of an eval document (``split.decontaminate``: containment of its
+    ``shingle_size``-word shingles at or above ``containment``) removed, each naming the eval document."""
+    ids, ref_ids = docs["doc_id"].to_list(), eval_docs["doc_id"].to_list()
+    matches = eval_copies(
+        docs["text"].to_list(), eval_docs["text"].to_list(), settings["shingle_size"], settings["containment"]
+    )
+    why = {
+        ids[m.index]: (
+            f"eval_copy (holds {m.similarity:.3f} of eval doc {ref_ids[int(m.of.split(':')[1])]}'s "
+            f"{settings['shingle_size']}-word shingles)"
+        )
+        for m in matches
+    }
+    return _kept(docs, why), record("decontaminate", settings, docs, why)
 
 
 def apply_filters(

@@ -60,7 +60,20 @@ def _items(inputs: ReportInputs, first: dict[str, Any]) -> list[list[Any]]:
         ["CS_TFLOPS", cs],
         ["trials finished", trials.height],
         ["documents in / out of normalization", f"{summary.get('documents_in')} / {summary.get('documents_out')}"],
+        ["eval copies left training (split.decontaminate)", _decontaminated(summary.get("decontaminate"))],
     ]
+
+
+def _decontaminated(step: dict[str, Any] | None) -> str:
+    """How many training documents held most of an eval document and left, before any selection level."""
+    if not step:
+        return "—"
+    s = step["settings"]
+    return (
+        f"{step['removed']} of {step['documents_in']} training documents held ≥ {s['containment']:g} of an eval "
+        f"document's {s['shingle_size']}-word shingles and left training, before any selection level (so from every "
+        "level)"
+    )
 
 
 def _distinct(trials: pl.DataFrame, column: str) -> str:
