@@ -1,8 +1,9 @@
 """Benchmark: do the scaling analysis's 95 % intervals cover the truth 95 % of the time on the shipped designs?
 
 Simulates studies of the shapes of ``config/scaling.yaml`` (5 sizes of 36 K–400 K parameters × budgets
-10K–80K × 3 trials, one final point per trial, as its cosine schedule requires; the learning-rate sweep is
-taken as done, each cell at its best rate) and ``config/paper-scaling.yaml`` (5 sizes of 20 M–1.1 B ×
+10K–80K × 3 trials, one final point per trial, as its cosine schedule requires; each cell at its best rate, or with
+--sweep at each rate of its sweep, the best chosen per size × budget by the workflow and again in every jackknife
+refit, the true best inside the sweep for the middle sizes and at its edges for the smallest and largest) and ``config/paper-scaling.yaml`` (5 sizes of 20 M–1.1 B ×
 50M–400M tokens × 3 trials, 8 points from 2 %, points first_epoch), one epoch, with the effects real
 studies have:
 
@@ -18,7 +19,7 @@ truth, how often no interval was given (and why), the median width, and the spre
 themselves (their SD and RMSE about the truth): a width near 4 × the SD is what a valid interval costs. Seeds are fixed: the same run prints
 the same table.
 
-Usage: .venv/bin/python benchmarks/scaling_coverage.py [--sims 60] [--size-sd 0.01] [--design cpu|gpu|both]
+Usage: .venv/bin/python benchmarks/scaling_coverage.py [--sims 60] [--size-sd 0.01] [--design cpu|gpu|both] [--sweep]
 """
 
 from __future__ import annotations
@@ -61,8 +62,23 @@ DESIGNS = {
 SD = {"trial": 0.005, "run": 0.005, "point": 0.003, "energy_size": 0.05, "energy_run": 0.03}
 
 
-def simulate(design: dict, rng: np.random.Generator, size_sd: float) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """One study's eval curves and trials tables, as the aggregation writes them."""
+# The learning-rate sweep of --sweep (config/scaling.yaml's design.lr): each size's best rate (the smallest size's at
+# the top edge of the sweep, the largest's at the bottom edge, the middle ones inside it), and the cost of a rate off
+# it, exp(κ · ln(lr / best)²): a neighbouring rate (× 3.16) costs 0.5 %, about one seed's SD, so rates nearly tie.
+SWEEP = {"rates": [0.003, 0.01, 0.03], "kappa": 0.0038}
+
+
+def best_rate(design: dict, n: float) -> float:
+    sizes = list(design["sizes"])
+    rates = SWEEP["rates"]
+    return rates[-1] if n == sizes[0] else rates[0] if n == sizes[-1] else rates[1]
+
+
+def simulate(
+    design: dict, rng: np.random.Generator, size_sd: float, sweep: bool = False
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One study's eval curves and trials tables, as the aggregation writes them; with ``sweep`` every size × budget
+    at each rate of ``SWEEP`` (an own run per rate, the trial id's effect shared), the law true at each size's best."""
     law: Law = design["law"]
     size_dev = dict(zip(design["sizes"], rng.normal(0, size_sd, len(design["sizes"]))))
     energy_dev = dict(zip(design["sizes"], rng.normal(0, SD["energy_size"], len(design["sizes"]))))
@@ -70,15 +86,17 @@ def simulate(design: dict, rng: np.random.Generator, size_sd: float) -> tuple[pl
     curves, trials = [], []
     for t in range(design["trials"]):
         for n in design["sizes"]:
-            for b in design["budgets"]:
-                cell = f"model={n:.0f}/b{b}"
-                run = rng.normal(0, SD["run"])
+            for b, lr in ((b, lr) for b in design["budgets"] for lr in (SWEEP["rates"] if sweep else [None])):
+                cell = f"model={n:.0f}/b{b}" if lr is None else f"lr={lr:g}/model={n:.0f}/b{b}"
+                off = 0.0 if lr is None else SWEEP["kappa"] * np.log(lr / best_rate(design, n)) ** 2
+                run = rng.normal(0, SD["run"]) + off
                 jpt = design["c"] * n ** design["gamma"] * np.exp(energy_dev[n] + rng.normal(0, SD["energy_run"]))
                 trials.append(
                     {
                         "cell": cell,
                         "trial": t + 1,
-                        "series": f"model={n:.0f}",
+                        **({} if lr is None else {"lr": lr}),
+                        "series": cell.rsplit("/", 1)[0],
                         "budget": b,
                         "params": int(n),
                         "embedding_params": 0,
@@ -109,7 +127,7 @@ def simulate(design: dict, rng: np.random.Generator, size_sd: float) -> tuple[pl
     return pl.DataFrame(curves), pl.DataFrame(trials)
 
 
-def run(design: dict, sims: int, size_sd: float, seed: int) -> tuple[dict[str, dict], Counter]:
+def run(design: dict, sims: int, size_sd: float, seed: int, sweep: bool = False) -> tuple[dict[str, dict], Counter]:
     """Per parameter its coverage figures, and how the lack-of-fit screen judged the studies' laws."""
     law: Law = design["law"]
     truth = {"alpha": law.alpha, "beta": law.beta, "a": law.a, "gamma": design["gamma"]}
@@ -117,7 +135,7 @@ def run(design: dict, sims: int, size_sd: float, seed: int) -> tuple[dict[str, d
     estimates = {k: [] for k in truth}
     screened = Counter()
     for s in range(sims):
-        curves, trials = simulate(design, np.random.default_rng(seed + s), size_sd)
+        curves, trials = simulate(design, np.random.default_rng(seed + s), size_sd, sweep)
         got = analyse_scaling(curves, trials, {"points": design["points"], "energy_budgets": [1.0]})
         screened[{True: "fits", False: "rejected", None: "not judged"}[got["law_total"]["lack_of_fit"]["fits"]]] += 1
         bounds = {k: got["law_total"]["intervals"][k] for k in ("alpha", "beta", "a")}
@@ -152,6 +170,7 @@ def main() -> None:
     ap.add_argument("--size-sd", type=float, default=0.01)
     ap.add_argument("--design", choices=["cpu", "gpu", "both"], default="both")
     ap.add_argument("--seed", type=int, default=1000)
+    ap.add_argument("--sweep", action="store_true", help="the cpu design with its learning-rate sweep, chosen per size")
     args = ap.parse_args()
     print(
         f"coverage of nominal 95 % intervals, {args.sims} simulated studies per design, size deviation sd {args.size_sd}"
@@ -162,7 +181,10 @@ def main() -> None:
     for name, design in DESIGNS.items():
         if args.design != "both" and not name.startswith(args.design):
             continue
-        figures, screened = run(design, args.sims, args.size_sd, args.seed)
+        if args.sweep and not name.startswith("cpu"):
+            continue  # the gpu design's config trains one rate
+        figures, screened = run(design, args.sims, args.size_sd, args.seed, args.sweep)
+        name = f"{name[:22]} + lr sweep" if args.sweep else name
         for k, r in figures.items():
             cov = r["covered"] / r["given"] if r["given"] else float("nan")
             why = ", ".join(f"{n}× {w}" for w, n in r["refused"].items()) or "-"

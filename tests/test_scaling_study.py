@@ -283,3 +283,50 @@ def test_trials_trained_in_a_given_order_are_fitted_at_their_final_point_and_the
     assert got["law_total"]["n_points"] == trials.height
     shuffled = analyse_scaling(curves, trials.with_columns(data_order=pl.lit("shuffled")), {"points": "first_epoch"})
     assert shuffled["points"] == "first_epoch" and "points_note" not in shuffled
+
+
+def _swept(curves, trials):
+    """The study at two learning rates: lr 0.03 costs 5 % of loss everywhere but at the smallest size × largest
+    budget, where trial ids 1 and 2 do 2 % better at it and trial id 3 5 % worse: the whole sweep picks 0.01 there,
+    the sweep without trial id 3 picks 0.03."""
+    twist = {1: -0.02, 2: -0.02, 3: 0.05}
+
+    def at(lr):
+        shift = (
+            pl.when((pl.col("params") == 60_000) & (pl.col("budget") == 160_000))
+            .then(pl.col("trial").replace_strict(twist, return_dtype=pl.Float64))
+            .otherwise(0.05)
+            if lr == 0.03
+            else pl.lit(0.0)
+        )
+        t = trials.with_columns(lr=pl.lit(lr), cell=pl.format("lr={}/{}", pl.lit(f"{lr:g}"), "cell"))
+        t = t.with_columns(eval_loss=pl.col("eval_loss") * shift.exp())
+        c = curves.join(trials.select("cell", "trial", "params", "budget"), on=["cell", "trial"])
+        c = c.with_columns(
+            eval_loss=pl.col("eval_loss") * shift.exp(), cell=pl.format("lr={}/{}", pl.lit(f"{lr:g}"), "cell")
+        )
+        return c.drop("params", "budget"), t
+
+    (c1, t1), (c3, t3) = at(0.01), at(0.03)
+    return pl.concat([c1, c3]), pl.concat([t1, t3])
+
+
+def test_each_jackknife_refit_chooses_the_learning_rate_again_without_its_unit():
+    curves, trials = _swept(*_study())
+    got = analyse_scaling(curves, trials, {"points": "all"})
+    chosen = {(r["params"], r["budget"]): r["lr"] for r in got["learning_rates"]}
+    assert chosen[(60_000, 160_000)] == 0.01 and set(chosen.values()) == {0.01}
+    without = {
+        key: {(r["params"], r["budget"]): r["lr"] for r in rows} for key, rows in got["learning_rates_without"].items()
+    }
+    assert without["trial id 3"][(60_000, 160_000)] == 0.03
+    assert without["trial id 1"][(60_000, 160_000)] == without["trial id 2"][(60_000, 160_000)] == 0.01
+    # the trial-id refits fit the re-chosen points: the interval is not the one of the points tuned once
+    kept, _ = tuned_learning_rates(trials)
+    once = points(curves, kept, "all")
+    N, D, L = (once[c].to_numpy().astype(float) for c in ("params", "tokens", "eval_loss"))
+    from tokenwatt.analysis.scaling import fit_law
+    from tokenwatt.analysis.scaling_units import SIZE, TRIAL, law_uncertainty
+
+    fixed = law_uncertainty(N, D, L, {TRIAL: once["trial"].to_numpy(), SIZE: N}, fit_law(N, D, L))
+    assert got["law_total"]["intervals"]["beta"]["se"] != pytest.approx(fixed.intervals(fit_law(N, D, L))["beta"]["se"])

@@ -21,7 +21,8 @@ point, repeats included.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -209,9 +210,19 @@ def analyse_scaling(curves: pl.DataFrame, trials: pl.DataFrame, settings: Mappin
             "status": "not fitted",
             "message": f"A scaling law needs at least 3 model sizes and 3 budgets; this study has {n_sizes} and {n_budgets}.",
         }
-    trials, rates = tuned_learning_rates(trials)
+    swept = trials
+    trials, rates = tuned_learning_rates(swept)
+    retuned = None
     if rates:
         out["learning_rates"] = rates
+
+        @functools.cache
+        def retuned(dim: str, unit: Any) -> tuple[pl.DataFrame, pl.DataFrame, list[dict[str, Any]]]:
+            """The points and sizes with the rate chosen again on the trials left without ``unit``: the choice
+            looked at the same losses the law is fitted to, so each jackknife refit makes it anew."""
+            kept, again = tuned_learning_rates(_without(swept, dim, unit))
+            return points(curves, kept, out["points"]), sizes(kept), again
+
     out["size_effect"] = size_effect(trials)
     chosen = points(curves, trials, out["points"])
     if chosen.height == 0:
@@ -222,7 +233,7 @@ def analyse_scaling(curves: pl.DataFrame, trials: pl.DataFrame, settings: Mappin
             "epochs and eval.points 0 there is no point within the first epoch: set eval.points, or scaling.points: final).",
         }
     try:
-        return _finite({**out, **_fits(chosen, sizes(trials), trials, settings)})
+        return _finite({**out, **_fits(chosen, sizes(trials), trials, settings, retuned)})
     except ScalingInputError as err:
         return {**out, "status": "not fitted", "message": f"The law cannot be fitted to these points: {err}"}
 
@@ -251,15 +262,26 @@ def _without(table: pl.DataFrame, dim: str, unit: Any) -> pl.DataFrame:
 
 
 def _fits(
-    chosen: pl.DataFrame, sized: pl.DataFrame, trials: pl.DataFrame, settings: Mapping[str, Any]
+    chosen: pl.DataFrame,
+    sized: pl.DataFrame,
+    trials: pl.DataFrame,
+    settings: Mapping[str, Any],
+    retuned: Callable[[str, Any], tuple[pl.DataFrame, pl.DataFrame, list[dict[str, Any]]]] | None = None,
 ) -> dict[str, Any]:
+    """The law (both N counts) with its intervals and screen, e(N), and the allocations; ``retuned``: the points
+    and sizes with the learning rate chosen again without a unit, for the jackknife refits (None: no sweep)."""
     out: dict[str, Any] = {"energy_per_token": _energy_fits(sized)}
     ids = _units(chosen)
     laws: dict[str, tuple[LawFit, LawUncertainty]] = {}
     for count, column in N_COUNTS.items():
         N, D, L = (chosen[c].to_numpy().astype(float) for c in (column, "tokens", "eval_loss"))
         fit = fit_law(N, D, L)
-        uncertainty = law_uncertainty(N, D, L, ids, fit)
+
+        def again(dim: str, unit: Any, column: str = column) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            rechosen = retuned(dim, unit)[0]
+            return tuple(rechosen[c].to_numpy().astype(float) for c in (column, "tokens", "eval_loss"))
+
+        uncertainty = law_uncertainty(N, D, L, ids, fit, again if retuned else None)
         laws[count] = (fit, uncertainty)
         out[f"law_{count}"] = {
             **fit.to_dict(),
@@ -276,6 +298,14 @@ def _fits(
             ),
         }
     out["units"], out["interval_method"] = laws["total"][1].counts, laws["total"][1].method
+    if retuned:
+        out["learning_rates_without"] = {
+            f"{dim} {unit:g}" if isinstance(unit, float) else f"{dim} {unit}": [
+                {k: r[k] for k in ("params", "budget", "lr")} for r in retuned(dim, unit)[2]
+            ]
+            for dim, refits in laws["total"][1].refits.items()
+            for unit, _ in refits
+        }
     total = [e for e in out["energy_per_token"] if e["energy"] == "joules_per_token" and e["status"] == "ok"]
     if len(total) > 1:
         out["allocation_message"] = (
@@ -312,7 +342,10 @@ def _fits(
             if laws["total"][0].not_identified
             else None
         )
-        out.update(_allocations(*laws["total"], sized, budgets, (float(measured.min()), float(measured.max())), doubt))
+        resized = (lambda d, u: retuned(d, u)[1].filter(pl.col("hardware") == profile)) if retuned else None
+        out.update(
+            _allocations(*laws["total"], sized, budgets, (float(measured.min()), float(measured.max())), doubt, resized)
+        )
     out["status"] = "ok"
     return out
 
@@ -337,11 +370,12 @@ def _allocations(
     budgets: np.ndarray,
     measured: tuple[float, float],
     doubt: str | None,
+    resized: Callable[[str, Any], pl.DataFrame] | None = None,
 ) -> dict[str, Any]:
     """The energy- and FLOP-optimal allocations with jackknife intervals: each left-out unit refits the law
     (done already) and e(N) (the chosen form) on what is left, and allocates again. Whether the two differ is
     judged only where it was measured (``_energy_vs_flops``: ``measured``, the trials' energy range; ``doubt``, why
-    the law itself cannot carry a verdict, if it cannot)."""
+    the law itself cannot carry a verdict, if it cannot; ``resized``: a unit's sizes with the rates chosen again)."""
     energy = choose_energy(sized["params"].to_numpy(), sized["joules_per_token"].to_numpy())
     ranges = (
         (max(law.N_range[0], energy.fits["power"].N_range[0]), min(law.N_range[1], energy.fits["power"].N_range[1])),
@@ -362,7 +396,8 @@ def _allocations(
     for d, refits in uncertainty.refits.items():
         rows = []
         for u, refit in refits:
-            kept = _without(sized, d, u)
+            kept = resized(d, u) if resized else _without(sized, d, u)
+            kept = kept.drop_nulls("joules_per_token").filter(pl.col("joules_per_token") > 0)
             try:
                 e = choose_energy(kept["params"].to_numpy(), kept["joules_per_token"].to_numpy())
             except ScalingInputError:

@@ -356,19 +356,29 @@ class LawUncertainty:
         return out
 
 
+Points = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
 def law_uncertainty(
-    N: np.ndarray, D: np.ndarray, loss: np.ndarray, ids: Mapping[str, np.ndarray], fit: LawFit
+    N: np.ndarray,
+    D: np.ndarray,
+    loss: np.ndarray,
+    ids: Mapping[str, np.ndarray],
+    fit: LawFit,
+    rows: Callable[[str, Any], Points] | None = None,
 ) -> LawUncertainty:
-    """Refit the law without each trial id and each model size (``ids``: per dimension, one unit per point)."""
+    """Refit the law without each trial id and each model size (``ids``: per dimension, one unit per point). With
+    ``rows``, a refit fits ``rows(dimension, unit)`` (N, D, loss) instead of the points less that unit's: the points
+    chosen again without it, where choosing them looked at the data (a learning rate tuned per size and budget)."""
     for dim, v in ids.items():
         if np.size(v) != N.size:
             raise ScalingInputError(f"{np.size(v)} {dim} ids for {N.size} points")
     counts = unit_counts(ids)
     refused = interval_refusal(counts)
 
-    def refit(_dim: str, _unit: Any, keep: np.ndarray) -> LawFit | None:
+    def refit(dim: str, unit: Any, keep: np.ndarray) -> LawFit | None:
         try:
-            return fit_law(N[keep], D[keep], loss[keep], also_from=fit)
+            return fit_law(*(rows(dim, unit) if rows else (N[keep], D[keep], loss[keep])), also_from=fit)
         except ScalingInputError:  # without this unit too few sizes, budgets or points are left to fit
             return None
 
