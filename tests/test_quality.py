@@ -325,3 +325,11 @@ def test_the_report_counts_rule_by_rule_the_trials_it_could_not_judge_and_why():
     row = page.split('<td class="l">unsteady</td>')[1].split("</tr>")[0]
     assert row.startswith('<td class="l">1</td><td class="l">0</td><td class="l">2</td>')
     assert "2×, e.g. 5 loss records give 4 paced windows after the first" in row
+
+
+def test_a_meter_polling_once_a_second_is_judged_in_windows_of_enough_samples():
+    """A GPU meter at 1 Hz: 0.5-s windows would hold one sample or none and judge nothing; windows of
+    quality.power_step_window samples judge a 10-minute trial, and find its step."""
+    stepped = trace([300.0] * 300 + [150.0] * 300, interval=1.0)
+    assert power_step(stepped, 0.5, 5) == pytest.approx(1.0)
+    assert power_step(trace([300.0] * 600, interval=1.0), 0.5, 5) == 0.0

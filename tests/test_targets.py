@@ -215,3 +215,19 @@ def test_two_targets_that_would_read_alike_get_labels_long_enough_to_tell_them_a
     got = distinct_labels([Target("perplexity", 12.31), Target("perplexity", 12.34), Target("perplexity", 5.60915)])
     assert [t.label for t in got] == ["perplexity 12.31", "perplexity 12.34", "perplexity 5.609"]
     assert [t.label for t in distinct_labels([Target("perplexity", 5.60915)])] == ["perplexity 5.61"]
+
+
+def test_a_run_a_stopping_rule_ended_before_the_target_never_reaches_it_under_that_rule():
+    """Three of five runs stopped by a rule at 5 J short of the target: not "would have got there later", as a run
+    that ran out of tokens is taken to, but never. Two of five reached it: no median."""
+    curves = _cell([5.0, 5.0, 5.0, 10.0, 12.0], [False, False, False, True, True])
+    ruled = curves.with_columns(stopped_by_rule=pl.col("trial") <= 3)
+    row = energy_to_target_summary(energy_to_target(ruled, [{"loss": 3.0}])).row(0, named=True)
+    assert row["energy_median_j"] is None and (row["n_reached"], row["n_censored"]) == (2, 3)
+    ran_out = energy_to_target_summary(energy_to_target(curves, [{"loss": 3.0}])).row(0, named=True)
+    assert ran_out["energy_median_j"] == pytest.approx(11.0)  # censored at 5 J: they may get there later
+
+
+def test_the_median_of_an_even_number_of_uncensored_energies_is_the_midpoint_of_the_middle_two():
+    reached = energy_to_target(_cell([10.0, 11.0, 13.0, 14.0], [True] * 4), [{"loss": 3.0}])
+    assert energy_to_target_summary(reached).row(0, named=True)["energy_median_j"] == pytest.approx(12.0)

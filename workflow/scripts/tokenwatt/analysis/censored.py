@@ -1,23 +1,26 @@
 """Censored energies: medians and paired ratios that use every trial, the ones that never got there included.
 
-A trial that never reached a target is right-censored at the energy it stopped at (it needed more); one already
-below the target at its first eval point is left-censored there (it needed at most that). Leaving either out
-conditions on the outcome: the trials that got there are the cheap ones, so the centres of the survivors are
-biased low and a test on the subjects that got there everywhere compares survivors.
+A trial that never reached a target is right-censored at the energy it stopped at (ABOVE: it needed more); one
+already below the target at its first eval point is left-censored there (BELOW: it needed at most that); one a
+stopping rule ended before it got there never reaches it under that rule (NEVER). Leaving any of them out conditions
+on the outcome: the trials that got there are the cheap ones, so the centres of the survivors are biased low and a
+test on the subjects that got there everywhere compares survivors.
 
-Per condition: the Kaplan–Meier median (statsmodels ``SurvfuncRight``: the maintained estimator with the
-Brookmeyer–Crowley interval on the complementary log-log scale) and how many reached the target. A
-left-censored energy enters it as reached at that point, an upper bound the count says.
+Per condition: the Kaplan–Meier median (statsmodels ``SurvfuncRight``, the maintained estimator, with the
+Brookmeyer–Crowley interval on the complementary log-log scale) and how many reached the target. A left-censored
+energy enters it as reached at that point, an upper bound the count says; a NEVER run stays at risk past every
+energy. Where the curve sits at exactly one half over a stretch, the median is the stretch's midpoint (the usual
+convention; statsmodels takes its end).
 
-Between two conditions paired by trial id: the log-energy differences within each trial id, as a censored normal
-(Tobit) sample. A difference is exact when both trials reached the target between points, censored when one of them
-is (a trial censored to the right in the first condition and exact in the second gives a difference known to lie
-above a bound, and so on), and tells nothing when both are censored the same way (both ran out): those trial ids
-are counted and carry no weight, as in any paired analysis. Differencing removes the trial id's own effect (no
-incidental parameters to estimate) and leaves each condition its own variance. The ratio is exp of the maximum
-likelihood location; its interval and p come from the profile likelihood, calibrated to Student's t on n − 1
-degrees of freedom through t² = (n − 1)(exp(LR / n) − 1), which is exactly the paired t-test when nothing is
-censored. Size and coverage under informative censoring: ``benchmarks/censored_energy.py``.
+Between two conditions paired by trial id: the two log energies of each trial id as one draw of a bivariate normal
+(each condition its own mean and SD, their correlation the pairing), each value exact or censored in its direction,
+fitted by maximum likelihood: a pair with one value censored enters through the conditional normal of that value
+given the other, a pair with both censored through the bivariate normal's probability of its quadrant (Owen's T).
+Every trial id measured under both conditions counts in n, censored ones included; a NEVER run has no finite energy
+and its pair stays out, counted. The ratio is exp of the difference of the means; its interval and p come from the
+profile likelihood, calibrated to Student's t on n − 1 degrees of freedom through t² = (n − 1)(exp(LR / n) − 1),
+which is exactly the paired t-test when nothing is censored. Size and coverage under informative censoring:
+``benchmarks/censored_energy.py``.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ import numpy as np
 from scipy import optimize, special, stats
 from statsmodels.duration.survfunc import SurvfuncRight
 
-EXACT, ABOVE, BELOW = "exact", "above", "below"  # reached between points; never reached (needs more); at first point
+# reached between points; not reached by the end (needs more); at the first point (at most); ended by a rule first
+EXACT, ABOVE, BELOW, NEVER = "exact", "above", "below", "never"
 _FAR = 50.0  # a log ratio beyond e^50 is taken as unbounded: no finite bound exists on these data
 
 
@@ -56,20 +60,37 @@ def _finite(x: float) -> float | None:
     return float(x) if x is not None and math.isfinite(x) else None
 
 
+def _median(curve: SurvfuncRight) -> float:
+    """Where the Kaplan–Meier curve falls below one half; where it sits at exactly one half over a stretch, the
+    midpoint of that stretch (statsmodels takes its end: for 4 uncensored values the 3rd, not the midpoint of the
+    2nd and 3rd); NaN where it never falls to one half."""
+    times, surv = np.asarray(curve.surv_times), np.asarray(curve.surv_prob)
+    at = np.flatnonzero(surv <= 0.5 + 1e-9)
+    if not at.size:
+        return float("nan")
+    i = int(at[0])
+    if abs(surv[i] - 0.5) < 1e-9:
+        return float((times[i] + times[i + 1]) / 2) if i + 1 < times.size else float("nan")
+    return float(times[i])
+
+
 def km_median(energy: Sequence[float], status: Sequence[str]) -> Median:
     """``energy`` per trial: where it reached the target, or where it was censored (``status`` ABOVE: the last
-    point's energy; BELOW: the first point's, entered as reached there)."""
+    point's energy; BELOW: the first point's, entered as reached there; NEVER: ended by a stopping rule first, at
+    risk past every energy)."""
     energy = np.asarray(energy, float)
     status = np.asarray(status)
-    n_above = int((status == ABOVE).sum())
+    n_above = int(np.isin(status, [ABOVE, NEVER]).sum())
     n_below = int((status == BELOW).sum())
     if not len(energy):
         return Median(0, 0, 0, 0, None, None, None)
-    curve = SurvfuncRight(energy, (status != ABOVE).astype(float))
+    # a NEVER run is censored beyond every energy: it stays in the risk set past the last crossing
+    energy = np.where(status == NEVER, 2.0 * np.nanmax(energy), energy)
+    curve = SurvfuncRight(energy, (~np.isin(status, [ABOVE, NEVER])).astype(float))
     if n_above == len(energy):
         low = high = median = float("nan")
     else:
-        median = curve.quantile(0.5)
+        median = _median(curve)
         with np.errstate(divide="ignore", invalid="ignore"):  # log(-log 1) at the curve's start: an unbounded side
             low, high = curve.quantile_ci(0.5, alpha=0.05, method="cloglog")
     return Median(
@@ -169,6 +190,7 @@ class PairedRatio:
     n_pairs: int
     n_exact: int
     n_censored: int
+    n_never: int
     ratio: float | None
     ci95_low: float | None
     ci95_high: float | None
@@ -186,15 +208,20 @@ def paired_ratio(
     log_a: Sequence[float], status_a: Sequence[str], log_b: Sequence[float], status_b: Sequence[str]
 ) -> PairedRatio:
     """``PairedRatio`` of a over b from per-trial-id log energies (reached, or the censoring bound) and their
-    status (EXACT, ABOVE, BELOW), the sequences aligned by trial id."""
-    data = _Pairs(np.asarray(log_a, float), np.asarray(status_a), np.asarray(log_b, float), np.asarray(status_b))
+    status (EXACT, ABOVE, BELOW, NEVER), the sequences aligned by trial id; a pair with a NEVER run has no finite
+    ratio and stays out, counted in ``n_never``."""
+    status_a, status_b = np.asarray(status_a), np.asarray(status_b)
+    finite = (status_a != NEVER) & (status_b != NEVER)
+    data = _Pairs(
+        np.asarray(log_a, float)[finite], status_a[finite], np.asarray(log_b, float)[finite], status_b[finite]
+    )
     n, n_exact = len(data.both), int(data.both.sum())
-    counts = {"n_pairs": n, "n_exact": n_exact, "n_censored": n - n_exact}
+    counts = {"n_pairs": n, "n_exact": n_exact, "n_censored": n - n_exact, "n_never": int((~finite).sum())}
     pair_diffs = (data.y[0] - data.y[1])[data.both]
     if n_exact < MIN_EXACT_PAIRS or np.ptp(pair_diffs) == 0:
         why = (
-            f"{n_exact} of {n} trial ids reached the target under both conditions; a paired ratio needs "
-            f"{MIN_EXACT_PAIRS} with distinct differences (the censored ones bound it but cannot set its spread)"
+            f"{n_exact} of {n} trial ids crossed the target between eval points under both conditions; a paired ratio "
+            f"needs {MIN_EXACT_PAIRS} with distinct differences (the censored ones bound it but cannot set its spread)"
         )
         return PairedRatio(**counts, ratio=None, ci95_low=None, ci95_high=None, p=None, status=why)
     d0 = float(np.mean(pair_diffs))

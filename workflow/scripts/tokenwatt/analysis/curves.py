@@ -80,6 +80,11 @@ def curves_product(
 ) -> Result:
     """The eval curves product (``settings``: the config's analysis section) on the study's frame of trials."""
     curves = in_frame(curves, trials)
+    if "stopped" in trials.columns:  # a run a stopping rule ended online: a target it had not reached, it never will
+        ruled = trials.select(
+            "cell", pl.col("trial").cast(pl.Int64), pl.col("stopped").fill_null(False).alias("stopped_by_rule")
+        )
+        curves = curves.with_columns(pl.col("trial").cast(pl.Int64)).join(ruled, on=["cell", "trial"], how="left")
     result = analyse_curves(curves, settings, full_runs(curves, trials), cost)
     return Result(
         data=result,

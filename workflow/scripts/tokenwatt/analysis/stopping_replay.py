@@ -165,12 +165,22 @@ def stopping_outcomes(
                 "ppl_increase_pct": perplexity_change_pct(delta),
             }
         )
-        cut.append({"cell": run.cell, "trial": run.trial, "_stop": int(run.point[s])})
+        cut.append(
+            {"cell": run.cell, "trial": run.trial, "_stop": int(run.point[s]), "stopped_by_rule": reason is not None}
+        )
     trials = rows_table(rows, STOP_TRIAL_SCHEMA)
     cells = rows_table([_stop_cell(b) for b in trials.partition_by("cell", maintain_order=True)], STOP_CELL_SCHEMA)
     stopped = (
         curves.join(
-            pl.DataFrame(cut, schema={"cell": pl.String, "trial": curves.schema["trial"], "_stop": pl.Int64}),
+            pl.DataFrame(
+                cut,
+                schema={
+                    "cell": pl.String,
+                    "trial": curves.schema["trial"],
+                    "_stop": pl.Int64,
+                    "stopped_by_rule": pl.Boolean,
+                },
+            ),
             on=["cell", "trial"],
         )
         .filter(pl.col("point") <= pl.col("_stop"))

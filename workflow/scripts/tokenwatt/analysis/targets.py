@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from ..plan.cost import trial_cost
-from .censored import ABOVE, BELOW, EXACT, km_median, paired_ratio
+from .censored import ABOVE, BELOW, EXACT, NEVER, km_median, paired_ratio
 from .curve_runs import RUN_SCHEMA, CurvesError, Run, nullable, rows_table, runs_of
 from .stats import holm
 from .tables import series_blocks
@@ -108,6 +108,7 @@ REACH_SCHEMA = {
     **RUN_SCHEMA,
     "reached": pl.Boolean,
     "at_first_point": pl.Boolean,
+    "stopped_by_rule": pl.Boolean,
     "point_reached": pl.Int64,
     "real_tokens": pl.Float64,
     "energy_j": pl.Float64,
@@ -180,11 +181,24 @@ def energy_to_target(
     so the crossing lies at or before it and its values (the first point's) are an upper bound. A censored run (never reached
     it, or stopped before) has ``reached`` false and its last point's values, lower bounds. With ``cost`` (the aggregate step's cost
     summary: PUE, prices and the resolved carbon intensity) the CO2e and money of that energy and of the
-    device-hours of that training time (``cost.trial_cost``; null where a price or the intensity is not set)."""
+    device-hours of that training time (``cost.trial_cost``; null where a price or the intensity is not set).
+    ``stopped_by_rule``: the curves' column of that name (a stopping rule ended the run before its tokens), false
+    where the curves have none; such a run that did not reach a target never reaches it under its rule."""
+    ruled = (
+        set(curves.filter(pl.col("stopped_by_rule")).select("cell", "trial").iter_rows())
+        if "stopped_by_rule" in curves.columns
+        else set()
+    )
     rows = []
     for t in map(target, targets):
         for run in runs_of(curves):
-            row = {"target": t.label, "target_loss": t.loss, **run.key(), **_crossing(run, t.loss)}
+            row = {
+                "target": t.label,
+                "target_loss": t.loss,
+                **run.key(),
+                **_crossing(run, t.loss),
+                "stopped_by_rule": (run.cell, run.trial) in ruled,
+            }
             if cost and row.get("energy_j") is not None:
                 row.update(
                     trial_cost(
@@ -199,9 +213,12 @@ def energy_to_target(
 
 def censoring(reached: pl.DataFrame) -> pl.Series:
     """Each row's status for the censored analyses: EXACT (crossed between points), BELOW (already there at the
-    first point: at most this energy), ABOVE (never got there: more than this energy)."""
+    first point: at most this energy), ABOVE (not there by its last point: more than this energy), NEVER (a stopping
+    rule ended it first: under that rule it never gets there)."""
     return reached.select(
-        pl.when(~pl.col("reached"))
+        pl.when(~pl.col("reached") & pl.col("stopped_by_rule"))
+        .then(pl.lit(NEVER))
+        .when(~pl.col("reached"))
         .then(pl.lit(ABOVE))
         .when(pl.col("at_first_point"))
         .then(pl.lit(BELOW))
@@ -247,8 +264,8 @@ def energy_to_target_summary(reached: pl.DataFrame) -> pl.DataFrame:
     """Per target and cell (of ``energy_to_target``'s table): n runs, how many reached the target, were censored or
     were below it at their first point, and the Kaplan–Meier median of energy, time and each cost to the target
     with its 95 % interval (``censored.km_median``), every run in it: a censored one as more than where it stopped.
-    A median is null where fewer than half the runs got there (the curve never falls to one half), an interval's
-    upper bound where the curve's interval never does ("at least")."""
+    A median is null where the Kaplan–Meier curve does not fall below one half, an interval's upper bound where
+    the curve's interval never does ("at least")."""
     rows = []
     for (label, loss, cell), block in reached.partition_by(
         "target", "target_loss", "cell", as_dict=True, maintain_order=True
@@ -288,6 +305,7 @@ class TargetComparison:
     n_pairs: int
     n_exact: int
     n_censored: int
+    n_never: int
     ratio: float | None
     ci95_low: float | None
     ci95_high: float | None
