@@ -8,7 +8,8 @@ energy (the larger budget's is twice the smaller's, each ±2 % per run): a run w
 the target and is right-censored there, the way a trial whose loss never fell to the target is. The target sets
 how many of the small budget's runs get there (``--reach``; the default targets: 4 in 5; the old ones, the
 median final perplexity: 1 in 2); a run already there by 1/8 of its budget (its first eval point) is
-left-censored. Truth: the ratio of the larger budget's energy to the smaller's is 1 (no effect) or 1/1.1 (the
+left-censored. The last two cases censor both budgets (the larger stops only 15 % later) and put the first point at
+80 % of a run, so left-censored runs and trial ids censored under both budgets occur; each row says how many. Truth: the ratio of the larger budget's energy to the smaller's is 1 (no effect) or 1/1.1 (the
 small budget needs 10 % more).
 
 For each case the benchmark prints how often the workflow's paired censored-normal ratio
@@ -40,18 +41,21 @@ STOP_SD = 0.02  # a run's total energy about its budget's
 FIRST_POINT = 1 / 8  # where the first eval point sits, as a share of the run's total energy
 
 
-def one_study(rng: np.random.Generator, m: int, reach: float, log_ratio: float) -> tuple[np.ndarray, ...]:
-    """Log energies (reached, or the bound) and their censoring, small budget then large, for m trial ids."""
+def one_study(
+    rng: np.random.Generator, m: int, reach: float, log_ratio: float, gap: float = 2.0, first: float = FIRST_POINT
+) -> tuple[np.ndarray, ...]:
+    """Log energies (reached, or the bound) and their censoring, small budget then large, for m trial ids; the
+    larger budget stops at ``gap`` × the smaller's energy, each run's first eval point at ``first`` of its own."""
     spread = math.hypot(TRIAL_SD, RUN_SD[0])
     stop_small = stats.norm.ppf(reach) * spread  # so that a share ``reach`` of small-budget runs get there
     trial = rng.normal(0.0, TRIAL_SD, m)
     true = (trial + rng.normal(0.0, RUN_SD[0], m), trial + log_ratio + rng.normal(0.0, RUN_SD[1], m))
     out = []
-    for y, stop in zip(true, (stop_small, stop_small + math.log(2.0))):
+    for y, stop in zip(true, (stop_small, stop_small + math.log(gap))):
         total = stop + rng.normal(0.0, STOP_SD, m)
-        first = total + math.log(FIRST_POINT)
-        status = np.where(y > total, ABOVE, np.where(y <= first, BELOW, EXACT))
-        out += [np.where(status == ABOVE, total, np.where(status == BELOW, first, y)), status]
+        start = total + math.log(first)
+        status = np.where(y > total, ABOVE, np.where(y <= start, BELOW, EXACT))
+        out += [np.where(status == ABOVE, total, np.where(status == BELOW, start, y)), status]
     return tuple(out)
 
 
@@ -67,29 +71,38 @@ def survivors(y_s, s_s, y_l, s_l) -> tuple[float, float] | None:
 
 
 def run(sims: int) -> None:
+    # (trial ids, share of the small budget's runs that get there, true log ratio, the large budget's stop over the
+    # small's, where the first eval point sits): the last two rows censor both budgets (the large one stops only 15 %
+    # later) and put the first point at 80 % of a run, so runs are censored to the left too
     cases = [
-        (5, 0.8, 0.0),
-        (5, 0.5, 0.0),
-        (10, 0.8, 0.0),
-        (10, 0.5, 0.0),
-        (20, 0.5, 0.0),
-        (50, 0.5, 0.0),
-        (10, 0.8, -math.log(1.1)),
-        (20, 0.5, -math.log(1.1)),
+        (5, 0.8, 0.0, 2.0, FIRST_POINT),
+        (5, 0.5, 0.0, 2.0, FIRST_POINT),
+        (10, 0.8, 0.0, 2.0, FIRST_POINT),
+        (10, 0.5, 0.0, 2.0, FIRST_POINT),
+        (20, 0.5, 0.0, 2.0, FIRST_POINT),
+        (50, 0.5, 0.0, 2.0, FIRST_POINT),
+        (10, 0.8, -math.log(1.1), 2.0, FIRST_POINT),
+        (20, 0.5, -math.log(1.1), 2.0, FIRST_POINT),
+        (10, 0.6, 0.0, 1.15, 0.8),
+        (20, 0.6, 0.0, 1.15, 0.8),
     ]
     print(f"{sims} simulated studies per row; true ratio = energy under 100K / under 50K; nominal 5 % / 95 %")
     print(
         f"{'trial ids':>9} {'small reach':>11} {'true ratio':>10} | {'no ratio':>8} {'reject':>7} {'covered':>8}"
         f" {'median ratio':>12} | survivors only: {'reject':>7} {'mean ratio':>10}"
     )
-    for k, (m, reach, log_ratio) in enumerate(cases):
+    for k, (m, reach, log_ratio, gap, first) in enumerate(cases):
         rng = np.random.default_rng(2026 + k)
         truth = math.exp(log_ratio)
         rejected = covered = given = 0
         ratios, old_ratios, old_rejected, old_given = [], [], 0, 0
+        kinds = {ABOVE: 0, BELOW: 0, "both": 0}
         started = time.perf_counter()
         for _ in range(sims):
-            y_s, s_s, y_l, s_l = one_study(rng, m, reach, log_ratio)
+            y_s, s_s, y_l, s_l = one_study(rng, m, reach, log_ratio, gap, first)
+            kinds[ABOVE] += int((s_s == ABOVE).sum() + (s_l == ABOVE).sum())
+            kinds[BELOW] += int((s_s == BELOW).sum() + (s_l == BELOW).sum())
+            kinds["both"] += int(((s_s != EXACT) & (s_l != EXACT)).sum())
             got = paired_ratio(y_l, s_l, y_s, s_s)
             if got.ratio is not None:
                 given += 1
@@ -105,7 +118,8 @@ def run(sims: int) -> None:
             f"{m:>9} {reach:>11.0%} {truth:>10.3f} | {1 - given / sims:>8.1%} {rejected / max(given, 1):>7.1%}"
             f" {covered / max(given, 1):>8.1%} {np.median(ratios) if ratios else float('nan'):>12.3f} |"
             f" {'':16}{old_rejected / max(old_given, 1):>7.1%} {np.exp(np.mean(np.log(old_ratios))):>10.3f}"
-            f"   ({time.perf_counter() - started:.0f} s)",
+            f"   (censored per study: {kinds[ABOVE] / sims:.1f} above, {kinds[BELOW] / sims:.1f} below, "
+            f"{kinds['both'] / sims:.1f} trial ids in both; {time.perf_counter() - started:.0f} s)",
             flush=True,
         )
 

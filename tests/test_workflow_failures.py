@@ -13,7 +13,17 @@ from workflow_helpers import TINY, clone, copy_of_study, planned_jobs, snakemake
 pytestmark = pytest.mark.workflow
 
 ANALYSIS = {"aggregate": 1, "stats": 1, "figures": 1, "report": 1}  # and any analysis rule added beside them
-STUDY_RULES = ("corpus", "normalize", "split", "tokenizer", "chunk", "subset", "device_profile", "train_trial")
+STUDY_RULES = (
+    "corpus",
+    "normalize",
+    "split",
+    "decontaminate",
+    "tokenizer",
+    "chunk",
+    "subset",
+    "device_profile",
+    "train_trial",
+)
 
 
 def _study_jobs(plan):

@@ -117,7 +117,7 @@ def report(summary: list[dict], pairs: list[dict], conditions: list[str], target
         high = f"{r['ci95_high']:.4g}" if r["ci95_high"] is not None else "∞"
         lines.append(
             f"  {name}: {r['ratio']:.4g} [{low}, {high}], p = {r['p']:.3g}, p Holm = {r['p_holm']:.3g} "
-            f"({r['n_pairs']} trial ids, {r['n_exact']} reached it in both)"
+            f"({r['n_pairs']} trial ids, {r['n_exact']} crossed it between points in both)"
         )
     return "\n".join(lines)
 

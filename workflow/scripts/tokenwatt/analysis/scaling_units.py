@@ -301,7 +301,7 @@ def _bootstrap_p(
     error = shared - trial_part
     base = np.log(fitted.loss(N_c, D_c))[codes] + trial_part
     rng = np.random.default_rng(seed)
-    exceed = 0
+    exceed = done = 0
     for _ in range(replicates):
         signs = rng.choice([-1.0, 1.0], size=runs.max() + 1)
         y_star = base + signs[runs] * error
@@ -316,10 +316,11 @@ def _bootstrap_p(
                 refine=1,
             )
         except ScalingInputError:
-            continue
+            continue  # a replicate no law fits counts in neither tally
         r = m_star - np.log(refit.loss(N_c, D_c))
         exceed += (n * r**2).sum() / (K - 5) / (rss_star / df2) >= F
-    return float((1 + exceed) / (replicates + 1))
+        done += 1
+    return float((1 + exceed) / (done + 1))
 
 
 LOG_LAW = (True, True, True, False, False, False, False)  # E, A, B are positive: their intervals on the log scale

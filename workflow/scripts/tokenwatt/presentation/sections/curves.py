@@ -111,12 +111,13 @@ def _ratios(rows: list[dict[str, Any]]) -> Markup | None:
     if not rows:
         return None
     return table(
-        ["target", "budgets", "trial ids (both reached)", "energy ratio [95 % CI]", "p", "p (Holm)"],
+        ["target", "budgets", "trial ids (crossed under both)", "energy ratio [95 % CI]", "p", "p (Holm)"],
         [
             [
                 r["target"],
                 f"{condition_name(r['series'], r['budget_b'])} / {condition_name(r['series'], r['budget_a'])}",
-                f"{r['n_pairs']} ({r['n_exact']})",
+                f"{r['n_pairs']} ({r['n_exact']})"
+                + (f", {r['n_never']} stopped by a rule" if r.get("n_never") else ""),
                 ratio_text(r),
                 p_value(r["p"]) if r.get("p") is not None else "—",
                 p_value(r["p_holm"]) if r.get("p_holm") is not None else "—",

@@ -168,8 +168,8 @@ def energy_vs_flops_sentence(compare: list[dict[str, Any]]) -> str:
         f"(tokens per parameter {fixed(compare[0]['tokens_per_parameter_energy'])} against "
         f"{fixed(compare[0]['tokens_per_parameter_flops'])} at the first budget). "
     )
+    reasons = "; ".join(dict.fromkeys(c["not_judged"] for c in compare if c.get("not_judged")))
     if not judged:
-        reasons = "; ".join(dict.fromkeys(c["not_judged"] for c in compare if c.get("not_judged")))
         return sentence + f"Whether the two splits differ is not judged at any budget: {reasons}."
     differ = sum(c["differs"] for c in judged)
     beyond = sum(bool(c.get("extrapolated")) for c in judged)
@@ -181,7 +181,7 @@ def energy_vs_flops_sentence(compare: list[dict[str, Any]]) -> str:
     )
     return sentence + (
         f"The 95 % interval of the ratio excludes 1 at {differ} of the {len(judged)} budgets judged "
-        f"({len(compare) - len(judged)} not: outside what was measured): "
+        + (f"({len(compare) - len(judged)} not judged: {reasons}): " if reasons else ": ")
         + (
             "on this hardware the energy-optimal split differs from the FLOP-optimal one."
             if differ == len(judged)
