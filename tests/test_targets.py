@@ -16,6 +16,7 @@ from tokenwatt.analysis.targets import (
     distinct_labels,
     energy_to_target,
     energy_to_target_comparisons,
+    energy_to_target_level_comparisons,
     energy_to_target_summary,
     target,
     targets_from_config,
@@ -231,3 +232,19 @@ def test_a_run_a_stopping_rule_ended_before_the_target_never_reaches_it_under_th
 def test_the_median_of_an_even_number_of_uncensored_energies_is_the_midpoint_of_the_middle_two():
     reached = energy_to_target(_cell([10.0, 11.0, 13.0, 14.0], [True] * 4), [{"loss": 3.0}])
     assert energy_to_target_summary(reached).row(0, named=True)["energy_median_j"] == pytest.approx(12.0)
+
+
+def test_two_levels_of_another_factor_are_compared_at_each_budget_paired_by_trial_id():
+    """Two data-selection levels: the second needs 0.8 × the first's energy in every trial id (±2 %); with nothing
+    censored their ratio is the paired t-test of log energy at that budget."""
+    runs = []
+    for t, base in enumerate([10.0, 11.0, 12.5, 13.0, 15.0], start=1):
+        for series, factor in (("selection=raw", 1.0), ("selection=clean", 0.8 * (1 + 0.02 * (-1) ** t))):
+            runs.append(run_rows(100_000, t, [1e4, 1e5], [4.0, 3.0], [base * factor / 2, base * factor], series=series))
+    reached = energy_to_target(curves_table(*runs), [{"loss": 3.0}])
+    (pair,) = energy_to_target_level_comparisons(reached)
+    assert (pair.series_a, pair.series_b, pair.budget, pair.n_pairs) == ("selection=raw", "selection=clean", 100_000, 5)
+    raw = reached.filter(pl.col("series") == "selection=raw").sort("trial")["energy_j"].log().to_numpy()
+    clean = reached.filter(pl.col("series") == "selection=clean").sort("trial")["energy_j"].log().to_numpy()
+    assert pair.ratio == pytest.approx(math.exp(np.mean(clean - raw)), rel=1e-6)
+    assert pair.p == pytest.approx(sps.ttest_rel(clean, raw).pvalue, rel=1e-5)

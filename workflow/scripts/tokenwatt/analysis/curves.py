@@ -22,7 +22,13 @@ from .frame import full_runs, in_frame
 from .marginal_gain import gain_falls, gain_falls_summary, marginal_gains
 from .products import Result
 from .stopping_replay import stopping_outcomes
-from .targets import energy_to_target, energy_to_target_comparisons, energy_to_target_summary, targets_from_config
+from .targets import (
+    energy_to_target,
+    energy_to_target_comparisons,
+    energy_to_target_level_comparisons,
+    energy_to_target_summary,
+    targets_from_config,
+)
 from .trajectory import trajectory
 
 
@@ -60,6 +66,7 @@ def analyse_curves(
         currency=(cost or {}).get("currency", ""),
         cost_is_estimate=bool((cost or {}).get("is_estimate", False)),
         energy_to_target_comparisons=[t.to_dict() for t in energy_to_target_comparisons(reached)],
+        energy_to_target_level_comparisons=[t.to_dict() for t in energy_to_target_level_comparisons(reached)],
         quality_at_energy=quality_at_energy_summary(at).to_dicts(),
         quality_at_energy_comparison=quality_at_energy_comparison(at).to_dicts(),
         marginal_gains=marginal_gains(curves).to_dicts(),

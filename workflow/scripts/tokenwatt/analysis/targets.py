@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from ..plan.cost import trial_cost
-from .censored import ABOVE, BELOW, EXACT, NEVER, km_median, paired_ratio
+from .censored import ABOVE, BELOW, EXACT, NEVER, PairedRatio, km_median, paired_ratio
 from .curve_runs import RUN_SCHEMA, CurvesError, Run, nullable, rows_table, runs_of
 from .stats import holm
 from .tables import series_blocks
@@ -317,6 +317,30 @@ class TargetComparison:
         return asdict(self)
 
 
+def _paired(a: pl.DataFrame, b: pl.DataFrame, label: str) -> PairedRatio:
+    """Energy to the target in ``b``'s runs over ``a``'s, paired by trial id (``paired_ratio``)."""
+    pair = (
+        a.join(b, on="trial", suffix="_b")
+        .filter(pl.col("energy_j").is_not_null() & pl.col("energy_j_b").is_not_null())
+        .sort("trial")
+    )
+    got = paired_ratio(
+        np.log(pair["energy_j_b"].to_numpy()),
+        pair["censoring_b"].to_list(),
+        np.log(pair["energy_j"].to_numpy()),
+        pair["censoring"].to_list(),
+    )
+    if a["energy_j"].null_count() == a.height:
+        got = replace(got, status=f"no training energy was measured (meter none): no energy to {label}")
+    return got
+
+
+def _holm_all(found: list[tuple[Any, PairedRatio]]) -> list[tuple[Any, PairedRatio, float | None]]:
+    """Each comparison with its Holm-adjusted p over the family ``found`` (those with a p)."""
+    adjusted = iter(holm([g.p for _, g in found if g.p is not None]))
+    return [(key, g, next(adjusted) if g.p is not None else None) for key, g in found]
+
+
 def energy_to_target_comparisons(reached: pl.DataFrame) -> list[TargetComparison]:
     """Per target and series, ``TargetComparison`` for every pair of budgets (smaller first), Holm-adjusted within
     the target and series. A run without an energy (meter none) gives no comparison; its status says so."""
@@ -324,39 +348,53 @@ def energy_to_target_comparisons(reached: pl.DataFrame) -> list[TargetComparison
     for (label, loss), one in reached.partition_by("target", "target_loss", as_dict=True, maintain_order=True).items():
         for series, block in series_blocks(one):
             block = block.with_columns(censoring=censoring(block))
-            budgets = sorted(block["budget"].unique().to_list())
-            found = []
-            for i, a in enumerate(budgets):
-                for b in budgets[i + 1 :]:
-                    pair = (
-                        block.filter(pl.col("budget") == a)
-                        .join(block.filter(pl.col("budget") == b), on="trial", suffix="_b")
-                        .filter(pl.col("energy_j").is_not_null() & pl.col("energy_j_b").is_not_null())
-                        .sort("trial")
-                    )
-                    got = paired_ratio(
-                        np.log(pair["energy_j_b"].to_numpy()),
-                        pair["censoring_b"].to_list(),
-                        np.log(pair["energy_j"].to_numpy()),
-                        pair["censoring"].to_list(),
-                    )
-                    if block["energy_j"].null_count() == block.height:
-                        got = replace(got, status=f"no training energy was measured (meter none): no energy to {label}")
-                    found.append(((a, b), got))
-            tested = [g.p for _, g in found if g.p is not None]
-            adjusted = iter(holm(tested)) if tested else iter(())
-            for (a, b), got in found:
+            cells = {b: block.filter(pl.col("budget") == b) for b in sorted(block["budget"].unique().to_list())}
+            found = [
+                ((a, b), _paired(cells[a], cells[b], label)) for i, a in enumerate(cells) for b in list(cells)[i + 1 :]
+            ]
+            for (a, b), got, p_holm in _holm_all(found):
                 fields = {k: v for k, v in got.to_dict().items() if k != "status"}
-                out.append(
-                    TargetComparison(
-                        label,
-                        loss,
-                        series,
-                        a,
-                        b,
-                        **fields,
-                        p_holm=next(adjusted) if got.p is not None else None,
-                        status=got.status,
-                    )
-                )
+                out.append(TargetComparison(label, loss, series, a, b, **fields, p_holm=p_holm, status=got.status))
+    return out
+
+
+@dataclass(frozen=True)
+class LevelComparison:
+    """Energy to one target under series b over series a at one budget, paired by trial id (the levels of the
+    other factors, e.g. two data-selection levels), as ``TargetComparison`` reads it; Holm over the target and
+    budget's pairs of series."""
+
+    target: str
+    target_loss: float
+    budget: int
+    series_a: str
+    series_b: str
+    n_pairs: int
+    n_exact: int
+    n_censored: int
+    n_never: int
+    ratio: float | None
+    ci95_low: float | None
+    ci95_high: float | None
+    p: float | None
+    p_holm: float | None
+    status: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def energy_to_target_level_comparisons(reached: pl.DataFrame) -> list[LevelComparison]:
+    """Per target and budget, ``LevelComparison`` for every pair of series (in the design's order; none with one
+    series), Holm-adjusted within the target and budget."""
+    out = []
+    for (label, loss), one in reached.partition_by("target", "target_loss", as_dict=True, maintain_order=True).items():
+        one = one.with_columns(censoring=censoring(one))
+        names = [s for s, _ in series_blocks(one)]
+        for budget in sorted(one["budget"].unique().to_list()):
+            cells = {s: one.filter((pl.col("series") == s) & (pl.col("budget") == budget)) for s in names}
+            found = [((a, b), _paired(cells[a], cells[b], label)) for i, a in enumerate(names) for b in names[i + 1 :]]
+            for (a, b), got, p_holm in _holm_all(found):
+                fields = {k: v for k, v in got.to_dict().items() if k != "status"}
+                out.append(LevelComparison(label, loss, budget, a, b, **fields, p_holm=p_holm, status=got.status))
     return out

@@ -10,7 +10,7 @@ from markupsafe import Markup
 
 from ...analysis.apa import fmt_p, p_value
 from ...common.measures import fixed, si
-from ...plan.design import condition_name
+from ...plan.design import condition_name, series_label
 from ..html import noted, table, text
 from ..inputs import ReportInputs
 from ..templating import render_template
@@ -93,6 +93,7 @@ def _reach(curves: dict[str, Any]) -> dict[str, Any]:
         "priced_estimate": bool(extra) and bool(curves.get("cost_is_estimate")),
         "reach": table(header, rows, left=2),
         "ratios": _ratios(curves.get("energy_to_target_comparisons") or []),
+        "level_ratios": _level_ratios(curves.get("energy_to_target_level_comparisons") or []),
     }
 
 
@@ -116,15 +117,40 @@ def _ratios(rows: list[dict[str, Any]]) -> Markup | None:
             [
                 r["target"],
                 f"{condition_name(r['series'], r['budget_b'])} / {condition_name(r['series'], r['budget_a'])}",
-                f"{r['n_pairs']} ({r['n_exact']})"
-                + (f", {r['n_never']} stopped by a rule" if r.get("n_never") else ""),
-                ratio_text(r),
-                p_value(r["p"]) if r.get("p") is not None else "—",
-                p_value(r["p_holm"]) if r.get("p_holm") is not None else "—",
+                *_pair_cells(r),
             ]
             for r in rows
         ],
         left=2,
+    )
+
+
+def _pair_cells(r: dict[str, Any]) -> list[Any]:
+    """A comparison's counts, ratio with its interval, p and Holm p, as table cells."""
+    return [
+        f"{r['n_pairs']} ({r['n_exact']})" + (f", {r['n_never']} stopped by a rule" if r.get("n_never") else ""),
+        ratio_text(r),
+        p_value(r["p"]) if r.get("p") is not None else "—",
+        p_value(r["p_holm"]) if r.get("p_holm") is not None else "—",
+    ]
+
+
+def _level_ratios(rows: list[dict[str, Any]]) -> Markup | None:
+    """Each pair of the other factors' levels (series) at each budget: energy to each target, paired by trial id."""
+    if not rows:
+        return None
+    return table(
+        ["target", "budget", "levels", "trial ids (crossed under both)", "energy ratio [95 % CI]", "p", "p (Holm)"],
+        [
+            [
+                r["target"],
+                condition_name("", r["budget"]),
+                f"{series_label(r['series_b'])} / {series_label(r['series_a'])}",
+                *_pair_cells(r),
+            ]
+            for r in rows
+        ],
+        left=3,
     )
 
 
