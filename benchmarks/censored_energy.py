@@ -19,7 +19,7 @@ given (fewer than 3 trial ids reached the target under both budgets); beside it,
 workflow used before (the geometric mean ratio and a paired t-test over the trial ids that reached the target under
 both budgets), which conditions on the outcome. Seeds are fixed: the same run prints the same table.
 
-Usage: .venv/bin/python benchmarks/censored_energy.py [--sims 200]
+Usage: .venv/bin/python benchmarks/censored_energy.py [--sims 200] [--rows 8 9]
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def survivors(y_s, s_s, y_l, s_l) -> tuple[float, float] | None:
     return math.exp(d.mean()), float(p)
 
 
-def run(sims: int) -> None:
+def run(sims: int, rows: list[int] | None = None) -> None:
     # (trial ids, share of the small budget's runs that get there, true log ratio, the large budget's stop over the
     # small's, where the first eval point sits): the last two rows censor both budgets (the large one stops only 15 %
     # later) and put the first point at 80 % of a run, so runs are censored to the left too
@@ -92,6 +92,8 @@ def run(sims: int) -> None:
         f" {'median ratio':>12} | survivors only: {'reject':>7} {'mean ratio':>10}"
     )
     for k, (m, reach, log_ratio, gap, first) in enumerate(cases):
+        if rows and k not in rows:
+            continue
         rng = np.random.default_rng(2026 + k)
         truth = math.exp(log_ratio)
         rejected = covered = given = 0
@@ -127,7 +129,9 @@ def run(sims: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sims", type=int, default=200)
-    run(ap.parse_args().sims)
+    ap.add_argument("--rows", type=int, nargs="*", help="run only these rows of the table (0-based); each has its seed")
+    args = ap.parse_args()
+    run(args.sims, args.rows)
 
 
 if __name__ == "__main__":
