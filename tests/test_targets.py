@@ -248,3 +248,34 @@ def test_two_levels_of_another_factor_are_compared_at_each_budget_paired_by_tria
     clean = reached.filter(pl.col("series") == "selection=clean").sort("trial")["energy_j"].log().to_numpy()
     assert pair.ratio == pytest.approx(math.exp(np.mean(clean - raw)), rel=1e-6)
     assert pair.p == pytest.approx(sps.ttest_rel(clean, raw).pvalue, rel=1e-5)
+
+
+def test_levels_are_compared_only_where_they_differ_in_one_factor():
+    runs = []
+    for t, base in enumerate([10.0, 11.0, 12.5, 13.0], start=1):
+        for series, factor in (
+            ("model=s/selection=raw", 1.0),
+            ("model=s/selection=clean", 0.8),
+            ("model=l/selection=raw", 1.5),
+            ("model=l/selection=clean", 1.2),
+        ):
+            energy = base * factor * (1 + 0.01 * t)
+            runs.append(run_rows(100_000, t, [1e4, 1e5], [4.0, 3.0], [energy / 2, energy], series=series))
+    pairs = energy_to_target_level_comparisons(energy_to_target(curves_table(*runs), [{"loss": 3.0}]))
+    assert {(p.series_a, p.series_b) for p in pairs} == {
+        ("model=s/selection=raw", "model=s/selection=clean"),
+        ("model=s/selection=raw", "model=l/selection=raw"),
+        ("model=s/selection=clean", "model=l/selection=clean"),
+        ("model=l/selection=raw", "model=l/selection=clean"),
+    }
+
+
+def test_a_comparison_with_a_run_a_rule_stopped_short_of_the_target_gives_no_ratio_over_the_survivors():
+    curves = budget_study(shift={(200_000, 3): 0.6})
+    ruled = curves.with_columns(stopped_by_rule=(pl.col("budget") == 200_000) & (pl.col("trial") == 3))
+    pair = next(
+        c
+        for c in energy_to_target_comparisons(energy_to_target(ruled, [{"loss": 3.6}]))
+        if (c.budget_a, c.budget_b) == (100_000, 200_000)
+    )
+    assert pair.ratio is None and pair.n_never == 1 and "stopped by a rule" in pair.status

@@ -16,8 +16,8 @@ Between two conditions paired by trial id: the two log energies of each trial id
 (each condition its own mean and SD, their correlation the pairing), each value exact or censored in its direction,
 fitted by maximum likelihood: a pair with one value censored enters through the conditional normal of that value
 given the other, a pair with both censored through the bivariate normal's probability of its quadrant (Owen's T).
-Every trial id measured under both conditions counts in n, censored ones included; a NEVER run has no finite energy
-and its pair stays out, counted. The ratio is exp of the difference of the means; its interval and p come from the
+Every trial id measured under both conditions counts in n, censored ones included; a NEVER run has no finite energy,
+so a comparison with one gives no ratio (one over the others would compare survivors) and says why. The ratio is exp of the difference of the means; its interval and p come from the
 profile likelihood, calibrated to Student's t on n − 1 degrees of freedom through t² = (n − 1)(exp(LR / n) − 1),
 which is exactly the paired t-test when nothing is censored. Size and coverage under informative censoring:
 ``benchmarks/censored_energy.py``.
@@ -208,8 +208,8 @@ def paired_ratio(
     log_a: Sequence[float], status_a: Sequence[str], log_b: Sequence[float], status_b: Sequence[str]
 ) -> PairedRatio:
     """``PairedRatio`` of a over b from per-trial-id log energies (reached, or the censoring bound) and their
-    status (EXACT, ABOVE, BELOW, NEVER), the sequences aligned by trial id; a pair with a NEVER run has no finite
-    ratio and stays out, counted in ``n_never``."""
+    status (EXACT, ABOVE, BELOW, NEVER), the sequences aligned by trial id; with a NEVER run among them there is no
+    finite ratio, and the status says so (``n_never`` counts them)."""
     status_a, status_b = np.asarray(status_a), np.asarray(status_b)
     finite = (status_a != NEVER) & (status_b != NEVER)
     data = _Pairs(
@@ -217,6 +217,12 @@ def paired_ratio(
     )
     n, n_exact = len(data.both), int(data.both.sum())
     counts = {"n_pairs": n, "n_exact": n_exact, "n_censored": n - n_exact, "n_never": int((~finite).sum())}
+    if counts["n_never"]:
+        why = (
+            f"{counts['n_never']} trial id(s) stopped by a rule before the target: under that rule their energy to it "
+            "is unbounded, and a ratio over the others would compare survivors"
+        )
+        return PairedRatio(**counts, ratio=None, ci95_low=None, ci95_high=None, p=None, status=why)
     pair_diffs = (data.y[0] - data.y[1])[data.both]
     if n_exact < MIN_EXACT_PAIRS or np.ptp(pair_diffs) == 0:
         why = (

@@ -330,7 +330,9 @@ def _paired(a: pl.DataFrame, b: pl.DataFrame, label: str) -> PairedRatio:
         np.log(pair["energy_j"].to_numpy()),
         pair["censoring"].to_list(),
     )
-    if a["energy_j"].null_count() == a.height:
+    if not a.height or not b.height:
+        return replace(got, status="no finished trial in one of the two cells")
+    if a["energy_j"].null_count() == a.height or b["energy_j"].null_count() == b.height:
         got = replace(got, status=f"no training energy was measured (meter none): no energy to {label}")
     return got
 
@@ -384,16 +386,27 @@ class LevelComparison:
         return asdict(self)
 
 
+def _one_factor_apart(a: str, b: str) -> bool:
+    """Two series (``factor=level/...``) that differ in the level of exactly one factor."""
+    levels = [dict(part.split("=", 1) for part in s.split("/") if "=" in part) for s in (a, b)]
+    return levels[0].keys() == levels[1].keys() and sum(levels[0][k] != levels[1][k] for k in levels[0]) == 1
+
+
 def energy_to_target_level_comparisons(reached: pl.DataFrame) -> list[LevelComparison]:
-    """Per target and budget, ``LevelComparison`` for every pair of series (in the design's order; none with one
-    series), Holm-adjusted within the target and budget."""
+    """Per target and budget, ``LevelComparison`` for every pair of series that differ in one factor's level (in
+    the design's order; none with one series), Holm-adjusted within the target and budget."""
     out = []
     for (label, loss), one in reached.partition_by("target", "target_loss", as_dict=True, maintain_order=True).items():
         one = one.with_columns(censoring=censoring(one))
         names = [s for s, _ in series_blocks(one)]
         for budget in sorted(one["budget"].unique().to_list()):
             cells = {s: one.filter((pl.col("series") == s) & (pl.col("budget") == budget)) for s in names}
-            found = [((a, b), _paired(cells[a], cells[b], label)) for i, a in enumerate(names) for b in names[i + 1 :]]
+            found = [
+                ((a, b), _paired(cells[a], cells[b], label))
+                for i, a in enumerate(names)
+                for b in names[i + 1 :]
+                if _one_factor_apart(a, b)
+            ]
             for (a, b), got, p_holm in _holm_all(found):
                 fields = {k: v for k, v in got.to_dict().items() if k != "status"}
                 out.append(LevelComparison(label, loss, budget, a, b, **fields, p_holm=p_holm, status=got.status))
