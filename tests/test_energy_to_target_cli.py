@@ -1,27 +1,18 @@
 """The energy-to-target command: any table of eval points in, the workflow's censored medians and paired ratios out."""
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import polars as pl
 import pytest
 from curve_study import budget_study
 from tokenwatt.analysis.targets import energy_to_target, energy_to_target_comparisons, energy_to_target_summary
+from workflow_helpers import run_script
 
-ROOT = Path(__file__).resolve().parents[1]
 COLUMNS = ("--condition", "budget", "--trial", "seed", "--energy", "joules", "--loss", "loss")
 
 
 def run_cli(*args):
-    return subprocess.run(
-        [sys.executable, str(ROOT / "workflow" / "scripts" / "energy_to_target.py"), *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
+    return run_script("energy_to_target.py", *args)
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +50,8 @@ def test_the_command_gives_the_workflows_medians_and_paired_ratios_and_writes_th
             or pairs[(f"{ref.budget_a // 1000}K", f"{ref.budget_b // 1000}K")]
         )
         direct = mine["condition"] == f"{ref.budget_b // 1000}K"
-        assert (mine["ratio"] if direct else 1 / mine["ratio"]) == pytest.approx(ref.ratio, rel=1e-5)
-        assert mine["p"] == pytest.approx(ref.p, rel=1e-4) and mine["n_pairs"] == 8
+        assert (mine["ratio"] if direct else 1 / mine["ratio"]) == pytest.approx(ref.paired.ratio, rel=1e-5)
+        assert mine["p"] == pytest.approx(ref.paired.p, rel=1e-4) and mine["n_pairs"] == 8
     assert "Kaplan–Meier median" in done.stdout and "paired by trial id" in done.stdout
     assert next(line for line in done.stdout.splitlines() if line.strip().startswith("100K")).split()[1:4] == [
         "8",

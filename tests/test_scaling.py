@@ -5,9 +5,6 @@ of ~3–8 nats, several trials per (size, budget) each with its own seed effect 
 
 import itertools
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -26,8 +23,8 @@ from tokenwatt.analysis.scaling import (
     fit_law,
     law_objective,
 )
+from workflow_helpers import run_script
 
-ROOT = Path(__file__).resolve().parents[1]
 TRUTH = Law(E=1.8, A=120.0, B=40.0, alpha=0.34, beta=0.28)
 SIZES = (5e4, 2.5e5, 1e6, 5e6)
 BUDGETS = (1e5, 5e5, 2e6, 1e7)
@@ -148,13 +145,7 @@ def test_a_size_exponent_at_or_below_zero_is_not_identified_nor_are_the_allocati
 
 
 def run_cli(*args):
-    return subprocess.run(
-        [sys.executable, str(ROOT / "workflow" / "scripts" / "fit_scaling.py"), *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
+    return run_script("fit_scaling.py", *args)
 
 
 @pytest.fixture

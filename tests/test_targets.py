@@ -120,7 +120,9 @@ def test_the_median_energy_and_its_interval_are_statsmodels_kaplan_meier_on_ever
 def test_with_no_trial_censored_the_energy_ratio_is_the_paired_t_test_on_log_energy():
     reached = energy_to_target(budget_study(), [{"loss": 3.6}])
     assert reached["reached"].all() and not reached["at_first_point"].any()
-    pair = next(c for c in energy_to_target_comparisons(reached) if (c.budget_a, c.budget_b) == (100_000, 400_000))
+    pair = next(
+        c.paired for c in energy_to_target_comparisons(reached) if (c.budget_a, c.budget_b) == (100_000, 400_000)
+    )
     by = {b: reached.filter(pl.col("budget") == b).sort("trial")["energy_j"].log().to_numpy() for b in BUDGETS}
     theirs = sps.ttest_rel(by[400_000], by[100_000])
     assert pair.p == pytest.approx(theirs.pvalue, rel=1e-6)
@@ -133,10 +135,10 @@ def test_with_no_trial_censored_the_energy_ratio_is_the_paired_t_test_on_log_ene
 def test_the_energy_ratio_keeps_every_trial_id_a_censored_one_included():
     curves = budget_study(shift={(100_000, 3): 0.6})
     comparisons = energy_to_target_comparisons(energy_to_target(curves, [{"loss": 3.6}]))
-    pair = next(c for c in comparisons if (c.budget_a, c.budget_b) == (100_000, 200_000))
+    pair = next(c.paired for c in comparisons if (c.budget_a, c.budget_b) == (100_000, 200_000))
     assert (pair.n_pairs, pair.n_exact, pair.n_censored) == (8, 7, 1) and pair.status == "ok"
     assert [c.p_holm for c in comparisons] == pytest.approx(
-        [min(1.0, x) for x in _holm_by_hand([c.p for c in comparisons])]
+        [min(1.0, x) for x in _holm_by_hand([c.paired.p for c in comparisons])]
     )
 
 
@@ -159,7 +161,7 @@ def test_a_trial_that_needed_more_than_it_spent_raises_the_ratio_the_survivors_a
         runs.append(run_rows(100_000, t, [1e4, 1e5], [4.0, 3.0 if small_reached else 3.9], [base / 2, base]))
         big = base * 1.2 * (1.0 + 0.02 * (-1) ** t)
         runs.append(run_rows(200_000, t, [1e4, 1e5], [4.0, 3.0], [big / 2, big]))
-    (pair,) = energy_to_target_comparisons(energy_to_target(curves_table(*runs), [{"loss": 3.0}]))
+    (pair,) = (c.paired for c in energy_to_target_comparisons(energy_to_target(curves_table(*runs), [{"loss": 3.0}])))
     survivors = math.exp(
         np.mean(
             np.log(
@@ -179,7 +181,7 @@ def test_a_run_below_the_target_at_its_first_point_enters_the_ratio_as_an_upper_
     bounded = reached.filter(pl.col("at_first_point"))
     assert bounded.height > 0
     budget = bounded["budget"][0]
-    pair = next(c for c in energy_to_target_comparisons(reached) if budget in (c.budget_a, c.budget_b))
+    pair = next(c.paired for c in energy_to_target_comparisons(reached) if budget in (c.budget_a, c.budget_b))
     assert pair.n_pairs == 8 and pair.n_exact < 8
 
 
@@ -242,8 +244,14 @@ def test_two_levels_of_another_factor_are_compared_at_each_budget_paired_by_tria
         for series, factor in (("selection=raw", 1.0), ("selection=clean", 0.8 * (1 + 0.02 * (-1) ** t))):
             runs.append(run_rows(100_000, t, [1e4, 1e5], [4.0, 3.0], [base * factor / 2, base * factor], series=series))
     reached = energy_to_target(curves_table(*runs), [{"loss": 3.0}])
-    (pair,) = energy_to_target_level_comparisons(reached)
-    assert (pair.series_a, pair.series_b, pair.budget, pair.n_pairs) == ("selection=raw", "selection=clean", 100_000, 5)
+    (level,) = energy_to_target_level_comparisons(reached)
+    pair = level.paired
+    assert (level.series_a, level.series_b, level.budget, pair.n_pairs) == (
+        "selection=raw",
+        "selection=clean",
+        100_000,
+        5,
+    )
     raw = reached.filter(pl.col("series") == "selection=raw").sort("trial")["energy_j"].log().to_numpy()
     clean = reached.filter(pl.col("series") == "selection=clean").sort("trial")["energy_j"].log().to_numpy()
     assert pair.ratio == pytest.approx(math.exp(np.mean(clean - raw)), rel=1e-6)
@@ -274,7 +282,7 @@ def test_a_comparison_with_a_run_a_rule_stopped_short_of_the_target_gives_no_rat
     curves = budget_study(shift={(200_000, 3): 0.6})
     ruled = curves.with_columns(stopped_by_rule=(pl.col("budget") == 200_000) & (pl.col("trial") == 3))
     pair = next(
-        c
+        c.paired
         for c in energy_to_target_comparisons(energy_to_target(ruled, [{"loss": 3.6}]))
         if (c.budget_a, c.budget_b) == (100_000, 200_000)
     )

@@ -71,6 +71,17 @@ def own_copy(built: Path, dest: Path) -> Path:
     return dest
 
 
+def run_script(name: str, *args) -> subprocess.CompletedProcess:
+    """One of workflow/scripts' commands (fit_scaling.py, energy_to_target.py) as a user runs it, output captured."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "workflow" / "scripts" / name), *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+
+
 def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
     # Plain, wide text whatever the caller's terminal: the job table is parsed (planned_jobs), and colour codes or
     # wrapped rows would hide its rows.

@@ -294,27 +294,20 @@ def energy_to_target_summary(reached: pl.DataFrame) -> pl.DataFrame:
 @dataclass(frozen=True)
 class TargetComparison:
     """Energy to one target under budget b over budget a within one series, paired by trial id, every trial id in
-    both cells in it (``censored.paired_ratio``): ``ratio`` with its 95 % interval (null: unbounded on that side),
-    ``p`` against 1 and ``p_holm`` over the series' pairs, and the counts it rests on."""
+    both cells in it (``paired``: ``censored.paired_ratio``'s ratio, interval, p and counts), and ``p_holm`` over the
+    series' pairs."""
 
     target: str
     target_loss: float
     series: str
     budget_a: int
     budget_b: int
-    n_pairs: int
-    n_exact: int
-    n_censored: int
-    n_never: int
-    ratio: float | None
-    ci95_low: float | None
-    ci95_high: float | None
-    p: float | None
+    paired: PairedRatio
     p_holm: float | None
-    status: str
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Flat, as the report and the command read it: the keys, the ratio's fields, ``p_holm``."""
+        return {**{k: v for k, v in asdict(self).items() if k != "paired"}, **self.paired.to_dict()}
 
 
 def _paired(a: pl.DataFrame, b: pl.DataFrame, label: str) -> PairedRatio:
@@ -354,9 +347,9 @@ def energy_to_target_comparisons(reached: pl.DataFrame) -> list[TargetComparison
             found = [
                 ((a, b), _paired(cells[a], cells[b], label)) for i, a in enumerate(cells) for b in list(cells)[i + 1 :]
             ]
-            for (a, b), got, p_holm in _holm_all(found):
-                fields = {k: v for k, v in got.to_dict().items() if k != "status"}
-                out.append(TargetComparison(label, loss, series, a, b, **fields, p_holm=p_holm, status=got.status))
+            out += [
+                TargetComparison(label, loss, series, a, b, got, p_holm) for (a, b), got, p_holm in _holm_all(found)
+            ]
     return out
 
 
@@ -371,19 +364,12 @@ class LevelComparison:
     budget: int
     series_a: str
     series_b: str
-    n_pairs: int
-    n_exact: int
-    n_censored: int
-    n_never: int
-    ratio: float | None
-    ci95_low: float | None
-    ci95_high: float | None
-    p: float | None
+    paired: PairedRatio
     p_holm: float | None
-    status: str
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Flat, as the report and the command read it: the keys, the ratio's fields, ``p_holm``."""
+        return {**{k: v for k, v in asdict(self).items() if k != "paired"}, **self.paired.to_dict()}
 
 
 def _one_factor_apart(a: str, b: str) -> bool:
@@ -407,7 +393,5 @@ def energy_to_target_level_comparisons(reached: pl.DataFrame) -> list[LevelCompa
                 for b in names[i + 1 :]
                 if _one_factor_apart(a, b)
             ]
-            for (a, b), got, p_holm in _holm_all(found):
-                fields = {k: v for k, v in got.to_dict().items() if k != "status"}
-                out.append(LevelComparison(label, loss, budget, a, b, **fields, p_holm=p_holm, status=got.status))
+            out += [LevelComparison(label, loss, budget, a, b, got, p_holm) for (a, b), got, p_holm in _holm_all(found)]
     return out
