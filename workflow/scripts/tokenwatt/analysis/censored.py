@@ -235,7 +235,7 @@ def paired_ratio(
     best = optimize.minimize_scalar(
         lambda d: -data.profile(d, at)[0],
         bracket=(d0 - data.scale, d0 + data.scale),
-        options={"xtol": 1e-9},
+        options={"xtol": 1e-6},
     )
     d_hat, top = float(best.x), max(top, -float(best.fun))
     _, at = data.profile(d_hat, at)
@@ -252,7 +252,7 @@ def paired_ratio(
             step *= 2.0
             if abs(near - d_hat) > _FAR:
                 return None
-        return math.exp(optimize.brentq(lambda d: t_stat(d) - crit, near, near + sign * step, xtol=1e-9))
+        return math.exp(optimize.brentq(lambda d: t_stat(d) - crit, near, near + sign * step, xtol=1e-7))
 
     p = float(2.0 * stats.t.sf(t_stat(0.0), n - 1))
     return PairedRatio(**counts, ratio=math.exp(d_hat), ci95_low=bound(-1), ci95_high=bound(+1), p=p, status="ok")
