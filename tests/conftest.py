@@ -1,3 +1,4 @@
+import functools
 import os
 
 # One thread per test process for torch, OpenMP and BLAS, set before any of them is imported: the suite runs in
@@ -70,14 +71,9 @@ def cache(shared):
 @pytest.fixture(scope="session")
 def study(built, cache):
     """The tiny study run locally once, with the between-workflow cache on (targets before --cache)."""
-    from workflow_helpers import TINY, clone, snakemake
+    from workflow_helpers import run_tiny_study
 
-    def run(folder: Path) -> None:
-        work = clone(folder)
-        proc = snakemake(work, *TINY, "--cores", "2", "--resources", "gpu=1", "--cache", env=cache)
-        (work / "terminal.txt").write_text(proc.stdout + proc.stderr)  # what the user saw
-
-    return built("study", run)
+    return built("study", functools.partial(run_tiny_study, env=cache))
 
 
 @pytest.fixture(scope="session")

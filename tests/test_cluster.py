@@ -1,15 +1,27 @@
 """The study on a real single-node SLURM (cluster/slurm-up.sh), every job through sbatch."""
 
+import functools
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 import polars as pl
 import pytest
-from workflow_helpers import ROOT, SNAKEMAKE, TINY, clone, copy_project, planned_jobs, snakemake
+from workflow_helpers import (
+    ROOT,
+    SNAKEMAKE,
+    TINY,
+    built_once,
+    clone,
+    copy_project,
+    planned_jobs,
+    run_tiny_study,
+    snakemake,
+)
 
 # One worker runs them all, in order: they share one SLURM, which the session's end takes down.
 pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("slurm")]
@@ -49,6 +61,19 @@ def slurm():
     assert up.returncode == 0, f"SLURM could not start on this machine:\n{up.stderr[-3000:]}"
     yield
     subprocess.run([str(ROOT / "cluster/slurm-down.sh")], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def study_built_beside(shared, cache):
+    """The local study that the rerun is compared with, built from the start beside the SLURM tests, which mostly
+    wait on the scheduler: they would otherwise wait for it in the middle, the suite's longest path. A failed build
+    fails the ``study`` fixture that asks for it (built_once keeps the error)."""
+    thread = threading.Thread(
+        target=built_once, args=(shared, "study", functools.partial(run_tiny_study, env=cache)), daemon=True
+    )
+    thread.start()
+    yield
+    thread.join()
 
 
 def _squeue(workdir: os.PathLike) -> list[tuple[str, str, str]]:

@@ -3,16 +3,19 @@
 import numpy as np
 import polars as pl
 import pytest
-from test_scaling_study import _study
+from test_scaling_study import QUICK, _study
 from tokenwatt.analysis.scaling_study import analyse_scaling, points, sizes
 from tokenwatt.common.measures import SCALING_FIGURES
 from tokenwatt.presentation.scaling_figures import frontier, make_scaling
+
+# One worker computes the module's fitted study once (a module fixture is per worker).
+pytestmark = pytest.mark.xdist_group("test_scaling_figures")
 
 
 @pytest.fixture(scope="module")
 def drawn():
     curves, trials = _study()
-    scaling = analyse_scaling(curves, trials, {"points": "all"})
+    scaling = analyse_scaling(curves, trials, QUICK)
     return scaling, make_scaling(scaling, points(curves, trials, "all"), sizes(trials), estimated=False)
 
 

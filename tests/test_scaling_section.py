@@ -3,16 +3,19 @@
 import re
 
 import pytest
-from test_scaling_study import _study
+from test_scaling_study import QUICK, _study
 from tokenwatt.analysis.scaling_study import analyse_scaling
 from tokenwatt.presentation.sections.curves import target_sentence
 from tokenwatt.presentation.sections.scaling import scaling_html
+
+# One worker computes the module's fitted study once (a module fixture is per worker).
+pytestmark = pytest.mark.xdist_group("test_scaling_section")
 
 
 @pytest.fixture(scope="module")
 def scaling():
     curves, trials = _study()
-    return analyse_scaling(curves, trials, {"points": "all"})
+    return analyse_scaling(curves, trials, QUICK)
 
 
 def _text(page: str) -> str:

@@ -12,6 +12,10 @@ TRUTH = dict(E=1.8, A=400.0, B=900.0, alpha=0.35, beta=0.3)
 SIZES = {"s": (60_000, 16_000), "m": (250_000, 32_000), "l": (1_000_000, 64_000), "xl": (4_000_000, 128_000)}
 BUDGETS = [20_000, 40_000, 80_000, 160_000]
 
+# The screen's bootstrap at 39 replicates where a test asks nothing of its p (p resolved to 1/40, not 1/200): the
+# scaling tests are a third of the suite's CPU otherwise.
+QUICK = {"points": "all", "screen_replicates": 39}
+
 
 def _study(seed=0, trials=3, epochs=3, points_per_trial=6):
     """Trials × model sizes × budgets whose eval losses follow TRUTH (1 % lognormal noise) and whose joules per token
@@ -66,7 +70,7 @@ def test_first_epoch_points_count_distinct_tokens_only_and_final_takes_one_point
 
 def test_a_budget_by_model_size_study_gives_both_laws_e_of_n_and_an_energy_optimal_allocation():
     curves, trials = _study()
-    got = analyse_scaling(curves, trials, {"points": "all"})
+    got = analyse_scaling(curves, trials, QUICK)
     assert got["status"] == "ok" and got["law_total"]["success"] and got["law_non_embedding"]["success"]
     assert got["law_total"]["alpha"] == pytest.approx(TRUTH["alpha"], abs=0.08)
     ci = got["law_total"]["intervals"]["beta"]
@@ -79,7 +83,7 @@ def test_a_budget_by_model_size_study_gives_both_laws_e_of_n_and_an_energy_optim
 
 def test_the_analysis_states_its_units_and_every_interval_counts_them():
     curves, trials = _study()
-    got = analyse_scaling(curves, trials, {"points": "all"})
+    got = analyse_scaling(curves, trials, QUICK)
     assert got["units"] == {"trial id": 3, "model size": 4}
     assert got["interval_method"] == "jackknife over 3 trial ids and 4 model sizes"
     assert all(iv["df"] <= 3 + 2 for iv in got["law_total"]["intervals"].values() if iv.get("df"))
@@ -93,7 +97,7 @@ def test_the_law_is_judged_against_the_between_trial_noise_before_any_allocation
 
 def test_the_energy_optimal_split_is_compared_with_the_flop_optimal_one_with_intervals():
     curves, trials = _study()
-    got = analyse_scaling(curves, trials, {"points": "all", "energy_budgets": [100.0, 1000.0]})
+    got = analyse_scaling(curves, trials, {**QUICK, "energy_budgets": [100.0, 1000.0]})
     rows = got["energy_vs_flops"]
     assert len(rows) == 2 and all(r["ci_low"] < r["ratio_N"] < r["ci_high"] for r in rows)
     alloc, flops = got["allocation_energy"], got["allocation_flops"]
@@ -104,7 +108,7 @@ def test_the_energy_optimal_split_is_compared_with_the_flop_optimal_one_with_int
 def test_no_energy_vs_flop_verdict_at_a_budget_beyond_the_measured_energies():
     curves, trials = _study()
     beyond = 100 * trials["energy_j"].max()
-    rows = analyse_scaling(curves, trials, {"points": "all", "energy_budgets": [1000.0, beyond]})["energy_vs_flops"]
+    rows = analyse_scaling(curves, trials, {**QUICK, "energy_budgets": [1000.0, beyond]})["energy_vs_flops"]
     assert rows[0]["differs"] is not None and rows[0]["not_judged"] is None
     assert rows[1]["differs"] is None and "outside the trials' measured energies" in rows[1]["not_judged"]
 
@@ -121,7 +125,7 @@ def test_no_energy_vs_flop_verdict_anywhere_for_a_law_its_lack_of_fit_screen_rej
 def test_with_three_model_sizes_the_law_is_fitted_but_no_interval_is_given_and_the_output_says_why():
     curves, trials = _study()
     three = trials.filter(pl.col("params") < 4_000_000)
-    got = analyse_scaling(curves, three, {"points": "all"})
+    got = analyse_scaling(curves, three, QUICK)
     assert got["status"] == "ok" and got["units"]["model size"] == 3
     assert got["interval_method"].startswith("3 model sizes")
     assert all(iv["ci_low"] is None for iv in got["law_total"]["intervals"].values())
@@ -146,7 +150,7 @@ def test_a_law_without_a_finite_optimum_gets_a_sentence_and_the_report_still_com
         )
         .drop("params")
     )
-    got = analyse_scaling(flat, trials, {"points": "all"})
+    got = analyse_scaling(flat, trials, QUICK)
     assert (
         got["status"] == "ok"
         and "allocation_energy" not in got
@@ -161,7 +165,7 @@ def test_joules_per_token_are_fitted_per_device_profile_and_a_mixed_study_alloca
         .then(pl.lit("precision=bf16-mixed/"))
         .otherwise(pl.lit("precision=fp32/"))
     )
-    got = analyse_scaling(curves, trials, {"points": "all"})
+    got = analyse_scaling(curves, trials, QUICK)
     fits = [e for e in got["energy_per_token"] if e["energy"] == "joules_per_token"]
     assert [e["hardware"] for e in fits] == ["precision=bf16-mixed/", "precision=fp32/"]
     assert "allocation_energy" not in got and "Several device profiles" in got["allocation_message"]
@@ -179,7 +183,7 @@ def test_with_one_of_two_device_profiles_fitted_the_allocation_uses_that_profile
             other.with_columns(device_profile=pl.lit("hardware=b/")),
         ]
     )
-    settings = {"points": "all", "energy_budgets": [10.0, 100.0, 1000.0]}
+    settings = {**QUICK, "energy_budgets": [10.0, 100.0, 1000.0]}
     got = analyse_scaling(curves, both, settings)
     fitted = [e for e in got["energy_per_token"] if e["energy"] == "joules_per_token" and e["status"] == "ok"]
     assert [e["hardware"] for e in fitted] == ["hardware=a/"]
@@ -253,13 +257,13 @@ def test_the_size_effect_of_the_study_sees_its_sizes():
 
 def test_a_law_whose_size_exponent_is_not_identified_allocates_nothing_and_says_why():
     curves, trials = _study()
-    got = analyse_scaling(curves, trials, {"points": "all"})
+    got = analyse_scaling(curves, trials, QUICK)
     law = got["law_total"]
     assert law["not_identified"] == {} and "allocation_energy" in got  # the study's law is pinned
     flat = curves.join(trials.select("cell", "trial", "params"), on=["cell", "trial"]).with_columns(
         eval_loss=pl.col("eval_loss") - TRUTH["A"] / pl.col("params") ** TRUTH["alpha"] + 1e-4 * pl.col("params").log()
     )
-    got = analyse_scaling(flat.drop("params"), trials, {"points": "all"})
+    got = analyse_scaling(flat.drop("params"), trials, QUICK)
     assert "alpha" in got["law_total"]["not_identified"] and "allocation_energy" not in got
     assert got["allocation_message"].startswith("No allocation: alpha is not identified")
     assert "energy_vs_flops" not in got
@@ -313,7 +317,7 @@ def _swept(curves, trials):
 
 def test_each_jackknife_refit_chooses_the_learning_rate_again_without_its_unit():
     curves, trials = _swept(*_study())
-    got = analyse_scaling(curves, trials, {"points": "all"})
+    got = analyse_scaling(curves, trials, QUICK)
     chosen = {(r["params"], r["budget"]): r["lr"] for r in got["learning_rates"]}
     assert chosen[(60_000, 160_000)] == 0.01 and set(chosen.values()) == {0.01}
     without = {

@@ -88,7 +88,7 @@ eval: {points: 4, first_fraction: 0.1, max_tokens: 64}
 meter: {kind: estimate, interval_s: 0.05, idle_seconds: 0.1}
 profile: {matmul_size: 256, warmup_s: 0.1, windows: 5, window_s: 0.02, check_windows: 2, attempts: 1}
 quality: {min_samples: 3}
-scaling: {points: first_epoch, energy_budgets: [1.0, 10.0, 100.0]}
+scaling: {points: first_epoch, energy_budgets: [1.0, 10.0, 100.0], screen_replicates: 39}
 """
 
 

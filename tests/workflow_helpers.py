@@ -61,6 +61,14 @@ def built_once(shared: Path, name: str, build) -> Path:
     return folder
 
 
+def run_tiny_study(folder: Path, env: dict) -> None:
+    """The tiny study run locally in ``folder``, with the between-workflow cache ``env`` on (targets before --cache),
+    and what the user saw kept in terminal.txt: the shared ``study`` fixture's build."""
+    work = clone(folder)
+    proc = snakemake(work, *TINY, "--cores", "2", "--resources", "gpu=1", "--cache", env=env)
+    (work / "terminal.txt").write_text(proc.stdout + proc.stderr)
+
+
 def own_copy(built: Path, dest: Path) -> Path:
     """A worker's own copy of a study built once, to change and to run Snakemake in without touching another
     worker's: files keep their times (Snakemake's records compare them); a link into the run's output cache becomes

@@ -1,0 +1,174 @@
+"""Every path a study reads and writes, from its config: the rule files name files through this one object.
+
+The results folder holds, per stage: ``data/`` (the corpus, its splits, each tokenizer's chunks, each selection level's
+step outputs under ``sel=<level>/``), ``subsets/``, ``trials/<cell>/t<trial>/``, ``device/``, ``analysis/``,
+``figures/``, ``logs/<rule>/``, ``benchmarks/<rule>/`` and the report; the interim report's analysis twins live under
+``interim/``. A cell's folder is the design's (``b10000``, ``model=small/b10000``); a tokenizer key is ``""`` or
+``tok=<model level>/``, a selection key ``""`` or ``sel=<level>/`` (plan.design).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .design import Design
+
+# The steps every selection level shares, under this key in the level ↔ record mapping.
+SHARED = ""
+
+
+@dataclass(frozen=True)
+class TrialFiles:
+    """A trial's four outputs; metrics.json is written (and restored) last, so a trial whose metrics exist is whole."""
+
+    metrics: str
+    power: str
+    steps: str
+    curve: str
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((self.metrics, self.power, self.steps, self.curve))
+
+
+class Layout:
+    """The paths of one validated config's study (``results`` is its ``results`` key, relative or absolute)."""
+
+    def __init__(self, config: Mapping[str, Any], design: Design):
+        self.root: str = config["results"]
+        self.design = design
+        self.eval_filters: Any = (config.get("selection") or {}).get("eval_filters")
+
+    # --- single files
+    def path(self, *parts: str) -> str:
+        """A path under the results folder, normalised as pathlib would at a fifth of its cost (a 15 000-trial plan
+        asks for some 200 000 paths)."""
+        return os.path.normpath(os.path.join(self.root, *parts))
+
+    def log(self, rule: str, *parts: str) -> str:
+        return self.path("logs", rule, *parts) + ".log"
+
+    def benchmark(self, rule: str, *parts: str) -> str:
+        return self.path("benchmarks", rule, *parts) + ".tsv" if parts else self.path("benchmarks", f"{rule}.tsv")
+
+    def trial(self, cell: str, trial: int | str) -> TrialFiles:
+        prefix = self.path("trials", cell, f"t{trial}")
+        return TrialFiles(*(os.path.join(prefix, name) for name in TRIAL_FILE_NAMES))
+
+    def data(self, tok: str, name: str) -> str:
+        """A tokenizer's data ({tok}: "" for the study's tokenizer, tok=<model level>/ for a level's own)."""
+        return self.path("data", f"{tok}{name}")
+
+    def subset(self, tok: str, sel: str, budget: int | str, trial: int | str) -> str:
+        """A trial's subset of one tokenizer's chunks ({sel}: "" without a selection factor, sel=<level>/ with one)."""
+        return self.path("subsets", f"{tok}{sel}b{budget}", f"t{trial}.json")
+
+    def selection(self, level: str, name: str) -> str:
+        """A selection level's step output (its training documents are docs_train.parquet); SHARED: the study's own."""
+        return self.path("data", name) if level == SHARED else self.path("data", f"sel={level}", name)
+
+    def profile(self, key: str) -> str:
+        return self.path("device", f"{key}profile.json")
+
+    def analysis(self, file: str) -> str:
+        return self.path("analysis", file)
+
+    def figure(self, name: str, ext: str = "png") -> str:
+        return self.path("figures", f"{name}.{ext}")
+
+    @property
+    def report(self) -> str:
+        return self.path("report.html")
+
+    # --- the interim report's twins
+    def interim(self, *parts: str) -> str:
+        return self.path("interim", *parts)
+
+    def interim_of(self, path: str) -> str:
+        """A file of the analysis stage (analysis/…, figures/…, the report) moved under interim/; anything else
+        (captions, the reference study, trials) as it is."""
+        staged = str(path).startswith(tuple(self.path(stage) + os.sep for stage in ("analysis", "figures")))
+        return self.interim(os.path.relpath(path, self.root)) if staged or str(path) == self.report else path
+
+    # --- what the study runs
+    @property
+    def expected(self) -> list[tuple[str, int]]:
+        """Every (cell, trial) the study runs; the trial is the subject of the repeated-measures design."""
+        return self.design.keys()
+
+    def trace_keys(self) -> list[tuple[str, int]]:
+        """The trial whose power trace the figures show for each cell: its first."""
+        return [(c.id, self.design.trials[0]) for c in self.design.cells]
+
+    def profiles(self) -> dict[str, str]:
+        """One device profile per hardware level and precision (the design's profile keys; "" when one)."""
+        return {key: self.profile(key) for key in self.design.profile_keys()}
+
+    def trial_targets(self) -> list[str]:
+        return [f for c, t in self.expected for f in self.trial(c, t)]
+
+    def data_targets(self) -> list[str]:
+        """The data stage's last files: every tokenizer's eval chunks and every trial's subset."""
+        design = self.design
+        return [self.data(tok, "chunks_eval.parquet") for tok in design.tokenizer_keys()] + [
+            self.subset(tok, sel, b, t) for tok, sel in design.data_keys() for b in design.budgets for t in design.trials
+        ]
+
+    def finished(self, exists: Callable[[str], bool] = os.path.exists) -> list[tuple[str, int]]:
+        """(cell, trial) of every trial whose files all exist now (the interim report reads these, never trains)."""
+        return [(c, t) for c, t in self.expected if all(map(exists, self.trial(c, t)))]
+
+    def first_finished(self, exists: Callable[[str], bool] = os.path.exists) -> list[tuple[str, int]]:
+        """Per cell, its first finished trial: the interim figures' power traces."""
+        first: dict[str, int] = {}
+        for c, t in self.finished(exists):
+            first.setdefault(c, t)
+        return sorted(first.items())
+
+    # --- the data stage's files
+    def selection_records(self) -> dict[str, list[str]]:
+        """Every selection step's record by level (SHARED: decontamination and the eval filter, which every level
+        shares); empty without design.selection."""
+        levels = list(self.design.factors.get("selection", {}))
+        if not levels:
+            return {}
+        shared = ["decontaminate.json"] + (["eval_filter.json"] if self.eval_filters else [])
+        ordered = set(self.design.ordered_levels())
+        return {
+            SHARED: [self.selection(SHARED, name) for name in shared],
+            **{
+                level: [
+                    self.selection(level, f"{step}.json")
+                    for step in ("near_dup", "filter", *(("order",) if level in ordered else ()))
+                ]
+                for level in levels
+            },
+        }
+
+    def chunked_documents(self, sel: str, split: str) -> str:
+        """The documents a chunk job tokenizes: a selection level's training documents (``sel=<level>/``), the study's
+        cleared of eval copies, or the eval documents, chunked once for every level (those that pass
+        selection.eval_filters, if set)."""
+        if split == "eval":
+            return self.path("data", "docs_eval_kept.parquet" if self.eval_filters else "docs_eval.parquet")
+        return self.path("data", f"{sel}docs_train.parquet" if sel else "decontaminated.parquet")
+
+    def trial_inputs(self, cell_id: str, trial: int | str) -> dict[str, str]:
+        """What a trial trains on: its subset, its tokenizer's chunks and tokenizer, and, for a level that trains in
+        an order of its own (as read, or a curriculum), that order by document."""
+        design = self.design
+        cell = design.cell(cell_id)
+        tok, sel = design.tokenizer_key(cell), design.selection_key(cell)
+        ordered = design.ordered_level(cell)
+        return {
+            "subset": self.subset(tok, sel, cell.budget, trial),
+            "train": self.data(tok, f"{sel}chunks_train.parquet"),
+            "eval": self.data(tok, "chunks_eval.parquet"),
+            "tokenizer": self.data(tok, "tokenizer"),
+            **({"order": self.selection(ordered, "order.parquet")} if ordered is not None else {}),
+        }
+
+
+TRIAL_FILE_NAMES = ("metrics.json", "power.parquet", "steps.parquet", "curve.parquet")
