@@ -193,3 +193,33 @@ def test_the_report_digests_its_templates_and_the_figures_rule_does_not():
     assert "tokenwatt/presentation/templates/page.html.j2" in read
     assert "tokenwatt/presentation/templates/sections/statistics.html.j2" in read
     assert read_files(closure(SCRIPTS / "figures.py", SCRIPTS), SCRIPTS) == []
+
+
+def test_parsed_modules_kept_between_runs_give_the_digests_a_fresh_parse_gives(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    script = "from pathlib import Path; from tokenwatt.common.codeclosure import code_digest as d; "
+    script += f"s = Path({str(SCRIPTS)!r}); print(d(s / 'report.py', s), d(s / 'train_trial.py', s))"
+
+    def digests(cache: Path) -> str:
+        env = {"PYTHONPATH": str(SCRIPTS), "TOKENWATT_CODE_CACHE": str(cache), "PATH": ""}
+        return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True).stdout
+
+    cold = digests(tmp_path / "cache")
+    assert cold.strip() and list((tmp_path / "cache").rglob("*.json"))  # parsed once, kept
+    assert digests(tmp_path / "cache") == cold == digests(tmp_path / "other")
+    for entry in (tmp_path / "cache").rglob("*.json"):
+        entry.write_text("{not json")  # a damaged entry is parsed again, never trusted
+    assert digests(tmp_path / "cache") == cold
+
+
+def test_an_edit_changes_the_digest_when_the_old_parse_is_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOKENWATT_CODE_CACHE", str(tmp_path / "cache"))
+    root = _tree(
+        tmp_path / "tree",
+        {"run.py": "from tokenwatt import a\n", "tokenwatt/__init__.py": "", "tokenwatt/a.py": "x = 1\n"},
+    )
+    before = code_digest(root / "run.py", root)
+    (root / "tokenwatt/a.py").write_text("x = 2\n")
+    assert code_digest(root / "run.py", root) != before

@@ -75,7 +75,7 @@ def test_every_rule_runs_in_a_stage_environment_that_has_every_package_its_code_
         missing = _third_party_imports(root, script) - pinned
         assert not missing, f"{smk}: rule {rule} ({script}) imports {sorted(missing)}, absent from envs/{conda}"
         checked += 1
-    assert checked >= 15
+    assert checked >= 12  # a rule made in a loop (one per data step, one per product) counts once
 
 
 def test_only_the_training_stage_environment_installs_torch(root):

@@ -8,6 +8,7 @@ from tokenwatt.measurement.devices import visible_gpu_uuid
 from tokenwatt.measurement.meter import MeterError, NullMeter
 from tokenwatt.measurement.meters import MeterSettings, make_meter
 from tokenwatt.measurement.nvml import NvmlMeter
+from workflow_helpers import ROOT
 
 GPU_A, GPU_B = "GPU-aaaaaaaa-0000-0000-0000-000000000001", "GPU-bbbbbbbb-0000-0000-0000-000000000002"
 
@@ -443,3 +444,39 @@ def test_an_evaluation_shorter_than_ten_counter_updates_is_refused_by_key_with_t
     problem = short_eval_window(0.02, 4096, 0.1, "measured")
     assert problem.startswith("eval.max_tokens:") and "at least 204,800" in problem
     assert short_eval_window(1.0, 4096, 0.1, "measured") is None
+
+
+def test_the_schemas_meter_kinds_are_the_meters_own_table():
+    import yaml
+    from tokenwatt.measurement.kinds import CPU_KINDS, KINDS
+
+    schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())["properties"]
+    assert set(schema["meter"]["properties"]["kind"]["enum"]) == set(KINDS)
+    assert set(schema["selection"]["properties"]["meter"]["enum"]) == set(CPU_KINDS)
+
+
+@pytest.mark.parametrize(("device", "kind"), [("cuda", "nvml"), ("cuda:1", "nvml"), ("cpu", "rapl")])
+def test_auto_is_decided_in_one_place_for_the_config_check(device, kind):
+    from tokenwatt.measurement.kinds import chosen_kind
+    from tokenwatt.plan.config_rules import measures_with_nvml
+
+    assert chosen_kind("auto", device) == kind and chosen_kind("estimate", device) == "estimate"
+    config = {"meter": {"kind": "auto"}, "train": {"device": device}, "design": {}}
+    assert measures_with_nvml(config) == (kind == "nvml")
+
+
+def test_the_meter_a_trial_makes_under_auto_is_the_kind_the_config_check_assumed(tmp_path):
+    from tokenwatt.measurement.kinds import auto_choice
+
+    root = tmp_path / "powercap" / "intel-rapl:0"
+    root.mkdir(parents=True)
+    (root / "energy_uj").write_text("1000\n")
+    (root / "max_energy_range_uj").write_text("262143328850\n")
+    (root / "name").write_text("package-0\n")
+    settings = MeterSettings(kind="auto", interval_s=0.1, cpu_tdp_w=100.0, rapl_root=str(tmp_path / "powercap"))
+    cpu, _ = make_meter(settings, "cpu")
+    gpu, _ = make_meter(settings, "cuda", gpu_uuid="GPU-a", nvml=FakeNvml({"GPU-a": 1.0}))
+    assert (isinstance(cpu, RaplMeter), isinstance(gpu, NvmlMeter)) == (
+        auto_choice("cpu") == "rapl",
+        auto_choice("cuda") == "nvml",
+    )

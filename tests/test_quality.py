@@ -8,6 +8,7 @@ from tokenwatt.analysis.quality import (
     Unjudged,
     assess,
     device_load,
+    diagnose,
     power_step,
     profile_verdict,
     steady_deviation,
@@ -76,7 +77,10 @@ STEADY_TRACE = trace(30 + np.sin(np.arange(100)) * 0.5, interval=0.05)
 
 def judge(recs, traces=None, curves=None, reference=1.0, **q):
     n = len(recs)
-    return assess(recs, traces or [STEADY_TRACE] * n, curves or [STEADY_STEPS] * n, reference, {**Q, **q})
+    settings = {**Q, **q}
+    return assess(
+        recs, diagnose(recs, traces or [STEADY_TRACE] * n, curves or [STEADY_STEPS] * n, reference, settings), settings
+    )
 
 
 def test_a_steady_trial_like_its_peers_is_ok():

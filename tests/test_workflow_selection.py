@@ -32,7 +32,8 @@ def test_every_level_trains_every_budget_and_trial_and_each_step_says_what_it_re
     assert kept[0] > kept[1] > kept[2]  # near-duplicates, then boilerplate and garbled documents, removed
     record = json.loads((study / "results/data/sel=dedup-filter/filter.json").read_text())
     assert record["removed"] == kept[1] - kept[2] and record["examples"][0]["why"].startswith("max_")
-    assert record["energy"]["energy_j"] > 0
+    assert record["energy"]["energy_j"] > 0 and record["level"] == "dedup-filter"  # the record names its level
+    assert json.loads((study / "results/data/decontaminate.json").read_text())["level"] is None  # every level's
 
 
 def test_no_level_trains_on_an_eval_document_or_a_copy_of_one(study):

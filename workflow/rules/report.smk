@@ -3,32 +3,38 @@
 
 rule report:
     input:
-        **{p.name: product_output(f"{p.name}.json", False) for p in STUDY_PRODUCTS},
-        trials=res("analysis", "trials.parquet"),
-        conditions=res("analysis", "conditions.csv"),
-        changes=res("analysis", "changes.csv"),
-        missing=res("analysis", "missing.json"),
-        profile_check=res("analysis", "profile_check.json"),
-        cost=res("analysis", "cost.json"),
-        flagged=res("analysis", "flagged.txt"),
-        profile=DEVICE_PROFILES,
-        figures=[res("figures", f"{name}.png") for name in REPORT_FIGURES],
+        **{p.name: analysis_output(f"{p.name}.json", False) for p in STUDY.products},
+        **{
+            name: LAYOUT.analysis(file)
+            for name, file in (
+                ("trials", "trials.parquet"),
+                ("conditions", "conditions.csv"),
+                ("changes", "changes.csv"),
+                ("missing", "missing.json"),
+                ("profile_check", "profile_check.json"),
+                ("cost", "cost.json"),
+                ("flagged", "flagged.txt"),
+            )
+        },
+        profile=STUDY.device_profiles,
+        figures=[LAYOUT.figure(name) for name in REPORT_FIGURES],
         captions=[
-            shipped("workflow", "report", f"{name}.rst") for name in REPORT_FIGURES
+            STUDY.shipped("workflow", "report", f"{name}.rst")
+            for name in REPORT_FIGURES
         ],
-        reference=shipped("resources", "reference_study.json"),
-        normalize=res("data", "normalize_summary.json"),
-        decontaminate=res("data", "decontaminate.json"),
+        reference=STUDY.shipped("resources", "reference_study.json"),
+        normalize=LAYOUT.path("data", "normalize_summary.json"),
+        decontaminate=LAYOUT.path("data", "decontaminate.json"),
     output:
-        res("report.html"),
+        LAYOUT.report,
     log:
-        logfile("report"),
+        LAYOUT.log("report"),
     conda:
         "../envs/analysis.yaml"
     threads: 1
     resources:
         mem_mb=2000,
     params:
-        **report_params(interim=False),
+        **STUDY.report_params(interim=False),
     script:
         "../scripts/report.py"

@@ -4,12 +4,12 @@
 rule tokenizer:
     input:
         forced_jobs_noted,
-        res("data", "docs_train.parquet"),
+        LAYOUT.path("data", "docs_train.parquet"),
     output:
-        directory(data_file("{tok}", "tokenizer")),
+        directory(LAYOUT.data("{tok}", "tokenizer")),
     log:
-        logfile("tokenizer", "{tok}tokenizer"),
-    cache: BETWEEN_WORKFLOW_CACHE
+        LAYOUT.log("tokenizer", "{tok}tokenizer"),
+    cache: workflow.workflow_settings.cache is not None
     conda:
         "../envs/data.yaml"
     threads: 1
@@ -17,8 +17,8 @@ rule tokenizer:
         mem_mb=4000,
     params:
         # The study's tokenizer, or a model level's own ({tok}: tok=<level>/).
-        options=lambda wildcards: DESIGN.tokenizer_config(wildcards.tok),
-        code=code_digest("tokenizer.py"),
+        options=lambda wildcards: STUDY.design.tokenizer_config(wildcards.tok),
+        code=STUDY.code("tokenizer.py"),
     script:
         "../scripts/tokenizer.py"
 
@@ -26,14 +26,14 @@ rule tokenizer:
 rule chunk:
     input:
         forced_jobs_noted,
-        docs=chunked_documents,
-        tokenizer=data_file("{tok}", "tokenizer"),
+        docs=lambda wildcards: LAYOUT.chunked_documents(wildcards.sel, wildcards.split),
+        tokenizer=LAYOUT.data("{tok}", "tokenizer"),
     output:
-        data_file("{tok}", "{sel}chunks_{split}.parquet"),
+        LAYOUT.data("{tok}", "{sel}chunks_{split}.parquet"),
     log:
-        logfile("chunk", "{tok}{sel}{split}"),
-    cache: BETWEEN_WORKFLOW_CACHE
-    priority: SUBSET_PRIORITY
+        LAYOUT.log("chunk", "{tok}{sel}{split}"),
+    cache: workflow.workflow_settings.cache is not None
+    priority: STUDY.subset_priority
     conda:
         "../envs/data.yaml"
     threads: 1
@@ -42,8 +42,8 @@ rule chunk:
     params:
         # Wildcards are not part of the cache key; params are.
         split=lambda wildcards: wildcards.split,
-        options=config["chunk"],
-        code=code_digest("chunk.py"),
+        options=lookup(dpath="chunk", within=config),
+        code=STUDY.code("chunk.py"),
     script:
         "../scripts/chunk.py"
 
@@ -51,13 +51,13 @@ rule chunk:
 rule subset:
     input:
         forced_jobs_noted,
-        data_file("{tok}", "{sel}chunks_train.parquet"),
+        LAYOUT.data("{tok}", "{sel}chunks_train.parquet"),
     output:
-        subset_file("{tok}", "{sel}", "{budget}", "{trial}"),
+        LAYOUT.subset("{tok}", "{sel}", "{budget}", "{trial}"),
     log:
-        logfile("subset", "{tok}{sel}b{budget}", "t{trial}"),
-    cache: BETWEEN_WORKFLOW_CACHE
-    priority: SUBSET_PRIORITY
+        LAYOUT.log("subset", "{tok}{sel}b{budget}", "t{trial}"),
+    cache: workflow.workflow_settings.cache is not None
+    priority: STUDY.subset_priority
     conda:
         "../envs/data.yaml"
     threads: 1
@@ -68,7 +68,7 @@ rule subset:
         # inputs but not wildcards.
         budget=lambda wildcards: int(wildcards.budget),
         trial=lambda wildcards: int(wildcards.trial),
-        study_seed=STUDY["seed"],
-        code=code_digest("subset.py"),
+        study_seed=lookup(dpath="study/seed", within=config),
+        code=STUDY.code("subset.py"),
     script:
         "../scripts/subset.py"

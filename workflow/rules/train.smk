@@ -1,22 +1,22 @@
-# Training stage: the device profiles (CS_TFLOPS; one per hardware level and precision), then one job per cell × trial with its
-# power log, loss curve and raw measurements.
+# Training stage: the device profiles (CS_TFLOPS; one per hardware level and precision), then one job per cell × trial
+# with its power log, loss curve and raw measurements.
 
 
 rule device_profile:
     input:
         forced_jobs_noted,
     output:
-        profile_file("{profile}"),
+        LAYOUT.profile("{profile}"),
     log:
-        logfile("device_profile", "{profile}profile"),
-    cache: BETWEEN_WORKFLOW_CACHE
-    priority: PROFILE_PRIORITY
+        LAYOUT.log("device_profile", "{profile}profile"),
+    cache: workflow.workflow_settings.cache is not None
+    priority: STUDY.profile_priority
     conda:
         "../envs/train.yaml"
     # All local cores: nothing else runs beside the profile, so the constant is not measured under load.
     threads: workflow.cores
     resources:
-        **hardware_resources(lambda wildcards: DESIGN.profile_cell(wildcards.profile)),
+        **STUDY.hardware_resources("profile"),
         gpu=1,
         mem_mb=4000,
         runtime=30,
@@ -37,12 +37,14 @@ rule device_profile:
         # Per hardware level and precision: each profile is measured the way its trials train. Its key
         # keys the between-workflow cache too (two GPU types with the same settings differ only by it).
         key=lambda wildcards: wildcards.profile,
-        device=lambda wildcards: DESIGN.profile_settings(wildcards.profile)["device"],
-        precision=lambda wildcards: DESIGN.profile_settings(wildcards.profile)[
+        device=lambda wildcards: STUDY.design.profile_settings(wildcards.profile)[
+            "device"
+        ],
+        precision=lambda wildcards: STUDY.design.profile_settings(wildcards.profile)[
             "precision"
         ],
-        threads=config["train"]["threads"],
-        code=code_digest("device_profile.py"),
+        threads=lookup(dpath="train/threads", within=config),
+        code=STUDY.code("device_profile.py"),
     script:
         "../scripts/device_profile.py"
 
@@ -50,29 +52,29 @@ rule device_profile:
 rule train_trial:
     input:
         forced_jobs_noted,
-        unpack(trial_inputs),
-        schema=METRICS_SCHEMA,
+        unpack(lambda wildcards: LAYOUT.trial_inputs(wildcards.cell, wildcards.trial)),
+        schema=STUDY.metrics_schema,
     output:
         multiext(
-            res("trials", "{cell}", "t{trial}") + "/",
+            LAYOUT.path("trials", "{cell}", "t{trial}") + "/",
             metrics="metrics.json",
             power="power.parquet",
             steps="steps.parquet",
             curve="curve.parquet",
         ),
     log:
-        logfile("train_trial", "{cell}", "t{trial}"),
-    cache: BETWEEN_WORKFLOW_CACHE
-    priority: train_priority
+        LAYOUT.log("train_trial", "{cell}", "t{trial}"),
+    cache: workflow.workflow_settings.cache is not None
+    priority: lambda wildcards: STUDY.trial_priority[(wildcards.cell, int(wildcards.trial))]
     conda:
         "../envs/train.yaml"
     # Metered: alone on the machine unless train.run_alone is false (nothing else loads the measurement).
     threads: workflow.cores if config["train"]["run_alone"] else config["train"]["threads"]
     resources:
-        **hardware_resources(cell_of),
+        **STUDY.hardware_resources("cell"),
         gpu=1,
         mem_mb=8000,
-        runtime=trial_runtime,
+        runtime=lambda wildcards: STUDY.trial_runtime(wildcards.cell),
         # SLURM's CPUs for the job: the threads the trial trains with (a batch-1 step is host-bound).
         cpus_per_task=config["train"]["threads"],
     params:
@@ -81,17 +83,17 @@ rule train_trial:
         budget=lambda wildcards: cell_of(wildcards).budget,
         trial=lambda wildcards: int(wildcards.trial),
         cell=lambda wildcards: wildcards.cell,
-        levels=lambda wildcards: DESIGN.levels(cell_of(wildcards)),
-        study_seed=STUDY["seed"],
-        model=lambda wildcards: DESIGN.model_config(cell_of(wildcards)),
-        train=lambda wildcards: DESIGN.train_config(cell_of(wildcards)),
-        meter=config["meter"],
+        levels=lambda wildcards: STUDY.design.levels(cell_of(wildcards)),
+        study_seed=lookup(dpath="study/seed", within=config),
+        model=lambda wildcards: STUDY.design.model_config(cell_of(wildcards)),
+        train=lambda wildcards: STUDY.design.train_config(cell_of(wildcards)),
+        meter=lookup(dpath="meter", within=config),
         check={
             "matmul_size": config["profile"]["matmul_size"],
             "window_s": config["profile"]["window_s"],
             "windows": config["profile"]["check_windows"],
         },
-        evaluation=config["eval"],
-        code=code_digest("train_trial.py"),
+        evaluation=lookup(dpath="eval", within=config),
+        code=STUDY.code("train_trial.py"),
     script:
         "../scripts/train_trial.py"

@@ -10,7 +10,7 @@ import polars as pl
 from ..plan.cost import trial_cost
 from ..plan.design import cell_label, profile_key_of, series_of
 from .efficiency import derived_metrics, finite
-from .quality import assess
+from .quality import assess, diagnose
 
 
 def cs_tflops_of(metric: dict[str, Any], profile: dict[str, Any] | None) -> tuple[float | None, str]:
@@ -145,9 +145,8 @@ def trials_table(
     recs = [r for r, _, _ in kept]
     cs_key = lambda rec: (cs_keys or {}).get(rec["cell"], profile_key_of(rec["levels"]))  # noqa: E731
     measured_on = [(profile_devices or {}).get(cs_key(r)) for r in recs]
-    verdicts = assess(
-        recs, [tr for _, tr, _ in kept], [st for _, _, st in kept], reference_tflops, quality, measured_on
-    )
+    traces, steps = [tr for _, tr, _ in kept], [st for _, _, st in kept]
+    verdicts = assess(recs, diagnose(recs, traces, steps, reference_tflops, quality, measured_on), quality)
     order = sorted(range(len(recs)), key=lambda i: recs[i]["started_at_unix_s"])
     position = {i: pos + 1 for pos, i in enumerate(order)}
     rows = []

@@ -242,16 +242,22 @@ def _throughput(t, d, q):
     return None
 
 
+def _level_change(found: float | Unjudged, tolerance: float, says: Callable[[float], str]) -> str | Unjudged | None:
+    """A change of level measured within a trial (Unjudged where it could not be): ``says`` it beyond ``tolerance``."""
+    if isinstance(found, Unjudged) or found <= tolerance:
+        return found if isinstance(found, Unjudged) else None
+    return says(found)
+
+
 def _steady(t, d, q):
-    dev = d["throughput_steady_deviation"]
-    if isinstance(dev, Unjudged):
-        return dev
-    if dev > q["steady_tolerance"]:
-        return (
-            f"throughput not steady: its steps per second changed level by {100 * dev:.0f} % against the level "
-            f"before it during training (tolerance {100 * q['steady_tolerance']:g} %)"
-        )
-    return None
+    return _level_change(
+        d["throughput_steady_deviation"],
+        q["steady_tolerance"],
+        lambda dev: (
+            f"throughput not steady: its steps per second changed level by {100 * dev:.0f} % against the "
+            f"level before it during training (tolerance {100 * q['steady_tolerance']:g} %)"
+        ),
+    )
 
 
 def _check(t, d, q):
@@ -283,15 +289,14 @@ def _idle(t, d, q):
 
 
 def _step(t, d, q):
-    step = d["power_step"]
-    if isinstance(step, Unjudged):
-        return step
-    if step > q["power_step_tolerance"]:
-        return (
-            f"power stepped by {100 * step:.0f} % between {q['power_step_window_s']:g}-s windows of training "
-            f"(tolerance {100 * q['power_step_tolerance']:g} %)"
-        )
-    return None
+    return _level_change(
+        d["power_step"],
+        q["power_step_tolerance"],
+        lambda step: (
+            f"power stepped by {100 * step:.0f} % between {q['power_step_window_s']:g}-s windows of "
+            f"training (tolerance {100 * q['power_step_tolerance']:g} %)"
+        ),
+    )
 
 
 def _samples(t, d, q):
@@ -354,18 +359,12 @@ RULES: dict[str, Rule] = {
 }
 
 
-def assess(
-    trials: list[dict[str, Any]],
-    traces: list[pl.DataFrame],
-    steps: list[pl.DataFrame],
-    reference_tflops: float | None | dict[str, float | None],
-    q: dict[str, Any],
-    profile_devices: list[str | None] | None = None,
-) -> list[dict[str, Any]]:
-    """Per trial: its diagnostics, one ``flag_<rule>`` per rule, ``unjudged_<rule>`` (why the rule could not judge
-    it, or null), ``quality`` (ok | flagged) and the reasons in words."""
+def assess(trials: list[dict[str, Any]], diagnostics: list[Diagnostics], q: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per trial (``diagnostics``: ``diagnose``'s, in the same order): its diagnostics, one ``flag_<rule>`` per rule,
+    ``unjudged_<rule>`` (why the rule could not judge it, or null), ``quality`` (ok | flagged) and the reasons in
+    words."""
     out = []
-    for t, d in zip(trials, diagnose(trials, traces, steps, reference_tflops, q, profile_devices)):
+    for t, d in zip(trials, diagnostics, strict=True):
         reasons = {name: rule(t, d, q) for name, rule in RULES.items()}
         said = [r for r in reasons.values() if r and not isinstance(r, Unjudged)]
         numbers = {k: (None if isinstance(v, Unjudged) else v) for k, v in d.items()}

@@ -34,7 +34,16 @@ from .energy_per_token import FLOPS_PER_TOKEN, EnergyChoice, choose_energy
 from .frame import frame, in_frame
 from .products import Result
 from .scaling import PUBLISHED, Law, LawFit, ScalingInputError, fit_law
-from .scaling_units import LACK_OF_FIT_REPLICATES, SIZE, TRIAL, Jackknife, LawUncertainty, lack_of_fit, law_uncertainty, stack
+from .scaling_units import (
+    LACK_OF_FIT_REPLICATES,
+    SIZE,
+    TRIAL,
+    Jackknife,
+    LawUncertainty,
+    lack_of_fit,
+    law_uncertainty,
+    stack,
+)
 
 N_COUNTS = {"total": "params", "non_embedding": "non_embedding_params"}
 

@@ -10,23 +10,16 @@ none): missing, never 0 J.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from ..plan.design import LEVEL_PREFIX
+from ..plan.layout import SHARED
 from ..selection.steps import EVAL_FILTER
 from .products import Result
 
-SHARED = ""  # the records of the steps every level shares, in ``records``' keys
 COLUMN = LEVEL_PREFIX + "selection"
-
-
-def level_of(path: str | Path) -> str:
-    """The level a step record belongs to, from its folder (``data/sel=<level>/``); SHARED for the study's own."""
-    folder = Path(path).parent.name
-    return folder.removeprefix("sel=") if folder.startswith("sel=") else SHARED
 
 
 def _joules(steps: Sequence[Mapping[str, Any]]) -> float | None:
@@ -116,11 +109,12 @@ def selection_product(
     trials: pl.DataFrame, curves: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]], settings: Any
 ) -> Result:
     """The data selection product: each level's steps and their metered cost in full (``records``: each step's record
-    by its path), and one run's energy to each target beside it. ``settings``
+    by its path, each naming its level: none for the steps every level shares), and one run's energy to each target
+    beside it. ``settings``
     (design.selection) is the levels' definition, already in each record."""
     by_level: dict[str, list[Mapping[str, Any]]] = {}
-    for path, record in records.items():
-        by_level.setdefault(level_of(path), []).append(record)
+    for record in records.values():
+        by_level.setdefault(record.get("level") or SHARED, []).append(record)
     costs = level_costs(by_level, trials)
     data = {
         "shared": by_level.get(SHARED, []),

@@ -10,7 +10,13 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import json
+import os
+import sys
+import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 PACKAGE = "tokenwatt"
 # Modules that only return text for the terminal and write nothing: they cannot change any output,
@@ -22,10 +28,44 @@ DISPLAY_ONLY = {"tokenwatt.presentation.progress", "tokenwatt.common.failures"}
 READS = {"tokenwatt/presentation/templating.py": "tokenwatt/presentation/templates"}
 
 
+def _cache_folder() -> Path:
+    """Where parsed modules are kept between runs (TOKENWATT_CODE_CACHE, else the user's cache folder)."""
+    if folder := os.environ.get("TOKENWATT_CODE_CACHE"):
+        return Path(folder)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tokenwatt" / "code"
+
+
+def _kept(kind: str, source: str, module: str, compute: Callable[[], Any]) -> Any:
+    """``compute()``, kept on disk under the digest of what it is computed from (``kind``, the source text, the module
+    it is read as, this Python's version: ast's printed form may change with it), so an entry is never stale. Every
+    Snakemake call (a dry run, each job's own Snakemake on a cluster node) digests the same ~100 modules, and parsing
+    them was a fifth of a plan's time. A folder that cannot be read or written only costs the parse."""
+    key = hashlib.sha256("\0".join((kind, module, sys.version, source)).encode()).hexdigest()
+    path = _cache_folder() / key[:2] / f"{key}.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        pass
+    value = compute()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+        partial.write_text(json.dumps(value), encoding="utf-8")
+        os.replace(partial, path)  # atomic: another process may read it meanwhile
+    except OSError:
+        pass
+    return value
+
+
 @functools.cache
 def _imported(source: str, module: str) -> frozenset[str]:
     """Dotted names of the ``tokenwatt`` modules that one module's source imports (at any depth of the code).
-    Cached by source text: every rule's digest walks the same shared modules, and parsing is the cost."""
+    Cached by source text, here and on disk: every rule's digest walks the same shared modules, and parsing is the
+    cost."""
+    return frozenset(_kept("imports", source, module, lambda: sorted(_parse_imports(source, module))))
+
+
+def _parse_imports(source: str, module: str) -> set[str]:
     package = module.rsplit(".", 1)[0] if "." in module else module
     found = set()
     for node in ast.walk(ast.parse(source)):
@@ -42,7 +82,7 @@ def _imported(source: str, module: str) -> frozenset[str]:
                 continue
             found.add(base)
             found.update(f"{base}.{a.name}" for a in node.names)  # `from tokenwatt import figures` names a module
-    return frozenset(found)
+    return found
 
 
 def closure(script: Path, scripts_dir: Path, also: tuple[str, ...] = ()) -> list[Path]:
@@ -107,9 +147,14 @@ def read_files(modules: list[Path], scripts_dir: Path) -> list[Path]:
 
 @functools.cache
 def _canonical(source: str) -> str:
+    """``_printed(source)``, kept on disk as ``_imported`` is."""
+    return _kept("canonical", source, "", lambda: _printed(source))
+
+
+def _printed(source: str) -> str:
     """The source as its syntax tree prints it (no comments, no docstrings, one layout). ast.unparse, not ast.dump:
     the dump's fields change between Python versions (3.12 adds type_params); the printed tree is far more stable
-    (not guaranteed; the project pins 3.11). Cached by text: every rule's digest walks the same shared modules.
+    (not guaranteed; the project pins 3.11).
     Docstrings go, and a module's ``__version__ = ...``: no rule's code reads a docstring, and the version only labels
     what a trial records, so neither a correction of the documentation nor a new release number reruns a job."""
     tree = ast.parse(source)

@@ -104,13 +104,16 @@ EVAL_SPEEDUP = 3.0
 
 
 def measures_with_nvml(cfg: dict[str, Any]) -> bool:
-    """The study's trials meter with NVML: meter.kind nvml, or auto on a CUDA device (train.device or a hardware level)."""
-    if cfg["meter"]["kind"] == "nvml":
-        return True
+    """Some of the study's trials meter with NVML: meter.kind nvml, or auto on a CUDA device (train.device or a
+    hardware level's; measurement.kinds.chosen_kind decides)."""
+    from ..measurement.kinds import chosen_kind
+
     devices = {cfg["train"]["device"]} | {
-        spec.get("device") for spec in cfg["design"].get("hardware", {}).values() if isinstance(spec, dict)
+        spec.get("device") or cfg["train"]["device"]
+        for spec in cfg["design"].get("hardware", {}).values()
+        if isinstance(spec, dict)
     }
-    return cfg["meter"]["kind"] == "auto" and "cuda" in devices
+    return any(chosen_kind(cfg["meter"]["kind"], device) == "nvml" for device in devices)
 
 
 def _eval_window_problems(cfg: dict[str, Any]) -> list[str]:

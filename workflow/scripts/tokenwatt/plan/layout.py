@@ -113,7 +113,10 @@ class Layout:
         """The data stage's last files: every tokenizer's eval chunks and every trial's subset."""
         design = self.design
         return [self.data(tok, "chunks_eval.parquet") for tok in design.tokenizer_keys()] + [
-            self.subset(tok, sel, b, t) for tok, sel in design.data_keys() for b in design.budgets for t in design.trials
+            self.subset(tok, sel, b, t)
+            for tok, sel in design.data_keys()
+            for b in design.budgets
+            for t in design.trials
         ]
 
     def finished(self, exists: Callable[[str], bool] = os.path.exists) -> list[tuple[str, int]]:
@@ -128,25 +131,6 @@ class Layout:
         return sorted(first.items())
 
     # --- the data stage's files
-    def selection_records(self) -> dict[str, list[str]]:
-        """Every selection step's record by level (SHARED: decontamination and the eval filter, which every level
-        shares); empty without design.selection."""
-        levels = list(self.design.factors.get("selection", {}))
-        if not levels:
-            return {}
-        shared = ["decontaminate.json"] + (["eval_filter.json"] if self.eval_filters else [])
-        ordered = set(self.design.ordered_levels())
-        return {
-            SHARED: [self.selection(SHARED, name) for name in shared],
-            **{
-                level: [
-                    self.selection(level, f"{step}.json")
-                    for step in ("near_dup", "filter", *(("order",) if level in ordered else ()))
-                ]
-                for level in levels
-            },
-        }
-
     def chunked_documents(self, sel: str, split: str) -> str:
         """The documents a chunk job tokenizes: a selection level's training documents (``sel=<level>/``), the study's
         cleared of eval copies, or the eval documents, chunked once for every level (those that pass

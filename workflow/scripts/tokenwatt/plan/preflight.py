@@ -142,8 +142,9 @@ def training_devices(devices: Iterable[str], cuda_count: int) -> list[Finding]:
 
 
 def meter_kind(meter: Mapping[str, Any], devices: Iterable[str], cuda_count: int) -> list[Finding]:
-    """Whether ``meter.kind`` can be read here: RAPL counters readable under meter.rapl_root, NVML with a GPU to read
-    (estimate, none and auto always can: auto falls back to the estimate)."""
+    """Whether ``meter.kind`` can be read here: RAPL counters readable under meter.rapl_root, NVML with a GPU to read.
+    The estimate and none always can; auto takes measurement.kinds.auto_choice's kind: on a CPU it falls back to the
+    estimate where RAPL cannot be read, on a CUDA device it needs NVML, whose GPU ``training_devices`` asks for."""
     kind = meter["kind"]
     if kind == "rapl":
         from ..measurement.cpu_meters import rapl_domains  # the domains the RAPL meter reads

@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from ..analysis.quality import assess
+from ..analysis.quality import assess, diagnose
 from ..common.measures import duration
 from ..plan.config import quality_settings
 from ..plan.design import Design, condition_name, parse_cell, series_of
@@ -32,7 +32,8 @@ def first_look(m: dict[str, Any], power: pl.DataFrame, steps: pl.DataFrame, conf
     start temperature); the analysis judges it again beside the other trials and the device profile."""
     if m["status"] != "ok":
         return "not judged (the trial diverged)"
-    verdict = assess([m], [power], [steps], None, quality_settings(config))[0]
+    q = quality_settings(config)
+    verdict = assess([m], diagnose([m], [power], [steps], None, q), q)[0]
     if verdict["quality"] != "ok":
         return f"FLAGGED: {verdict['quality_reasons']}"
     if (config.get("profile") or {}).get("check_windows", 3):

@@ -121,14 +121,15 @@ def refuse_empty_eval(step: dict[str, Any]) -> None:
         )
 
 
-def metered(meter_cfg: dict[str, Any], kind: str, step: Callable[[], T]) -> tuple[T, dict[str, Any]]:
-    """Run ``step`` inside its own meter window; its result and the window's energy record (joules, seconds, meter,
-    whether an estimate), which the analysis amortises over the trials that trained on the selection."""
+def metered(meter: dict[str, Any], step: Callable[[], T]) -> tuple[T, dict[str, Any]]:
+    """Run ``step`` inside its own meter window (``meter``: the kind and polling settings, study.Study.window_meter);
+    its result and the window's energy record (joules, seconds, meter, whether an estimate), which the analysis
+    states beside the trials that trained on the selection."""
     from ..measurement.meters import MeterSettings, make_meter
 
-    meter, why = make_meter(MeterSettings(**{**meter_cfg, "kind": kind}), "cpu")
-    meter.start()
+    window, why = make_meter(MeterSettings(**meter), "cpu")
+    window.start()
     result = step()
-    summary = meter.stop()
+    summary = window.stop()
     keys = ("energy_j", "duration_s", "meter", "meter_is_estimate", "samples")
     return result, {**{k: summary[k] for k in keys}, "meter_choice": why}

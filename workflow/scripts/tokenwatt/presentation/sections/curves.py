@@ -29,6 +29,7 @@ def render(inputs: ReportInputs) -> Markup:
         pairs=_pairs(curves.get("quality_at_energy_comparison") or []),
         falls=_falls(curves.get("gain_falls") or []),
         trajectory=_trajectory(trajectory.get("trials", [])),
+        trajectory_smooth=bool(trajectory.get("trials")) and not _uneven(trajectory["trials"]),
         trajectory_tests=trajectory.get("anova", []),
         stopping=[
             (name, json.dumps(outcome["rule"]), outcome["note"], _stopping(outcome["cells"]))
@@ -202,7 +203,15 @@ def _falls(falls: list[dict[str, Any]]) -> Markup | None:
     return table(["condition", "fell", "energy where it fell [95 % CI]"], rows) if rows else None
 
 
+def _uneven(trials: list[dict[str, Any]]) -> bool:
+    """Some trial's loss rose between evaluation points, or ended above its best."""
+    return any(r.get("n_backslides") or r.get("n_spikes") or r.get("final_minus_best_loss") for r in trials)
+
+
 def _trajectory(trials: list[dict[str, Any]]) -> Markup | None:
+    """A row per trial, where some trial's loss rose; none where every row would read zero (said in one sentence)."""
+    if not _uneven(trials):
+        return None
     rows = [
         [
             condition_name(r["series"], r["budget"]),

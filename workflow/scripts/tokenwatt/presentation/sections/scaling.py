@@ -20,10 +20,13 @@ SHOWN = {"alpha": "α", "beta": "β", "a": "a = β/(α+β)", "b": "b = α/(α+β
 
 
 def render(inputs: ReportInputs) -> Markup:
+    """The section; its figures only for a fitted law (unfitted, each would repeat the section's one sentence)."""
+    scaling = inputs.product("scaling")
+    fitted = bool(scaling) and scaling.get("status") == "ok"
     return render_template(
         "sections/scaling.html.j2",
-        body=scaling_html(inputs.product("scaling")),
-        figures=figures_html({k: v for k, v in inputs.figures.items() if k in SCALING_FIGURES}),
+        body=scaling_html(scaling),
+        figures=figures_html({k: v for k, v in inputs.figures.items() if k in SCALING_FIGURES}) if fitted else "",
     )
 
 

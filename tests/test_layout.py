@@ -1,0 +1,133 @@
+"""Every path a study reads and writes, and what each rule is handed, from the config alone: no Snakemake here."""
+
+import copy
+import os
+
+import yaml
+from test_design import DEFAULT, SCHEMA
+from tokenwatt.analysis.products import products_of
+from tokenwatt.plan import startup
+from tokenwatt.plan.config import validate_config
+from tokenwatt.plan.layout import SHARED, Layout
+from tokenwatt.plan.study import Study
+from tokenwatt.selection.catalog import STEPS, step, step_records
+from workflow_helpers import ROOT
+
+SCRIPTS = ROOT / "workflow" / "scripts"
+
+
+def _study(**changes) -> Study:
+    config = validate_config({**copy.deepcopy(DEFAULT), **changes}, SCHEMA)
+    return Study(config, products_of(config), ROOT / "workflow", SCRIPTS)
+
+
+def _selection(**levels) -> dict:
+    return {"design": {"selection": levels}, "selection": {"eval_filters": {"min_words": 3}}}
+
+
+def test_a_trials_four_files_live_in_its_cells_folder_under_the_results_key():
+    layout = _study(results="out", design={"model": {"tiny": {"preset": "llama-tiny"}}}).layout
+    files = layout.trial("model=tiny/b10000", 2)
+    assert files.metrics == os.path.join("out", "trials", "model=tiny", "b10000", "t2", "metrics.json")
+    assert [os.path.basename(f) for f in files] == ["metrics.json", "power.parquet", "steps.parquet", "curve.parquet"]
+    assert len(layout.trial_targets()) == 4 * len(layout.expected) == 4 * 3 * 5
+
+
+def test_the_interim_twin_of_an_analysis_file_is_under_interim_and_a_trial_stays_where_it_is():
+    layout = _study(results="out").layout
+    assert layout.interim_of(layout.analysis("stats.json")) == os.path.join("out", "interim", "analysis", "stats.json")
+    assert layout.interim_of(layout.report) == os.path.join("out", "interim", "report.html")
+    assert layout.interim_of(layout.trial("b10000", 1).power) == layout.trial("b10000", 1).power
+
+
+def test_a_selection_level_trains_on_its_own_documents_and_every_level_is_scored_on_the_filtered_eval_set():
+    layout = _study(**_selection(strict={"filters": {"min_words": 5}})).layout
+    assert layout.chunked_documents("sel=strict/", "train") == os.path.join(
+        "results", "data", "sel=strict", "docs_train.parquet"
+    )
+    assert layout.chunked_documents("", "train") == os.path.join("results", "data", "decontaminated.parquet")
+    assert layout.chunked_documents("", "eval") == os.path.join("results", "data", "docs_eval_kept.parquet")
+    inputs = layout.trial_inputs("selection=strict/b10000", 1)
+    assert inputs["subset"] == os.path.join("results", "subsets", "sel=strict", "b10000", "t1.json")
+    assert "order" not in inputs  # a shuffled level ranks nothing
+
+
+def test_every_step_record_is_listed_by_its_level_and_only_an_ordered_level_ranks_its_documents():
+    layout = _study(**_selection(plain="none", ranked={"order": "as_read"})).layout
+    records = step_records(layout)
+    assert [os.path.basename(p) for p in records[SHARED]] == ["decontaminate.json", "eval_filter.json"]
+    assert [os.path.relpath(p, "results/data") for p in records["plain"]] == [
+        "sel=plain/near_dup.json",
+        "sel=plain/filter.json",
+    ]
+    assert records["ranked"][-1] == os.path.join("results", "data", "sel=ranked", "order.json")
+    assert layout.trial_inputs("selection=ranked/b10000", 1)["order"] == os.path.join(
+        "results", "data", "sel=ranked", "order.parquet"
+    )
+    assert step_records(_study().layout) == {}  # no design.selection, no selection analysis
+
+
+def test_each_step_rule_reads_what_the_step_before_it_wrote():
+    layout = Layout(_study().config, _study().design)
+    near_dup, filtered = step("select_near_dup"), step("select_filter")
+    assert near_dup.inputs(layout)["docs"] == step("decontaminate").outputs(layout)["table"]
+    assert filtered.inputs(layout)["docs"] == near_dup.outputs(layout)["table"]
+    assert filtered.inputs(layout)["records"] == [
+        step("decontaminate").outputs(layout)["record"],
+        near_dup.outputs(layout)["record"],
+    ]
+    assert filtered.outputs(layout)["table"] == os.path.join("results", "data", "sel={level}", "docs_train.parquet")
+    assert [s.name for s in STEPS if not s.per_level] == ["decontaminate", "select_eval"]
+
+
+def test_a_steps_settings_are_its_levels_or_the_config_keys():
+    study = _study(**_selection(strict={"near_dup": {"threshold": 0.5}}))
+    assert step("select_near_dup").settings_of(study.design, "strict")["threshold"] == 0.5
+    assert step("select_eval").settings_of(study.design, None) == {"min_words": 3}
+    assert step("decontaminate").settings_of(study.design, None) == study.config["split"]["decontaminate"]
+    assert study.window_meter("estimate") == {
+        "kind": "estimate",
+        **{k: study.config["meter"][k] for k in ("interval_s", "cpu_tdp_w", "rapl_root")},
+    }
+
+
+def test_the_report_digests_the_section_of_every_product_the_study_has():
+    plain, selected = _study(), _study(**_selection(strict="none"))
+    assert "selection" not in [p.name for p in plain.products] and "selection" in [p.name for p in selected.products]
+    assert plain.report_params(False)["code"] != selected.report_params(False)["code"]
+    assert plain.report_params(True)["interim"] and not plain.report_params(False)["interim"]
+
+
+def test_a_measured_constant_has_a_device_profile_per_hardware_level_and_a_given_one_none():
+    measured = _study(design={"hardware": {"a": {"device": "cpu"}, "b": {"device": "cpu"}}})
+    assert sorted(os.path.basename(os.path.dirname(p)) for p in measured.device_profiles) == [
+        "hardware=a",
+        "hardware=b",
+    ]
+    given = copy.deepcopy(DEFAULT)
+    given["metric"] = {**given.get("metric", {}), "cs_tflops": 1.5}
+    assert _study(metric=given["metric"]).device_profiles == []
+
+
+def test_a_run_is_refused_naming_weights_not_downloaded_before_anything_else(tmp_path):
+    study = _study(results=str(tmp_path / "results"))
+    assert startup.refusal(study, {"train_trial": 1}, False, ["model.source hub: weights of x are not here"]) == (
+        "tokenwatt cannot start this study:\n  model.source hub: weights of x are not here"
+    )
+    assert startup.refusal(study, {}, False, []) is None
+
+
+def test_a_report_of_another_config_is_named_after_a_failed_run(tmp_path):
+    study = _study(results=str(tmp_path / "results"))
+    os.makedirs(tmp_path / "results")
+    (tmp_path / "results" / "report.html").write_text('<meta name="tokenwatt-config-hash" content="0123abcd">')
+    [said] = startup.stale_reports(study)
+    assert "config hash 0123abcd" in said and study.hash in said
+    (tmp_path / "results" / "report.html").write_text(f'<meta name="tokenwatt-config-hash" content="{study.hash}">')
+    assert startup.stale_reports(study) == []
+
+
+def test_the_embedded_default_config_plans_every_path_it_reads_from_the_results_folder():
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    study = Study(validate_config(config, SCHEMA), [], ROOT / "workflow", SCRIPTS)
+    assert all(p.startswith(study.layout.root) for p in study.layout.data_targets() + study.layout.trial_targets())

@@ -1,0 +1,118 @@
+"""What a run says and checks before any job: the pre-flight check (what this machine cannot do for the study, refused
+at the start of a run and warned in a dry run), the plan's cost preview, and after a failed run a report left from
+another config. Functions of the study and plain values; rules/preflight.smk hands them what Snakemake knows (the
+jobs a run will run, whether it is a dry run) and raises or logs what they return.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..common.files import read_json
+from . import preflight
+from .preview import cost_preview, workload_key
+from .study import Study
+
+# The rules whose planned jobs the checks weigh: the corpus's files, the outputs' room, the training device and meter.
+WEIGHED_RULES = ("corpus", "subset", "device_profile", "train_trial")
+
+
+def _machine(study: Study) -> list[preflight.Finding]:
+    devices = [study.design.train_config(c)["device"] for c in study.design.cells]
+    return preflight.machine_findings(study.config["meter"], devices)
+
+
+def _files(study: Study, planned: Mapping[str, int]) -> list[preflight.Finding]:
+    """The findings about files: the local corpus (when its job is planned), the results folder and its free disk."""
+    corpus = study.config["corpus"]
+    local = corpus["local"]["files"] if corpus["source"] == "local" else []
+    found = preflight.local_corpus_files(local) if planned.get("corpus") else []
+    if found := found + preflight.results_folder(study.layout.root):
+        return found
+    sizes = sum(os.path.getsize(f) for f in local if os.path.isfile(f))
+    return preflight.free_disk(study.layout.root, preflight.planned_bytes(planned, sizes))
+
+
+def refusal(study: Study, planned: Mapping[str, int], local_exec: bool, downloads: list[str]) -> str | None:
+    """Why a real run cannot start (``planned``: its jobs by tokenwatt's rule names), or None: weights a job would
+    download mid-study, then what this machine cannot do for the jobs; the device and meter only where the jobs run
+    here (``local_exec``: a cluster's node checks its own)."""
+    if downloads:
+        return "tokenwatt cannot start this study:\n  " + "\n  ".join(downloads)
+    found = _files(study, planned)
+    if local_exec and (planned.get("train_trial") or planned.get("device_profile")):
+        found += _machine(study)
+    return "tokenwatt cannot start this study here:\n  " + preflight.report(found) if found else None
+
+
+def dry_run_warnings(study: Study) -> list[str]:
+    """A plan is made on any machine (a laptop, a cluster's login node): what this one lacks is said, not refused."""
+    return [
+        "WARNING: this machine cannot run the study as configured (a dry run is fine): "
+        + f.sentence
+        + (" (under a cluster executor, the node's job checks this)" if f.on_node else "")
+        for f in _files(study, {"corpus": 1}) + _machine(study)
+    ]
+
+
+def preview(study: Study) -> tuple[list[str], list[str]]:
+    """The plan's lines (its cost preview, and the pilot's and compile notes where there are any) and a warning per
+    finished trial's record that cannot be read: named, never fatal here, so -n, --summary and --unlock still work
+    (aggregation reports it with the fix)."""
+    finished, warnings = {}, []
+    for c, t in study.layout.expected:
+        path = Path(study.layout.trial(c, t).metrics)
+        if path.exists():
+            try:
+                finished[(c, t)] = read_json(path)
+            except (ValueError, OSError) as err:
+                warnings.append(
+                    f"{path} is unreadable ({err}); delete it and rerun: its trial is restored from the store, "
+                    "or trained again if the store has none"
+                )
+    config, design = study.config, study.design
+    lines = [
+        cost_preview(
+            {(c, t): design.budget_of(c) for c, t in study.layout.expected},
+            design.shape(),
+            config["train"]["epochs"],
+            finished,
+            config["cost"],
+            study.pilot,
+            workload_key(dict(config)),
+        )
+    ]
+    lines += [note for note in (study.pilot_note, design.compile_note()) if note is not None]
+    return lines, warnings
+
+
+def stale_reports(study: Study) -> list[str]:
+    """After a failed run: each report (final, interim) that describes another config than this run's; it is kept,
+    not deleted, and said."""
+    found = []
+    for page in (Path(study.layout.report), Path(study.layout.interim("report.html"))):
+        if page.exists():
+            shown = re.search(
+                r'name="tokenwatt-config-hash" content="([0-9a-f]+)"', page.read_text(encoding="utf-8")[:4000]
+            )
+            if shown is None or shown.group(1) != study.hash:
+                found.append(
+                    f"{page} was made from another config than this run's (config hash "
+                    f"{shown.group(1) if shown else 'unknown'}, now {study.hash}); it does not show this study"
+                )
+    return found
+
+
+def planned_by_rule(jobs: Any, rules: Any) -> dict[str, int]:
+    """The jobs a run will run (``jobs``: Snakemake's needrun jobs), by rule, under tokenwatt's own names (a project
+    may rename them: ``as tw_*``; ``rules``: Snakemake's rules namespace)."""
+    own = {getattr(rules, name).rule.name: name for name in WEIGHED_RULES if rules.has(name)}
+    counts: dict[str, int] = {}
+    for job in jobs:
+        name = own.get(job.rule.name, job.rule.name)
+        counts[name] = counts.get(name, 0) + 1
+    return counts

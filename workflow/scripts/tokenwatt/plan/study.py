@@ -1,0 +1,157 @@
+"""The validated config as the rule files read it: the design, every path (``Layout``), the order trials run in, and
+each rule's params that are more than one config key. The rule files define rules with these and hold no logic of
+their own, so what a rule is handed can be tested without Snakemake.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..common.codeclosure import code_digest
+from ..common.measures import FIGURES, SCALING_FIGURES
+from .config import config_hash, quality_settings
+from .design import Design
+from .layout import Layout
+from .preview import pilot_of, trial_runtime_min
+from .runorder import trial_priorities
+
+# Every figure the report embeds: the figures rule's, then the Scaling section's.
+REPORT_FIGURES = FIGURES + SCALING_FIGURES
+# What a metered data step's window needs (decontamination and the selection steps; selection.meter picks the meter):
+# other meter keys rerun none of them.
+WINDOW_METER_KEYS = ("interval_s", "cpu_tdp_w", "rapl_root")
+
+
+class Study:
+    """One validated config's study: ``products`` are the analysis products it runs (tokenwatt.analysis.products,
+    handed in: the plan sits below the analysis); ``workflow_dir`` is tokenwatt's workflow/ folder on this machine
+    and ``scripts`` the folder its library is imported from (rules/mirror.smk finds both)."""
+
+    def __init__(self, config: Mapping[str, Any], products: Sequence[Any], workflow_dir: Path, scripts: Path):
+        self.config = config
+        self.design = Design(dict(config))
+        self.layout = Layout(config, self.design)
+        self.products = tuple(products)
+        self.workflow_dir, self.scripts = Path(workflow_dir), Path(scripts)
+        self.hash = config_hash(dict(config))
+        self.quality = quality_settings(dict(config))
+        # The config's pilot (plan.*), if it measured this study's workload: the plan's time and each trial's limit.
+        self.pilot, self.pilot_note = pilot_of(dict(config))
+        expected = self.layout.expected
+        # Computed once: a priority per trial (recomputing the order per job made planning quadratic).
+        self.trial_priority = trial_priorities(expected, config["study"]["seed"], config["study"]["run_order"])
+        # Subsets (and the metered data steps) outrank every trial, so that a budget the corpus cannot fill fails
+        # before any training starts (the scheduler runs ready jobs by priority); the device profile outranks
+        # everything, so CS_TFLOPS is measured before any trial heats the device.
+        self.subset_priority = len(expected) + 1
+        self.profile_priority = self.subset_priority + 1
+
+    # --- files tokenwatt ships and files the config names
+    def shipped(self, *parts: str) -> str:
+        """A file tokenwatt ships (a caption, the reference study, the story grammar), wherever the study runs: relative
+        to the working directory when tokenwatt lies inside it (this checkout; a project's own copy), so that moving
+        the folder changes no job's set of inputs; else absolute (a checkout elsewhere)."""
+        path = self.workflow_dir.parent.joinpath(*parts)
+        try:
+            return str(path.relative_to(Path.cwd()))
+        except ValueError:
+            return str(path)
+
+    def user_or_shipped(self, path: str) -> str:
+        """A file the config names: relative to the working directory, else (the embedded study's resources/...) to
+        tokenwatt's own folder; returned as given when neither has it, so the error names the config's path."""
+        if os.path.isabs(path) or os.path.exists(path) or not os.path.exists(self.shipped(path)):
+            return path
+        return self.shipped(path)
+
+    def code(self, script: str, *modules: str) -> str:
+        """Digest of a rule's script and every library module it imports, and of ``modules`` (dotted names the script
+        imports at run time: an analysis product's function) with theirs. Snakemake cannot see modules a script
+        imports; passed as a param, an edit to them reruns the job (and keys the between-workflow cache)."""
+        return code_digest(self.scripts / script, self.scripts, modules)
+
+    def corpus_inputs(self, wildcards: Any = None) -> list[str]:
+        """The corpus job's input files: the grammar of the synthetic stories, or the local files that exist (a missing
+        one is left to the pre-flight check, which names corpus.local.files; a dry run plans all the same)."""
+        corpus = self.config["corpus"]
+        if corpus["source"] == "synthetic":
+            return [self.user_or_shipped(corpus["synthetic"]["grammar"])]
+        if corpus["source"] == "local":
+            return [f for f in corpus["local"]["files"] if os.path.exists(f)]
+        return []
+
+    # --- what the rules are handed
+    @property
+    def metrics_schema(self) -> str:
+        """The typed record every trial writes; validated when written and when read."""
+        return self.shipped("workflow", "schemas", "metrics.schema.yaml")
+
+    @property
+    def device_profiles(self) -> list[str]:
+        """The device profiles the study measures (metric.cs_tflops: measure), one per hardware level and precision."""
+        return list(self.layout.profiles().values()) if self.config["metric"]["cs_tflops"] == "measure" else []
+
+    def window_meter(self, kind: str) -> dict[str, Any]:
+        """The meter settings of a metered data step's window (``kind``: selection.meter)."""
+        return {"kind": kind, **{key: self.config["meter"][key] for key in WINDOW_METER_KEYS}}
+
+    def trial_runtime(self, cell_id: str) -> int:
+        """A trial's time limit in minutes (SLURM's --time), from the plan's estimate of its length (plan.*)."""
+        cell = self.design.cell(cell_id)
+        return trial_runtime_min(cell.budget, self.design.train_config(cell)["epochs"], self.pilot)
+
+    def hardware_resources(self, wildcard: str) -> dict[str, Callable[[Any], Any]]:
+        """The scheduler resources the design's hardware levels set (gpu_model, slurm_partition, constraint), each a
+        function of the job's wildcards, whose ``wildcard`` (``cell``, or ``profile`` for a device profile's job) names
+        the cell; "" where a level leaves one unset (the executor ignores it)."""
+        design = self.design
+        cell_for = design.cell if wildcard == "cell" else design.profile_cell
+        names = sorted({name for c in design.cells for name in design.resources(c)})
+        return {
+            name: (lambda wildcards, name=name: design.resources(cell_for(wildcards[wildcard])).get(name, ""))
+            for name in names
+        }
+
+    # --- params the final analysis rules and their interim twins share
+    def aggregate_params(self, interim: bool) -> dict[str, Any]:
+        """The aggregate rule's params, and its interim twin's: mid-study most subjects are incomplete, so the interim
+        report describes every finished trial (the tests use complete ones) and names the rest as not finished yet."""
+        layout = self.layout
+        return dict(
+            expected=layout.expected,
+            paths=[layout.trial(c, t).metrics for c, t in layout.expected],
+            profiles=layout.profiles(),
+            cs_keys=self.design.cs_profile_keys(),
+            absent="not finished yet" if interim else "no metrics",
+            metric=self.config["metric"],
+            quality=self.quality,
+            cost=self.config["cost"],
+            exclude_flagged=self.config["quality"]["exclude_flagged"],
+            require_complete=not interim,
+            code=self.code("aggregate.py"),
+        )
+
+    def figures_params(self, trace_keys: Any) -> dict[str, Any]:
+        """The figures rule's params, and its interim twin's (the traces of the trials finished so far)."""
+        return dict(
+            trace_keys=trace_keys,
+            style=self.config["figures"],
+            currency=self.config["cost"]["currency"],
+            code=self.code("figures.py"),
+        )
+
+    def report_params(self, interim: bool) -> dict[str, Any]:
+        """The report rule's params, and the interim report's. The report imports each product's section by name: its
+        code digest names them, as its imports do not."""
+        sections = [f"tokenwatt.presentation.sections.{p.section}" for p in self.products]
+        return dict(
+            config=self.config,
+            config_hash=self.hash,
+            profiles=self.layout.profiles(),
+            figure_names=REPORT_FIGURES,
+            interim=interim,
+            code=self.code("report.py", *sections),
+        )
