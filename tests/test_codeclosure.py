@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import pytest
 from tokenwatt.common.codeclosure import DISPLAY_ONLY, READS, closure, code_digest, read_files
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts"
@@ -214,12 +215,27 @@ def test_parsed_modules_kept_between_runs_give_the_digests_a_fresh_parse_gives(t
     assert digests(tmp_path / "cache") == cold
 
 
-def test_an_edit_changes_the_digest_when_the_old_parse_is_kept(tmp_path, monkeypatch):
+def test_a_kept_parse_is_read_back_instead_of_parsing_again(tmp_path, monkeypatch):
+    import tokenwatt.common.codeclosure as cc
+
     monkeypatch.setenv("TOKENWATT_CODE_CACHE", str(tmp_path / "cache"))
-    root = _tree(
-        tmp_path / "tree",
-        {"run.py": "from tokenwatt import a\n", "tokenwatt/__init__.py": "", "tokenwatt/a.py": "x = 1\n"},
-    )
-    before = code_digest(root / "run.py", root)
-    (root / "tokenwatt/a.py").write_text("x = 2\n")
-    assert code_digest(root / "run.py", root) != before
+    files = {"run.py": "from tokenwatt import a\n", "tokenwatt/__init__.py": "", "tokenwatt/a.py": "x = 1  # a\n"}
+    root = _tree(tmp_path / "tree", files)
+
+    def forget():  # this process's memory of parsed modules gone: only the disk remains
+        for cached in (cc._canonical, cc._imported):
+            cached.cache_clear()
+
+    forget()
+    cold = code_digest(root / "run.py", root)
+    forget()
+
+    def no_parse(*args):
+        raise AssertionError("parsed again")
+
+    monkeypatch.setattr(cc, "_printed", no_parse)
+    monkeypatch.setattr(cc, "_parse_imports", no_parse)
+    assert code_digest(root / "run.py", root) == cold
+    (root / "tokenwatt/a.py").write_text("x = 2  # a\n")  # new source text: a new key, parsed (and refused here)
+    with pytest.raises(AssertionError, match="parsed again"):
+        code_digest(root / "run.py", root)

@@ -44,14 +44,15 @@ def _note_forced_jobs():
     )
 
 
-def start_checked(wildcards):
+def start_checked(wildcards, in_a_module=not workflow.modifier.is_main_snakefile()):
     """An input function of the rules whose jobs come first (corpus; through forced_jobs_noted the tokenizer's, the
-    subsets' and the training's); it adds no input. Read as a module of another workflow, tokenwatt's onstart never
+    subsets' and the training's); it adds no input. ``in_a_module`` is decided while this file is read (Snakemake
+    forgets a module's modifier once the module is read). Read as a module of another workflow, tokenwatt's onstart never
     runs (Snakemake runs the main Snakefile's only), and what the start checks refuse would fail a job later. Building
     the DAG calls this once the project's Snakefile is read, before any job: the checks are put before the project's
     own onstart handler (Snakemake's empty one when it has none), so that they run when the jobs to run are known.
     """
-    if workflow.is_main_process and not workflow.modifier.is_main_snakefile():
+    if workflow.is_main_process and in_a_module:
         _start_checks_before_the_projects_onstart()
     return []
 

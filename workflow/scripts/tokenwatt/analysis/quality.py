@@ -244,9 +244,9 @@ def _throughput(t, d, q):
 
 def _level_change(found: float | Unjudged, tolerance: float, says: Callable[[float], str]) -> str | Unjudged | None:
     """A change of level measured within a trial (Unjudged where it could not be): ``says`` it beyond ``tolerance``."""
-    if isinstance(found, Unjudged) or found <= tolerance:
-        return found if isinstance(found, Unjudged) else None
-    return says(found)
+    if isinstance(found, Unjudged):
+        return found
+    return says(found) if found > tolerance else None
 
 
 def _steady(t, d, q):

@@ -9,6 +9,7 @@ none): missing, never 0 J.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,6 +21,11 @@ from ..selection.steps import EVAL_FILTER
 from .products import Result
 
 COLUMN = LEVEL_PREFIX + "selection"
+
+
+def _folder_level(path: str) -> str:
+    folder = os.path.basename(os.path.dirname(path))
+    return folder.removeprefix("sel=") if folder.startswith("sel=") else SHARED
 
 
 def _joules(steps: Sequence[Mapping[str, Any]]) -> float | None:
@@ -113,8 +119,10 @@ def selection_product(
     beside it. ``settings``
     (design.selection) is the levels' definition, already in each record."""
     by_level: dict[str, list[Mapping[str, Any]]] = {}
-    for record in records.values():
-        by_level.setdefault(record.get("level") or SHARED, []).append(record)
+    for path, record in records.items():
+        # a record written before records named their level: its folder names it (data/sel=<level>/)
+        level = record["level"] if "level" in record else _folder_level(path)
+        by_level.setdefault(level or SHARED, []).append(record)
     costs = level_costs(by_level, trials)
     data = {
         "shared": by_level.get(SHARED, []),

@@ -28,6 +28,11 @@ DISPLAY_ONLY = {"tokenwatt.presentation.progress", "tokenwatt.common.failures"}
 READS = {"tokenwatt/presentation/templating.py": "tokenwatt/presentation/templates"}
 
 
+# This module's own source keys every kept entry too: a release that parses or prints modules otherwise never reads
+# an entry an earlier one wrote.
+_OWN_SOURCE = Path(__file__).read_text(encoding="utf-8")
+
+
 def _cache_folder() -> Path:
     """Where parsed modules are kept between runs (TOKENWATT_CODE_CACHE, else the user's cache folder)."""
     if folder := os.environ.get("TOKENWATT_CODE_CACHE"):
@@ -37,10 +42,11 @@ def _cache_folder() -> Path:
 
 def _kept(kind: str, source: str, module: str, compute: Callable[[], Any]) -> Any:
     """``compute()``, kept on disk under the digest of what it is computed from (``kind``, the source text, the module
-    it is read as, this Python's version: ast's printed form may change with it), so an entry is never stale. Every
+    it is read as, this Python's version, as ast's printed form may change with it, and this module's own code), so an
+    entry is never stale. Every
     Snakemake call (a dry run, each job's own Snakemake on a cluster node) digests the same ~100 modules, and parsing
     them was a fifth of a plan's time. A folder that cannot be read or written only costs the parse."""
-    key = hashlib.sha256("\0".join((kind, module, sys.version, source)).encode()).hexdigest()
+    key = hashlib.sha256("\0".join((kind, module, sys.version, _OWN_SOURCE, source)).encode()).hexdigest()
     path = _cache_folder() / key[:2] / f"{key}.json"
     try:
         return json.loads(path.read_text(encoding="utf-8"))

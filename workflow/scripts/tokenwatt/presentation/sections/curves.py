@@ -204,8 +204,9 @@ def _falls(falls: list[dict[str, Any]]) -> Markup | None:
 
 
 def _uneven(trials: list[dict[str, Any]]) -> bool:
-    """Some trial's loss rose between evaluation points, or ended above its best."""
-    return any(r.get("n_backslides") or r.get("n_spikes") or r.get("final_minus_best_loss") for r in trials)
+    """Some trial's loss rose between evaluation points, or ended above its best, or has no such count (a diverged
+    trial's): its row is shown."""
+    return any(r.get(k) != 0 for r in trials for k in ("n_backslides", "n_spikes", "final_minus_best_loss"))
 
 
 def _trajectory(trials: list[dict[str, Any]]) -> Markup | None:
