@@ -18,7 +18,8 @@ pytestmark = pytest.mark.workflow
 
 def test_the_study_ends_in_a_report_with_every_figure(study):
     page = (study / "results/report.html").read_text()
-    assert page.count("data:image/png;base64,") == len(FIGURES + SCALING_FIGURES)
+    # the Scaling section of a study with one model size says why in a sentence and embeds none of its figures
+    assert page.count("data:image/png;base64,") == len(FIGURES) and "A study with a design.model factor" in page
     for ext in ("png", "svg"):
         assert len(list((study / "results/figures").glob(f"*.{ext}"))) == len(FIGURES + SCALING_FIGURES)
 
