@@ -96,10 +96,21 @@ def released(study, tmp_path_factory):
     return SimpleNamespace(repo=repo, project=project, env=env, terminal=proc.stdout + proc.stderr)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The slowest tests first, the unit tests last: parallel workers then end together, the quick tests filling the
     gaps, instead of one worker finishing a long study alone at the end (a stable sort: the order within each kind
-    stays the files' own)."""
+    stays the files' own). With --dist loadgroup, each test of an xdist_group is named for its group, as
+    pytest-xdist 3.8 means to: it writes the name to ``item._nodeid``, which pytest 9 no longer reads, so every group
+    was spread over the workers (the SLURM tests ran their shared cancelled study twice, and each worker took the
+    cluster down at its end). pytest 9 keeps a node's id in ``item._id``; no public setter exists."""
+    if getattr(config.option, "loadgroup", False):
+        from _pytest.nodeid import coerce_node_id
+
+        for item in items:
+            marks = item.iter_markers("xdist_group")
+            groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks})
+            if groups and "@" not in item.nodeid:
+                item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(groups)}")
 
     def kind(item: pytest.Item) -> int:
         return 0 if item.get_closest_marker("cluster") else 1 if item.get_closest_marker("workflow") else 2
