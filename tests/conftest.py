@@ -100,9 +100,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The slowest tests first, the unit tests last: parallel workers then end together, the quick tests filling the
     gaps, instead of one worker finishing a long study alone at the end (a stable sort: the order within each kind
     stays the files' own). With --dist loadgroup, each test of an xdist_group is named for its group, as
-    pytest-xdist 3.8 means to: it writes the name to ``item._nodeid``, which pytest 9 no longer reads, so every group
-    was spread over the workers (the SLURM tests ran their shared cancelled study twice, and each worker took the
-    cluster down at its end). pytest 9 keeps a node's id in ``item._id``; no public setter exists."""
+    pytest-xdist 3.8 means to: it writes the name to ``item._nodeid``, which pytest 9.2 (pinned beside it) does not
+    read, so no group had ever held together (the SLURM tests ran their shared cancelled study twice, and each worker
+    took the cluster down at its end). pytest 9.2 keeps a node's id in ``item._id``; no public setter exists."""
     if getattr(config.option, "loadgroup", False):
         from _pytest.nodeid import coerce_node_id
 

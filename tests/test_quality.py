@@ -337,3 +337,12 @@ def test_a_meter_polling_once_a_second_is_judged_in_windows_of_enough_samples():
     stepped = trace([300.0] * 300 + [150.0] * 300, interval=1.0)
     assert power_step(stepped, 0.5, 5) == pytest.approx(1.0)
     assert power_step(trace([300.0] * 600, interval=1.0), 0.5, 5) == 0.0
+
+
+def test_a_level_change_that_is_not_a_number_is_not_flagged_as_beyond_its_tolerance():
+    from tokenwatt.analysis.quality import _level_change
+
+    says = lambda change: f"changed by {change}"  # noqa: E731
+    assert _level_change(float("nan"), 0.5, says) is None
+    assert _level_change(0.6, 0.5, says) == "changed by 0.6" and _level_change(0.4, 0.5, says) is None
+    assert isinstance(_level_change(Unjudged("too short"), 0.5, says), Unjudged)

@@ -305,3 +305,17 @@ def test_every_measure_a_curriculum_offers_varies_across_normalized_documents(gr
     assert [name for name, measure in MEASURES.items() if len({measure(t) for t in texts}) < 2] == []
     assert {duplicate_line_fraction(t) for t in texts} == {0.0}
     assert len({policy_line_fraction(t) for t in texts}) <= 2  # a document is one line: it names a policy or not
+
+
+def test_each_record_is_put_with_the_level_it_names_and_one_written_before_records_named_it_with_its_folder():
+    from tokenwatt.analysis.selection import selection_product
+
+    records = {
+        "results/data/decontaminate.json": {**_step("decontaminate", 6.0), "level": None},
+        "results/data/sel=dedup/near_dup.json": {**_step("near_dup", 8.0), "level": "dedup"},
+        "results/data/sel=dedup/filter.json": _step("filter", 4.0),  # an older record: no "level" key
+    }
+    data = selection_product(_trials({"dedup": 2}), {}, records, None).data
+    (cost,) = data["levels"]
+    assert [s["step"] for s in data["shared"]] == ["decontaminate"]
+    assert (cost["level"], cost["joules"], cost["selection_j"]) == ("dedup", pytest.approx(12.0), pytest.approx(18.0))

@@ -102,3 +102,19 @@ def test_a_run_with_fewer_points_is_left_out_of_the_interval_anova_and_named():
     (full,) = trajectory(curves_table(*runs)).anova
     (ours,) = trajectory(curves_table(*runs, short)).anova
     assert ours["dropped_trials"] == [7] and ours["n_trials"] == 6 and ours["F"] == pytest.approx(full["F"])
+
+
+def test_the_report_shows_the_trajectory_table_unless_every_row_would_read_zero():
+    from tokenwatt.presentation.sections.curves import _trajectory
+
+    smooth = {
+        "series": "",
+        "budget": 1000,
+        "n_backslides": 0,
+        "n_spikes": 0,
+        "best_point": 3,
+        "final_minus_best_loss": 0.0,
+    }
+    assert _trajectory([smooth, smooth]) is None  # said in one sentence instead
+    assert _trajectory([smooth, {**smooth, "n_spikes": 1}]) is not None
+    assert _trajectory([smooth, {**smooth, "final_minus_best_loss": None}]) is not None  # a diverged trial's row shows
