@@ -1,0 +1,176 @@
+"""The energy-optimal frontier: three estimators of N*(J), D*(J), L*(J), their refusals, intervals and the CLI.
+
+Ladders are at the project's scale: N from 1e5 to 1e7 parameters, joules per token growing with N (2e-9 J per
+parameter per token, a CPU's order), energies in J, losses in nats; each size × trial id is one constant-rate run
+evaluated at log-spaced points, so every point may stand for its budget."""
+
+import json
+
+import numpy as np
+import pytest
+from tokenwatt.analysis.allocation import allocate
+from tokenwatt.analysis.energy_per_token import PerToken
+from tokenwatt.analysis.frontier import FrontierPoints, frontier, isoenergy, lower_hull
+from tokenwatt.analysis.scaling import Law, ScalingInputError
+from workflow_helpers import run_script
+
+TRUTH = Law(E=1.8, A=120.0, B=40.0, alpha=0.34, beta=0.28)
+COST = PerToken("power", 2e-9, 1.0)  # J per token: 2e-3 J at 1e6 parameters
+SIZES = tuple(np.geomspace(1e5, 1e7, 7))
+
+
+def ladder(rng=None, sizes=SIZES, trials=3, points=24, trial_sd=0.0, noise=0.0, law=TRUTH):
+    """Every size × trial id a constant-rate run from 3e4 to 3e9 tokens, evaluated at ``points`` log-spaced token counts;
+    a trial id's seed effect (lognormal, ``trial_sd``) is shared by all its sizes, each point has its own."""
+    rows = []
+    for t in range(trials):
+        effect = rng.normal(0, trial_sd) if rng is not None else 0.0
+        for n in sizes:
+            D = np.geomspace(3e4, 3e9, points)
+            eps = rng.normal(0, noise, points) if rng is not None else np.zeros(points)
+            rows.append((np.full(points, n), D, COST(n) * D, law.loss(n, D) * np.exp(effect + eps), np.full(points, t)))
+    return FrontierPoints.of(*(np.concatenate(c) for c in zip(*rows, strict=True)))
+
+
+def truth_at(energies):
+    return allocate(TRUTH, COST, energies)
+
+
+MIDDLE = np.geomspace(1e2, 3e3, 4)  # energies whose true N* (5.5e5 to 2.9e6) lies well inside the sizes
+
+
+def test_the_lower_hull_runs_from_the_cheapest_point_to_the_lowest_loss():
+    x = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    y = np.array([5.0, 3.0, 2.5, 1.0, 1.2, 0.9])  # (2, 2.5) lies above the chord from (1, 3) to (3, 1)
+    assert lower_hull(x, y).tolist() == [0, 1, 3, 5]
+
+
+def test_the_law_recovers_the_true_energy_optimum_on_noise_free_points():
+    got = frontier(ladder(), MIDDLE)["approaches"]["law"]["estimates"]
+    true = truth_at(MIDDLE)
+    assert [e["n_opt"] for e in got] == pytest.approx(true.N, rel=1e-3)
+    assert [e["d_opt"] for e in got] == pytest.approx(true.D, rel=1e-3)
+    assert [e["loss_opt"] for e in got] == pytest.approx(true.loss, rel=1e-4)
+
+
+def test_the_envelope_follows_the_true_optimum_and_its_exponent():
+    result = frontier(ladder(), MIDDLE)["approaches"]["envelope"]
+    true = truth_at(MIDDLE)
+    assert [e["n_opt"] for e in result["estimates"]] == pytest.approx(true.N, rel=0.35)
+    # Along e(N) = c·N the energy-optimal N* grows as J^(β/(α+β)), as the FLOP-optimal one does.
+    assert result["details"]["n_exponent"] == pytest.approx(TRUTH.beta / (TRUTH.alpha + TRUTH.beta), abs=0.06)
+    assert [e["loss_opt"] for e in result["estimates"]] == pytest.approx(true.loss, rel=0.01)
+
+
+def test_isoenergy_finds_the_vertex_of_a_loss_parabolic_in_log_n():
+    sizes = np.geomspace(1e5, 1e7, 5)
+    energies = np.array([1e3, 1e4, 1e5])
+    best = {1e3: 4e5, 1e4: 1.2e6, 1e5: 3e6}  # the optimum at each energy, none on a measured size
+    rows = [
+        (n, J / COST(n), J, 2.0 + 0.05 * np.log(n / best[J]) ** 2 - 0.1 * np.log10(J), t)
+        for t in range(2)
+        for n in sizes
+        for J in energies
+    ]
+    got = isoenergy(FrontierPoints.of(*map(np.array, zip(*rows, strict=True))), energies)
+    assert got.n == pytest.approx([best[J] for J in energies], rel=1e-9)
+    assert got.loss == pytest.approx([2.0 - 0.1 * np.log10(J) for J in energies], rel=1e-12)
+    assert all(w is None for w in got.why)
+
+
+def test_isoenergy_refuses_an_optimum_at_the_largest_size_rather_than_reporting_it():
+    small = ladder(sizes=SIZES[:3])  # 1e5 to 4.6e5: the true optimum lies above them at these energies
+    est = frontier(small, np.geomspace(3e2, 1e3, 2))["approaches"]["isoenergy"]["estimates"]
+    assert all(e["n_opt"] is None for e in est)
+    assert all("largest size" in e["why"] and "beyond the sizes measured" in e["why"] for e in est)
+
+
+def test_isoenergy_needs_three_sizes_at_an_energy():
+    two = ladder(sizes=SIZES[2:4])
+    est = frontier(two, [COST(SIZES[3]) * 1e6])["approaches"]["isoenergy"]["estimates"][0]
+    assert est["n_opt"] is None and "2 model size(s) reach this energy" in est["why"]
+
+
+def test_a_size_enters_a_slice_only_where_every_one_of_its_trial_ids_reaches_the_energy():
+    points = ladder(sizes=SIZES[:4], trials=2)
+    short = (points.N == SIZES[1]) & (points.trial == 1) & (points.J > COST(SIZES[1]) * 3e8)
+    kept = points.keep(~short)
+    high = COST(SIZES[1]) * 1e9
+    slices = isoenergy(kept, np.array([high])).details["sizes_per_energy"][0]
+    assert SIZES[1] not in slices and SIZES[2] in slices
+
+
+def test_the_law_refuses_an_optimum_where_the_points_show_no_data_effect():
+    flat = ladder(law=Law(E=1.8, A=120.0, B=40.0, alpha=0.34, beta=0.0))
+    est = frontier(flat, MIDDLE)["approaches"]["law"]["estimates"]
+    assert all(e["n_opt"] is None and ("not identified" in e["why"] or "no finite optimum" in e["why"]) for e in est)
+
+
+def test_every_approach_has_intervals_over_trial_ids_and_sizes_that_hold_its_estimate():
+    result = frontier(ladder(np.random.default_rng(3), trial_sd=0.01, noise=0.005), MIDDLE)
+    for name, approach in result["approaches"].items():
+        assert approach["intervals"] == "jackknife over 3 trial ids and 7 model sizes", name
+        for e in approach["estimates"]:
+            if e["n_opt"] is not None and e["n_low"] is not None:
+                assert e["n_low"] <= e["n_opt"] <= e["n_high"], name
+    law = result["approaches"]["law"]["estimates"]
+    assert all(e["n_low"] is not None for e in law)
+
+
+def test_approaches_agree_where_their_intervals_share_a_value():
+    result = frontier(ladder(np.random.default_rng(4), trial_sd=0.01, noise=0.005), MIDDLE)
+    for j, row in enumerate(result["agreement"]):
+        bands = [result["approaches"][a]["estimates"][j] for a in row["with_intervals"]]
+        if len(bands) >= 2:
+            assert row["agree"] == (max(b["n_low"] for b in bands) <= min(b["n_high"] for b in bands))
+        else:
+            assert row["agree"] is None and row["why"]
+
+
+def test_an_energy_outside_the_measured_range_is_refused_not_extrapolated():
+    points = ladder()
+    with pytest.raises(ScalingInputError, match="outside the points' measured energies"):
+        frontier(points, [points.J.max() * 2])
+
+
+def test_an_optimum_beyond_the_measured_sizes_is_marked():
+    small = ladder(sizes=SIZES[:3])
+    est = frontier(small, [3e3])["approaches"]["law"]["estimates"][0]
+    assert est["n_opt"] > SIZES[2] and est["beyond_sizes"] is True
+
+
+def write_table(path, points):
+    lines = ["params,tokens,joules,loss,seed"] + [
+        f"{n:.10g},{d:.10g},{j:.10g},{v:.10g},s{t}"
+        for n, d, j, v, t in zip(points.N, points.D, points.J, points.loss, points.trial, strict=True)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_fit_frontier_writes_each_approach_per_energy_as_specified(tmp_path):
+    write_table(tmp_path / "points.csv", ladder(np.random.default_rng(5), trial_sd=0.01, noise=0.005))
+    out = tmp_path / "frontier.json"
+    args = ["--params", "params", "--tokens", "tokens", "--energy", "joules", "--loss", "loss", "--group", "seed"]
+    proc = run_script("fit_frontier.py", tmp_path / "points.csv", *args, "--json", out)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    assert set(result["approaches"]) == {"envelope", "isoenergy", "law"}
+    for approach in result["approaches"].values():
+        assert len(approach["estimates"]) == 7
+        for e in approach["estimates"]:
+            assert {"energy_j", "n_opt", "n_low", "n_high", "d_opt", "loss_opt", "why"} <= set(e)
+            assert (e["n_opt"] is None) == (e["why"] is not None)
+    assert "agreement of N* intervals" in proc.stdout
+
+
+def test_fit_frontier_names_a_missing_column_and_exits_2(tmp_path):
+    write_table(tmp_path / "points.csv", ladder())
+    proc = run_script(
+        "fit_frontier.py", tmp_path / "points.csv", "--params", "params", "--tokens", "tokens", "--energy", "J"
+    )
+    assert proc.returncode == 2
+    proc = run_script(
+        "fit_frontier.py",
+        *(tmp_path / "points.csv", "--params", "params", "--tokens", "tokens", "--energy", "J", "--loss", "loss"),
+    )
+    assert proc.returncode == 2 and "no column 'J' (--energy)" in proc.stderr

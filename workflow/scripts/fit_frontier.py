@@ -1,0 +1,87 @@
+"""The energy-optimal frontier of a table of points: N*, D*, L* at each training energy by three estimators.
+
+Usage: python workflow/scripts/fit_frontier.py TABLE.csv --params COL --tokens COL --energy COL --loss COL
+       [--group COL] [--energies J [J ...]] [--json OUT]
+
+Each row is one point: a run's parameter count, its tokens so far, its cumulative training energy (J) and its eval
+loss (nats), at a point that may stand for its budget (a constant learning rate, or a schedule's own last step).
+The estimators (``tokenwatt.analysis.frontier``): the lower envelope of (energy, loss), iso-energy slices across the
+sizes, and the law L(N, D) with e(N); each with jackknife intervals over the model sizes (the distinct values of
+--params) and, with --group, the trial ids (rows that share a seed). The energies default to seven log-spaced ones
+across the table's measured range; an energy outside it is refused. Prints one line per energy and approach; --json
+writes ``approaches`` → ``envelope`` | ``isoenergy`` | ``law`` → ``estimates``, a list of ``{energy_j, n_opt, n_low,
+n_high, d_opt, loss_opt, why, ...}`` (nulls with a ``why`` where an approach refuses), and their ``agreement``.
+Input no estimator can use ends with a one-line message and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fit_scaling import read_columns  # noqa: E402
+from tokenwatt.analysis.frontier import FrontierPoints, frontier  # noqa: E402
+from tokenwatt.analysis.scaling import ScalingInputError  # noqa: E402
+
+
+def _shown(value: float | None, low: float | None, high: float | None) -> str:
+    if value is None:
+        return "—"
+    band = f" [{low:.4g}, {high:.4g}]" if low is not None else " [no interval]"
+    return f"{value:.4g}{band}"
+
+
+def report(result: dict, source: Path) -> str:
+    lines = [f"energy-optimal frontier of {source}: intervals {next(iter(result['approaches'].values()))['intervals']}"]
+    for j, energy in enumerate(result["energies_j"]):
+        lines.append(f"  at {energy:.4g} J:")
+        for name, approach in result["approaches"].items():
+            e = approach["estimates"][j]
+            if e["n_opt"] is None:
+                lines.append(f"    {name:10} refused: {e['why']}")
+            else:
+                beyond = " (beyond the sizes measured)" if e["beyond_sizes"] else ""
+                lines.append(
+                    f"    {name:10} N* {_shown(e['n_opt'], e['n_low'], e['n_high'])}{beyond}, "
+                    f"D* {_shown(e['d_opt'], e['d_low'], e['d_high'])}, L* {e['loss_opt']:.4g}"
+                )
+        agreement = result["agreement"][j]
+        verdict = agreement["why"] if agreement["agree"] is None else ("agree" if agreement["agree"] else "DISAGREE")
+        lines.append(f"    agreement of N* intervals: {verdict}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("table", type=Path)
+    ap.add_argument("--params", required=True, help="column of N, the parameter count")
+    ap.add_argument("--tokens", required=True, help="column of D, the tokens trained so far")
+    ap.add_argument("--energy", required=True, help="column of the cumulative training energy (J)")
+    ap.add_argument("--loss", required=True, help="column of the eval loss (nats)")
+    ap.add_argument("--group", help="column of the trial ids (rows that share a seed) for the intervals")
+    ap.add_argument("--energies", type=float, nargs="+", help="energies (J) to report at, inside the table's range")
+    ap.add_argument("--json", type=Path, help="write the frontier here")
+    args = ap.parse_args(argv)
+    try:
+        columns = {"--params": args.params, "--tokens": args.tokens, "--energy": args.energy, "--loss": args.loss}
+        values, labels = read_columns(args.table, columns, {"--group": args.group})
+        points = FrontierPoints.of(
+            values["--params"], values["--tokens"], values["--energy"], values["--loss"], labels.get("--group")
+        )
+        result = frontier(points, args.energies)
+    except ScalingInputError as e:
+        print(f"fit_frontier: error: {e}", file=sys.stderr)
+        return 2
+    print(report(result, args.table))
+    if args.json:
+        columns = {"N": args.params, "D": args.tokens, "energy": args.energy, "loss": args.loss, "group": args.group}
+        args.json.write_text(json.dumps({"table": str(args.table), "columns": columns, **result}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

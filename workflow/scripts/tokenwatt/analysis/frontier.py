@@ -1,0 +1,354 @@
+"""The energy-optimal frontier: at each training energy J, the model size N*, the tokens D* and the loss L* that
+give the most quality for the joules, by three estimators on one joule axis.
+
+Every point is one evaluation of one run: N parameters, D tokens trained so far, J its cumulative training energy,
+its eval loss, and its trial id. A point may stand for its budget only where the run's learning rate did not
+depend on where it stopped (a constant rate, or a schedule's own last step): the caller chooses such points
+(``scaling_study._points_setting``), as Hoffmann et al. 2022 did.
+
+1. ``envelope`` (Hoffmann et al.'s approach 1; McLeish et al. 2025 on checkpoints): the lower convex hull of
+   (log J, loss) over every point, up to its lowest loss; the hull's vertices are the frontier's measured points,
+   and N* and D* are power laws of J fitted by least squares in logs to the vertices on sizes between the smallest
+   and the largest measured. L*(J) is the hull itself.
+2. ``isoenergy`` (approach 2, read off training curves as Porian et al. 2024 did): at each J, each size's loss is
+   read off its own points — per trial id, the best loss it had reached with at most J joules, interpolated
+   linearly in log J between its record lows, and averaged over the size's trial ids (a size enters only where
+   every one of its trial ids covers J). The optimum in log N is the vertex of the parabola through the size with
+   the lowest loss and its two neighbours; it needs 3 sizes, and a lowest loss at the smallest or largest size is
+   refused (the optimum lies beyond the sizes measured), never reported. D* is read off the sizes' own D at J,
+   interpolated in log N.
+3. ``law`` (approach 3): L(N, D) fitted as ``scaling.fit_law`` fits it, e(N) = J/D as ``energy_per_token``
+   chooses it, and the optimum along e(N)·D = J as ``allocation`` finds it; refused where α or β is not identified.
+
+Each estimator is refitted without each trial id and each model size (``scaling_units``: the design's units, never
+the points), so every N*, D*, L* has a jackknife interval on the log scale; a refit that refuses leaves the
+interval out, with why. The approaches agree at J where all their intervals share a value. Energies are those
+inside the points' measured range only; an estimate outside the sizes measured is marked ``beyond_sizes``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .allocation import allocate
+from .energy_per_token import choose_energy
+from .scaling import ScalingInputError, check_positive, fit_law
+from .scaling_units import SIZE, TRIAL, interval_refusal, interval_units_note, leave_one_out, stack, unit_counts
+
+APPROACHES = ("envelope", "isoenergy", "law")
+QUANTITIES = ("n", "d", "loss")  # per energy: N*, D*, L*, all positive, so all intervals on the log scale
+MIN_HULL_SIZES = 2  # a power law of N*(J) needs the frontier to pass through at least two sizes
+MIN_HULL_VERTICES = 3
+MIN_SLICE_SIZES = 3
+ENERGIES = 7  # log-spaced energies across the measured range, where none are given
+
+
+@dataclass(frozen=True)
+class FrontierPoints:
+    """One row per evaluation point: N parameters, D tokens so far, J cumulative training energy (J), eval loss
+    (nats), and the trial id the point belongs to (its seed and data subset, shared across sizes)."""
+
+    N: np.ndarray
+    D: np.ndarray
+    J: np.ndarray
+    loss: np.ndarray
+    trial: np.ndarray
+
+    @classmethod
+    def of(cls, N: ArrayLike, D: ArrayLike, J: ArrayLike, loss: ArrayLike, trial: ArrayLike | None = None):
+        """Checked points: positive finite numbers of one length (ScalingInputError naming the column if not);
+        without ``trial`` every point is one trial id."""
+        N, D, J, loss = (check_positive(v, name) for v, name in ((N, "N"), (D, "D"), (J, "energy"), (loss, "loss")))
+        trial = np.zeros(N.size, int) if trial is None else np.asarray(trial).ravel()
+        if not N.size == D.size == J.size == loss.size == trial.size:
+            raise ScalingInputError(
+                f"N, D, energy, loss and trial differ in length: {N.size}, {D.size}, {J.size}, {loss.size}, {trial.size}"
+            )
+        return cls(N, D, J, loss, trial)
+
+    def keep(self, rows: np.ndarray) -> FrontierPoints:
+        return FrontierPoints(self.N[rows], self.D[rows], self.J[rows], self.loss[rows], self.trial[rows])
+
+    @property
+    def units(self) -> dict[str, np.ndarray]:
+        return {TRIAL: self.trial, SIZE: self.N}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One approach at each energy: N*, D*, L* (NaN where it refuses) and why it refuses there (None where it
+    does not); ``details`` what the approach fitted, for the JSON."""
+
+    n: np.ndarray
+    d: np.ndarray
+    loss: np.ndarray
+    why: list[str | None]
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def row(self) -> np.ndarray:
+        return np.concatenate([self.n, self.d, self.loss])
+
+
+def _refused(energies: np.ndarray, why: str, details: dict[str, Any] | None = None) -> Estimate:
+    nan = np.full(energies.size, np.nan)
+    return Estimate(nan, nan.copy(), nan.copy(), [why] * energies.size, details or {})
+
+
+# ---------------------------------------------------------------- approach 1: the lower envelope
+def lower_hull(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Indices of the lower convex hull of (x, y) from the leftmost point to the lowest y (the part where more x
+    buys lower y), by Andrew's monotone chain; of points with equal x, the lowest."""
+    order = np.lexsort((y, x))
+    hull: list[int] = []
+    for i in order:
+        if hull and x[hull[-1]] == x[i]:
+            continue  # the same x, a higher y: never on the lower hull
+        while len(hull) >= 2:
+            o, a = hull[-2], hull[-1]
+            if (x[a] - x[o]) * (y[i] - y[o]) - (y[a] - y[o]) * (x[i] - x[o]) <= 0:
+                hull.pop()  # a lies on or above the segment from o to i
+            else:
+                break
+        hull.append(int(i))
+    lowest = int(np.argmin([y[i] for i in hull]))
+    return np.array(hull[: lowest + 1], int)
+
+
+def envelope(points: FrontierPoints, energies: np.ndarray) -> Estimate:
+    """Approach 1 (module docstring). Vertices on the smallest or largest size measured are left out of the power
+    laws: where the frontier runs along an edge size the optimum may lie beyond it, and such stretches flatten
+    N*(J) (on a noise-free ladder of 7 sizes they halved its exponent)."""
+    x = np.log(points.J)
+    hull = lower_hull(x, points.loss)
+    edge = np.isin(points.N[hull], (points.N.min(), points.N.max()))
+    inner = hull[~edge]
+    sizes = np.unique(points.N[inner])
+    details = {
+        "vertices": int(hull.size),
+        "vertices_on_edge_sizes": int(edge.sum()),
+        "sizes_on_frontier": np.unique(points.N[hull]).tolist(),
+    }
+    if inner.size < MIN_HULL_VERTICES or sizes.size < MIN_HULL_SIZES:
+        return _refused(
+            energies,
+            f"the lower envelope has {inner.size} vertices on {sizes.size} model size(s) between the smallest and the "
+            f"largest: power laws of N*(J) and D*(J) need {MIN_HULL_VERTICES} vertices on at least {MIN_HULL_SIZES} "
+            "such sizes",
+            details,
+        )
+    hx = x[inner]
+    a_n, c_n = np.polyfit(hx, np.log(points.N[inner]), 1)
+    a_d, c_d = np.polyfit(hx, np.log(points.D[inner]), 1)
+    u = np.log(energies)
+    inside = (u >= hx[0]) & (u <= hx[-1])
+    why = [
+        None
+        if ok
+        else f"outside the energies where the envelope runs through inner sizes ({np.exp(hx[0]):.4g}–{np.exp(hx[-1]):.4g} J)"
+        for ok in inside
+    ]
+    n = np.where(inside, np.exp(c_n + a_n * u), np.nan)
+    d = np.where(inside, np.exp(c_d + a_d * u), np.nan)
+    loss = np.where(inside, np.interp(u, x[hull], points.loss[hull]), np.nan)
+    return Estimate(n, d, loss, why, {**details, "n_exponent": float(a_n), "d_exponent": float(a_d)})
+
+
+# ---------------------------------------------------------------- approach 2: iso-energy slices
+def _record_lows(J: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Indices, in order of J, of the points whose loss is lower than every point with less energy: the best a run
+    had reached with at most that many joules."""
+    order = np.argsort(J, kind="stable")
+    best, keep = np.inf, []
+    for i in order:
+        if y[i] < best:
+            best = y[i]
+            keep.append(int(i))
+    return np.array(keep, int)
+
+
+def _size_at(points: FrontierPoints, rows: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One size's loss and log D at each log energy u: per trial id, interpolated between its record lows, averaged
+    over its trial ids; NaN where any trial id's points do not reach u."""
+    losses, log_ds = [], []
+    for t in np.unique(points.trial[rows]):
+        mine = rows[points.trial[rows] == t]
+        lows = mine[_record_lows(points.J[mine], points.loss[mine])]
+        ux = np.log(points.J[lows])
+        covered = (u >= ux[0]) & (u <= ux[-1])
+        losses.append(np.where(covered, np.interp(u, ux, points.loss[lows]), np.nan))
+        log_ds.append(np.where(covered, np.interp(u, ux, np.log(points.D[lows])), np.nan))
+    return np.mean(losses, axis=0), np.mean(log_ds, axis=0)
+
+
+def _vertex(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """The vertex (x, y) of the parabola through three points whose middle one is the lowest."""
+    c2, c1, c0 = np.polyfit(x, y, 2)
+    xv = -c1 / (2 * c2)
+    return float(xv), float(c0 + c1 * xv + c2 * xv**2)
+
+
+def isoenergy(points: FrontierPoints, energies: np.ndarray) -> Estimate:
+    """Approach 2 (module docstring)."""
+    sizes = np.unique(points.N)
+    u = np.log(energies)
+    read = [_size_at(points, np.flatnonzero(points.N == s), u) for s in sizes]
+    loss_at = np.array([r[0] for r in read])  # sizes × energies
+    log_d_at = np.array([r[1] for r in read])
+    n, d, best = (np.full(energies.size, np.nan) for _ in range(3))
+    why: list[str | None] = []
+    slices = []
+    for j in range(energies.size):
+        there = np.flatnonzero(np.isfinite(loss_at[:, j]))
+        slices.append([float(s) for s in sizes[there]])
+        if there.size < MIN_SLICE_SIZES:
+            why.append(f"{there.size} model size(s) reach this energy: an iso-energy optimum needs {MIN_SLICE_SIZES}")
+            continue
+        k = int(np.argmin(loss_at[there, j]))
+        if k in (0, there.size - 1):
+            edge = "smallest" if k == 0 else "largest"
+            why.append(
+                f"the lowest loss at this energy is the {edge} size reaching it (N = {sizes[there[k]]:.4g}): the "
+                "optimum lies beyond the sizes measured"
+            )
+            continue
+        three = there[k - 1 : k + 2]
+        xv, yv = _vertex(np.log(sizes[three]), loss_at[three, j])
+        n[j], best[j] = np.exp(xv), yv
+        d[j] = np.exp(np.interp(xv, np.log(sizes[there]), log_d_at[there, j]))
+        why.append(None)
+    return Estimate(n, d, best, why, {"sizes_per_energy": slices})
+
+
+# ---------------------------------------------------------------- approach 3: the law with e(N)
+def law(points: FrontierPoints, energies: np.ndarray) -> Estimate:
+    """Approach 3 (module docstring)."""
+    try:
+        fit = fit_law(points.N, points.D, points.loss)
+        cost = choose_energy(points.N, points.J / points.D)
+    except ScalingInputError as err:
+        return _refused(energies, f"the law or e(N) cannot be fitted: {err}")
+    details = {"law": {k: fit.to_dict()[k] for k in ("E", "A", "B", "alpha", "beta")}, "energy_model": cost.chosen}
+    if unpinned := [k for k in ("alpha", "beta") if k in fit.not_identified]:
+        return _refused(
+            energies, "; ".join(f"{k} is not identified ({fit.not_identified[k]})" for k in unpinned), details
+        )
+    got = allocate(fit, cost.model, energies)
+    why = [None if np.isfinite(v) else "the law has no finite optimum along this energy" for v in got.N]
+    return Estimate(got.N, got.D, got.loss, why, details)
+
+
+ESTIMATORS: dict[str, Callable[[FrontierPoints, np.ndarray], Estimate]] = {
+    "envelope": envelope,
+    "isoenergy": isoenergy,
+    "law": law,
+}
+
+
+# ---------------------------------------------------------------- intervals and agreement
+def _rows(
+    approach: str,
+    points: FrontierPoints,
+    energies: np.ndarray,
+    without: Callable[[str, Any], FrontierPoints] | None,
+) -> tuple[dict[str, int], str | None, dict[str, list]]:
+    """The units, why there is no interval (or None), and per dimension the estimate's row refitted without each
+    unit (``without``: the points chosen again without a unit, where choosing them looked at the data)."""
+    counts = unit_counts(points.units)
+    refused = interval_refusal(counts)
+    if refused:
+        return counts, refused, {}
+
+    def refit(dim: str, unit: Any, keep: np.ndarray) -> np.ndarray:
+        return ESTIMATORS[approach](without(dim, unit) if without else points.keep(keep), energies).row
+
+    return counts, None, {d: [r for _, r in reps] for d, reps in leave_one_out(points.units, refit).items()}
+
+
+def _approach(
+    approach: str,
+    points: FrontierPoints,
+    energies: np.ndarray,
+    without: Callable[[str, Any], FrontierPoints] | None,
+) -> dict[str, Any]:
+    """One approach's estimate and intervals, per energy in the JSON form of ``fit_frontier.py``."""
+    est = ESTIMATORS[approach](points, energies)
+    counts, refused, replicates = _rows(approach, points, energies, without)
+    names = tuple(f"{q}[{j}]" for q in QUANTITIES for j in range(energies.size))
+    jack = stack(names, est.row, np.ones(len(names), bool), replicates) if replicates else None
+    lo_size, hi_size = float(points.N.min()), float(points.N.max())
+    rows = []
+    for j, energy in enumerate(energies):
+        row: dict[str, Any] = {"energy_j": float(energy)}
+        for q_index, q in enumerate(QUANTITIES):
+            value = float(est.row[q_index * energies.size + j])
+            row[f"{q}_opt"] = value if np.isfinite(value) else None
+            iv = jack.interval(q_index * energies.size + j) if jack and np.isfinite(value) else None
+            row[f"{q}_low"], row[f"{q}_high"] = (iv["ci_low"], iv["ci_high"]) if iv else (None, None)
+            if q == "n":
+                row["interval_why"] = (
+                    None if iv and iv["why"] is None else (iv["why"] if iv else (refused or "no estimate"))
+                )
+        row["why"] = est.why[j]
+        row["beyond_sizes"] = None if row["n_opt"] is None else not lo_size <= row["n_opt"] <= hi_size
+        rows.append(row)
+    return {
+        "estimates": rows,
+        "details": est.details,
+        "intervals": refused or interval_units_note(counts),
+    }
+
+
+def _agreement(approaches: Mapping[str, dict[str, Any]], energies: np.ndarray) -> list[dict[str, Any]]:
+    """Per energy: the approaches with an interval for N*, and whether the intervals share a value."""
+    out = []
+    for j, energy in enumerate(energies):
+        bands = {
+            name: (a["estimates"][j]["n_low"], a["estimates"][j]["n_high"])
+            for name, a in approaches.items()
+            if a["estimates"][j]["n_low"] is not None
+        }
+        agree = None if len(bands) < 2 else max(lo for lo, _ in bands.values()) <= min(hi for _, hi in bands.values())
+        out.append(
+            {
+                "energy_j": float(energy),
+                "with_intervals": sorted(bands),
+                "agree": agree,
+                "why": None if agree is not None else f"{len(bands)} approach(es) with an interval for N* here",
+            }
+        )
+    return out
+
+
+def default_energies(points: FrontierPoints, count: int = ENERGIES) -> np.ndarray:
+    """``count`` log-spaced energies from the smallest to the largest measured."""
+    return np.geomspace(points.J.min(), points.J.max(), count)
+
+
+def frontier(
+    points: FrontierPoints,
+    energies: ArrayLike | None = None,
+    without: Callable[[str, Any], FrontierPoints] | None = None,
+) -> dict[str, Any]:
+    """The three approaches at each energy, with intervals and their agreement; energies outside the points'
+    measured range are refused (ScalingInputError) rather than extrapolated to."""
+    energies = default_energies(points) if energies is None else check_positive(energies, "energies")
+    lo, hi = float(points.J.min()), float(points.J.max())
+    if outside := [float(e) for e in energies if not lo <= e <= hi]:
+        raise ScalingInputError(
+            f"energies {', '.join(f'{e:.4g}' for e in outside)} J lie outside the points' measured energies "
+            f"({lo:.4g}–{hi:.4g} J): the frontier is reported only where it was measured"
+        )
+    approaches = {name: _approach(name, points, energies, without) for name in APPROACHES}
+    return {
+        "energies_j": energies.tolist(),
+        "measured_energy_j": [lo, hi],
+        "measured_sizes": [float(points.N.min()), float(points.N.max())],
+        "approaches": approaches,
+        "agreement": _agreement(approaches, energies),
+    }
