@@ -117,6 +117,7 @@ def simulate(
                             "point": k,
                             "real_tokens": d,
                             "distinct_tokens": d,
+                            "train_energy_j": jpt * d,
                             "eval_loss": float(law.loss(int(n), d) * np.exp(shift)),
                             "final": k == len(at),
                         }

@@ -92,3 +92,30 @@ def test_the_size_effect_and_the_tuned_learning_rates_are_shown_before_the_law(s
     assert "Can this study see model size?" in text and "the study can see model size" in text
     assert "0.03 (edge of the sweep)" in text and "1 of 1 chose a rate at the edge of the sweep" in text
     assert page.index("Learning rate tuned") < page.index("Units of the intervals")
+
+
+def test_the_frontier_table_shows_each_approach_and_whether_their_intervals_agree(scaling):
+    text = _text(scaling_html(scaling))
+    assert "The energy-optimal frontier, three ways" in text
+    assert "lower envelope" in text and "iso-energy slices" in text and "law with e(N)" in text
+    verdicts = [a["agree"] for a in scaling["frontier"]["agreement"]]
+    shown = re.findall(r"\b(agree|disagree)\b", text.split("three ways", 1)[1])
+    assert shown.count("disagree") == verdicts.count(False)
+
+
+def test_a_refused_frontier_estimate_is_said_with_its_reason_once(scaling):
+    front = scaling["frontier"]
+    first = front["approaches"]["isoenergy"]["estimates"][0]
+    refused = {**first, "n_opt": None, "n_low": None, "n_high": None, "why": "the lowest loss is at the largest size"}
+    isoenergy = {**front["approaches"]["isoenergy"]}
+    isoenergy["estimates"] = [refused] + isoenergy["estimates"][1:]
+    page = scaling_html(
+        {**scaling, "frontier": {**front, "approaches": {**front["approaches"], "isoenergy": isoenergy}}}
+    )
+    assert _text(page).count("the lowest loss is at the largest size") == 1
+
+
+def test_without_a_frontier_the_section_says_why(scaling):
+    message = "2 of 90 points have no training energy"
+    page = scaling_html({**scaling, "frontier": {"status": "not computed", "message": message}})
+    assert message in _text(page) and "three ways" in _text(page)

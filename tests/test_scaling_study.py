@@ -53,6 +53,7 @@ def _study(seed=0, trials=3, epochs=3, points_per_trial=6):
                             "point": k,
                             "real_tokens": int(d),
                             "distinct_tokens": min(int(d), b),
+                            "train_energy_j": jpt * int(d),
                             "eval_loss": loss,
                             "final": k == points_per_trial,
                         }
@@ -79,6 +80,25 @@ def test_a_budget_by_model_size_study_gives_both_laws_e_of_n_and_an_energy_optim
     assert energy["fits"]["power"]["params"]["gamma"] == pytest.approx(0.8, abs=0.05) and energy["chosen"] == "power"
     assert len(got["allocation_energy"]["N"]) == 9 and len(got["allocation_flops"]["N"]) == 9
     json.dumps(got, allow_nan=False)  # every number JSON can hold: no NaN where an interval is missing
+
+
+def test_the_frontier_is_estimated_three_ways_on_the_studys_joule_axis_inside_its_measured_energies():
+    curves, trials = _study()
+    got = analyse_scaling(curves, trials, QUICK)["frontier"]
+    assert got["status"] == "ok" and set(got["approaches"]) == {"envelope", "isoenergy", "law"}
+    lo, hi = got["measured_energy_j"]
+    assert lo == pytest.approx((curves["train_energy_j"]).min()) and hi == pytest.approx(curves["train_energy_j"].max())
+    assert all(lo <= e <= hi for e in got["energies_j"])
+    law = got["approaches"]["law"]
+    assert law["intervals"] == "jackknife over 3 trial ids and 4 model sizes"
+    assert any(e["n_opt"] is not None for e in law["estimates"])
+
+
+def test_a_study_whose_points_carry_no_training_energy_gets_no_frontier_and_says_why():
+    curves, trials = _study()
+    unmetered = curves.with_columns(train_energy_j=pl.lit(None, pl.Float64))
+    got = analyse_scaling(unmetered, trials, QUICK)["frontier"]
+    assert got["status"] == "not computed" and "have no training energy" in got["message"]
 
 
 def test_the_analysis_states_its_units_and_every_interval_counts_them():
@@ -169,6 +189,7 @@ def test_joules_per_token_are_fitted_per_device_profile_and_a_mixed_study_alloca
     fits = [e for e in got["energy_per_token"] if e["energy"] == "joules_per_token"]
     assert [e["hardware"] for e in fits] == ["precision=bf16-mixed/", "precision=fp32/"]
     assert "allocation_energy" not in got and "Several device profiles" in got["allocation_message"]
+    assert got["frontier"]["status"] == "not computed" and "Several device profiles" in got["frontier"]["message"]
 
 
 def test_with_one_of_two_device_profiles_fitted_the_allocation_uses_that_profiles_joules_per_token_only():

@@ -32,6 +32,7 @@ from scipy import stats as sps
 from .allocation import allocate
 from .energy_per_token import FLOPS_PER_TOKEN, EnergyChoice, choose_energy
 from .frame import frame, in_frame
+from .frontier import FrontierPoints, frontier
 from .products import Result
 from .scaling import PUBLISHED, Law, LawFit, ScalingInputError, fit_law
 from .scaling_units import (
@@ -150,7 +151,15 @@ def points(curves: pl.DataFrame, trials: pl.DataFrame, which: str) -> pl.DataFra
     elif which == "first_epoch":
         joined = joined.filter(pl.col("real_tokens") <= pl.col("distinct_tokens"))
     return joined.filter(pl.col("real_tokens") > 0).select(
-        "cell", "trial", "point", "params", "non_embedding_params", pl.col("real_tokens").alias("tokens"), "eval_loss"
+        "cell",
+        "trial",
+        "point",
+        "params",
+        "non_embedding_params",
+        pl.col("real_tokens").alias("tokens"),
+        "eval_loss",
+        "train_energy_j",
+        "hardware",
     )
 
 
@@ -356,8 +365,48 @@ def _fits(
         out.update(
             _allocations(*laws["total"], sized, budgets, (float(measured.min()), float(measured.max())), doubt, resized)
         )
+    out["frontier"] = (
+        _frontier(chosen, retuned)
+        if chosen["hardware"].n_unique() == 1
+        else {
+            "status": "not computed",
+            "message": "Several device profiles (hardware levels or precisions): a joule on one is not a joule on "
+            "another, so the frontier is one profile's; run it per profile.",
+        }
+    )
     out["status"] = "ok"
     return out
+
+
+def _frontier_points(chosen: pl.DataFrame) -> FrontierPoints:
+    """The frontier's points: each chosen point's N (total), tokens, cumulative training energy and eval loss."""
+    return FrontierPoints.of(
+        *(chosen[c].to_numpy() for c in ("params", "tokens", "train_energy_j", "eval_loss", "trial"))
+    )
+
+
+def _frontier(
+    chosen: pl.DataFrame,
+    retuned: Callable[[str, Any], tuple[pl.DataFrame, pl.DataFrame, list[dict[str, Any]]]] | None,
+) -> dict[str, Any]:
+    """The energy-optimal frontier by its three estimators (``frontier``) on one device profile's points, each
+    jackknife refit on the points with the learning rate chosen again without its unit; or why there is none. It
+    does not wait for the law: the envelope and the iso-energy slices stand where the law is not identified."""
+    metered = chosen.filter(pl.col("train_energy_j").is_not_null() & (pl.col("train_energy_j") > 0))
+    if metered.height < chosen.height:
+        return {
+            "status": "not computed",
+            "message": f"{chosen.height - metered.height} of {chosen.height} points have no training energy "
+            "(meter.kind none, or a trial that did not finish): the frontier needs every point on the joule axis",
+        }
+
+    def without(dim: str, unit: Any) -> FrontierPoints:
+        return _frontier_points(retuned(dim, unit)[0])
+
+    try:
+        return {"status": "ok", **frontier(_frontier_points(chosen), without=without if retuned else None)}
+    except ScalingInputError as err:
+        return {"status": "not computed", "message": f"The frontier cannot be estimated from these points: {err}"}
 
 
 # The allocation's quantities per budget, in the order of ``_allocation_row``; all positive, intervals on log scale.

@@ -53,6 +53,13 @@ def scaling_html(scaling: dict[str, Any]) -> Markup:
         first_fit=next((e["fits"]["power"] for e in scaling["energy_per_token"] if e["status"] == "ok"), None),
         allocation=_allocation(scaling) if alloc else None,
         versus=energy_vs_flops_sentence(scaling["energy_vs_flops"]) if alloc else "",
+        frontier=scaling.get("frontier") or {},
+        frontier_table=_frontier(scaling["frontier"])
+        if (scaling.get("frontier") or {}).get("status") == "ok"
+        else None,
+        frontier_refusals=_frontier_refusals(scaling["frontier"])
+        if (scaling.get("frontier") or {}).get("status") == "ok"
+        else [],
     )
 
 
@@ -193,3 +200,42 @@ def energy_vs_flops_sentence(compare: list[dict[str, Any]]) -> str:
             else "the data cannot tell the two splits apart."
         )
     )
+
+
+APPROACH_NAMES = {"envelope": "lower envelope", "isoenergy": "iso-energy slices", "law": "law with e(N)"}
+
+
+def _frontier_cell(e: dict[str, Any]) -> Markup:
+    """One approach at one energy: N* with its interval, D* and L*, or "refused"."""
+    if e["n_opt"] is None:
+        return Markup('<span class="ci">refused</span>')
+    band = f"[{si(e['n_low'], '')}, {si(e['n_high'], '')}]" if e["n_low"] is not None else "(no interval)"
+    beyond = ", beyond the sizes measured" if e["beyond_sizes"] else ""
+    return noted(si(e["n_opt"], ""), band + beyond) + Markup(
+        f"<br>D* {text(si(e['d_opt'], ''))}, L* {text(fixed(e['loss_opt']))}"
+    )
+
+
+def _frontier(front: dict[str, Any]) -> Markup:
+    """Per energy: each approach's N* (interval), D* and L*, and whether the N* intervals agree."""
+    approaches = front["approaches"]
+    rows = []
+    for j, energy in enumerate(front["energies_j"]):
+        agreement = front["agreement"][j]
+        verdict = "—" if agreement["agree"] is None else ("agree" if agreement["agree"] else "disagree")
+        rows.append([si(energy, "J"), *(_frontier_cell(a["estimates"][j]) for a in approaches.values()), text(verdict)])
+    return table(["energy", *(APPROACH_NAMES[k] for k in approaches), "N* intervals"], rows)
+
+
+def _frontier_refusals(front: dict[str, Any]) -> list[str]:
+    """Each approach's reasons for refusing, once each, with at how many energies."""
+    out = []
+    for name, approach in front["approaches"].items():
+        whys: dict[str, int] = {}
+        for e in approach["estimates"]:
+            if e["why"]:
+                whys[e["why"]] = whys.get(e["why"], 0) + 1
+        out += [
+            f"{APPROACH_NAMES[name]}, at {n} of {len(approach['estimates'])} energies: {w}" for w, n in whys.items()
+        ]
+    return out
