@@ -116,3 +116,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return 0 if item.get_closest_marker("cluster") else 1 if item.get_closest_marker("workflow") else 2
 
     items.sort(key=kind)
+
+
+@pytest.fixture
+def installed_bible(tmp_path, monkeypatch):
+    """A distribution installed where importlib.metadata looks (a folder put first on sys.path), as a wheel like
+    pythonbible's leaves it: a Python module holding its text in one long string beside short titles, a plain-text
+    file, and the dist-info with METADATA and RECORD."""
+    site = tmp_path / "site"
+    package = site / "tinybible"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "plain_text.py").write_text(
+        'TITLES = {"gen": "Genesis", "exo": "Exodus"}\n'
+        'text = """In the beginning the earth was without form.\nAnd there was light.\n\nAnd it was good."""\n'
+    )
+    (package / "notes.txt").write_text("A note on the text.\nA second note.\n")
+    info = site / "tinybible-0.0.2.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.4\nName: tinybible\nVersion: 0.0.2\nLicense-Expression: MIT\n")
+    files = ["tinybible/__init__.py", "tinybible/plain_text.py", "tinybible/notes.txt", f"{info.name}/METADATA"]
+    (info / "RECORD").write_text("".join(f"{f},,\n" for f in [*files, f"{info.name}/RECORD"]))
+    monkeypatch.syspath_prepend(str(site))
+    return site

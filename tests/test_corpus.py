@@ -3,7 +3,15 @@ import json
 
 import polars as pl
 import pytest
-from tokenwatt.data.corpus import CorpusError, hf_corpus, local_corpus, synthetic_corpus
+from tokenwatt.data.corpus import (
+    CorpusError,
+    hf_corpus,
+    local_corpus,
+    package_corpus,
+    source_record,
+    split_long,
+    synthetic_corpus,
+)
 
 TEXTS = ["Once there was a cat.", "The dog ran home."]
 
@@ -125,3 +133,59 @@ def test_noise_knobs_add_their_share_of_near_duplicates_boilerplate_and_garbled_
 def test_noise_knobs_that_leave_no_story_are_refused_by_name(grammar):
     with pytest.raises(CorpusError, match="near_duplicates \\+ boilerplate \\+ garbled leave no story"):
         synthetic_corpus(grammar, 100, seed=7, near_duplicates=0.6, garbled=0.4)
+
+
+def test_a_package_corpus_reads_the_longest_string_of_a_module_one_document_per_line(installed_bible):
+    docs = package_corpus(["tinybible"], ["tinybible/plain_text.py"], "python_string")
+    assert docs["text"].to_list() == [
+        "In the beginning the earth was without form.",
+        "And there was light.",
+        "",  # blank lines stay here; normalization drops and counts them
+        "And it was good.",
+    ]
+    assert docs["doc_id"].to_list() == [0, 1, 2, 3]
+
+
+def test_a_package_corpus_reads_text_files_by_pattern_in_sorted_order(installed_bible):
+    docs = package_corpus(["tinybible"], ["*.txt"], "text")
+    assert docs["text"].to_list() == ["A note on the text.", "A second note."]
+
+
+def test_a_package_that_is_not_installed_is_named_with_its_key_and_how_to_install_it():
+    with pytest.raises(
+        CorpusError, match=r"corpus.package.distributions: 'no-such-bible' is not installed.*pip install"
+    ):
+        package_corpus(["no-such-bible"], ["*.txt"])
+
+
+def test_a_pattern_matching_no_file_of_the_package_lists_the_files_it_has(installed_bible):
+    with pytest.raises(
+        CorpusError, match=r"corpus.package.files: no file of tinybible 0.0.2 matches \*.json.*notes.txt"
+    ):
+        package_corpus(["tinybible"], ["*.json"])
+
+
+def test_a_package_corpus_records_its_version_both_licences_and_each_files_sha256(installed_bible):
+    options = {"distributions": ["tinybible"], "files": ["tinybible/*.py"], "extract": "python_string"}
+    record = source_record("package", {**options, "text_licence": "public domain"}, [], 4)
+    module = installed_bible / "tinybible" / "plain_text.py"
+    assert record["distributions"] == [{"name": "tinybible", "version": "0.0.2", "package_licence": "MIT"}]
+    assert record["text_licence"] == "public domain" and record["documents"] == 4
+    assert {"path": "tinybible/plain_text.py", "sha256": hashlib.sha256(module.read_bytes()).hexdigest()} in record[
+        "files"
+    ]
+
+
+def test_a_local_corpus_records_each_file_it_read_by_sha256(tmp_path):
+    path = _write(tmp_path, ".txt")
+    record = source_record("local", {"files": [str(path)]}, [str(path)], 2)
+    assert record["files"] == [{"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}]
+
+
+def test_a_text_kept_as_one_line_is_cut_into_passages_at_sentence_ends():
+    line = 'In the beginning. The earth was void! "Let there be light," he said. And there was light.'
+    assert split_long(line, 4) == [
+        "In the beginning. The earth was void!",
+        '"Let there be light," he said.',
+        "And there was light.",
+    ]

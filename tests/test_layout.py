@@ -131,3 +131,15 @@ def test_the_embedded_default_config_plans_every_path_it_reads_from_the_results_
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     study = Study(validate_config(config, SCHEMA), [], ROOT / "workflow", SCRIPTS)
     assert all(p.startswith(study.layout.root) for p in study.layout.data_targets() + study.layout.trial_targets())
+
+
+def test_a_package_corpus_job_reads_the_installed_files_so_a_new_release_reruns_it(installed_bible):
+    study = _study(corpus={"source": "package", "package": {"distributions": ["tinybible"], "files": ["*.txt"]}})
+    assert study.corpus_inputs() == [str(installed_bible / "tinybible" / "notes.txt")]
+
+
+def test_a_package_corpus_that_is_not_installed_is_refused_before_any_job_naming_its_key():
+    study = _study(corpus={"source": "package", "package": {"distributions": ["no-such-bible"]}})
+    refused = startup.refusal(study, {"corpus": 1}, local_exec=True, downloads=[])
+    assert refused and "corpus.package.distributions: 'no-such-bible' is not installed" in refused
+    assert study.corpus_inputs() == []

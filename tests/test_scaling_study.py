@@ -157,6 +157,15 @@ def test_fewer_than_three_sizes_or_budgets_give_a_sentence_not_a_fit():
     assert "this study has 2 and 4" in analyse_scaling(curves, few, {})["message"]
 
 
+def test_one_long_budget_per_size_is_fitted_from_the_eval_points_along_each_run():
+    curves, trials = _study()
+    longest = trials.filter(pl.col("budget") == max(BUDGETS))
+    got = analyse_scaling(curves, longest, QUICK)
+    assert got["status"] == "ok" and got["budgets"] == 1 and got["law_total"]["n_points"] == 4 * 3 * 6
+    final = analyse_scaling(curves, longest, {**QUICK, "points": "final"})
+    assert final["status"] == "not fitted" and "this study has 4 and 1" in final["message"]
+
+
 def test_a_law_without_a_finite_optimum_gets_a_sentence_and_the_report_still_comes():
     curves, trials = _study()
     # Loss that does not fall with N: alpha comes out ≤ 0, and no allocation exists.

@@ -7,7 +7,8 @@ rule corpus:
         STUDY.corpus_inputs,
         start_checked,
     output:
-        LAYOUT.path("data", "corpus.parquet"),
+        docs=LAYOUT.path("data", "corpus.parquet"),
+        source=LAYOUT.path("data", "corpus_source.json"),
     log:
         LAYOUT.log("corpus"),
     benchmark:

@@ -57,6 +57,7 @@ use rule report as interim_report with:
             profile=existing(*STUDY.device_profiles),
             normalize=existing(LAYOUT.path("data", "normalize_summary.json")),
             decontaminate=existing(LAYOUT.path("data", "decontaminate.json")),
+            corpus_source=existing(LAYOUT.path("data", "corpus_source.json")),
         ),
     output:
         LAYOUT.interim("report.html"),

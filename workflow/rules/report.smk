@@ -25,6 +25,7 @@ rule report:
         reference=STUDY.shipped("resources", "reference_study.json"),
         normalize=LAYOUT.path("data", "normalize_summary.json"),
         decontaminate=LAYOUT.path("data", "decontaminate.json"),
+        corpus_source=LAYOUT.path("data", "corpus_source.json"),
     output:
         LAYOUT.report,
     log:

@@ -1,6 +1,6 @@
-"""Rule corpus: load the configured source into results/data/corpus.parquet."""
+"""Rule corpus: load the configured source into results/data/corpus.parquet, and where it came from beside it."""
 
-from tokenwatt.common.files import logged, write_parquet
+from tokenwatt.common.files import logged, write_json, write_parquet
 from tokenwatt.data import corpus
 
 with logged(snakemake.log[0]):
@@ -17,9 +17,12 @@ with logged(snakemake.log[0]):
         )
     elif source == "local":
         docs = corpus.local_corpus(opts["files"], opts["text_column"], opts["encoding_errors"])
+    elif source == "package":
+        docs = corpus.package_corpus(opts["distributions"], opts["files"], opts["extract"], opts["document_words"])
     else:
         docs = corpus.hf_corpus(
             opts["name"], opts["split"], opts["text_column"], opts["config"], opts["revision"], opts["max_documents"]
         )
     print(f"{source} corpus: {docs.height} documents")
-    write_parquet(snakemake.output[0], docs)
+    write_parquet(snakemake.output.docs, docs)
+    write_json(snakemake.output.source, corpus.source_record(source, dict(opts), list(snakemake.input), docs.height))

@@ -15,6 +15,7 @@ with logged(snakemake.log[0]):
     # The data stage's summary; an interim report made before normalization finished has none yet.
     normalize = [files.normalize] if isinstance(files.normalize, str) else list(files.normalize)
     decontaminate = [files.decontaminate] if isinstance(files.decontaminate, str) else list(files.decontaminate)
+    corpus_source = [files.corpus_source] if isinstance(files.corpus_source, str) else list(files.corpus_source)
     inputs = load_report_inputs(
         config=params.config,
         config_hash=params.config_hash,
@@ -30,6 +31,7 @@ with logged(snakemake.log[0]):
         reference=files.reference,
         normalize=normalize[0] if normalize else None,
         decontaminate=decontaminate[0] if decontaminate else None,
+        corpus_source=corpus_source[0] if corpus_source else None,
         profiles={key: path if path in measured else None for key, path in params.profiles.items()},
         interim=params.interim,
         made={"at": utc(time.time()), "git": git_state(Path(snakemake.scriptdir)), "versions": versions()},

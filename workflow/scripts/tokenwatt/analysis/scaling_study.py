@@ -222,11 +222,14 @@ def analyse_scaling(curves: pl.DataFrame, trials: pl.DataFrame, settings: Mappin
         "published": [p.to_dict() for p in PUBLISHED],
         **({"points_note": points_note} if points_note else {}),
     }
-    if n_sizes < 3 or n_budgets < 3:
+    # With points along each run (first_epoch, all) the token counts come from the eval points, so one long budget per
+    # size serves (a constant rate: every point is the law at its D); with final points each budget is one D.
+    if n_sizes < 3 or (n_budgets < 3 and chosen_points == "final"):
         return {
             **out,
             "status": "not fitted",
-            "message": f"A scaling law needs at least 3 model sizes and 3 budgets; this study has {n_sizes} and {n_budgets}.",
+            "message": f"A scaling law needs at least 3 model sizes and 3 budgets (with scaling.points final; with "
+            f"first_epoch or all, 3 token counts among the eval points); this study has {n_sizes} and {n_budgets}.",
         }
     swept = trials
     trials, rates = tuned_learning_rates(swept)

@@ -1,19 +1,25 @@
-"""Corpus sources: the seeded synthetic story generator, local files and the Hub.
+"""Corpus sources: the seeded synthetic story generator, local files, an installed package's text, and the Hub.
 
 Every source returns a polars DataFrame with columns ``doc_id`` (int, 0..n-1 in source
-order) and ``text`` (str).
+order) and ``text`` (str); ``source_record`` says where the documents came from (files by sha256, a package by
+name, version and licence), which the study keeps beside them.
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
+
+from ..common.installed import NotInstalled, installed_files
 
 LOCAL_FORMATS = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 
@@ -205,6 +211,85 @@ def local_corpus(files: list[str], text_column: str = "text", encoding_errors: s
             )
         texts = ds[column]
     return _frame(["" if t is None else str(t) for t in texts])
+
+
+# ---------------------------------------------------------------- an installed package
+def _longest_string(source: str, path: Path) -> str:
+    """The longest string literal of a Python module: where a data package keeps its text (pythonbible's
+    translations hold each whole text in one literal beside short titles)."""
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as err:
+        raise CorpusError(f"corpus.package: {path} is not a Python module (line {err.lineno}: {err.msg})") from None
+    strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    if not strings:
+        raise CorpusError(f"corpus.package: {path} holds no string literal; set corpus.package.extract: text")
+    return max(strings, key=len)
+
+
+SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+")
+
+
+def split_long(line: str, words: int) -> list[str]:
+    """``line`` cut into documents of at least ``words`` words each, every cut at the first sentence end after them
+    (the last piece may be shorter): a text kept as one line (a whole translation) becomes passages."""
+    out, piece, count = [], [], 0
+    for sentence in SENTENCE_END.split(line):
+        piece.append(sentence)
+        count += len(sentence.split())
+        if count >= words:
+            out.append(" ".join(piece))
+            piece, count = [], 0
+    if piece:
+        out.append(" ".join(piece))
+    return out
+
+
+def package_corpus(
+    distributions: list[str], files: list[str], extract: str = "text", document_words: int | None = None
+) -> pl.DataFrame:
+    """The text of installed distributions' files (in the order given, each one's files in sorted order), one
+    document per line (blank lines kept here, dropped and counted by normalization): ``extract`` text reads each file
+    as UTF-8 text, python_string the longest string literal of each Python module; with ``document_words`` a longer
+    line is cut into passages of at least that many words at sentence ends (``split_long``)."""
+    try:
+        paths = [p for d in distributions for p in installed_files(d, files).paths]
+    except NotInstalled as err:
+        raise CorpusError(str(err)) from None
+    texts: list[str] = []
+    for path in paths:
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise CorpusError(f"corpus.package: {path} is not valid UTF-8 (byte {err.start}: {err.reason})") from None
+        lines = (_longest_string(text, path) if extract == "python_string" else text).splitlines()
+        texts += [p for line in lines for p in split_long(line, document_words)] if document_words else lines
+    return _frame(texts)
+
+
+def _sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def source_record(source: str, options: dict[str, Any], inputs: list[str], documents: int) -> dict[str, Any]:
+    """Where a corpus came from, for the study's outputs: the source, its settings, every file it read with its
+    sha256 (``inputs``: the synthetic grammar or the local files), and for a package its version and licence as
+    installed and the text's licence as the config states it."""
+    record: dict[str, Any] = {"source": source, "documents": documents, "settings": options}
+    if source == "package":
+        found = [installed_files(d, options["files"]) for d in options["distributions"]]
+        record |= {
+            "distributions": [
+                {"name": f.distribution, "version": f.version, "package_licence": f.licence} for f in found
+            ],
+            "text_licence": options.get("text_licence"),
+            "files": [
+                {"path": r, "sha256": _sha256(p)} for f in found for r, p in zip(f.relative, f.paths, strict=True)
+            ],
+        }
+    elif inputs:
+        record["files"] = [{"path": str(f), "sha256": _sha256(f)} for f in inputs]
+    return record
 
 
 # ---------------------------------------------------------------- hub

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..common.installed import NotInstalled, installed_files
+
 # What a job of each rule leaves on the disk, with its copy in the result store: generous upper bounds measured on the
 # tiny and the embedded studies (a trial's power trace, loss and eval curves, its record; a device profile), so a plan
 # is refused only for want of room its outputs would certainly need. The data stage scales with the corpus instead.
@@ -53,6 +55,17 @@ def local_corpus_files(files: Iterable[str]) -> list[Finding]:
         found.append(
             Finding("corpus.local.files", f"corpus.local.files: {why}; fix the path or remove it from the list")
         )
+    return found
+
+
+def package_corpus(distributions: list[str], files: list[str]) -> list[Finding]:
+    """Each configured package that is not installed here or has no file that matches."""
+    found = []
+    for distribution in distributions:
+        try:
+            installed_files(distribution, files)
+        except NotInstalled as err:
+            found.append(Finding("corpus.package", str(err)))
     return found
 
 

@@ -31,9 +31,12 @@ def _files(study: Study, planned: Mapping[str, int]) -> list[preflight.Finding]:
     corpus = study.config["corpus"]
     local = corpus["local"]["files"] if corpus["source"] == "local" else []
     found = preflight.local_corpus_files(local) if planned.get("corpus") else []
+    if corpus["source"] == "package" and planned.get("corpus"):
+        found += preflight.package_corpus(corpus["package"]["distributions"], corpus["package"]["files"])
     if found := found + preflight.results_folder(study.layout.root):
         return found
-    sizes = sum(os.path.getsize(f) for f in local if os.path.isfile(f))
+    read = study.corpus_inputs() if corpus["source"] in ("local", "package") else []
+    sizes = sum(os.path.getsize(f) for f in read if os.path.isfile(f))
     return preflight.free_disk(study.layout.root, preflight.planned_bytes(planned, sizes))
 
 

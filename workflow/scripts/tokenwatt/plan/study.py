@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..common.codeclosure import code_digest
+from ..common.installed import NotInstalled, installed_files
 from ..common.measures import FIGURES, SCALING_FIGURES
 from .config import config_hash, quality_settings
 from .design import Design
@@ -74,13 +75,20 @@ class Study:
         return code_digest(self.scripts / script, self.scripts, modules)
 
     def corpus_inputs(self, wildcards: Any = None) -> list[str]:
-        """The corpus job's input files: the grammar of the synthetic stories, or the local files that exist (a missing
-        one is left to the pre-flight check, which names corpus.local.files; a dry run plans all the same)."""
+        """The corpus job's input files: the grammar of the synthetic stories, the local files that exist, or the
+        installed package's chosen files (so a new release reruns the corpus). A missing one is left to the pre-flight
+        check, which names its key; a dry run plans all the same."""
         corpus = self.config["corpus"]
         if corpus["source"] == "synthetic":
             return [self.user_or_shipped(corpus["synthetic"]["grammar"])]
         if corpus["source"] == "local":
             return [f for f in corpus["local"]["files"] if os.path.exists(f)]
+        if corpus["source"] == "package":
+            package = corpus["package"]
+            try:
+                return [str(p) for d in package["distributions"] for p in installed_files(d, package["files"]).paths]
+            except NotInstalled:
+                return []
         return []
 
     # --- what the rules are handed

@@ -87,13 +87,15 @@ def load_report_inputs(
     normalize: PathLike | None,
     profiles: Mapping[str, PathLike | None],
     decontaminate: PathLike | None = None,
+    corpus_source: PathLike | None = None,
     interim: bool = False,
     made: Mapping[str, Any] | None = None,
 ) -> ReportInputs:
     """The report's inputs from the rule's files: ``products`` maps product name → its JSON, ``figures`` name →
     (PNG, caption file), ``profiles`` key → device profile (None: not measured yet, as in an interim report made
     early); ``normalize`` is the data stage's summary, None before normalization finished, ``decontaminate`` the
-    decontamination step's record (its ``decontaminate`` key), None before it ran."""
+    decontamination step's record (its ``decontaminate`` key), None before it ran, ``corpus_source`` where the corpus
+    came from (its ``corpus`` key), None before the corpus job ran."""
     read = {key: read_profile(path) if path is not None else None for key, path in profiles.items()}
     return ReportInputs(
         config=config,
@@ -113,6 +115,11 @@ def load_report_inputs(
             **(
                 {"decontaminate": read_analysis_json(decontaminate, "decontamination record")}
                 if decontaminate is not None
+                else {}
+            ),
+            **(
+                {"corpus": read_analysis_json(corpus_source, "corpus source record")}
+                if corpus_source is not None
                 else {}
             ),
         },

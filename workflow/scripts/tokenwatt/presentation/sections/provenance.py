@@ -59,9 +59,33 @@ def _items(inputs: ReportInputs, first: dict[str, Any]) -> list[list[Any]]:
         ["power polling interval (s)", first.get("interval_requested_s")],
         ["CS_TFLOPS", cs],
         ["trials finished", trials.height],
+        ["corpus", _corpus(summary.get("corpus"))],
         ["documents in / out of normalization", f"{summary.get('documents_in')} / {summary.get('documents_out')}"],
         ["eval copies left training (split.decontaminate)", _decontaminated(summary.get("decontaminate"))],
     ]
+
+
+def _corpus(record: dict[str, Any] | None) -> str:
+    """Where the documents came from: a package by name, version and both licences; files by count and sha256."""
+    if not record:
+        return "—"
+    files = record.get("files") or []
+    digests = "; ".join(f"{f['path']} sha256 {f['sha256'][:12]}…" for f in files[:3]) + (
+        f"; and {len(files) - 3} more" if len(files) > 3 else ""
+    )
+    if record["source"] == "package":
+        packages = ", ".join(
+            f"{d['name']} {d['version']} (package licence {d['package_licence']})" for d in record["distributions"]
+        )
+        text_licence = record.get("text_licence") or "not stated in corpus.package.text_licence"
+        return (
+            f"{record['documents']} documents of the installed {packages}; the text's licence: {text_licence}. "
+            + digests
+        )
+    if record["source"] == "hf":
+        s = record["settings"]
+        return f"{record['documents']} documents of {s['name']} ({s['split']}, revision {s.get('revision') or 'not pinned'})"
+    return f"{record['documents']} documents ({record['source']}): " + (digests or "no file read")
 
 
 def _decontaminated(step: dict[str, Any] | None) -> str:
