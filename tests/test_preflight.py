@@ -6,6 +6,7 @@ import os
 
 import pytest
 from tokenwatt.plan import preflight
+from tokenwatt.plan.disk import DiskPlan
 
 
 class FakeNvml:
@@ -45,12 +46,11 @@ def test_a_results_folder_that_does_not_exist_yet_is_judged_by_the_folder_it_wil
     assert "is not a folder" in preflight.results_folder(str(tmp_path / "file" / "results"))[0].sentence
 
 
-def test_a_disk_without_room_for_the_plans_outputs_says_how_much_is_needed(tmp_path):
-    needed = preflight.planned_bytes({"train_trial": 100, "corpus": 1}, corpus_bytes=10_000_000)
-    assert needed == preflight.MARGIN_BYTES + 100 * preflight.JOB_BYTES["train_trial"] + 8 * 10_000_000
-    found = preflight.free_disk(str(tmp_path), needed, free=lambda path: 1_000_000)
-    assert "has 1 MB free and this plan's outputs need about 680 MB" in found[0].sentence
-    assert preflight.free_disk(str(tmp_path), needed, free=lambda path: needed) == []
+def test_a_disk_without_room_for_the_plans_outputs_says_how_much_is_needed_and_for_what(tmp_path):
+    plan = DiskPlan(data=30_000_000, trials=600_000_000, other=40_000_000, margin=10_000_000)
+    found = preflight.free_disk(str(tmp_path), plan, free=lambda path: 1_000_000)
+    assert "has 1 MB free and this plan's outputs need about 680 MB (data 30 MB, trials 600 MB" in found[0].sentence
+    assert preflight.free_disk(str(tmp_path), plan, free=lambda path: plan.total) == []
 
 
 @pytest.mark.parametrize(

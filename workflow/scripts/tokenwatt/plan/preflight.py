@@ -19,15 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..common.installed import NotInstalled, installed_files
-
-# What a job of each rule leaves on the disk, with its copy in the result store: generous upper bounds measured on the
-# tiny and the embedded studies (a trial's power trace, loss and eval curves, its record; a device profile), so a plan
-# is refused only for want of room its outputs would certainly need. The data stage scales with the corpus instead.
-JOB_BYTES = {"train_trial": 4_000_000, "device_profile": 100_000, "subset": 200_000}
-# The data stage keeps the corpus several times over (corpus, normalized, train/eval documents, chunks, store copies).
-CORPUS_COPIES = 8
-# Room kept free beyond the plan's outputs: logs, Snakemake's own records, the compiler's cache.
-MARGIN_BYTES = 200_000_000
+from .disk import DiskPlan
 
 
 @dataclass(frozen=True)
@@ -85,26 +77,20 @@ def results_folder(results: str) -> list[Finding]:
     ]
 
 
-def planned_bytes(planned: Mapping[str, int], corpus_bytes: int) -> int:
-    """Bytes the planned jobs (rule -> count) will write, at most: ``JOB_BYTES`` each, the corpus's copies if the data
-    stage runs, and the margin."""
-    data = CORPUS_COPIES * corpus_bytes if planned.get("corpus") else 0
-    return MARGIN_BYTES + data + sum(JOB_BYTES.get(rule, 0) * n for rule, n in planned.items())
-
-
-def free_disk(results: str, needed: int, free: Callable[[str], int] | None = None) -> list[Finding]:
-    """Whether the disk of the results folder has ``needed`` bytes free (``free``: bytes free at a path)."""
+def free_disk(results: str, plan: DiskPlan, free: Callable[[str], int] | None = None) -> list[Finding]:
+    """Whether the disk of the results folder has room for the ``plan``'s bytes (``free``: bytes free at a path)."""
     folder = Path(results).absolute()
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     available = (free or (lambda p: shutil.disk_usage(p).free))(str(folder))
-    if available >= needed:
+    if available >= plan.total:
         return []
     return [
         Finding(
             "results",
             f"results: the disk of {folder} has {available / 1e6:,.0f} MB free and this plan's outputs need about "
-            f"{needed / 1e6:,.0f} MB; free space there, or set `results` to a folder on a larger disk",
+            f"{plan.total / 1e6:,.0f} MB ({plan.describe()}); free space there, or set `results` to a folder on a "
+            "larger disk",
         )
     ]
 

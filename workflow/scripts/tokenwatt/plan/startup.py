@@ -6,14 +6,13 @@ jobs a run will run, whether it is a dry run) and raises or logs what they retur
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..common.files import read_json
-from . import preflight
+from . import disk, preflight
 from .preview import cost_preview, workload_key
 from .study import Study
 
@@ -35,9 +34,32 @@ def _files(study: Study, planned: Mapping[str, int]) -> list[preflight.Finding]:
         found += preflight.package_corpus(corpus["package"]["distributions"], corpus["package"]["files"])
     if found := found + preflight.results_folder(study.layout.root):
         return found
+    return preflight.free_disk(study.layout.root, disk_plan_of(study, planned))
+
+
+def disk_plan_of(study: Study, planned: Mapping[str, int]) -> disk.DiskPlan:
+    """What the planned jobs will write (``disk``): the data stage from the corpus's files, and the trials to run, taken
+    as the largest of the design's (the count is known here, not which)."""
+    corpus, design = study.config["corpus"], study.design
     read = study.corpus_inputs() if corpus["source"] in ("local", "package") else []
-    sizes = sum(os.path.getsize(f) for f in read if os.path.isfile(f))
-    return preflight.free_disk(study.layout.root, preflight.planned_bytes(planned, sizes))
+    cuda = any(design.train_config(c)["device"] == "auto" for c in design.cells) and preflight.visible_cuda_devices()
+    trials = []
+    for cell_id, _ in study.layout.expected:
+        cell = design.cell(cell_id)
+        train = design.train_config(cell)
+        params = disk.model_parameters(design.model_config(cell), design.tokenizer_config(design.tokenizer_key(cell)))
+        kind = "cuda" if train["device"].startswith("cuda") or (train["device"] == "auto" and cuda) else "cpu"
+        trials.append((params, cell.budget * train["epochs"], kind))
+    interval = study.config["meter"]["interval_s"]
+    trials.sort(key=lambda t: disk.trial_seconds(t[0], t[1], t[2], study.pilot), reverse=True)
+    return disk.disk_plan(
+        planned,
+        disk.corpus_characters(corpus, read),
+        len(design.factors.get("selection", {})),
+        trials[: planned.get("train_trial", 0)],
+        study.pilot,
+        interval,
+    )
 
 
 def refusal(study: Study, planned: Mapping[str, int], local_exec: bool, downloads: list[str]) -> str | None:
