@@ -85,6 +85,14 @@ def test_isoenergy_refuses_an_optimum_at_the_largest_size_rather_than_reporting_
     assert all("largest size" in e["why"] and "beyond the sizes measured" in e["why"] for e in est)
 
 
+def test_isoenergy_refuses_a_lowest_loss_shared_by_neighbouring_sizes():
+    sizes, energy = np.geomspace(1e5, 1e7, 4), 1e3
+    losses = [3.0, 2.5, 2.5, 2.9]  # a flat bottom: no one size is the optimum
+    rows = [(n, energy / COST(n), energy, v, 0) for n, v in zip(sizes, losses, strict=True)]
+    got = isoenergy(FrontierPoints.of(*map(np.array, zip(*rows, strict=True))), np.array([energy]))
+    assert np.isnan(got.n[0]) and "shared by neighbouring sizes" in got.why[0]
+
+
 def test_isoenergy_needs_three_sizes_at_an_energy():
     two = ladder(sizes=SIZES[2:4])
     est = frontier(two, [COST(SIZES[3]) * 1e6])["approaches"]["isoenergy"]["estimates"][0]

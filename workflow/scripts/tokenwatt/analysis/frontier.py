@@ -187,7 +187,7 @@ def _size_at(points: FrontierPoints, rows: np.ndarray, u: np.ndarray) -> tuple[n
 
 
 def _vertex(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """The vertex (x, y) of the parabola through three points whose middle one is the lowest."""
+    """The vertex (x, y) of the parabola through three points whose middle one is strictly the lowest."""
     c2, c1, c0 = np.polyfit(x, y, 2)
     xv = -c1 / (2 * c2)
     return float(xv), float(c0 + c1 * xv + c2 * xv**2)
@@ -214,10 +214,13 @@ def isoenergy(points: FrontierPoints, energies: np.ndarray) -> Estimate:
             edge = "smallest" if k == 0 else "largest"
             why.append(
                 f"the lowest loss at this energy is the {edge} size reaching it (N = {sizes[there[k]]:.4g}): the "
-                "optimum lies beyond the sizes measured"
+                "optimum lies beyond the sizes measured there"
             )
             continue
         three = there[k - 1 : k + 2]
+        if not loss_at[three[1], j] < min(loss_at[three[0], j], loss_at[three[2], j]):
+            why.append("the lowest loss at this energy is shared by neighbouring sizes: no single optimum")
+            continue
         xv, yv = _vertex(np.log(sizes[three]), loss_at[three, j])
         n[j], best[j] = np.exp(xv), yv
         d[j] = np.exp(np.interp(xv, np.log(sizes[there]), log_d_at[there, j]))

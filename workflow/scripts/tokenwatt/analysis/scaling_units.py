@@ -52,8 +52,9 @@ def interval_refusal(counts: Mapping[str, int]) -> str | None:
     """Why these units give no interval, or None."""
     if counts.get(SIZE, 0) < MIN_UNITS[SIZE]:
         return (
-            f"{counts.get(SIZE, 0)} model sizes: an interval that counts the sizes as the units of α needs at least "
-            f"{MIN_UNITS[SIZE]} (the law is refitted without each, and needs 3); the estimates stand without intervals"
+            f"{counts.get(SIZE, 0)} model sizes: an interval that counts the sizes as its units needs at least "
+            f"{MIN_UNITS[SIZE]} (the fit is repeated without each, and the law needs 3); the estimates stand without "
+            "intervals"
         )
     return None
 
