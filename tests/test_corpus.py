@@ -182,6 +182,14 @@ def test_a_local_corpus_records_each_file_it_read_by_sha256(tmp_path):
     assert record["files"] == [{"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}]
 
 
+def test_a_cut_keeps_the_closing_quotes_and_brackets_of_its_sentence():
+    assert split_long("(And so it was.) Then he said “light.” And there was light.", 3) == [
+        "(And so it was.)",
+        "Then he said “light.”",
+        "And there was light.",
+    ]
+
+
 def test_a_text_kept_as_one_line_is_cut_into_passages_at_sentence_ends():
     line = 'In the beginning. The earth was void! "Let there be light," he said. And there was light.'
     assert split_long(line, 4) == [

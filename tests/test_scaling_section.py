@@ -119,3 +119,10 @@ def test_without_a_frontier_the_section_says_why(scaling):
     message = "2 of 90 points have no training energy"
     page = scaling_html({**scaling, "frontier": {"status": "not computed", "message": message}})
     assert message in _text(page) and "three ways" in _text(page)
+
+
+def test_a_law_in_doubt_is_said_beside_the_frontier_table(scaling):
+    front = {**scaling["frontier"], "approaches": {**scaling["frontier"]["approaches"]}}
+    front["approaches"]["law"] = {**front["approaches"]["law"], "doubt": "its lack-of-fit screen rejects it"}
+    text = _text(scaling_html({**scaling, "frontier": front}))
+    assert "The law's column rests on a law in doubt: its lack-of-fit screen rejects it" in text

@@ -94,6 +94,29 @@ def test_the_frontier_is_estimated_three_ways_on_the_studys_joule_axis_inside_it
     assert any(e["n_opt"] is not None for e in law["estimates"])
 
 
+def test_a_law_that_cannot_be_fitted_leaves_the_frontier_standing_with_its_diverged_points_counted():
+    curves, trials = _study()
+    diverged = curves.with_columns(
+        eval_loss=pl.when((pl.col("trial") == 1) & (pl.col("cell") == "model=s/b20000"))
+        .then(float("nan"))
+        .otherwise("eval_loss")
+    )
+    got = analyse_scaling(diverged, trials, QUICK)
+    assert got["status"] == "not fitted" and "not positive finite" in got["message"]
+    assert got["frontier"]["status"] == "ok"
+    assert got["frontier"]["notes"] == [
+        f"6 of {curves.height} points have no finite loss (diverged runs) and are left out"
+    ]
+
+
+def test_the_frontier_says_when_the_law_its_third_column_rests_on_is_rejected():
+    curves, trials = _study()
+    bent = curves.with_columns(eval_loss=pl.col("eval_loss") * (0.03 * pl.col("real_tokens").log().sin()).exp())
+    got = analyse_scaling(bent, trials, QUICK)
+    assert got["law_total"]["lack_of_fit"]["fits"] is False
+    assert "its lack-of-fit screen rejects it" in got["frontier"]["approaches"]["law"]["doubt"]
+
+
 def test_a_study_whose_points_carry_no_training_energy_gets_no_frontier_and_says_why():
     curves, trials = _study()
     unmetered = curves.with_columns(train_energy_j=pl.lit(None, pl.Float64))

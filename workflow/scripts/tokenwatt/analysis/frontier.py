@@ -64,6 +64,8 @@ class FrontierPoints:
         """Checked points: positive finite numbers of one length (ScalingInputError naming the column if not);
         without ``trial`` every point is one trial id."""
         N, D, J, loss = (check_positive(v, name) for v, name in ((N, "N"), (D, "D"), (J, "energy"), (loss, "loss")))
+        if N.size == 0:
+            raise ScalingInputError("no points: the frontier needs at least one evaluation point per run")
         trial = np.zeros(N.size, int) if trial is None else np.asarray(trial).ravel()
         if not N.size == D.size == J.size == loss.size == trial.size:
             raise ScalingInputError(
@@ -173,16 +175,18 @@ def _record_lows(J: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _size_at(points: FrontierPoints, rows: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """One size's loss and log D at each log energy u: per trial id, interpolated between its record lows, averaged
-    over its trial ids; NaN where any trial id's points do not reach u."""
+    """One size's loss and log D at each log energy u: per trial id, its best loss so far interpolated between its
+    record lows and held after the last one up to its last point (a run that levels off still reaches u), its D read
+    off all its points; averaged over its trial ids; NaN where any trial id's points do not reach u."""
     losses, log_ds = [], []
     for t in np.unique(points.trial[rows]):
         mine = rows[points.trial[rows] == t]
         lows = mine[_record_lows(points.J[mine], points.loss[mine])]
-        ux = np.log(points.J[lows])
-        covered = (u >= ux[0]) & (u <= ux[-1])
+        every = mine[np.argsort(points.J[mine], kind="stable")]
+        ux, reach = np.log(points.J[lows]), np.log(points.J[every])
+        covered = (u >= reach[0]) & (u <= reach[-1])
         losses.append(np.where(covered, np.interp(u, ux, points.loss[lows]), np.nan))
-        log_ds.append(np.where(covered, np.interp(u, ux, np.log(points.D[lows])), np.nan))
+        log_ds.append(np.where(covered, np.interp(u, reach, np.log(points.D[every])), np.nan))
     return np.mean(losses, axis=0), np.mean(log_ds, axis=0)
 
 
@@ -229,14 +233,29 @@ def isoenergy(points: FrontierPoints, energies: np.ndarray) -> Estimate:
 
 
 # ---------------------------------------------------------------- approach 3: the law with e(N)
+def _run_ends(points: FrontierPoints) -> np.ndarray:
+    """Per model size and trial id, the point with the most tokens: a run's end, whose energy over tokens is the run's
+    joules per token, as the allocation's e(N) takes it (earlier points carry more of the start-up's share)."""
+    codes = np.unique(points.trial, return_inverse=True)[1]
+    ends = {}
+    for i in np.lexsort((points.D, codes, points.N)):  # by size, trial id, then tokens: the last of each wins
+        ends[(points.N[i], codes[i])] = int(i)
+    return np.array(sorted(ends.values()))
+
+
 def law(points: FrontierPoints, energies: np.ndarray) -> Estimate:
     """Approach 3 (module docstring)."""
+    ends = _run_ends(points)
     try:
         fit = fit_law(points.N, points.D, points.loss)
-        cost = choose_energy(points.N, points.J / points.D)
+        cost = choose_energy(points.N[ends], points.J[ends] / points.D[ends])
     except ScalingInputError as err:
         return _refused(energies, f"the law or e(N) cannot be fitted: {err}")
-    details = {"law": {k: fit.to_dict()[k] for k in ("E", "A", "B", "alpha", "beta")}, "energy_model": cost.chosen}
+    details = {
+        "law": {k: fit.to_dict()[k] for k in ("E", "A", "B", "alpha", "beta")},
+        "not_identified": sorted(fit.not_identified),
+        "energy_model": cost.chosen,
+    }
     if unpinned := [k for k in ("alpha", "beta") if k in fit.not_identified]:
         return _refused(
             energies, "; ".join(f"{k} is not identified ({fit.not_identified[k]})" for k in unpinned), details
@@ -285,6 +304,7 @@ def _approach(
     names = tuple(f"{q}[{j}]" for q in QUANTITIES for j in range(energies.size))
     jack = stack(names, est.row, np.ones(len(names), bool), replicates) if replicates else None
     lo_size, hi_size = float(points.N.min()), float(points.N.max())
+    lo_tokens, hi_tokens = float(points.D.min()), float(points.D.max())
     rows = []
     for j, energy in enumerate(energies):
         row: dict[str, Any] = {"energy_j": float(energy)}
@@ -299,6 +319,7 @@ def _approach(
                 )
         row["why"] = est.why[j]
         row["beyond_sizes"] = None if row["n_opt"] is None else not lo_size <= row["n_opt"] <= hi_size
+        row["beyond_tokens"] = None if row["d_opt"] is None else not lo_tokens <= row["d_opt"] <= hi_tokens
         rows.append(row)
     return {
         "estimates": rows,
@@ -337,9 +358,12 @@ def frontier(
     points: FrontierPoints,
     energies: ArrayLike | None = None,
     without: Callable[[str, Any], FrontierPoints] | None = None,
+    law_doubt: str | None = None,
 ) -> dict[str, Any]:
     """The three approaches at each energy, with intervals and their agreement; energies outside the points'
-    measured range are refused (ScalingInputError) rather than extrapolated to."""
+    measured range are refused (ScalingInputError) rather than extrapolated to. ``law_doubt``: why the law itself is
+    in doubt (its lack-of-fit screen, which the caller runs), said beside the law's column with any of E, A, B the
+    fit does not identify."""
     energies = default_energies(points) if energies is None else check_positive(energies, "energies")
     lo, hi = float(points.J.min()), float(points.J.max())
     if outside := [float(e) for e in energies if not lo <= e <= hi]:
@@ -348,6 +372,10 @@ def frontier(
             f"({lo:.4g}–{hi:.4g} J): the frontier is reported only where it was measured"
         )
     approaches = {name: _approach(name, points, energies, without) for name in APPROACHES}
+    unpinned = [k for k in ("E", "A", "B") if k in approaches["law"]["details"].get("not_identified", [])]
+    doubts = [law_doubt] * bool(law_doubt) + [f"{', '.join(unpinned)} not identified"] * bool(unpinned)
+    for name, approach in approaches.items():
+        approach["doubt"] = "; ".join(doubts) if name == "law" and doubts else None
     return {
         "energies_j": energies.tolist(),
         "measured_energy_j": [lo, hi],

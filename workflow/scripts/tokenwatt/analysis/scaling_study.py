@@ -253,10 +253,22 @@ def analyse_scaling(curves: pl.DataFrame, trials: pl.DataFrame, settings: Mappin
             "message": f"No eval point is left for scaling.points: {out['points']} (with several "
             "epochs and eval.points 0 there is no point within the first epoch: set eval.points, or scaling.points: final).",
         }
+    tuned = bool(rates) and out["points"] != "final"
     try:
-        return _finite({**out, **_fits(chosen, sizes(trials), trials, settings, retuned)})
+        fitted = _fits(chosen, sizes(trials), trials, settings, retuned)
     except ScalingInputError as err:
-        return {**out, "status": "not fitted", "message": f"The law cannot be fitted to these points: {err}"}
+        # The frontier's envelope and slices do not rest on the law: they stand where it cannot be fitted.
+        return _finite(
+            {
+                **out,
+                "status": "not fitted",
+                "message": f"The law cannot be fitted to these points: {err}",
+                "frontier": _frontier(chosen, retuned, None, tuned),
+            }
+        )
+    lof = fitted["law_total"]["lack_of_fit"]
+    doubt = "its lack-of-fit screen rejects it" if lof.get("fits") is False else None
+    return _finite({**out, **fitted, "frontier": _frontier(chosen, retuned, doubt, tuned)})
 
 
 def _energy_fits(sized: pl.DataFrame) -> list[dict[str, Any]]:
@@ -368,33 +380,35 @@ def _fits(
         out.update(
             _allocations(*laws["total"], sized, budgets, (float(measured.min()), float(measured.max())), doubt, resized)
         )
-    out["frontier"] = (
-        _frontier(chosen, retuned)
-        if chosen["hardware"].n_unique() == 1
-        else {
-            "status": "not computed",
-            "message": "Several device profiles (hardware levels or precisions): a joule on one is not a joule on "
-            "another, so the frontier is one profile's; run it per profile.",
-        }
-    )
     out["status"] = "ok"
     return out
 
 
 def _frontier_points(chosen: pl.DataFrame) -> FrontierPoints:
-    """The frontier's points: each chosen point's N (total), tokens, cumulative training energy and eval loss."""
+    """The frontier's points: each chosen point's N (total), tokens, cumulative training energy and eval loss; a point
+    without a finite loss (a diverged run's) is never on the frontier and is left out (``_frontier`` counts them)."""
+    finite = chosen.filter(pl.col("eval_loss").is_finite())
     return FrontierPoints.of(
-        *(chosen[c].to_numpy() for c in ("params", "tokens", "train_energy_j", "eval_loss", "trial"))
+        *(finite[c].to_numpy() for c in ("params", "tokens", "train_energy_j", "eval_loss", "trial"))
     )
 
 
 def _frontier(
     chosen: pl.DataFrame,
     retuned: Callable[[str, Any], tuple[pl.DataFrame, pl.DataFrame, list[dict[str, Any]]]] | None,
+    law_doubt: str | None,
+    tuned_at_end: bool,
 ) -> dict[str, Any]:
     """The energy-optimal frontier by its three estimators (``frontier``) on one device profile's points, each
-    jackknife refit on the points with the learning rate chosen again without its unit; or why there is none. It
-    does not wait for the law: the envelope and the iso-energy slices stand where the law is not identified."""
+    jackknife refit on the points with the learning rate chosen again without its unit; or why there is none. It does
+    not rest on the law's fit (``law_doubt``: why the law's own column is in doubt, if it is); ``tuned_at_end``: a
+    learning rate chosen by the runs' final loss stands for every point of them, which is said."""
+    if chosen["hardware"].n_unique() > 1:
+        return {
+            "status": "not computed",
+            "message": "Several device profiles (hardware levels or precisions): a joule on one is not a joule on "
+            "another, so the frontier is one profile's; run it per profile.",
+        }
     metered = chosen.filter(pl.col("train_energy_j").is_not_null() & (pl.col("train_energy_j") > 0))
     if metered.height < chosen.height:
         return {
@@ -402,14 +416,23 @@ def _frontier(
             "message": f"{chosen.height - metered.height} of {chosen.height} points have no training energy "
             "(meter.kind none, or a trial that did not finish): the frontier needs every point on the joule axis",
         }
+    notes = []
+    if diverged := chosen.height - chosen.filter(pl.col("eval_loss").is_finite()).height:
+        notes.append(f"{diverged} of {chosen.height} points have no finite loss (diverged runs) and are left out")
+    if tuned_at_end:
+        notes.append(
+            "each size's learning rate was chosen by its runs' final loss, and every point of those runs stands for "
+            "its energy: far below a run's end another rate may have been better"
+        )
 
     def without(dim: str, unit: Any) -> FrontierPoints:
         return _frontier_points(retuned(dim, unit)[0])
 
     try:
-        return {"status": "ok", **frontier(_frontier_points(chosen), without=without if retuned else None)}
+        got = frontier(_frontier_points(chosen), without=without if retuned else None, law_doubt=law_doubt)
     except ScalingInputError as err:
         return {"status": "not computed", "message": f"The frontier cannot be estimated from these points: {err}"}
+    return {"status": "ok", "notes": notes, **got}
 
 
 # The allocation's quantities per budget, in the order of ``_allocation_row``; all positive, intervals on log scale.

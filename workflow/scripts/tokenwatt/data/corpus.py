@@ -227,22 +227,22 @@ def _longest_string(source: str, path: Path) -> str:
     return max(strings, key=len)
 
 
-SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+")
+# A sentence ends at . ! or ? with any closing quotes or brackets after it, before white space.
+SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*(?=\s)")
 
 
 def split_long(line: str, words: int) -> list[str]:
     """``line`` cut into documents of at least ``words`` words each, every cut at the first sentence end after them
-    (the last piece may be shorter): a text kept as one line (a whole translation) becomes passages."""
-    out, piece, count = [], [], 0
-    for sentence in SENTENCE_END.split(line):
-        piece.append(sentence)
-        count += len(sentence.split())
-        if count >= words:
-            out.append(" ".join(piece))
-            piece, count = [], 0
-    if piece:
-        out.append(" ".join(piece))
-    return out
+    (the last piece may be shorter); every character but the white space at a cut is kept: a text kept as one line
+    (a whole translation) becomes passages."""
+    pieces, start = [], 0
+    for end in SENTENCE_END.finditer(line):
+        if len(line[start : end.end()].split()) >= words:
+            pieces.append(line[start : end.end()].strip())
+            start = end.end()
+    if line[start:].strip():
+        pieces.append(line[start:].strip())
+    return pieces
 
 
 def package_corpus(

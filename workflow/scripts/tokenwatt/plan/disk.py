@@ -8,9 +8,11 @@ Each part is derived from what drives it, with constants measured on real studie
   corpus, normalized, split and decontaminated documents (parquet) and the chunks with their store copy.
   config/frontier.yaml's five translations (20.6 M characters) left 45.7 MB, 2.2 bytes a character. Characters are
   counted from the files read (local or installed package files; a package's Python modules hold more than their text,
-  so this overcounts) or, for the synthetic stories, at ``SYNTHETIC_CHARACTERS`` a story (299–305 measured). Each
-  selection level keeps its own training documents and chunks, ``LEVEL_SHARE`` of the data stage (0.59 measured). A
-  Hub corpus is not counted (its size is not known before it downloads; the Hub's cache holds it).
+  so this overcounts) or, for the synthetic stories, at ``SYNTHETIC_CHARACTERS`` a story (299–305 measured), or for
+  a Hub corpus read with ``max_documents`` at ``HUB_CHARACTERS`` a document (a guess: a Hub corpus's size is not known
+  before it downloads, and one read whole is not counted). Each selection level keeps its own training documents and
+  chunks, ``LEVEL_SHARE`` of the data stage (0.59 measured); a run that adds levels to a study whose corpus is done
+  (its chunk jobs planned, not its corpus job) is charged that share per chunk job.
 - **a trial**: its record, curves and log (``TRIAL_FIXED_BYTES``) and its power trace, ``POWER_SAMPLE_BYTES`` a
   sample at ``meter.interval_s`` over the trial's expected seconds, twice (the store's copy). The seconds come from the
   config's pilot (plan.tokens_per_s), else from the trial's FLOPs (6 × parameters × tokens) at a rate below any
@@ -38,6 +40,7 @@ from .preview import RUNTIME_UNKNOWN_MIN
 STORE_COPIES = 2
 DATA_BYTES_PER_CHARACTER = 3.0
 SYNTHETIC_CHARACTERS = 320
+HUB_CHARACTERS = 4_000
 LEVEL_SHARE = 0.6
 TRIAL_FIXED_BYTES = 100_000
 POWER_SAMPLE_BYTES = 32
@@ -107,6 +110,8 @@ def corpus_characters(corpus: Mapping[str, Any], files: list[str]) -> int:
     """The characters the data stage will hold, at most: the files read, or the synthetic stories; 0 for the Hub."""
     if corpus["source"] == "synthetic":
         return corpus["synthetic"]["documents"] * SYNTHETIC_CHARACTERS
+    if corpus["source"] == "hf":
+        return (corpus["hf"].get("max_documents") or 0) * HUB_CHARACTERS
     return sum(os.path.getsize(f) for f in files if os.path.isfile(f))
 
 
@@ -119,12 +124,10 @@ def disk_plan(
     interval_s: float,
 ) -> DiskPlan:
     """The bytes of the planned jobs (``planned``: rule → jobs to run): the data stage if its corpus job runs (its
-    ``characters``, ``selection_levels``), ``trials`` as (parameters or None, tokens, device kind) per trial to run."""
-    data = (
-        int(characters * DATA_BYTES_PER_CHARACTER * (1 + LEVEL_SHARE * selection_levels))
-        if planned.get("corpus")
-        else 0
-    )
+    ``characters``, ``selection_levels``), else a level's share per chunk job; ``trials`` as (parameters or None,
+    tokens, device kind) per trial to run."""
+    share = 1 + LEVEL_SHARE * selection_levels if planned.get("corpus") else LEVEL_SHARE * planned.get("chunk", 0)
+    data = int(characters * DATA_BYTES_PER_CHARACTER * share)
     trial = sum(trial_bytes(trial_seconds(n, tokens, kind, pilot), interval_s) for n, tokens, kind in trials)
     other = sum(JOB_BYTES.get(rule, 0) * n for rule, n in planned.items())
     if trials:

@@ -210,7 +210,11 @@ def _frontier_cell(e: dict[str, Any]) -> Markup:
     if e["n_opt"] is None:
         return Markup('<span class="ci">refused</span>')
     band = f"[{si(e['n_low'], '')}, {si(e['n_high'], '')}]" if e["n_low"] is not None else "(no interval)"
-    beyond = ", beyond the sizes measured" if e["beyond_sizes"] else ""
+    beyond = "".join(
+        f", beyond the {what} measured"
+        for what, flag in (("sizes", e["beyond_sizes"]), ("tokens", e["beyond_tokens"]))
+        if flag
+    )
     return noted(si(e["n_opt"], ""), band + beyond) + Markup(
         f"<br>D* {text(si(e['d_opt'], ''))}, L* {text(fixed(e['loss_opt']))}"
     )
@@ -222,7 +226,8 @@ def _frontier(front: dict[str, Any]) -> Markup:
     rows = []
     for j, energy in enumerate(front["energies_j"]):
         agreement = front["agreement"][j]
-        verdict = "—" if agreement["agree"] is None else ("agree" if agreement["agree"] else "disagree")
+        compared = ", ".join(APPROACH_NAMES[a] for a in agreement["with_intervals"])
+        verdict = "—" if agreement["agree"] is None else f"{'agree' if agreement['agree'] else 'disagree'} ({compared})"
         rows.append([si(energy, "J"), *(_frontier_cell(a["estimates"][j]) for a in approaches.values()), text(verdict)])
     return table(["energy", *(APPROACH_NAMES[k] for k in approaches), "N* intervals"], rows)
 
