@@ -89,3 +89,10 @@ def test_the_tiny_studys_plan_bounds_its_measured_folder_and_fits_a_59_mb_disk(s
     plan = startup.disk_plan_of(tiny, planned)
     measured = sum(f.stat().st_size for f in (study / "results").rglob("*") if f.is_file())
     assert measured <= plan.total <= 59e6, (measured, plan.describe())
+
+
+def test_a_hub_corpus_is_said_not_to_be_counted_rather_than_guessed():
+    config = copy.deepcopy(DEFAULT)
+    config["corpus"] = {"source": "hf", "hf": {"name": "roneneldan/TinyStories", "max_documents": 1000}}
+    plan = startup.disk_plan_of(_study(config), {"corpus": 1})
+    assert plan.data == 0 and "not counted: the Hub corpus's data stage" in plan.describe()

@@ -126,3 +126,14 @@ def test_a_law_in_doubt_is_said_beside_the_frontier_table(scaling):
     front["approaches"]["law"] = {**front["approaches"]["law"], "doubt": "its lack-of-fit screen rejects it"}
     text = _text(scaling_html({**scaling, "frontier": front}))
     assert "The law's column rests on a law in doubt: its lack-of-fit screen rejects it" in text
+
+
+def test_a_frontier_computed_where_the_law_could_not_be_fitted_is_shown_with_the_laws_message(scaling):
+    unfitted = {
+        "status": "not fitted",
+        "message": "The law cannot be fitted to these points: loss: 6 rows",
+        **{k: scaling[k] for k in ("points", "model_sizes", "budgets", "frontier")},
+    }
+    text = _text(scaling_html(unfitted))
+    assert "The law cannot be fitted to these points" in text and "The energy-optimal frontier, three ways" in text
+    assert "iso-energy slices" in text

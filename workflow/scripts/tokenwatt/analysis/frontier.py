@@ -12,12 +12,13 @@ depend on where it stopped (a constant rate, or a schedule's own last step): the
    and the largest measured. L*(J) is the hull itself.
 2. ``isoenergy`` (approach 2, read off training curves as Porian et al. 2024 did): at each J, each size's loss is
    read off its own points — per trial id, the best loss it had reached with at most J joules, interpolated
-   linearly in log J between its record lows, and averaged over the size's trial ids (a size enters only where
-   every one of its trial ids covers J). The optimum in log N is the vertex of the parabola through the size with
-   the lowest loss and its two neighbours; it needs 3 sizes, and a lowest loss at the smallest or largest size is
-   refused (the optimum lies beyond the sizes measured), never reported. D* is read off the sizes' own D at J,
-   interpolated in log N.
-3. ``law`` (approach 3): L(N, D) fitted as ``scaling.fit_law`` fits it, e(N) = J/D as ``energy_per_token``
+   linearly in log J between its record lows and held after the last one up to the run's last point, and averaged
+   over the size's trial ids (a size enters only where every one of its trial ids covers J). The optimum in log N is
+   the vertex of the parabola through the size with the lowest loss and its two neighbours; it needs 3 sizes, and a
+   lowest loss at the smallest or largest size reaching J is refused (the optimum lies beyond them), never reported.
+   D* is the tokens with which each size reached that loss, read the same way, interpolated in log N.
+3. ``law`` (approach 3): L(N, D) fitted as ``scaling.fit_law`` fits it, e(N) from each run's end (its energy over its
+   tokens) as ``energy_per_token``
    chooses it, and the optimum along e(N)·D = J as ``allocation`` finds it; refused where α or β is not identified.
 
 Each estimator is refitted without each trial id and each model size (``scaling_units``: the design's units, never
@@ -176,8 +177,9 @@ def _record_lows(J: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def _size_at(points: FrontierPoints, rows: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One size's loss and log D at each log energy u: per trial id, its best loss so far interpolated between its
-    record lows and held after the last one up to its last point (a run that levels off still reaches u), its D read
-    off all its points; averaged over its trial ids; NaN where any trial id's points do not reach u."""
+    record lows and held after the last one up to its last point (a run that levels off still reaches u), with the D
+    of that loss read the same way (the tokens that reached it); averaged over its trial ids; NaN where any trial id's
+    points do not reach u."""
     losses, log_ds = [], []
     for t in np.unique(points.trial[rows]):
         mine = rows[points.trial[rows] == t]
@@ -186,7 +188,7 @@ def _size_at(points: FrontierPoints, rows: np.ndarray, u: np.ndarray) -> tuple[n
         ux, reach = np.log(points.J[lows]), np.log(points.J[every])
         covered = (u >= reach[0]) & (u <= reach[-1])
         losses.append(np.where(covered, np.interp(u, ux, points.loss[lows]), np.nan))
-        log_ds.append(np.where(covered, np.interp(u, reach, np.log(points.D[every])), np.nan))
+        log_ds.append(np.where(covered, np.interp(u, ux, np.log(points.D[lows])), np.nan))
     return np.mean(losses, axis=0), np.mean(log_ds, axis=0)
 
 

@@ -263,11 +263,19 @@ def analyse_scaling(curves: pl.DataFrame, trials: pl.DataFrame, settings: Mappin
                 **out,
                 "status": "not fitted",
                 "message": f"The law cannot be fitted to these points: {err}",
-                "frontier": _frontier(chosen, retuned, None, tuned),
+                "frontier": _frontier(
+                    chosen, retuned, f"the study's law could not be fitted and screened ({err})", tuned
+                ),
             }
         )
     lof = fitted["law_total"]["lack_of_fit"]
-    doubt = "its lack-of-fit screen rejects it" if lof.get("fits") is False else None
+    doubt = (
+        "its lack-of-fit screen rejects it"
+        if lof.get("fits") is False
+        else f"its lack-of-fit screen could not judge it ({lof.get('verdict')})"
+        if lof.get("fits") is None
+        else None
+    )
     return _finite({**out, **fitted, "frontier": _frontier(chosen, retuned, doubt, tuned)})
 
 
@@ -418,7 +426,9 @@ def _frontier(
         }
     notes = []
     if diverged := chosen.height - chosen.filter(pl.col("eval_loss").is_finite()).height:
-        notes.append(f"{diverged} of {chosen.height} points have no finite loss (diverged runs) and are left out")
+        notes.append(
+            f"{diverged} of {chosen.height} points have no finite loss (a diverged or unevaluated run's) and are left out"
+        )
     if tuned_at_end:
         notes.append(
             "each size's learning rate was chosen by its runs' final loss, and every point of those runs stands for "

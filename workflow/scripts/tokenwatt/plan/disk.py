@@ -8,9 +8,9 @@ Each part is derived from what drives it, with constants measured on real studie
   corpus, normalized, split and decontaminated documents (parquet) and the chunks with their store copy.
   config/frontier.yaml's five translations (20.6 M characters) left 45.7 MB, 2.2 bytes a character. Characters are
   counted from the files read (local or installed package files; a package's Python modules hold more than their text,
-  so this overcounts) or, for the synthetic stories, at ``SYNTHETIC_CHARACTERS`` a story (299–305 measured), or for
-  a Hub corpus read with ``max_documents`` at ``HUB_CHARACTERS`` a document (a guess: a Hub corpus's size is not known
-  before it downloads, and one read whole is not counted). Each selection level keeps its own training documents and
+  so this overcounts) or, for the synthetic stories, at ``SYNTHETIC_CHARACTERS`` a story (299–305 measured). A Hub
+  corpus is not counted: its size is not known before it downloads, and a guess per document would refuse studies
+  that fit (TinyStories' documents are ~850 characters, a web crawl's several thousand); ``describe`` says so. Each selection level keeps its own training documents and
   chunks, ``LEVEL_SHARE`` of the data stage (0.59 measured); a run that adds levels to a study whose corpus is done
   (its chunk jobs planned, not its corpus job) is charged that share per chunk job.
 - **a trial**: its record, curves and log (``TRIAL_FIXED_BYTES``) and its power trace, ``POWER_SAMPLE_BYTES`` a
@@ -40,7 +40,6 @@ from .preview import RUNTIME_UNKNOWN_MIN
 STORE_COPIES = 2
 DATA_BYTES_PER_CHARACTER = 3.0
 SYNTHETIC_CHARACTERS = 320
-HUB_CHARACTERS = 4_000
 LEVEL_SHARE = 0.6
 TRIAL_FIXED_BYTES = 100_000
 POWER_SAMPLE_BYTES = 32
@@ -61,6 +60,7 @@ class DiskPlan:
     trials: int
     other: int
     margin: int
+    uncounted: str | None = None  # what the plan writes that is not counted, in words
 
     @property
     def total(self) -> int:
@@ -68,7 +68,8 @@ class DiskPlan:
 
     def describe(self) -> str:
         mb = lambda b: f"{b / 1e6:,.0f} MB"  # noqa: E731
-        return f"data {mb(self.data)}, trials {mb(self.trials)}, analysis and report {mb(self.other)}, margin {mb(self.margin)}"
+        counted = f"data {mb(self.data)}, trials {mb(self.trials)}, analysis and report {mb(self.other)}, margin {mb(self.margin)}"
+        return counted + (f"; not counted: {self.uncounted}" if self.uncounted else "")
 
 
 def llama_parameters(sizes: Mapping[str, Any], vocab: int) -> int:
@@ -110,8 +111,6 @@ def corpus_characters(corpus: Mapping[str, Any], files: list[str]) -> int:
     """The characters the data stage will hold, at most: the files read, or the synthetic stories; 0 for the Hub."""
     if corpus["source"] == "synthetic":
         return corpus["synthetic"]["documents"] * SYNTHETIC_CHARACTERS
-    if corpus["source"] == "hf":
-        return (corpus["hf"].get("max_documents") or 0) * HUB_CHARACTERS
     return sum(os.path.getsize(f) for f in files if os.path.isfile(f))
 
 
@@ -122,6 +121,7 @@ def disk_plan(
     trials: list[tuple[int | None, int, str]],
     pilot: Mapping[str, Any],
     interval_s: float,
+    uncounted: str | None = None,
 ) -> DiskPlan:
     """The bytes of the planned jobs (``planned``: rule → jobs to run): the data stage if its corpus job runs (its
     ``characters``, ``selection_levels``), else a level's share per chunk job; ``trials`` as (parameters or None,
@@ -133,4 +133,4 @@ def disk_plan(
     if trials:
         other += REPORT_BYTES + FIGURE_BYTES_PER_TRIAL * len(trials)
     subtotal = data + trial + other
-    return DiskPlan(data, trial, other, int(MARGIN_SHARE * subtotal) + MARGIN_BYTES)
+    return DiskPlan(data, trial, other, int(MARGIN_SHARE * subtotal) + MARGIN_BYTES, uncounted)

@@ -59,6 +59,9 @@ def disk_plan_of(study: Study, planned: Mapping[str, int]) -> disk.DiskPlan:
         trials[: planned.get("train_trial", 0)],
         study.pilot,
         interval,
+        "the Hub corpus's data stage (its size is not known before it downloads)"
+        if corpus["source"] == "hf" and planned.get("corpus")
+        else None,
     )
 
 

@@ -32,8 +32,14 @@ def render(inputs: ReportInputs) -> Markup:
 
 def scaling_html(scaling: dict[str, Any]) -> Markup:
     """The law beside the published fits, its lack of fit, e(N), and the allocations."""
+    front = (scaling or {}).get("frontier") or {}
+    shown = {
+        "frontier": front,
+        "frontier_table": _frontier(front) if front.get("status") == "ok" else None,
+        "frontier_refusals": _frontier_refusals(front) if front.get("status") == "ok" else [],
+    }
     if not scaling or scaling.get("status") != "ok":
-        return render_template("sections/scaling_body.html.j2", scaling=scaling)
+        return render_template("sections/scaling_body.html.j2", scaling=scaling, **shown)
     law = scaling["law_total"]
     alloc = scaling.get("allocation_energy")
     return render_template(
@@ -53,13 +59,7 @@ def scaling_html(scaling: dict[str, Any]) -> Markup:
         first_fit=next((e["fits"]["power"] for e in scaling["energy_per_token"] if e["status"] == "ok"), None),
         allocation=_allocation(scaling) if alloc else None,
         versus=energy_vs_flops_sentence(scaling["energy_vs_flops"]) if alloc else "",
-        frontier=scaling.get("frontier") or {},
-        frontier_table=_frontier(scaling["frontier"])
-        if (scaling.get("frontier") or {}).get("status") == "ok"
-        else None,
-        frontier_refusals=_frontier_refusals(scaling["frontier"])
-        if (scaling.get("frontier") or {}).get("status") == "ok"
-        else [],
+        **shown,
     )
 
 
@@ -212,7 +212,7 @@ def _frontier_cell(e: dict[str, Any]) -> Markup:
     band = f"[{si(e['n_low'], '')}, {si(e['n_high'], '')}]" if e["n_low"] is not None else "(no interval)"
     beyond = "".join(
         f", beyond the {what} measured"
-        for what, flag in (("sizes", e["beyond_sizes"]), ("tokens", e["beyond_tokens"]))
+        for what, flag in (("sizes", e["beyond_sizes"]), ("tokens", e.get("beyond_tokens")))
         if flag
     )
     return noted(si(e["n_opt"], ""), band + beyond) + Markup(
