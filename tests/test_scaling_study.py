@@ -105,7 +105,7 @@ def test_a_law_that_cannot_be_fitted_leaves_the_frontier_standing_with_its_diver
     assert got["status"] == "not fitted" and "not positive finite" in got["message"]
     assert got["frontier"]["status"] == "ok"
     assert got["frontier"]["notes"] == [
-        f"6 of {curves.height} points have no finite loss (diverged runs) and are left out"
+        f"6 of {curves.height} points have no finite loss (a diverged or unevaluated run's) and are left out"
     ]
 
 
