@@ -35,7 +35,8 @@ def test_a_diverged_trial_is_named_with_its_step_and_left_out_of_the_table():
     trials, missing = aggregate(recs, [(1000, 1), (1000, 2)])
     assert trials["trial"].to_list() == [1]
     assert missing == [
-        "budget 1000 trial 2: diverged at step 17 (non-finite loss); its subject is left out of the repeated-measures tests"
+        "budget 1000 trial 2: diverged at step 17 (non-finite training loss); its subject is left out of the repeated-measures "
+        "tests"
     ]
 
 
@@ -138,3 +139,17 @@ def test_changes_table_reports_the_studys_percentages():
 )
 def test_budget_labels(tokens, text):
     assert budget_label(tokens) == text
+
+
+def test_a_trial_diverged_to_a_finite_loss_is_named_with_that_loss():
+    recs = [
+        raw_record(1000, 1),
+        raw_record(
+            1000, 2, status="diverged", diverged_at_step=9, diverged_in_epoch=1, diverged_loss=11745.7, eval_loss=None
+        ),
+    ]
+    _, missing = aggregate(recs, [(1000, 1), (1000, 2)])
+    assert missing == [
+        "budget 1000 trial 2: diverged at step 9 (training loss 1.175e+04 nats); its subject is left out of the "
+        "repeated-measures tests"
+    ]

@@ -3,12 +3,13 @@
 import json
 
 import polars as pl
-from curve_study import budget_study, curves_table, run_rows
+from curve_study import BUDGETS, budget_study, curves_table, run_rows
 from tokenwatt.analysis.curves import analyse_curves, curves_product
 from tokenwatt.analysis.stopping_replay import stopping_outcomes
 from tokenwatt.analysis.targets import default_targets, energy_to_target, energy_to_target_comparisons
 from tokenwatt.analysis.trajectory import trajectory
 from tokenwatt.plan.stopping import StopRule
+from tokenwatt.presentation.sections.curves import _pairs
 
 SETTINGS = {"targets": [], "gain_fraction": 0.1, "stopping": {}}
 
@@ -54,3 +55,18 @@ def test_one_evaluation_per_trial_reads_the_final_points_only_and_says_so():
     got = analyse_curves(budget_study(n=3, points=1), SETTINGS)
     assert got["status"] == "ok" and got["points_per_trial"] == 1
     assert got["message"].startswith("One evaluation per trial")
+
+
+def test_a_trial_diverged_to_a_finite_loss_past_exps_range_keeps_its_loss_and_misses_only_its_perplexity():
+    # A diverged run's loss can be finite yet past ~709 nats, where exp() overflows: 1000 nats on every point.
+    diverged = (BUDGETS[-1], 2)
+    got = analyse_curves(budget_study(n=4, points=5, shift={diverged: 1000.0}), SETTINGS)
+    assert json.dumps(got, allow_nan=False)
+    points = [p for p in got["trajectory"]["points"] if (p["budget"], p["trial"]) == diverged]
+    assert len(points) == 5 and all(p["eval_loss"] > 1000 and p["perplexity"] is None for p in points)
+    best = next(t for t in got["trajectory"]["trials"] if (t["budget"], t["trial"]) == diverged)
+    assert best["best_loss"] > 1000 and best["best_perplexity"] is None
+    # the comparison that pairs it keeps its loss change; the report shows the row, its perplexity change "—"
+    compared = [r for r in got["quality_at_energy_comparison"] if r["budget_b"] == BUDGETS[-1]]
+    assert compared and all(r["loss_change"] is not None for r in compared)
+    assert "—" in str(_pairs(compared))

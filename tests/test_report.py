@@ -557,3 +557,16 @@ def test_the_page_shows_its_sections_in_the_reports_order(analysed, figures):
 def test_a_template_escapes_data_as_the_tables_do(analysed, figures):
     page = _report(analysed, figures, missing=["""trial 3: "quoted" & 'single' <b>"""])
     assert "trial 3: &quot;quoted&quot; &amp; &#x27;single&#x27; &lt;b&gt;" in page  # html.escape's spelling
+
+
+def test_quality_against_energy_leaves_out_points_whose_perplexity_is_past_a_floats_range():
+    from curve_study import BUDGETS as CURVE_BUDGETS
+    from curve_study import budget_study
+
+    # a diverged run's loss is finite but past ~709 nats: its perplexity is no point on a log axis
+    curves = budget_study(n=2, points=4, shift={(CURVE_BUDGETS[-1], 1): 1000.0})
+    fig = F.quality_vs_energy(curves, estimated=False)
+    fig.savefig(io.BytesIO(), format="png")
+    drawn = [line for line in fig.axes[0].get_lines() if len(line.get_xdata())]
+    assert len(drawn) == 2 * len(CURVE_BUDGETS) - 1
+    assert max(float(np.max(line.get_ydata())) for line in drawn) < 1e3

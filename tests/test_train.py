@@ -13,8 +13,10 @@ from tokenwatt.training.model import ModelError, build_model, check_tokenizer_ma
 from tokenwatt.training.setup import set_up
 from tokenwatt.training.spec import TrialData, TrialSpec
 from tokenwatt.training.train import (
+    Diverged,
     TrainingError,
     TrainSettings,
+    blowup_loss,
     check_precision,
     evaluate,
     labels_for,
@@ -123,8 +125,21 @@ def test_non_finite_loss_stops_with_the_step():
     with torch.no_grad():
         model.model.norm.weight.fill_(float("nan"))
     ids, mask = _data(n=8)
-    with pytest.raises(TrainingError, match=r"non-finite loss at step 1 \(epoch 1\)"):
+    with pytest.raises(TrainingError, match=r"non-finite loss \(nan\) at step 1 \(epoch 1\)"):
         train(model, ids, mask, torch.device("cpu"), _settings(log_every=3))
+
+
+def test_a_finite_loss_past_the_blowup_limit_stops_training_as_divergence():
+    # one CPU carries lr 50 as losses of 1e4 nats, another as NaN: both are divergence; a limit below any real
+    # loss makes the first record trip it here
+    ids, mask = _data(n=8)
+    with pytest.raises(Diverged, match=r"loss \S+ nats at step 1, past 0.001 .*\(epoch 1\)") as err:
+        train(_model(), ids, mask, torch.device("cpu"), _settings(log_every=3), diverged_above=1e-3)
+    assert err.value.step == 1 and math.isfinite(err.value.loss) and err.value.partial.steps == []
+
+
+def test_the_blowup_limit_is_ten_uniform_guesses_over_the_vocabulary():
+    assert blowup_loss(300) == pytest.approx(10 * math.log(300))
 
 
 def test_vocab_mismatch_fails_with_both_numbers():
@@ -330,7 +345,9 @@ def test_a_diverged_trial_is_recorded_as_a_result_with_its_step_and_partial_loss
 
 
 def test_a_diverged_trial_fails_when_asked_to():
-    with pytest.raises(TrainingError, match=r"budget 100, trial 1: non-finite loss at step \d+"):
+    with pytest.raises(
+        TrainingError, match=r"budget 100, trial 1: .* at step \d+ .*training diverged at train.lr 1e\+30"
+    ):
         _run("none", lr=1e30, on_divergence="fail")
 
 

@@ -332,7 +332,7 @@ BROKEN = {
         "model: {source: pretrained, name: ./empty-model}\n",
         "model.name './empty-model' could not be loaded",
     ),
-    "lr": ("train: {lr: 1.0e+30, on_divergence: fail}\n", "non-finite loss"),
+    "lr": ("train: {lr: 1.0e+30, on_divergence: fail}\n", "training diverged at train.lr 1e+30. Lower train.lr"),
     "corpus": ("corpus: {source: local, local: {files: [empty.txt]}}\n", "corpus.local.files: empty.txt is empty"),
 }
 
@@ -484,3 +484,9 @@ def diverging(study, built):
 )
 def test_a_study_whose_trials_diverge_ends_in_a_report_naming_each_diverged_trial(diverging, case, named):
     assert all(name in diverging[case] for name in named)
+
+
+def test_the_statistics_of_a_study_whose_every_trial_diverged_say_once_that_none_finished(diverging):
+    statistics = diverging["all"].split("<h2>Statistics</h2>")[1].split("<h2>")[0]
+    assert statistics.count("No trial finished, so there is nothing to test") == 1
+    assert "no values (e.g. meter none" not in statistics

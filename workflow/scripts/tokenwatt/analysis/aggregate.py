@@ -79,6 +79,12 @@ def curves_table(records: Iterable[dict[str, Any] | str | None], curves: Iterabl
     )
 
 
+def _diverged_loss(rec: dict[str, Any]) -> str:
+    """What stopped a diverged trial: its training loss, or that it was not finite (older records say neither)."""
+    loss = rec.get("diverged_loss")
+    return f"training loss {loss:.4g} nats" if isinstance(loss, (int, float)) else "non-finite training loss"
+
+
 def _flatten(rec: dict[str, Any]) -> dict[str, Any]:
     """Nested records flattened (versions -> versions_torch), lists dropped, a non-finite number (a hand-edited NaN
     or Infinity, which JSON readers accept) made missing: a summary would spread it to its whole cell."""
@@ -128,7 +134,7 @@ def trials_table(
                 if isinstance(rec, str)
                 else absent
                 if rec is None
-                else f"diverged at step {rec.get('diverged_at_step')} (non-finite loss); its subject is left out of the "
+                else f"diverged at step {rec.get('diverged_at_step')} ({_diverged_loss(rec)}); its subject is left out of the "
                 "repeated-measures tests"
                 if rec.get("status") == "diverged"
                 else f"status {rec.get('status')}"

@@ -34,6 +34,8 @@ import numpy as np
 from scipy import optimize, special, stats
 from statsmodels.duration.survfunc import SurvfuncRight
 
+from ..common.measures import LOG_MAX_FLOAT
+
 # reached between points; not reached by the end (needs more); at the first point (at most); ended by a rule first
 EXACT, ABOVE, BELOW, NEVER = "exact", "above", "below", "never"
 _FAR = 50.0  # a log ratio beyond e^50 is taken as unbounded: no finite bound exists on these data
@@ -241,18 +243,23 @@ def paired_ratio(
     _, at = data.profile(d_hat, at)
     crit = stats.t.ppf(0.975, n - 1)
 
-    def t_stat(delta: float) -> float:
-        lr = max(0.0, 2.0 * (top - data.profile(delta, at)[0]))
-        return math.sqrt((n - 1) * math.expm1(lr / n))
+    def lr(delta: float) -> float:
+        return max(0.0, 2.0 * (top - data.profile(delta, at)[0]))
+
+    # t² = (n − 1)(e^{LR/n} − 1), monotone in LR: the bounds are found on the LR scale, where a pair as far apart
+    # as a diverged trial makes (an LR past exp's range) stays a finite number
+    lr_crit = n * math.log1p(crit**2 / (n - 1))
 
     def bound(sign: int) -> float | None:
         step, near = data.scale / 4.0, d_hat
-        while t_stat(near + sign * step) < crit:
+        while lr(near + sign * step) < lr_crit:
             near += sign * step
             step *= 2.0
             if abs(near - d_hat) > _FAR:
                 return None
-        return math.exp(optimize.brentq(lambda d: t_stat(d) - crit, near, near + sign * step, xtol=1e-7))
+        return math.exp(optimize.brentq(lambda d: lr(d) - lr_crit, near, near + sign * step, xtol=1e-7))
 
-    p = float(2.0 * stats.t.sf(t_stat(0.0), n - 1))
+    at_zero = lr(0.0) / n
+    t_zero = math.sqrt((n - 1) * math.expm1(at_zero)) if at_zero < LOG_MAX_FLOAT - math.log(n) else math.inf
+    p = float(2.0 * stats.t.sf(t_zero, n - 1))
     return PairedRatio(**counts, ratio=math.exp(d_hat), ci95_low=bound(-1), ci95_high=bound(+1), p=p, status="ok")

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import polars as pl
 
+from ..common.measures import exp_of_loss
 from .scale import summary
 
 REQUIRED = (
@@ -129,5 +130,6 @@ def centre_schema(prefix: str, suffix: str = "") -> dict[str, Any]:
 
 
 def perplexity_change_pct(x: float | None) -> float | None:
-    """A mean loss difference as the % change of the geometric mean perplexity."""
-    return 100.0 * math.expm1(x) if x is not None else None
+    """A mean loss difference as the % change of the geometric mean perplexity; None where the ratio is
+    missing (``exp_of_loss``: a difference past ~709 nats)."""
+    return 100.0 * math.expm1(x) if exp_of_loss(x) is not None else None

@@ -5,11 +5,9 @@ analysis, never in a trial, so changing a constant or a formula never retrains."
 from __future__ import annotations
 
 import math
-import sys
 from typing import Any
 
-# The largest x whose exp() a float holds (exp(709.78) ≈ 1.8e308).
-LOG_MAX_FLOAT = math.log(sys.float_info.max)
+from ..common.measures import LOG_MAX_FLOAT, exp_of_loss
 
 
 def training_flops(
@@ -73,8 +71,8 @@ def efficiency_record(
     per energy: invPPL per kJ. A layer whose denominator is not positive (energy at or below zero) is missing.
     """
     loss = finite(eval_loss)
-    # exp overflows past a loss of ~709 nats: such a perplexity is missing, and its quality (invPPL) rounds to 0
-    perplexity = None if loss is None or loss > LOG_MAX_FLOAT else math.exp(loss)
+    # past a loss of ~709 nats the perplexity is missing, and its quality (invPPL) rounds to 0
+    perplexity = exp_of_loss(loss)
     inv_ppl = None if loss is None else math.exp(-loss) if loss > -LOG_MAX_FLOAT else None
     per = lambda x, scale: None if inv_ppl is None or x is None or x <= 0 else ratio(inv_ppl, x / scale)  # noqa: E731
     energy = finite(energy_j)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ..common.measures import exp_of_loss
 from .curve_runs import CurvesError, Run, perplexity_change_pct, rows_table, runs_of
 from .scale import paired_change, summary
 
@@ -111,10 +112,6 @@ AT_ENERGY_SUMMARY_SCHEMA = {
 }
 
 
-def _exp(x: float | None) -> float | None:
-    return math.exp(x) if x is not None else None
-
-
 def _loss_and_perplexity(
     loss: tuple[str, str, str],
     ppl: tuple[str, str, str],
@@ -150,7 +147,7 @@ def quality_at_energy_summary(at: pl.DataFrame) -> pl.DataFrame:
                     ("loss_mean", "loss_ci95_low", "loss_ci95_high"),
                     ("ppl_geomean", "ppl_ci95_low", "ppl_ci95_high"),
                     (s["center"], s["ci95_low"], s["ci95_high"]),
-                    _exp,
+                    exp_of_loss,
                 ),
             }
         )

@@ -364,6 +364,8 @@ def analyse(trials: pl.DataFrame, measures: list[str]) -> dict[str, Any]:
         "interaction_contrasts": [row for m in present for row in interaction_contrasts(trials, m)],
         "friedman": {m: friedman(trials, m) for m in present},
         "not_measured": {m: f"{m}: no values (e.g. meter none records no energy)" for m in absent},
+        # no trial finished (each diverged or failed): the report says so once, not once per measure
+        "no_trials": trials.height == 0,
     }
 
 

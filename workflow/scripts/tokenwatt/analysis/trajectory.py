@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ..common.measures import exp_of_loss
 from .curve_runs import RUN_SCHEMA, CurvesError, Run, nullable, rows_table, runs_of
 from .frame import MIN_SUBJECTS
 from .stats import anova_effects, complete_block
@@ -106,7 +107,7 @@ def _trajectory_points(run: Run, window: int, spike_k: float) -> tuple[list[dict
                 "train_energy_j": nullable(run.energy[j]),
                 "train_s": nullable(run.seconds[j]),
                 "eval_loss": nullable(run.loss[j]),
-                "perplexity": nullable(math.exp(run.loss[j])),
+                "perplexity": exp_of_loss(nullable(run.loss[j])),
                 "delta_loss": nullable(delta[j]),
                 "backslide": bool(delta[j] > 0),
                 "spike": bool(scale is not None and delta[j] > spike_k * scale),
@@ -122,7 +123,7 @@ def _best(run: Run) -> dict[str, Any]:
     return {
         "best_point": int(run.point[b]),
         "best_loss": float(run.loss[b]),
-        "best_perplexity": math.exp(run.loss[b]),
+        "best_perplexity": exp_of_loss(float(run.loss[b])),
         "best_real_tokens": nullable(run.tokens[b]),
         "best_energy_j": nullable(run.energy[b]),
         "best_train_s": nullable(run.seconds[b]),

@@ -3,7 +3,22 @@
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, NamedTuple
+
+# The largest x whose exp() a float holds (exp(709.78) ≈ 1.8e308); a diverged run's loss can pass it.
+LOG_MAX_FLOAT = math.log(sys.float_info.max)
+
+
+def exp_of_loss(x: float | None) -> float | None:
+    """exp(x) of a loss or a loss difference (nats): a perplexity or a perplexity ratio.
+
+    None where x is None or NaN, and where exp would overflow (a diverged run's loss past ~709 nats): such a
+    perplexity is not a number a table holds, so it is missing, and its loss stays in the loss columns.
+    """
+    if x is None or x != x or x > LOG_MAX_FLOAT:
+        return None
+    return math.exp(x)
 
 
 class Measure(NamedTuple):

@@ -12,7 +12,7 @@ import polars as pl  # noqa: E402
 
 from ..analysis.frame import frame  # noqa: E402
 from ..analysis.tables import series_blocks  # noqa: E402
-from ..common.measures import MEASURES, budget_label, display_exponent, label, power_of_ten, scale_of  # noqa: E402
+from ..common.measures import LOG_MAX_FLOAT, MEASURES, budget_label, display_exponent, label, power_of_ten, scale_of  # noqa: E402
 from ..measurement.traces import training_samples  # noqa: E402
 from ..plan.design import LEVEL_PREFIX, condition_name, factor_name, parse_cell, series_label  # noqa: E402
 
@@ -366,9 +366,8 @@ def quality_vs_energy(curves: pl.DataFrame, estimated: bool):
     fig, ax = plt.subplots(figsize=(7.5, 4.8), layout="constrained")
     cells = list(dict.fromkeys(curves.sort("series", "budget")["cell"].to_list()))
     for i, cell in enumerate(cells):
-        mine = curves.filter(pl.col("cell") == cell)
+        mine = _on_log_axes(curves.filter(pl.col("cell") == cell))
         for k, (_, run) in enumerate(mine.sort("point").group_by("trial", maintain_order=True)):
-            run = run.drop_nulls("train_energy_j").filter(pl.col("train_energy_j") > 0)
             ppl = np.exp(run["eval_loss"].to_numpy())
             ax.plot(
                 run["train_energy_j"],
@@ -398,6 +397,14 @@ def quality_vs_energy(curves: pl.DataFrame, estimated: bool):
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     return fig
+
+
+def _on_log_axes(curves: pl.DataFrame) -> pl.DataFrame:
+    """The eval points a log energy × log perplexity plot can place: energy above 0 J, a perplexity a float holds
+    (a diverged run's loss can be finite yet past exp's range)."""
+    return curves.drop_nulls(["train_energy_j", "eval_loss"]).filter(
+        (pl.col("train_energy_j") > 0) & (pl.col("eval_loss") <= LOG_MAX_FLOAT)
+    )
 
 
 def placeholder(title: str, reason: str):
@@ -452,7 +459,7 @@ def make_all(
         "quality_vs_energy": (
             lambda: quality_vs_energy(curves, estimated),
             None,
-            f"Energy {none_measured}, or no eval curves",
+            f"Energy {none_measured}, no eval curves, or no finite perplexity (every trial diverged)",
         ),
     }
     available = {
@@ -460,7 +467,7 @@ def make_all(
         "power_traces": any(t["power_w"].drop_nulls().len() for t in traces.values()),
         "quality_vs_energy": curves is not None
         and "train_energy_j" in curves.columns
-        and curves["train_energy_j"].drop_nulls().len() > 0,
+        and _on_log_axes(curves).height > 0,
     }
     made = {}
     for name, (draw, column, reason) in plans.items():

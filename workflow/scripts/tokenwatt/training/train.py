@@ -28,12 +28,30 @@ class TrainingError(RuntimeError):
     pass
 
 
-class Diverged(TrainingError):
-    """A non-finite loss: where it happened, and the loss curve and tokens up to the last good record."""
+# A training loss this many times that of a uniform guess over the vocabulary (ln V nats, about where an initialised
+# model starts) is a blow-up, not a spike: the model gives the target less than V^-10. One machine's arithmetic
+# carries such a run as finite numbers (1e4 nats at lr 50 on one CPU) where another's turns it into NaN; both are
+# the same divergence, and a threshold this far out leaves every run that can still recover alone.
+BLOWUP_FACTOR = 10.0
 
-    def __init__(self, step: int, epoch: int, partial: TrainResult) -> None:
-        super().__init__(f"non-finite loss at step {step} (epoch {epoch})")
-        self.step, self.epoch, self.partial = step, epoch, partial
+
+def blowup_loss(vocab_size: int) -> float:
+    """The training loss (nats) above which a run has diverged though its loss is finite."""
+    return BLOWUP_FACTOR * math.log(max(vocab_size, 2))
+
+
+class Diverged(TrainingError):
+    """A non-finite loss, or one past ``blowup_loss``: where it happened, what it was, and the loss curve and tokens
+    up to the last good record."""
+
+    def __init__(self, step: int, epoch: int, loss: float, limit: float, partial: TrainResult) -> None:
+        what = (
+            f"non-finite loss ({loss}) at step {step}"
+            if not math.isfinite(loss)
+            else f"loss {loss:.4g} nats at step {step}, past {limit:.3g} ({BLOWUP_FACTOR:g} × ln of the vocabulary)"
+        )
+        super().__init__(f"{what} (epoch {epoch})")
+        self.step, self.epoch, self.loss, self.partial = step, epoch, loss, partial
 
 
 @dataclass(frozen=True)
@@ -211,6 +229,7 @@ def train(
     pace: Any = None,
     pause_at_tokens: list[int] | None = None,
     on_pause: Callable[[dict[str, Any]], bool | None] = lambda r: None,
+    diverged_above: float = math.inf,
 ) -> TrainResult:
     """Train in place; the data order of each epoch is a permutation drawn from ``cfg.seed`` (``cfg.order`` shuffled),
     or the order of ``ids`` (given).
@@ -220,6 +239,8 @@ def train(
     (the device synchronised) and calls ``on_pause`` with the step, epoch, real tokens and training seconds so
     far (an evaluation, in its own metered window); the pause is left out of every training time. ``on_pause``
     returning True stops training there (an energy-aware stopping rule); the result then holds what was trained.
+    A loss that is not finite or is above ``diverged_above`` (``blowup_loss`` of the model's vocabulary) raises
+    ``Diverged`` at the next record.
 
     A step runs only what training needs: targets are made once, each epoch's order is applied
     once, and a step's loss goes into a device buffer that is read (one sync) every ``log_every``
@@ -276,13 +297,31 @@ def train(
                 pace.done = step
             if step % cfg.log_every == 0:
                 _log_window(
-                    result, losses[logged:step], logged, epoch, clock, n_real_per_chunk, order[:end], sync, on_log
+                    result,
+                    losses[logged:step],
+                    logged,
+                    epoch,
+                    clock,
+                    n_real_per_chunk,
+                    order[:end],
+                    sync,
+                    on_log,
+                    diverged_above,
                 )
                 logged = step
             if step in pause_steps:
                 if step > logged:  # a loss record (and the non-finite check) at every pause
                     _log_window(
-                        result, losses[logged:step], logged, epoch, clock, n_real_per_chunk, order[:end], sync, on_log
+                        result,
+                        losses[logged:step],
+                        logged,
+                        epoch,
+                        clock,
+                        n_real_per_chunk,
+                        order[:end],
+                        sync,
+                        on_log,
+                        diverged_above,
                     )
                     logged = step
                 sync()
@@ -296,7 +335,9 @@ def train(
                 if stopped:
                     break
         if step > logged:
-            _log_window(result, losses[logged:step], logged, epoch, clock, n_real_per_chunk, order, sync, on_log)
+            _log_window(
+                result, losses[logged:step], logged, epoch, clock, n_real_per_chunk, order, sync, on_log, diverged_above
+            )
             logged = step
         if stopped:
             break
@@ -342,15 +383,16 @@ def _log_window(
     done: torch.Tensor,
     sync: Callable[[], None],
     on_log: Callable[[dict[str, Any]], None],
+    diverged_above: float,
 ) -> None:
-    """Every ``log_every`` steps: one host sync, one loss-curve record, the non-finite check.
+    """Every ``log_every`` steps: one host sync, one loss-curve record, the divergence check.
     ``window`` holds the losses of the steps since the last record; ``done`` the chunks of this epoch trained so far."""
     values = window.tolist()
-    bad = next((first_step + i + 1 for i, v in enumerate(values) if not math.isfinite(v)), None)
+    bad = next(((i, v) for i, v in enumerate(values) if not (math.isfinite(v) and v <= diverged_above)), None)
     if bad is not None:
-        result.n_steps, result.train_s = bad, clock()
+        result.n_steps, result.train_s = first_step + bad[0] + 1, clock()
         result.real_tokens = result.steps[-1]["tokens"] if result.steps else 0
-        raise Diverged(bad, epoch + 1, result)
+        raise Diverged(result.n_steps, epoch + 1, bad[1], diverged_above, result)
     sync()
     tokens = int(n_real.sum().item()) * epoch + int(n_real[done].sum().item())
     elapsed = clock()

@@ -36,6 +36,7 @@ from .train import (
     Diverged,
     TrainingError,
     TrainResult,
+    blowup_loss,
     evaluate,
     train,
 )
@@ -131,8 +132,8 @@ class _Session:
         raise TrainingError(f"{self.spec.name}: {problem}") from None
 
     def train(self) -> tuple[TrainResult, Diverged | None]:
-        """Training, from the window train_1 on (each evaluation switches to the next segment's); a non-finite loss
-        is recorded as a result or fails the trial, as train.on_divergence says."""
+        """Training, from the window train_1 on (each evaluation switches to the next segment's); a diverged run (a
+        non-finite loss, or one past ``blowup_loss``) is recorded as a result or fails the trial, as train.on_divergence says."""
         s, meter = self.setup, self.meter
         diverged = None
         meter.begin("train_1")
@@ -149,10 +150,15 @@ class _Session:
                 pace=self.pace,
                 pause_at_tokens=s.thresholds,
                 on_pause=self.evaluation,
+                diverged_above=blowup_loss(s.arch["vocab_size"]),
             )
         except Diverged as err:
             if self.spec.train.on_divergence == "fail":
-                self.fail(str(err))
+                self.fail(
+                    f"{err}: training diverged at train.lr {self.spec.train.lr:g}. Lower train.lr (or the lr level of "
+                    "this cell), give the schedule a warmup (train.schedule), or train in fp32 (train.precision); "
+                    "train.on_divergence: record keeps such a trial as a result named in the report instead"
+                )
             self.log(f"DIVERGED: {self.spec.name}: {err}; recorded as a result (train.on_divergence: record)")
             diverged, result = err, err.partial
         except TrainingError as err:
@@ -311,7 +317,16 @@ def trial_record(
         "seed": spec.seed,
         "status": "diverged" if m.diverged else "ok",
         "started_at_unix_s": started_at,
-        **({"diverged_at_step": m.diverged.step, "diverged_in_epoch": m.diverged.epoch} if m.diverged else {}),
+        **(
+            {
+                "diverged_at_step": m.diverged.step,
+                "diverged_in_epoch": m.diverged.epoch,
+                # null where the loss was not finite (JSON holds no NaN or inf)
+                "diverged_loss": m.diverged.loss if math.isfinite(m.diverged.loss) else None,
+            }
+            if m.diverged
+            else {}
+        ),
         "subset_chunks": data.subset["n_chunks"],
         "subset_real_tokens": data.subset["real_tokens"],
         "real_tokens": result.real_tokens,

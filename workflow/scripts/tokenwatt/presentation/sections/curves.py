@@ -167,6 +167,10 @@ def _equal(equal: list[dict[str, Any]]) -> Markup | None:
     return table(["training energy", *[condition_name(s, b) for s, b in cells]], body)
 
 
+def _signed(x: float | None) -> str:
+    return f"{x:+.1f}" if x is not None else "—"
+
+
 def _pairs(comparison: list[dict[str, Any]]) -> Markup | None:
     """The larger budget against the smaller at equal energy, paired by trial."""
     rows = [
@@ -175,14 +179,15 @@ def _pairs(comparison: list[dict[str, Any]]) -> Markup | None:
             f"{condition_name(r['series'], r['budget_b'])} vs {condition_name(r['series'], r['budget_a'])}",
             r["n"],
             noted(
-                f"{r['ppl_change_pct']:+.1f} %",
-                f"[{r['ppl_change_ci95_low']:+.1f}, {r['ppl_change_ci95_high']:+.1f}]"
-                if r.get("ppl_change_ci95_low") is not None
+                f"{_signed(r['ppl_change_pct'])} %",
+                # a bound is missing where its loss change is past what exp() holds (a diverged run)
+                "[{}, {}]".format(*(_signed(r.get(f"ppl_change_ci95_{end}")) for end in ("low", "high")))
+                if r.get("ppl_change_ci95_low") is not None or r.get("ppl_change_ci95_high") is not None
                 else None,
             ),
         ]
         for r in comparison
-        if r.get("ppl_change_pct") is not None
+        if r.get("loss_change") is not None
     ]
     return (
         table(["training energy", "comparison", "trials", "perplexity change [95 % CI]"], rows, left=2)

@@ -19,6 +19,7 @@ def render(inputs: ReportInputs) -> Markup:
     stats = inputs.product("stats")
     return render_template(
         "sections/statistics.html.j2",
+        no_trials=stats.get("no_trials", False),
         tests=[t for dv in TESTED if (t := _test(stats, dv)) is not None],
         simple=_simple_effects(stats),
         contrasts=_contrasts(stats),
