@@ -69,8 +69,8 @@ def test_changing_the_targets_reruns_the_curve_analysis_and_the_report_only(traj
     assert planned_jobs(trajectory, *RUN, "targets.yaml") == {"curves": 1, "report": 1}
 
 
-# config/scaling.yaml on the tiny data: its model levels (h16 and h32 made tiny here) and one more (h8), two of its learning
-# rates, three budgets, 2 trials, 4 eval points (its cosine schedule makes the fit take each trial's final point only).
+# config/scaling.yaml on the tiny data: its five model levels (h16 and h32 made tiny here), two of its learning rates,
+# three budgets, 2 trials, 4 eval points (its cosine schedule makes the fit take each trial's final point only).
 SCALING_TINY = """
 corpus: {source: synthetic, synthetic: {documents: 120, seed: 3}}
 split: {eval_documents: 10}
@@ -79,7 +79,6 @@ chunk: {length: 16}
 study: {name: scaling scaled down, seed: 5, budgets: [500, 1000, 2000], trials: 2}
 design:
   model:
-    h8: {preset: llama-tiny, overrides: {hidden_size: 8, intermediate_size: 16, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1}}
     h16: {preset: llama-tiny, overrides: {hidden_size: 16, intermediate_size: 32, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1}}
     h32: {preset: llama-tiny, overrides: {hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1}}
   lr: [0.003, 0.03]
@@ -97,12 +96,12 @@ def test_the_scaling_config_fits_its_law_end_to_end_on_the_tiny_data(tmp_path):
     (work / "tiny-scaling.yaml").write_text(SCALING_TINY)
     snakemake(work, "--configfile", "config/scaling.yaml", "tiny-scaling.yaml", "--cores", "2", "--resources", "gpu=1")
     result = json.loads((work / "results-scaling/analysis/scaling.json").read_text())
-    # config/scaling.yaml's five sizes, h16 and h32 made tinier here, and h8 added
+    # config/scaling.yaml's five sizes, h16 and h32 made tinier here
     assert (
-        result["status"] == "ok" and result["model_sizes"] == 6 and result["units"] == {"trial id": 2, "model size": 6}
+        result["status"] == "ok" and result["model_sizes"] == 5 and result["units"] == {"trial id": 2, "model size": 5}
     )
     assert result["points"] == "final" and "learning rate decays" in result["points_note"]
-    assert len(result["learning_rates"]) == 6 * 3 and result["law_total"]["n_points"] == 6 * 3 * 2
+    assert len(result["learning_rates"]) == 5 * 3 and result["law_total"]["n_points"] == 5 * 3 * 2
     page = (work / "results-scaling/report.html").read_text()
     assert "Learning rate tuned per model size" in page and "Hoffmann et al. 2022" in page
     assert ("The energy-optimal allocation on this hardware" in page) != ("No allocation:" in page)
