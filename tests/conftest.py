@@ -97,7 +97,7 @@ def released(study, tmp_path_factory):
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The slowest tests first, the unit tests last: parallel workers then end together, the quick tests filling the
+    """The slowest tests first (the SLURM ones, then those marked long), the unit tests last: parallel workers then end together, the quick tests filling the
     gaps, instead of one worker finishing a long study alone at the end (a stable sort: the order within each kind
     stays the files' own). With --dist loadgroup, each test of an xdist_group is named for its group, as
     pytest-xdist 3.8 means to: it writes the name to ``item._nodeid``, which pytest 9.2 (pinned beside it) does not
@@ -113,7 +113,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(groups)}")
 
     def kind(item: pytest.Item) -> int:
-        return 0 if item.get_closest_marker("cluster") else 1 if item.get_closest_marker("workflow") else 2
+        marks = ("cluster", "long", "workflow")
+        return next((i for i, mark in enumerate(marks) if item.get_closest_marker(mark)), len(marks))
 
     items.sort(key=kind)
 

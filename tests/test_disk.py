@@ -78,7 +78,18 @@ def test_a_tinyllama_study_plans_each_trial_by_its_parameters_on_a_gpu():
     config["train"] |= {"device": "cuda", "epochs": 1}
     plan = startup.disk_plan_of(_study(config), {"train_trial": 1})
     seconds = 6 * 1_100_048_384 * 2_000_000 / 1e12 + disk.FIXED_SECONDS  # 3.7 h: TinyLlama took 2.4 h on an A10G
-    assert plan.trials == disk.trial_bytes(seconds, config["meter"]["interval_s"])
+    checkpoint = 12 * 1_100_048_384  # fp32 weights and AdamW's two moments: 13.2 GB, the issue's ~13 GB
+    assert plan.trials == disk.trial_bytes(seconds, config["meter"]["interval_s"]) + checkpoint
+
+
+def test_kept_checkpoints_are_charged_per_trial_and_a_removed_ones_once():
+    config = copy.deepcopy(DEFAULT)
+    config["model"] = {"source": "config", "preset": "tinyllama-1.1b"}
+    config["tokenizer"] |= {"source": "train", "vocab_size": 32_000}
+    removed = startup.disk_plan_of(_study(config), {"train_trial": 3}).trials
+    config["train"] |= {"keep_checkpoint": True}
+    kept = startup.disk_plan_of(_study(config), {"train_trial": 3}).trials
+    assert kept - removed == 2 * 12 * 1_100_048_384
 
 
 @pytest.mark.workflow

@@ -69,6 +69,15 @@ def test_the_slurm_profile_routes_the_device_profile_as_the_trials(root):
     assert not {"runtime", "cpus_per_task"} & set(resources["train_trial"])  # the rules' derived values stand
 
 
+def test_the_slurm_profile_warns_a_trial_before_its_time_limit_with_time_left_to_checkpoint(root):
+    from tokenwatt.plan.preview import RUNTIME_EXTRA_MIN
+
+    extra = yaml.safe_load((root / "profiles/slurm/config.yaml").read_text())["set-resources"]["train_trial"]
+    warned = re.fullmatch(r"--signal=TERM@(\d+)", extra["slurm_extra"])
+    # SIGTERM that many seconds before the limit; the shortest limit a trial gets is RUNTIME_EXTRA_MIN past its estimate
+    assert warned and 60 <= int(warned[1]) <= RUNTIME_EXTRA_MIN * 60 / 2
+
+
 def _jobs(out: str, rule: str) -> list[dict[str, str]]:
     """The wildcards and resources Snakemake's dry run lists for each job of ``rule``, as one dict per job."""
     jobs = []

@@ -144,6 +144,19 @@ def test_a_law_that_misses_the_curves_shape_is_said_not_to_fit_within_noise():
     assert got["fits"] is False and got["p"] < 0.05 and "does NOT fit within noise" in got["verdict"]
 
 
+def test_a_least_squares_refit_that_is_not_finite_leaves_the_law_not_judged_rather_than_rejected(monkeypatch):
+    # the tiny scaling study's five sizes gave a refit whose residuals were NaN: an F of NaN read as "does NOT fit"
+    import tokenwatt.analysis.scaling_units as units
+
+    N, D, loss, trial, cell = study(np.random.default_rng(4), size_sd=0.0, trial_sd=0.0, run_sd=0.002, point_sd=0.002)
+    fit = fit_law(N, D, loss)
+    broken = Law(E=float("nan"), A=fit.A, B=fit.B, alpha=fit.alpha, beta=fit.beta)
+    monkeypatch.setattr(units, "_least_squares_law", lambda *args: broken)
+    got = lack_of_fit(N, D, loss, cell, trial, fit)
+    assert got["fits"] is None and got["F"] is None and "refit to the cell means is not finite" in got["verdict"]
+    assert got["rms_residual_log"] is not None  # the study's own fit's residuals, which are finite
+
+
 def test_with_one_trial_per_cell_the_lack_of_fit_is_not_judged_and_says_why():
     N, D, loss, trial, cell = study(np.random.default_rng(5), trials=1, evals=2)
     got = lack_of_fit(N, D, loss, cell, trial, fit_law(N, D, loss))

@@ -2,6 +2,8 @@
 names the key or file and what to do, leaves nothing corrupt, and a rerun after the fix redoes
 only what is missing. (Faults inside one stage are tested beside that stage's module.)"""
 
+import base64
+import json
 import os
 import re
 import shutil
@@ -302,7 +304,13 @@ def test_an_interim_report_reads_the_finished_trials_and_lists_the_rest_without_
     for name in ("metrics.json", "power.parquet", "steps.parquet"):  # trial 3 of budget 2000 "still running"
         (work / "results/trials/b2000/t3" / name).unlink()
     before = {p: p.stat().st_mtime_ns for p in (work / "results/trials").rglob("*.*")}
-    snakemake(work, "interim", *TINY, "--cores", "1", "--nolock", "--rerun-triggers", "mtime")
+    # a data file the running study is still writing (Snakemake's mark of an output whose job has not ended)
+    marks = work / ".snakemake/incomplete"
+    marks.mkdir(parents=True, exist_ok=True)
+    (marks / base64.urlsafe_b64encode(b"results/data/normalize_summary.json").decode()).write_text("{}")
+    interim = ("interim", *TINY, "--cores", "1", "--nolock", "--rerun-triggers", "mtime")
+    assert "IncompleteFilesException" in snakemake(work, *interim, check=False).stderr  # why the command has --ii
+    snakemake(work, *interim, "--ignore-incomplete")
     page = (work / "results/interim/report.html").read_text()
     assert "INTERIM report" in page and "budget 2000 trial 3: not finished yet" in page
     assert "5 trial(s) finished so far" in page
@@ -419,7 +427,7 @@ def test_a_damaged_trace_is_named_and_a_deleted_one_or_device_profile_is_restore
 
 
 def test_the_interim_report_of_a_study_in_its_data_stage_plans_no_job_of_the_study(bare):
-    plan = planned_jobs(bare, "interim", *TINY, "--nolock", "--rerun-triggers", "mtime")
+    plan = planned_jobs(bare, "interim", *TINY, "--nolock", "--rerun-triggers", "mtime", "--ignore-incomplete")
     assert plan and all(rule == "interim" or rule.startswith("interim_") for rule in plan), plan
 
 
@@ -456,6 +464,66 @@ def test_after_snakemake_is_killed_unlock_and_rerun_incomplete_finish_without_tr
         "↺ results/trials/b1000/t2/metrics.json: restored" in done.stdout + done.stderr
     )  # what the killed run measured
     assert planned_jobs(work, *TINY) == {}
+
+
+# --- a node lost mid-trial: the trial resumes from its checkpoint
+LONG_TRIAL = "train: {epochs: 60, checkpoint_every: 3000, log_every: 10}\n"
+TRIAL = "results/trials/b1000/t1/metrics.json"
+
+
+def _trained(work):
+    import polars as pl
+
+    metrics = json.loads((work / TRIAL).read_text())
+    steps = pl.read_parquet(work / TRIAL.replace("metrics.json", "steps.parquet"))
+    curve = pl.read_parquet(work / TRIAL.replace("metrics.json", "curve.parquet"))
+    return metrics, steps["loss"].to_list(), curve["eval_loss"].to_list()
+
+
+def test_a_killed_trial_is_named_and_the_rerun_resumes_it_from_its_checkpoint_to_the_same_training(study, tmp_path):
+    import signal
+    import subprocess
+    import time
+
+    from workflow_helpers import SNAKEMAKE
+
+    whole = copy_of_study(study, tmp_path / "whole")
+    (whole / "long.yaml").write_text(LONG_TRIAL)
+    snakemake(whole, *TINY, "long.yaml", "--cores", "1", TRIAL)
+    work = copy_of_study(study, tmp_path / "killed")
+    (work / "long.yaml").write_text(LONG_TRIAL)
+    beat = work / "results/checkpoints/b1000/t1/heartbeat.json"
+    run = subprocess.Popen(
+        [SNAKEMAKE, *TINY, "long.yaml", "--cores", "1", TRIAL],
+        cwd=work,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
+    )
+    deadline, seen = time.time() + 180, {}
+    while time.time() < deadline and run.poll() is None:
+        try:
+            seen = json.loads(beat.read_text())
+        except (OSError, ValueError):
+            pass
+        if seen.get("checkpoint", 0) >= 2 and seen["step"] > seen["written"]["step"]:
+            os.kill(seen["pid"], signal.SIGKILL)  # the trial only, as the out-of-memory killer does
+            break
+        time.sleep(0.01)
+    said = run.communicate()[0]
+    assert seen.get("checkpoint", 0) >= 2, "the trial ended before it could be killed after a checkpoint"
+    assert run.returncode != 0 and "1K trial 1 was stopped from outside before it finished" in said
+    assert f"it resumes from its checkpoint at step {seen['written']['step']}" in said
+    assert planned_jobs(work, *TINY, "long.yaml", TRIAL)["train_trial"] == 1  # -n plans the trial it will resume
+    snakemake(work, *TINY, "long.yaml", "--cores", "1", TRIAL)
+    (resumed, losses, evals), (uninterrupted, whole_losses, whole_evals) = _trained(work), _trained(whole)
+    assert losses == whole_losses and evals == whole_evals and resumed["eval_loss"] == uninterrupted["eval_loss"]
+    assert resumed["resumed"] == 1 and resumed["resumes"][0]["from_checkpoint"] == seen["checkpoint"]
+    assert resumed["lost_steps"] > 0 and resumed["lost_energy_j"] > 0
+    assert not (work / "results/checkpoints/b1000/t1").exists()  # removed once the trial's outputs were written
+    log = (work / "results/logs/train_trial/b1000/t1.log").read_text()
+    assert f"RESUMED from checkpoint {seen['checkpoint']}" in log
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,8 @@
 # Interim report: the analysis of the trials finished so far, while a long study still runs.
-# `snakemake interim --cores 1 --nolock --rerun-triggers mtime` beside a running study (--nolock:
-# the running study holds the folder's lock; this only reads finished trials, marked ancient, and
-# writes under results/interim/).
+# `snakemake interim --cores 1 --nolock --rerun-triggers mtime --ignore-incomplete` beside a running study (--nolock:
+# the running study holds the folder's lock; --ignore-incomplete: the study marks the outputs of its running jobs
+# incomplete, and this only reads files that exist, each written whole by an atomic rename; it reads finished trials,
+# marked ancient, and writes under results/interim/).
 # The final rules are reused with other inputs and outputs (each moved under results/interim/ by LAYOUT.interim_of);
 # every input of the study's own is one that exists now, marked ancient, so the interim target never runs a job of the
 # study (no trial, no data stage). The analysis products' twins are made beside their rules (analysis.smk).

@@ -21,7 +21,7 @@ os.environ.setdefault(
 
 from tokenwatt.common.failures import stop_with_a_sentence  # noqa: E402
 from tokenwatt.common.files import job_label, logged  # noqa: E402
-from tokenwatt.common.store import job_store  # noqa: E402
+from tokenwatt.common.store import job_key, job_store, named_paths  # noqa: E402
 
 # The result store first, before torch is imported: a trial whose params and inputs match a stored one is
 # restored, never trained again, whatever happened to its files in between (tokenwatt/common/store.py).
@@ -33,7 +33,10 @@ if restored:
 
 from tokenwatt.common.files import read_json, write_json, write_parquet  # noqa: E402
 from tokenwatt.common.records import check_record, load_validator  # noqa: E402
+from tokenwatt.plan.layout import checkpoint_folder  # noqa: E402
 from tokenwatt.presentation.progress import expected_trials, first_look, study_progress, trial_finished, trial_started  # noqa: E402
+from tokenwatt.training.checkpoint import remove  # noqa: E402
+from tokenwatt.training.resume import CheckpointPlace  # noqa: E402
 from tokenwatt.training.spec import TrialData, TrialSpec  # noqa: E402
 from tokenwatt.training.trial import run_trial  # noqa: E402
 
@@ -43,16 +46,28 @@ def terminal(line: str) -> None:
 
 
 p, out = snakemake.params, snakemake.output
+# The checkpoint beside the results, outside the job's outputs (a failed job's cleanup keeps it), valid under the job's
+# content key: the store's, or the same key computed when the store is off. Its folder comes from the config, not a
+# param, for the reason the compile cache's does.
+place = CheckpointPlace(
+    Path(checkpoint_folder(snakemake.config["results"], p.cell, p.trial)),
+    store.key or job_key("train_trial", dict(p.items()), named_paths(snakemake.input)),
+)
+if store.forced:  # forced to be measured again: from its first step, not from what a stopped run had measured
+    remove(place.folder)
 terminal(trial_started(p.budget, p.trial, p.levels))
-stop_with_a_sentence()  # a trial stopped mid-training removes its outputs and names itself
+stop_with_a_sentence()  # a trial stopped (mid-training: at its next step, after a checkpoint) removes its outputs and names itself
 with logged(snakemake.log[0], append=True, job=job_label(snakemake.rule, snakemake.wildcards)):
     try:
-        metrics, power, steps, curve = run_trial(TrialSpec.from_params(p), TrialData.read(snakemake.input))
+        spec = TrialSpec.from_params(p)
+        metrics, power, steps, curve = run_trial(spec, TrialData.read(snakemake.input), place=place)
         check_record(metrics, load_validator(snakemake.input.schema), out.metrics)
         write_parquet(out.power, power)
         write_parquet(out.steps, steps)
         write_parquet(out.curve, curve)
         write_json(out.metrics, metrics)  # last: its presence marks a finished trial
+        if not spec.train.keep_checkpoint:  # only now: a failed write resumes from it
+            remove(place.folder)
     except BaseException:
         for path in out:  # never leave a half trial that aggregation could pick up
             if os.path.exists(path):

@@ -345,6 +345,19 @@ def _temperature(t, d, q):
     return None
 
 
+def _resumed(t, d, q):
+    # A resumed trial is judged by every rule on its joined measurement; this one flags only what cannot be joined:
+    # work its stopped process did after the last checkpoint that no heartbeat counted.
+    if not t.get("resumed"):
+        return Unjudged("not resumed")
+    if t.get("lost_energy_j") is None and t.get("meter") != "none":
+        return (
+            f"resumed {t['resumed']}× and the energy its stopped process spent after the last checkpoint is not known "
+            "(no heartbeat of it): the energy it took is more than its record shows"
+        )
+    return None
+
+
 RULES: dict[str, Rule] = {
     "throughput": _throughput,
     "unsteady": _steady,
@@ -356,6 +369,7 @@ RULES: dict[str, Rule] = {
     "sample_errors": _errors,
     "start_temperature": _temperature,
     "profile_device": _profile_device,
+    "resumed": _resumed,
 }
 
 

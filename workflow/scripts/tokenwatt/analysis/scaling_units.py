@@ -235,9 +235,13 @@ def lack_of_fit(
     except ScalingInputError as e:
         not_judged = f"the cell means admit no least-squares law ({e})"
     resid = means - np.log((fitted or law).loss(N_c, D_c))
+    if fitted is not None and not np.isfinite(resid).all():  # a NaN F would read as "does not fit"
+        not_judged = "the law's least-squares refit to the cell means is not finite at every cell"
+        resid = means - np.log(law.loss(N_c, D_c))
+    finite = np.isfinite(resid).all()
     out |= {
-        "rms_residual_log": float(np.sqrt(np.mean(resid**2))),
-        "max_abs_residual_log": float(np.abs(resid).max()),
+        "rms_residual_log": float(np.sqrt(np.mean(resid**2))) if finite else None,
+        "max_abs_residual_log": float(np.abs(resid).max()) if finite else None,
     }
     if not_judged:
         none = dict.fromkeys(("noise_sd_log", "F", "df", "p", "fits", "reference"))

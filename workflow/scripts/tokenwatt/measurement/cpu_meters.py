@@ -55,9 +55,9 @@ class RaplMeter(Meter):
             self._total += step
             return step, dt
 
-    def open(self, pace: Pace | None = None) -> None:
+    def open(self, pace: Pace | None = None, carried: dict[str, Any] | None = None) -> None:
         self._last, self._last_t, self._total = self._raw(), time.monotonic(), 0.0
-        super().open(pace)
+        super().open(pace, carried)
 
     def _counter_j(self) -> float:
         self._advance()
@@ -100,6 +100,6 @@ class EstimateMeter(Meter):
         utilisation = min(1.0, (cpu - last[1]) / ((now - last[0]) * self.cores))
         return {"power_w": self.tdp_w * utilisation, "utilization_pct": 100.0 * utilisation}
 
-    def open(self, pace: Pace | None = None) -> None:
+    def open(self, pace: Pace | None = None, carried: dict[str, Any] | None = None) -> None:
         self._last = (time.monotonic(), time.process_time())
-        super().open(pace)
+        super().open(pace, carried)

@@ -33,14 +33,15 @@ class Pace:
     def __init__(self, planned: int) -> None:
         self.planned = planned
         self.done = 0
+        self.first = 0  # steps done before this process started training (a resumed trial's)
         self.started: float | None = None  # time.monotonic() when training started
         self.paused = 0.0  # seconds of evaluation since
 
     def expected_s(self) -> float | None:
-        """The trial's expected training seconds, from its pace so far; None before its first step."""
-        if self.started is None or self.done <= 0:
+        """This process's expected training seconds, from its pace so far; None before its first step."""
+        if self.started is None or self.done <= self.first:
             return None
-        return (time.monotonic() - self.started - self.paused) * self.planned / self.done
+        return (time.monotonic() - self.started - self.paused) * (self.planned - self.first) / (self.done - self.first)
 
 
 def no_sync() -> None:
@@ -135,17 +136,19 @@ class Meter:
             return t
 
     # -- a session of named windows (Zeus's begin_window / end_window)
-    def open(self, pace: Pace | None = None) -> None:
+    def open(self, pace: Pace | None = None, carried: dict[str, Any] | None = None) -> None:
         """Start polling; windows are then measured with ``begin`` and ``end``. With ``pace`` the interval follows
-        the trial's progress (see ``target_samples``)."""
+        the trial's progress (see ``target_samples``). ``carried``: an earlier session's ``snapshot`` (a resumed
+        trial's) that this one continues: its windows and samples come first, and this session's clock starts
+        where it ended."""
         self.sync()
         self._pace, self._interval_now = pace, self.interval_s
         self._record_lock = threading.Lock()
-        self._rows: list[dict[str, Any]] = []
-        self._errors: list[str] = []
-        self._windows: list[dict[str, Any]] = []
+        self._rows: list[dict[str, Any]] = list(carried["rows"]) if carried else []
+        self._errors: list[str] = list(carried["errors"]) if carried else []
+        self._windows: list[dict[str, Any]] = list(carried["windows"]) if carried else []
         self._window: str | None = None
-        self._t0 = time.monotonic()
+        self._t0 = time.monotonic() - (carried["end_s"] if carried else 0.0)
         self._stop.clear()
         self._thread_cpu_s = None
         self._thread = threading.Thread(target=self._poll, name=f"meter-{self.kind}", daemon=True)
@@ -205,6 +208,43 @@ class Meter:
             else:
                 return None
         return total
+
+    def _window_energy(
+        self, start_s: float, end_s: float, counter0: float | None, counter: float | None
+    ) -> float | None:
+        """A span's energy: the counter's change, else the integral of the samples taken in it; None without either."""
+        if counter0 is not None and counter is not None:
+            return counter - counter0
+        with self._record_lock:
+            rows = [(r["t_s"], r["power_w"]) for r in self._rows if r["power_w"] is not None]
+        return integrate([t for t, _ in rows], [p for _, p in rows], self.covers, start_s, end_s) if rows else None
+
+    def energy_now(self) -> float | None:
+        """The session's energy so far: every closed window's and the open one's up to now (a checkpoint's heartbeat:
+        what a process killed after it had spent). None where a window has neither counter nor samples."""
+        closed = self.energy_so_far("")
+        if self._window is None or closed is None:
+            return closed
+        _, start_s, counter0 = self._opened
+        now = self._window_energy(start_s, time.monotonic() - self._t0, counter0, self._read_counter())
+        return None if now is None else closed + now
+
+    def snapshot(self) -> dict[str, Any]:
+        """The session so far as plain data, for a later session to continue (``open(carried=...)``): its closed
+        windows, each with its energy fixed as a counter reading (the samples' integral where there was no counter),
+        its samples and failed reads, and its clock now."""
+        with self._record_lock:
+            rows = [dict(r) for r in self._rows]
+            errors = list(self._errors)
+        windows = [self.with_energy(w) for w in self._windows]
+        return {"windows": windows, "rows": rows, "errors": errors, "end_s": time.monotonic() - self._t0}
+
+    def with_energy(self, window: dict[str, Any]) -> dict[str, Any]:
+        """A closed window with its energy fixed as a counter reading: the samples' integral where there was no
+        counter, so that it keeps its energy without them (in a later session)."""
+        if window["counter_j"] is not None:
+            return dict(window)
+        return {**window, "counter_j": self._window_energy(window["start_s"], window["end_s"], None, None)}
 
     def window(self, name: str, seconds: float) -> dict[str, Any]:
         """A window of ``seconds`` with nothing else running (the idle baseline)."""

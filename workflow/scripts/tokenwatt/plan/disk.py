@@ -19,6 +19,11 @@ Each part is derived from what drives it, with constants measured on real studie
   trial measured (``FLOOR_FLOPS``: a CPU core 1e9/s, where the tiniest CPU trials ran at 1e10; a GPU 1e12/s, where
   TinyLlama on an A10G ran at 1.5e12), else (a pretrained model, whose size is not in the config) the plan's
   RUNTIME_UNKNOWN_MIN, plus ``FIXED_SECONDS`` of baseline, profile checks and evaluations.
+- **a trial's checkpoint** (train.checkpoint_every): ``CHECKPOINT_BYTES_PER_PARAMETER`` a parameter (fp32 weights
+  and AdamW's two moments; the data position, RNG and measurement so far are small beside them). One is written even
+  with checkpoint_every 0, when a signal stops the trial. A finished trial's is removed, so the plan charges the
+  largest trial's once; with train.keep_checkpoint every trial keeps its own, and each is charged. A pretrained model's
+  size is not in the config: its checkpoint is not counted, and ``describe`` says so.
 - subsets and device profiles: ``JOB_BYTES`` each; the analysis, figures and report: ``REPORT_BYTES`` and
   ``FIGURE_BYTES_PER_TRIAL``.
 
@@ -48,6 +53,7 @@ FIXED_SECONDS = 60.0
 JOB_BYTES = {"device_profile": 100_000, "subset": 200_000}
 REPORT_BYTES = 5_000_000
 FIGURE_BYTES_PER_TRIAL = 400_000
+CHECKPOINT_BYTES_PER_PARAMETER = 12
 MARGIN_SHARE = 0.25
 MARGIN_BYTES = 16_000_000
 
@@ -107,6 +113,13 @@ def trial_bytes(seconds: float, interval_s: float) -> int:
     return int(STORE_COPIES * (TRIAL_FIXED_BYTES + seconds / interval_s * POWER_SAMPLE_BYTES))
 
 
+def checkpoint_bytes(trials: list[tuple[int | None, int, str]], keep: bool) -> int:
+    """The checkpoints the trials leave on disk at once (module docstring): every trial's when they are kept, else the
+    largest one's."""
+    sizes = [CHECKPOINT_BYTES_PER_PARAMETER * n for n, _, _ in trials if n is not None]
+    return (sum(sizes) if keep else max(sizes, default=0)) if sizes else 0
+
+
 def corpus_characters(corpus: Mapping[str, Any], files: list[str]) -> int:
     """The characters the data stage will hold, at most: the files read, or the synthetic stories; 0 for the Hub."""
     if corpus["source"] == "synthetic":
@@ -122,13 +135,19 @@ def disk_plan(
     pilot: Mapping[str, Any],
     interval_s: float,
     uncounted: str | None = None,
+    keep_checkpoints: bool = False,
 ) -> DiskPlan:
     """The bytes of the planned jobs (``planned``: rule → jobs to run): the data stage if its corpus job runs (its
     ``characters``, ``selection_levels``), else a level's share per chunk job; ``trials`` as (parameters or None,
-    tokens, device kind) per trial to run."""
+    tokens, device kind) per trial to run, each with its checkpoint (``keep_checkpoints``: train.keep_checkpoint)."""
     share = 1 + LEVEL_SHARE * selection_levels if planned.get("corpus") else LEVEL_SHARE * planned.get("chunk", 0)
     data = int(characters * DATA_BYTES_PER_CHARACTER * share)
     trial = sum(trial_bytes(trial_seconds(n, tokens, kind, pilot), interval_s) for n, tokens, kind in trials)
+    trial += checkpoint_bytes(trials, keep_checkpoints)
+    if any(n is None for n, _, _ in trials):
+        uncounted = "; ".join(
+            filter(None, [uncounted, "a pretrained model's checkpoints (its size is not in the config)"])
+        )
     other = sum(JOB_BYTES.get(rule, 0) * n for rule, n in planned.items())
     if trials:
         other += REPORT_BYTES + FIGURE_BYTES_PER_TRIAL * len(trials)

@@ -20,6 +20,12 @@ from .design import Design
 SHARED = ""
 
 
+def checkpoint_folder(results: str, cell: str, trial: int | str) -> str:
+    """A trial's checkpoint folder (training/checkpoint.py): under the results, outside the job's outputs, so that a
+    failed job's cleanup keeps it."""
+    return os.path.normpath(os.path.join(results, "checkpoints", cell, f"t{trial}"))
+
+
 @dataclass(frozen=True)
 class TrialFiles:
     """A trial's four outputs; metrics.json is written (and restored) last, so a trial whose metrics exist is whole."""
@@ -56,6 +62,9 @@ class Layout:
     def trial(self, cell: str, trial: int | str) -> TrialFiles:
         prefix = self.path("trials", cell, f"t{trial}")
         return TrialFiles(*(os.path.join(prefix, name) for name in TRIAL_FILE_NAMES))
+
+    def checkpoint(self, cell: str, trial: int | str) -> str:
+        return checkpoint_folder(self.root, cell, trial)
 
     def data(self, tok: str, name: str) -> str:
         """A tokenizer's data ({tok}: "" for the study's tokenizer, tok=<model level>/ for a level's own)."""

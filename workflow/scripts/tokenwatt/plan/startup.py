@@ -6,13 +6,16 @@ jobs a run will run, whether it is a dry run) and raises or logs what they retur
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..common.files import read_json
+from ..common.files import read_json, traceback_file
 from . import disk, preflight
+from .design import condition_name
 from .preview import cost_preview, workload_key
 from .study import Study
 
@@ -62,6 +65,7 @@ def disk_plan_of(study: Study, planned: Mapping[str, int]) -> disk.DiskPlan:
         "the Hub corpus's data stage (its size is not known before it downloads)"
         if corpus["source"] == "hf" and planned.get("corpus")
         else None,
+        keep_checkpoints=any(design.train_config(c).get("keep_checkpoint") for c in design.cells),
     )
 
 
@@ -132,6 +136,39 @@ def stale_reports(study: Study) -> list[str]:
                     f"{page} was made from another config than this run's (config hash "
                     f"{shown.group(1) if shown else 'unknown'}, now {study.hash}); it does not show this study"
                 )
+    return found
+
+
+def stopped_trials(study: Study) -> list[str]:
+    """After a failed run: each trial that was stopped from outside mid-training (out of memory, a kill -9, the machine
+    or a scheduler): no outputs, no error of its own in its log, a heartbeat of its training. Named with the fix, and
+    where the rerun resumes it."""
+    found = []
+    for cell_id, trial in study.layout.expected:
+        folder, log = (
+            Path(study.layout.checkpoint(cell_id, trial)),
+            Path(study.layout.log("train_trial", cell_id, f"t{trial}")),
+        )
+        if os.path.exists(study.layout.trial(cell_id, trial).metrics) or not (folder / "heartbeat.json").exists():
+            continue
+        if not log.exists() or traceback_file(log).exists() or "Traceback" in log.read_text(errors="replace"):
+            continue  # it failed on an error of its own, which its log and Snakemake already say
+        try:
+            beat = json.loads((folder / "heartbeat.json").read_text())
+        except (OSError, ValueError):
+            beat = {}
+        cell = study.design.cell(cell_id)
+        where = (
+            f"it resumes from its checkpoint at step {beat['written']['step']}"
+            if (folder / "state.pt").exists() and beat.get("written")
+            else "it starts again from its first step (no checkpoint had been saved: set train.checkpoint_every)"
+        )
+        found.append(
+            f"{condition_name(cell.series, cell.budget)} trial {trial} was stopped from outside before it finished, "
+            f"at step {beat.get('step', '?')} (out of memory, kill -9, or the machine or a scheduler stopped it; its "
+            f"log {log} has no error of its own): rerun the same command (after `snakemake --unlock` if Snakemake was "
+            f"stopped too) and {where}; the work lost is recorded apart"
+        )
     return found
 
 

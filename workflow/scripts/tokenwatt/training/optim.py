@@ -48,6 +48,21 @@ class FusedAdamW:
         self.exp_avg_sqs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
         self.state_steps = [torch.zeros((), dtype=torch.float32, device=p.device) for p in self.params]
 
+    def state_dict(self) -> dict[str, list[torch.Tensor]]:
+        """The moments and step counters, per parameter in order (a checkpoint's; the hyperparameters are the
+        trial's settings)."""
+        return {"exp_avgs": self.exp_avgs, "exp_avg_sqs": self.exp_avg_sqs, "state_steps": self.state_steps}
+
+    def load_state_dict(self, state: dict[str, list[torch.Tensor]]) -> None:
+        """Continue from ``state_dict``'s moments and counters, copied into this optimizer's own tensors."""
+        for name in ("exp_avgs", "exp_avg_sqs", "state_steps"):
+            mine, saved = getattr(self, name), state[name]
+            if len(saved) != len(mine):
+                raise ValueError(f"a checkpoint's optimizer holds {len(saved)} {name}, this model {len(mine)}")
+            with torch.no_grad():
+                for to, value in zip(mine, saved):
+                    to.copy_(value)
+
     def zero_grad(self) -> None:
         """Gradients to None (torch's default), so the next backward writes them instead of adding."""
         for p in self.params:

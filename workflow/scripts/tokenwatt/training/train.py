@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from ..measurement.devices import PRECISIONS
 from ..plan.stopping import StopRule, stop_rule
+from .checkpoint import TrainState
 from .optim import FusedAdamW
 from .schedule import Schedule, schedule_from_config
 
@@ -58,7 +59,7 @@ class Diverged(TrainingError):
 class TrainSettings:
     """A cell's ``train.*`` (config/README.md) and the trial's ``seed``, which orders the data (and initialises a
     preset's model). The loop and its evaluations read the first nine; the trial's set-up reads ``device``,
-    ``threads`` and ``compile``, its measurement ``on_divergence`` and ``stop``. The defaults are the schema's, for a
+    ``threads`` and ``compile``, its measurement ``on_divergence``, ``stop`` and the checkpoints. The defaults are the schema's, for a
     caller outside the workflow (a test, a benchmark)."""
 
     epochs: int
@@ -76,6 +77,8 @@ class TrainSettings:
     compile_min_steps: int = 1000
     on_divergence: str = "record"
     stop: StopRule = field(default_factory=StopRule)
+    checkpoint_every: int = 0  # real tokens between checkpoints; 0: only when a signal asks for one
+    keep_checkpoint: bool = False
     # "shuffled": each epoch a permutation drawn from ``seed``; "given": the chunks in the order given, every epoch
     # (a selection level's order: as read, or a curriculum).
     order: str = "shuffled"
@@ -93,6 +96,16 @@ class TrainSettings:
                 "stop": stop_rule(given.get("stop", "none")),
             }
         )
+
+
+@dataclass(frozen=True)
+class Checkpointing:
+    """When and how the loop saves its state: ``due(step, real_tokens)``, asked after every step with host values (no
+    device sync), and ``save(state)``, called with the loop's ``TrainState`` when ``due`` says so, training paused
+    (its time left out of the training time, as an evaluation's is)."""
+
+    due: Callable[[int, int], bool]
+    save: Callable[[TrainState, int], None]  # the state and the real tokens trained so far
 
 
 @dataclass
@@ -230,6 +243,8 @@ def train(
     pause_at_tokens: list[int] | None = None,
     on_pause: Callable[[dict[str, Any]], bool | None] = lambda r: None,
     diverged_above: float = math.inf,
+    checkpoints: Checkpointing | None = None,
+    resume: TrainState | None = None,
 ) -> TrainResult:
     """Train in place; the data order of each epoch is a permutation drawn from ``cfg.seed`` (``cfg.order`` shuffled),
     or the order of ``ids`` (given).
@@ -240,7 +255,9 @@ def train(
     far (an evaluation, in its own metered window); the pause is left out of every training time. ``on_pause``
     returning True stops training there (an energy-aware stopping rule); the result then holds what was trained.
     A loss that is not finite or is above ``diverged_above`` (``blowup_loss`` of the model's vocabulary) raises
-    ``Diverged`` at the next record.
+    ``Diverged`` at the next record. ``checkpoints`` saves the loop's state between steps; ``resume`` continues from
+    one such state, and the run then goes on exactly as the one that saved it (on CPU, bit for bit: the loss
+    records, the evaluations' pauses and the final weights).
 
     A step runs only what training needs: targets are made once, each epoch's order is applied
     once, and a step's loss goes into a device buffer that is read (one sync) every ``log_every``
@@ -265,19 +282,40 @@ def train(
     losses = torch.empty(total_steps, device=device)
     logged = 0  # steps whose losses are in the loss curve
     step = 0
+    first_epoch, first_start, trained_before = 0, 0, 0.0
+    if resume is not None:
+        model.load_state_dict(resume.model)
+        optimizer.load_state_dict(resume.optimizer)
+        if scaler.is_enabled():
+            scaler.load_state_dict(resume.scaler)
+        skips.fill_(resume.skips)
+        torch.set_rng_state(resume.rng)
+        order_gen.set_state(resume.order_state)
+        step, logged, result.steps = resume.step, resume.logged, list(resume.steps)
+        losses[logged:step] = resume.pending_losses.to(device)
+        first_epoch, first_start, trained_before = resume.epoch, resume.start, resume.train_s
     paused = 0.0
     sync()
     t0 = time.perf_counter()
     if pace is not None:
-        pace.started = time.monotonic()
-    clock = lambda: time.perf_counter() - t0 - paused  # noqa: E731  training seconds, pauses left out
+        pace.started, pace.done, pace.first = time.monotonic(), step, step
+    clock = lambda: time.perf_counter() - t0 - paused + trained_before  # noqa: E731  training seconds, pauses left out
     stopped = False
-    for epoch in range(cfg.epochs):
+    for epoch in range(first_epoch, cfg.epochs):
+        epoch_state = order_gen.get_state()  # a checkpoint in this epoch draws its order again from here
         host_order = torch.arange(len(ids)) if cfg.order == "given" else torch.randperm(len(ids), generator=order_gen)
         order = host_order.to(device)
-        pause_steps = _pause_steps(n_real_host, host_order, cfg.batch_size, epoch, step, pending)
+        skip = first_start if epoch == first_epoch else 0  # a resumed epoch's batches done before the checkpoint
+        pause_steps = {
+            at: tokens
+            for at, tokens in _pause_steps(
+                n_real_host, host_order, cfg.batch_size, epoch, step - skip // cfg.batch_size, pending
+            ).items()
+            if at > step
+        }
+        tokens_after = int(n_real_host.sum()) * epoch + n_real_host[host_order].cumsum(0)  # host: no sync per step
         epoch_ids, epoch_mask, epoch_targets = ids[order], mask[order], targets[order]
-        for start in range(0, len(order), cfg.batch_size):
+        for start in range(skip, len(order), cfg.batch_size):
             end = start + cfg.batch_size
             with autocast(device, cfg.precision):
                 loss_sum, n_targets = token_loss_sum(
@@ -334,6 +372,30 @@ def train(
                     pace.paused = paused
                 if stopped:
                     break
+            if checkpoints is not None and checkpoints.due(step, int(tokens_after[min(end, len(order)) - 1])):
+                sync()
+                paused_at = time.perf_counter()
+                checkpoints.save(
+                    TrainState(
+                        step=step,
+                        epoch=epoch,
+                        start=end,
+                        order_state=epoch_state,
+                        logged=logged,
+                        pending_losses=losses[logged:step].cpu(),
+                        steps=list(result.steps),
+                        train_s=clock(),
+                        skips=float(skips.item()),
+                        model=model.state_dict(),
+                        optimizer=optimizer.state_dict(),
+                        scaler=scaler.state_dict(),
+                        rng=torch.get_rng_state(),
+                    ),
+                    int(tokens_after[min(end, len(order)) - 1]),
+                )
+                paused += time.perf_counter() - paused_at
+                if pace is not None:
+                    pace.paused = paused
         if step > logged:
             _log_window(
                 result, losses[logged:step], logged, epoch, clock, n_real_per_chunk, order, sync, on_log, diverged_above

@@ -30,9 +30,12 @@ from ..measurement.meter import Meter, Pace
 from ..measurement.meters import make_meter
 from ..measurement.throughput import measure_throughput
 from ..plan.stopping import should_stop
+from .checkpoint import TrainState
+from .resume import CheckpointPlace, Checkpoints
 from .setup import TrialSetup, set_up
 from .spec import TrialData, TrialSpec
 from .train import (
+    Checkpointing,
     Diverged,
     TrainingError,
     TrainResult,
@@ -87,6 +90,7 @@ class TrialMeasurement:
     check_after: list[float]
     meter: Meter
     why: str  # why this meter was chosen (meter_choice)
+    checkpoints: dict[str, Any]  # its checkpoints and resumes (``Checkpoints.record``)
 
 
 class _Session:
@@ -94,8 +98,18 @@ class _Session:
     training segments, the progress line, the evaluations that pause training (each in its own window) and the
     stopping rule asked at each."""
 
-    def __init__(self, spec: TrialSpec, setup: TrialSetup, log: Callable[[str], None], nvml: Any = None) -> None:
+    def __init__(
+        self,
+        spec: TrialSpec,
+        setup: TrialSetup,
+        log: Callable[[str], None],
+        nvml: Any = None,
+        place: CheckpointPlace | None = None,
+    ) -> None:
         self.spec, self.setup, self.log = spec, setup, log
+        self.checkpoints = Checkpoints(place, spec.train.checkpoint_every, spec.train.keep_checkpoint, log)
+        # what was measured before training (cooldown, idle baseline, first check), kept in a checkpoint
+        self.before: dict[str, Any] = {}
         device = setup.device
         self.meter, self.why = make_meter(
             spec.meter, device.type, gpu_uuid=gpu_uuid(device, nvml), nvml=nvml, sync=setup.sync
@@ -131,27 +145,17 @@ class _Session:
         self.meter.close()
         raise TrainingError(f"{self.spec.name}: {problem}") from None
 
-    def train(self) -> tuple[TrainResult, Diverged | None]:
-        """Training, from the window train_1 on (each evaluation switches to the next segment's); a diverged run (a
-        non-finite loss, or one past ``blowup_loss``) is recorded as a result or fails the trial, as train.on_divergence says."""
-        s, meter = self.setup, self.meter
+    def train(self, resume: TrainState | None = None) -> tuple[TrainResult, Diverged | None]:
+        """Training, from the window train_1 on (each evaluation switches to the next segment's, each checkpoint to
+        a part of it: train_<segment>.<checkpoint>), or from a checkpoint's state; a diverged run (a non-finite loss,
+        or one past ``blowup_loss``) is recorded as a result or fails the trial, as train.on_divergence says."""
+        meter, saved = self.meter, self.checkpoints
         diverged = None
-        meter.begin("train_1")
+        meter.begin(f"train_{len(self.points) + 1}.{saved.number}" if resume else "train_1")
+        saved.start(resume.step if resume else 0, resume.train_s if resume else 0.0, meter)
         try:
-            result = train(
-                s.model,
-                s.ids,
-                s.mask,
-                s.device,
-                self.spec.train,
-                on_log=self.progress,
-                sync=s.sync,
-                forward=s.forward,
-                pace=self.pace,
-                pause_at_tokens=s.thresholds,
-                on_pause=self.evaluation,
-                diverged_above=blowup_loss(s.arch["vocab_size"]),
-            )
+            with saved.signals_deferred():
+                result = self._train(resume)
         except Diverged as err:
             if self.spec.train.on_divergence == "fail":
                 self.fail(
@@ -167,12 +171,48 @@ class _Session:
             meter.end()
         return result, diverged
 
+    def _train(self, resume: TrainState | None) -> TrainResult:
+        s = self.setup
+        return train(
+            s.model,
+            s.ids,
+            s.mask,
+            s.device,
+            self.spec.train,
+            on_log=self.progress,
+            sync=s.sync,
+            forward=s.forward,
+            pace=self.pace,
+            pause_at_tokens=s.thresholds,
+            on_pause=self.evaluation,
+            diverged_above=blowup_loss(s.arch["vocab_size"]),
+            checkpoints=Checkpointing(due=self.checkpoints.due, save=self.save_checkpoint),
+            resume=resume,
+        )
+
+    def save_checkpoint(self, state: TrainState, real_tokens: int) -> None:
+        """A checkpoint between two steps, in its own window; training goes on in the next part of its segment."""
+        saved = self.checkpoints
+        segment = f"train_{len(self.points) + 1}.{saved.number + 1}"
+        saved.save(state, real_tokens, self.meter, self.snapshot, segment)
+        self.log(f"checkpoint {saved.number} at step {state.step} ({real_tokens:,} real tokens)")
+
+    def snapshot(self) -> dict[str, Any]:
+        """The measurement so far, for a checkpoint: the meter session, the evaluations, what came before training."""
+        return {"meter": self.meter.snapshot(), "points": self.points, "stop": self.stop, **self.before}
+
+    def restore(self, session: dict[str, Any]) -> None:
+        """Continue a checkpoint's measurement (``snapshot``): its evaluations and what came before training."""
+        self.points, self.stop = list(session["points"]), dict(session["stop"])
+        self.before = {k: session[k] for k in ("cooled", "idle", "idle_after_s", "check_before")}
+
     def progress(self, r: dict[str, Any]) -> None:
         watts = self.meter.latest_power()
         self.log(
             f"step {r['step']:>7} epoch {r['epoch']} tokens {r['tokens']:>10,} loss {r['loss']:.4f} "
             f"{r['tokens_per_s'] or 0:,.0f} tok/s " + (f"{watts:.1f} W" if watts is not None else "- W")
         )
+        self.checkpoints.beat(r["step"], r["elapsed_s"], self.meter.energy_now() if self.checkpoints.place else None)
 
     def evaluation(self, at: dict[str, Any]) -> bool:
         """A pause in training: the segment's window closes, the evaluation gets its own, training resumes in the next
@@ -257,22 +297,41 @@ class _Session:
         return energy
 
 
-def measure(spec: TrialSpec, setup: TrialSetup, log: Callable[[str], None], nvml: Any = None) -> TrialMeasurement:
+def measure(
+    spec: TrialSpec,
+    setup: TrialSetup,
+    log: Callable[[str], None],
+    nvml: Any = None,
+    place: CheckpointPlace | None = None,
+) -> TrialMeasurement:
     """The trial's one meter session, window by window: cooldown, idle baseline, throughput check, training segments
     and the evaluations between them, check again, the final evaluation. Its order is the measurement protocol, read
-    top to bottom here; what happens inside a window is ``_Session``'s."""
-    session = _Session(spec, setup, log, nvml)
+    top to bottom here; what happens inside a window is ``_Session``'s. With a checkpoint to resume from (in
+    ``place``), the session continues the saved one: what it measured before training is kept, and training goes on
+    from the saved state."""
+    session = _Session(spec, setup, log, nvml, place)
     meter, settings = session.meter, spec.meter
-    cooled = cooldown(meter, settings.cooldown_s, settings.cooldown_below_c, settings.cooldown_timeout_s, log)
+    saved = session.checkpoints.resume()
+    if saved is None:
+        cooled = cooldown(meter, settings.cooldown_s, settings.cooldown_below_c, settings.cooldown_timeout_s, log)
     # At least the meter's settle time since the device last worked, whatever the cooldown: an averaged reading
     # still shows the load or compile for that long, and the idle baseline would read it as idle power.
     time.sleep(max(0.0, meter.settle_s - (time.monotonic() - setup.last_work)))
-    meter.open(session.pace)
-    idle_after_s = time.monotonic() - setup.last_work
-    idle = meter.window("idle", settings.idle_seconds) if settings.idle_seconds > 0 else None
-    check_before = session.check("before")
+    if saved is None:
+        meter.open(session.pace)
+        idle_after_s = time.monotonic() - setup.last_work
+        idle = meter.window("idle", settings.idle_seconds) if settings.idle_seconds > 0 else None
+        session.before = {
+            "cooled": cooled,
+            "idle": idle is not None,
+            "idle_after_s": idle_after_s,
+            "check_before": session.check("before"),
+        }
+    else:
+        session.restore(saved.session)
+        meter.open(session.pace, carried=session.checkpoints.carried(saved.session["meter"]))
     time.sleep(meter.settle_s)
-    result, diverged = session.train()
+    result, diverged = session.train(saved.train if saved else None)
     check_after = session.check("after")
     eval_loss, eval_s = (None, 0.0) if diverged else session.final_evaluation(result)
     energy = session.close()
@@ -285,13 +344,14 @@ def measure(spec: TrialSpec, setup: TrialSetup, log: Callable[[str], None], nvml
         stop=session.stop,
         energy=energy,
         windows={w["name"]: w for w in energy["windows"]},
-        idle=idle is not None,
-        idle_after_s=idle_after_s,
-        cooled=cooled,
-        check_before=check_before,
+        idle=session.before["idle"],
+        idle_after_s=session.before["idle_after_s"],
+        cooled=session.before["cooled"],
+        check_before=session.before["check_before"],
         check_after=check_after,
         meter=meter,
         why=session.why,
+        checkpoints=session.checkpoints.record(),
     )
 
 
@@ -368,6 +428,9 @@ def trial_record(
         "compile_s": s.compile_s,
         "tokenizer_vocab_size": data.tokenizer["vocab_size"],
         "context": s.ids.shape[1],
+        **m.checkpoints,
+        "checkpoint_energy_j": _sum_windows(m.windows, "checkpoint_", "energy_j"),
+        "checkpoint_s": _sum_windows(m.windows, "checkpoint_", "duration_s"),
         "check_before_tflops": m.check_before,
         "check_after_tflops": m.check_after,
         "versions": versions(),
@@ -386,15 +449,20 @@ STEPS_SCHEMA = {
 
 
 def run_trial(
-    spec: TrialSpec, data: TrialData, log: Callable[[str], None] = print, nvml: Any = None
+    spec: TrialSpec,
+    data: TrialData,
+    log: Callable[[str], None] = print,
+    nvml: Any = None,
+    place: CheckpointPlace | None = None,
 ) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Train the trial ``spec`` on ``data``, in three steps: set up (``set_up``), measure (``measure``), record
     (``trial_record``). The throughput checks (``spec.check``) taken right before and right after training are
     diagnostics of drift against the device profile; ``spec.evaluation`` schedules the evaluations (none: the final
-    one only). ``nvml``: the NVML module the meter reads (a test's fake), pynvml when None."""
+    one only). ``nvml``: the NVML module the meter reads (a test's fake), pynvml when None. ``place``: where the
+    trial keeps its checkpoint (``resume.py``), and resumes from one found there; None: no checkpoints."""
     t_start, started_at = time.perf_counter(), time.time()
     setup = set_up(spec, data, log)
-    measured = measure(spec, setup, log, nvml)
+    measured = measure(spec, setup, log, nvml, place)
     curve = trial_curve(measured.points, measured.windows, data.subset["real_tokens"])
     metrics = trial_record(spec, data, setup, measured, started_at, nvml)
     metrics["run_s"] = time.perf_counter() - t_start
@@ -425,7 +493,8 @@ def trial_curve(points: list[dict[str, Any]], windows: dict[str, dict[str, Any]]
     segments up to the point) and the evaluation's own; distinct tokens cap at the subset's (epoch one sees each once)."""
     rows = []
     for p in points:
-        segments = [windows[f"train_{i}"]["energy_j"] for i in range(1, p["point"] + 1) if f"train_{i}" in windows]
+        # a segment's parts (train_<segment>.<checkpoint>) count as the segment
+        segments = [w["energy_j"] for name, w in windows.items() if 0 < _segment(name) <= p["point"]]
         own = windows.get("eval_final" if p["final"] else f"eval_{p['point']}", {})
         rows.append(
             {
@@ -436,3 +505,16 @@ def trial_curve(points: list[dict[str, Any]], windows: dict[str, dict[str, Any]]
             }
         )
     return pl.DataFrame([{k: r.get(k) for k in CURVE_SCHEMA} for r in rows], schema=CURVE_SCHEMA, orient="row")
+
+
+def _segment(window: str) -> int:
+    """The training segment a window belongs to (train_3 and train_3.1: 3); 0 for a window that is not training's."""
+    if not window.startswith("train_"):
+        return 0
+    return int(window.removeprefix("train_").split(".")[0])
+
+
+def _sum_windows(windows: dict[str, dict[str, Any]], prefix: str, key: str) -> float | None:
+    """The windows named ``prefix…``'s total ``key``; 0 where there are none, None where one has no value."""
+    values = [w[key] for name, w in windows.items() if name.startswith(prefix)]
+    return None if None in values else float(sum(values))

@@ -43,7 +43,25 @@ def render(inputs: ReportInputs) -> Markup:
         sensitivity=sensitivity,
         sensitivity_table=_sensitivity_table(stats, primary, sensitivity),
         rerun=" ".join(inputs.rerun),
+        resumed=_resumed(trials),
     )
+
+
+def _resumed(trials: pl.DataFrame) -> list[str]:
+    """Each resumed trial in words: how often, and the work its stopped processes lost (spent beside training)."""
+    if "resumed" not in trials.columns:
+        return []
+    said = []
+    for t in trials.filter(pl.col("resumed").fill_null(0) > 0).sort("run_position").iter_rows(named=True):
+        energy = f"{t['lost_energy_j']:.4g} J and " if t.get("lost_energy_j") is not None else ""
+        lost = (
+            f"{energy}{t['lost_train_s']:.1f} s of training lost and done again"
+            if t.get("lost_train_s") is not None
+            else "the work lost before a resume is not known"
+        )
+        name = condition_name(t.get("series") or "", t["budget"])
+        said.append(f"{name} trial {t['trial']}: resumed {t['resumed']}×, {lost}")
+    return said
 
 
 def _pct(x: Any) -> str:

@@ -1,0 +1,215 @@
+"""Checkpoints inside a trial: the training loop saved between two steps and resumed from the file goes on exactly as
+the run that saved it, on CPU bit for bit; a checkpoint written for other settings is never resumed."""
+
+import torch
+from test_train import _data, _model, _settings
+from tokenwatt.training import checkpoint
+from tokenwatt.training.checkpoint import Checkpoint
+from tokenwatt.training.train import Checkpointing, train
+
+KEY = "a" * 64
+
+
+class Killed(Exception):
+    """What a SIGKILL does to the process, in a test: nothing after it runs."""
+
+
+def _run(tmp_path, due, kill_after=None, resume=None, epochs=2):
+    """A run with pauses (as evaluations make) and checkpoints written to ``tmp_path`` where ``due`` says; the process
+    is 'killed' right after checkpoint ``kill_after``. Returns the model, the result and the pauses it made."""
+    torch.manual_seed(0)
+    model, (ids, mask) = _model(), _data(n=48)
+    pauses, written = [], []
+
+    def save(state, tokens):
+        written.append(state.step)
+        checkpoint.save(tmp_path, Checkpoint(key=KEY, number=len(written), train=state))
+        if kill_after == len(written):
+            raise Killed
+
+    result = train(
+        model,
+        ids,
+        mask,
+        torch.device("cpu"),
+        _settings(epochs=epochs, log_every=5),
+        pause_at_tokens=[100, 300, 900],
+        on_pause=lambda at: pauses.append((at["step"], at["real_tokens"])),
+        checkpoints=Checkpointing(due=due, save=save),
+        resume=resume,
+    )
+    return model, result, pauses, written
+
+
+def _losses(result):
+    return [(r["step"], r["tokens"], r["loss"]) for r in result.steps]
+
+
+def test_a_run_resumed_from_its_checkpoint_goes_on_bit_for_bit(tmp_path):
+    every_7 = lambda step, tokens: step % 7 == 0  # noqa: E731  off the loss records (every 5) and across epochs
+    whole, whole_result, whole_pauses, _ = _run(tmp_path / "whole", every_7)
+    try:
+        _run(tmp_path / "killed", every_7, kill_after=2)
+    except Killed:
+        pass
+    saved, why = checkpoint.load(tmp_path / "killed", KEY)
+    assert saved is not None and saved.train.step == 14 and why == ""
+    resumed, resumed_result, resumed_pauses, _ = _run(tmp_path / "killed", every_7, resume=saved.train)
+    assert _losses(resumed_result) == _losses(whole_result)  # the records before the checkpoint come from it
+    still_to_come = [p for p in whole_pauses if p[0] > 14]
+    assert still_to_come and resumed_pauses == still_to_come  # the evaluations after it, at the same steps
+    assert resumed_result.real_tokens == whole_result.real_tokens and resumed_result.n_steps == whole_result.n_steps
+    assert all(torch.equal(a, b) for a, b in zip(whole.state_dict().values(), resumed.state_dict().values()))
+
+
+def test_a_checkpoint_at_an_epochs_last_batch_resumes_into_that_epochs_end(tmp_path):
+    # 48 chunks in batches of 4: step 12 ends the first epoch, before its closing loss record (records every 5)
+    at_12 = lambda step, tokens: step == 12  # noqa: E731
+    _, whole_result, _, _ = _run(tmp_path / "whole", at_12)
+    try:
+        _run(tmp_path / "killed", at_12, kill_after=1)
+    except Killed:
+        pass
+    saved, _ = checkpoint.load(tmp_path / "killed", KEY)
+    assert (saved.train.epoch, saved.train.start) == (0, 48)
+    _, resumed_result, _, _ = _run(tmp_path / "killed", at_12, resume=saved.train)
+    assert _losses(resumed_result) == _losses(whole_result)
+
+
+def test_checkpoints_fall_where_the_real_tokens_reach_each_interval(tmp_path):
+    every_150 = {"next": 150}
+
+    def due(step, tokens):
+        if tokens >= every_150["next"]:
+            every_150["next"] += 150
+            return True
+        return False
+
+    _, result, _, written = _run(tmp_path, due, epochs=1)
+    tokens_at = {r["step"]: r["tokens"] for r in result.steps}
+    assert len(written) == result.real_tokens // 150 >= 2
+    assert all(tokens_at.get(s, 150 * (i + 1)) >= 150 * (i + 1) for i, s in enumerate(written))
+
+
+def test_a_checkpoint_written_under_another_key_is_removed_and_never_resumed(tmp_path):
+    try:
+        _run(tmp_path, lambda step, tokens: step == 3, kill_after=1)
+    except Killed:
+        pass
+    saved, why = checkpoint.load(tmp_path, "b" * 64)
+    assert saved is None and "written for other settings, inputs or code" in why
+    assert not (tmp_path / checkpoint.STATE).exists()
+
+
+def test_a_checkpoint_cut_short_is_removed_with_the_reason(tmp_path):
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / checkpoint.STATE).write_bytes(b"PK\x03\x04 cut short")
+    saved, why = checkpoint.load(tmp_path, KEY)
+    assert saved is None and "could not be read" in why and not tmp_path.exists()
+
+
+# ---------------------------------------------------------------- a whole trial, killed and resumed
+
+
+def _trial(place, **train):
+    from test_train import TOK, _chunks, _spec
+    from tokenwatt.training.spec import TrialData
+    from tokenwatt.training.trial import run_trial
+
+    ids, mask = _data(n=24)
+    chunks = _chunks(ids, mask)
+    subset = {"chunk_ids": list(range(16)), "n_chunks": 16, "real_tokens": int(mask[:16].sum())}
+    data = TrialData(subset=subset, train_chunks=chunks, eval_chunks=chunks[16:], tokenizer=TOK)
+    spec = _spec("estimate", {"points": 3, "first_fraction": 0.2}, **{"epochs": 4, "checkpoint_every": 150, **train})
+    return run_trial(spec, data, log=lambda s: None, place=place)
+
+
+def _stop_after_checkpoint(monkeypatch, number, how):
+    """The trial's process ends at the first heartbeat after checkpoint ``number``: killed outright (SIGKILL: nothing
+    after it runs) or asked to stop (SIGTERM, as a scheduler does before its time limit)."""
+    import os
+    import signal
+
+    from tokenwatt.training.resume import Checkpoints
+
+    beat = Checkpoints.beat
+
+    def then_stop(self, step, train_s, energy_j):
+        beat(self, step, train_s, energy_j)
+        if self.number == number and step > self.written[-1]["step"] and not self.stop_requested.is_set():
+            if how == "kill":
+                raise Killed
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(Checkpoints, "beat", then_stop)
+
+
+def _same_training(a, b):
+    (ma, _, sa, ca), (mb, _, sb, cb) = a, b
+    assert sa["loss"].to_list() == sb["loss"].to_list() and sa["step"].to_list() == sb["step"].to_list()
+    assert ca["eval_loss"].to_list() == cb["eval_loss"].to_list() and ma["eval_loss"] == mb["eval_loss"]
+
+
+def test_a_killed_trial_resumes_to_the_same_training_with_its_lost_work_recorded_apart(tmp_path, monkeypatch):
+    from tokenwatt.common.records import check_record, load_validator
+    from tokenwatt.training.resume import CheckpointPlace
+
+    whole = _trial(CheckpointPlace(tmp_path / "whole", KEY))
+    place = CheckpointPlace(tmp_path / "killed", KEY)
+    with monkeypatch.context() as m:
+        _stop_after_checkpoint(m, 2, "kill")
+        try:
+            _trial(place)
+        except Killed:
+            pass
+    resumed = _trial(place)
+    _same_training(whole, resumed)
+    metrics = resumed[0]
+    assert (whole[0]["resumed"], metrics["resumed"]) == (0, 1) and metrics["resumes"][0]["from_checkpoint"] == 2
+    assert metrics["lost_steps"] > 0 and metrics["lost_train_s"] > 0 and metrics["lost_energy_j"] > 0
+    assert metrics["checkpoints"] == whole[0]["checkpoints"] >= 3 and metrics["checkpoint_energy_j"] > 0
+    training = [w for w in metrics["windows"] if w["name"].startswith("train")]
+    assert metrics["energy_j"] == sum(w["energy_j"] for w in training)  # the kept segments; the lost work apart
+    assert [n for n in (w["name"] for w in metrics["windows"]) if n.startswith("checkpoint")] == [
+        f"checkpoint_{n}" for n in range(1, metrics["checkpoints"] + 1)
+    ]
+    check_record(metrics, load_validator("workflow/schemas/metrics.schema.yaml"), "metrics.json")
+
+
+def test_a_trial_asked_to_stop_saves_a_checkpoint_at_the_next_step_and_resumes_from_it(tmp_path, monkeypatch):
+    from tokenwatt.common.failures import JobStopped
+    from tokenwatt.training.resume import CheckpointPlace
+
+    whole = _trial(CheckpointPlace(tmp_path / "whole", KEY))
+    place = CheckpointPlace(tmp_path / "stopped", KEY)
+    with monkeypatch.context() as m:
+        _stop_after_checkpoint(m, 1, "term")
+        try:
+            _trial(place)
+            raise AssertionError("the trial ran to its end")
+        except JobStopped as err:
+            assert "its state was saved (checkpoint 2" in str(err)
+    resumed = _trial(place)
+    _same_training(whole, resumed)
+    assert resumed[0]["resumes"][0]["from_checkpoint"] == 2 and resumed[0]["lost_steps"] == 0
+
+
+def test_a_trial_killed_before_its_first_checkpoint_starts_again_and_records_what_it_had_spent(tmp_path, monkeypatch):
+    from tokenwatt.training.resume import CheckpointPlace, Checkpoints
+
+    beat = Checkpoints.beat
+
+    def killed(self, step, train_s, energy_j):
+        beat(self, step, train_s, energy_j)
+        if step > 0:
+            raise Killed
+
+    place = CheckpointPlace(tmp_path, KEY)
+    with monkeypatch.context() as m:
+        m.setattr(Checkpoints, "beat", killed)
+        try:
+            _trial(place, checkpoint_every=0)
+        except Killed:
+            pass
+    metrics = _trial(place, checkpoint_every=0)[0]
+    assert metrics["resumed"] == 1 and metrics["resumes"][0]["from_checkpoint"] == 0 and metrics["lost_steps"] > 0

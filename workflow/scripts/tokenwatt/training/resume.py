@@ -1,0 +1,211 @@
+"""A trial's checkpoints within its meter session: when one is due, saving it in its own metered window, the heartbeat
+that counts the work a kill loses, resuming, and what the trial's record says of all three.
+
+A checkpoint is due every ``train.checkpoint_every`` real tokens, and at the next step after SIGTERM or SIGINT (a
+scheduler's warning before the time limit, Ctrl-C): the state is saved and the job then stops, to be resumed by the
+rerun. Saving pauses training, as an evaluation does, and is metered in its own window (``checkpoint_<n>``): its
+cost is reported, never counted as training. A resumed trial's training energy is the sum of the training windows it
+kept; the work done after the last checkpoint by the process that was killed is counted from its last heartbeat and
+recorded apart (``lost_energy_j``, ``lost_train_s``, ``lost_steps``): spent, and done again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..common.failures import JobStopped
+from ..measurement.meter import Meter
+from . import checkpoint as store
+from .checkpoint import Checkpoint, TrainState
+
+
+@dataclass(frozen=True)
+class CheckpointPlace:
+    """Where a trial keeps its checkpoint and the key it is valid under (the job's content key)."""
+
+    folder: Path
+    key: str
+
+
+class Checkpoints:
+    """One trial's checkpoints (``place`` None: none, as outside the workflow)."""
+
+    def __init__(self, place: CheckpointPlace | None, every_tokens: int, keep: bool, log: Callable[[str], None]):
+        self.place, self.every, self.keep, self.log = place, every_tokens, keep, log
+        self.stop_requested = threading.Event()
+        self.written: list[dict[str, Any]] = []  # number, step, real_tokens, bytes, save_s of each checkpoint
+        self.resumes: list[dict[str, Any]] = []  # where each resume started and what the kill before it lost
+        self.number = 0
+        self.next_tokens = every_tokens
+        self._beat: dict[str, Any] = {}
+        # the checkpoint resumed from: its record and the window it was saved in (only its heartbeat holds them)
+        self._carried_written: dict[str, Any] | None = None
+        self._carried_window: dict[str, Any] | None = None
+
+    # -- resuming
+    def resume(self) -> Checkpoint | None:
+        """The checkpoint to continue from, with the work the killed process did after it counted from its heartbeat;
+        None where there is none (a stale one is removed, and said)."""
+        if self.place is None:
+            return None
+        saved, why = store.load(self.place.folder, self.place.key)
+        beat = store.read_heartbeat(self.place.folder) or {}
+        number, step, train_s = (saved.number, saved.train.step, saved.train.train_s) if saved else (0, 0, 0.0)
+        same = beat.get("key") == self.place.key and beat.get("checkpoint") == number
+        if saved is None and not same:
+            if why != "no checkpoint":
+                self.log(f"NOTE: {why}; the trial starts from its first step")
+            return None
+        lost = (
+            {
+                "lost_energy_j": _difference(beat.get("energy_j"), beat.get("after_checkpoint_j")),
+                "lost_train_s": max(0.0, beat["train_s"] - train_s),
+                "lost_steps": max(0, beat["step"] - step),
+            }
+            if same
+            else {"lost_energy_j": None, "lost_train_s": None, "lost_steps": None}
+        )
+        carried = saved.session if saved else {"checkpoints": [], "resumes": []}
+        self._carried_written = beat.get("written") if same else None
+        self._carried_window = beat.get("window") if same else None
+        self.written = [*carried["checkpoints"], *([self._carried_written] if self._carried_written else [])]
+        self.resumes = [*carried["resumes"], {"from_checkpoint": number, "from_step": step, **lost}]
+        self.number = number
+        self.next_tokens = self.written[-1]["real_tokens"] + self.every if self.written else self.every
+        lost_said = (
+            f"{lost['lost_steps']} steps, {lost['lost_train_s']:.1f} s of training"
+            + (f" and {lost['lost_energy_j']:.4g} J" if lost["lost_energy_j"] is not None else "")
+            + " done by the stopped process after it are lost and done again (recorded apart)"
+            if same
+            else "what the stopped process did after it is not known (no heartbeat of it): recorded as unknown"
+        )
+        where = f"checkpoint {number} at step {step}" if saved else "its first step (no checkpoint had been saved)"
+        self.log(f"RESUMED from {where} (resume {len(self.resumes)}); {lost_said}")
+        return saved
+
+    def carried(self, snapshot: dict[str, Any]) -> dict[str, Any]:
+        """The meter session to continue: the checkpoint's, with the window the checkpoint was saved in (which closed
+        after the file was written, so only the heartbeat holds it)."""
+        window = self._carried_window
+        if window is None:
+            return snapshot
+        return {**snapshot, "windows": [*snapshot["windows"], window], "end_s": max(snapshot["end_s"], window["end_s"])}
+
+    # -- saving
+    def start(self, step: int, train_s: float, meter: Meter) -> None:
+        """Training (re)starts: the heartbeat from here counts what a kill before the next checkpoint loses."""
+        if self.place is None:
+            return
+        now = meter.energy_now()
+        self._beat = {
+            "key": self.place.key,
+            "checkpoint": self.number,
+            "written": self._carried_written,
+            "window": self._carried_window,
+            "after_checkpoint_j": now,
+        }
+        self.beat(step, train_s, now)
+
+    def due(self, step: int, real_tokens: int) -> bool:
+        """After a step: a signal asked the job to stop, or the tokens since the last checkpoint reached the interval."""
+        if self.place is None:
+            return False
+        return self.stop_requested.is_set() or (self.every > 0 and real_tokens >= self.next_tokens)
+
+    def save(
+        self,
+        state: TrainState,
+        real_tokens: int,
+        meter: Meter,
+        session: Callable[[], dict[str, Any]],
+        next_window: str,
+    ) -> None:
+        """Save ``state`` and ``session()`` (the measurement so far) in the window ``checkpoint_<n>``, then reopen
+        training in ``next_window``; a stop asked by a signal ends the job here."""
+        assert self.place is not None
+        n = self.number + 1
+        meter.switch(f"checkpoint_{n}")
+        t = time.perf_counter()
+        payload = {**session(), "checkpoints": self.written, "resumes": self.resumes}
+        size = store.save(self.place.folder, Checkpoint(key=self.place.key, number=n, train=state, session=payload))
+        written = {
+            "number": n,
+            "step": state.step,
+            "real_tokens": real_tokens,
+            "bytes": size,
+            "save_s": time.perf_counter() - t,
+        }
+        window = meter.with_energy(meter.switch(next_window))
+        self.written.append(written)
+        self.number = n
+        while self.every > 0 and self.next_tokens <= real_tokens:
+            self.next_tokens += self.every
+        after = meter.energy_now()
+        self._beat = {
+            "key": self.place.key,
+            "checkpoint": n,
+            "written": written,
+            "window": window,
+            "after_checkpoint_j": after,
+        }
+        self.beat(state.step, state.train_s, after)
+        if self.stop_requested.is_set():
+            raise JobStopped(
+                f"stopped by a signal at step {state.step}; its state was saved (checkpoint {n}, "
+                f"{self.place.folder}): rerun the same command and it resumes there"
+            )
+
+    def beat(self, step: int, train_s: float, energy_j: float | None) -> None:
+        """The heartbeat after a checkpoint: where training is now and the session's energy."""
+        if self.place is not None and self._beat:
+            store.write_heartbeat(
+                self.place.folder, {**self._beat, "step": step, "train_s": train_s, "energy_j": energy_j}
+            )
+
+    @contextlib.contextmanager
+    def signals_deferred(self) -> Iterator[None]:
+        """While training: SIGTERM and SIGINT ask for a checkpoint at the next step instead of stopping at once (the
+        handlers before are restored after)."""
+        if self.place is None or threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+        def defer(signum: int, frame: object) -> None:
+            self.log(f"{signal.Signals(signum).name}: saving a checkpoint at the next step, then stopping")
+            self.stop_requested.set()
+
+        for sig in before:
+            signal.signal(sig, defer)
+        try:
+            yield
+        finally:
+            for sig, handler in before.items():
+                signal.signal(sig, handler)
+
+    def record(self) -> dict[str, Any]:
+        """What the trial's record says of its checkpoints and resumes (metrics.schema.yaml)."""
+        lost = lambda k: (  # noqa: E731
+            None if any(r[k] is None for r in self.resumes) else sum(r[k] for r in self.resumes)
+        )
+        return {
+            "checkpoint_every": self.every,
+            "checkpoints": len(self.written),
+            "checkpoint_bytes": max((w["bytes"] for w in self.written), default=None),
+            "resumed": len(self.resumes),
+            "resumes": self.resumes,
+            "lost_energy_j": lost("lost_energy_j"),
+            "lost_train_s": lost("lost_train_s"),
+            "lost_steps": lost("lost_steps"),
+        }
+
+
+def _difference(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else max(0.0, a - b)
