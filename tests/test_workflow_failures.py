@@ -515,7 +515,7 @@ def test_a_killed_trial_is_named_and_the_rerun_resumes_it_from_its_checkpoint_to
     assert seen.get("checkpoint", 0) >= 2, "the trial ended before it could be killed after a checkpoint"
     assert run.returncode != 0 and "1K trial 1 was stopped from outside before it finished" in said
     assert f"it resumes from its checkpoint at step {seen['written']['step']}" in said
-    assert planned_jobs(work, *TINY, "long.yaml", TRIAL)["train_trial"] == 1  # -n plans the trial it will resume
+    assert planned_jobs(work, TRIAL, *TINY, "long.yaml")["train_trial"] == 1  # -n plans the trial it will resume
     snakemake(work, *TINY, "long.yaml", "--cores", "1", TRIAL)
     (resumed, losses, evals), (uninterrupted, whole_losses, whole_evals) = _trained(work), _trained(whole)
     assert losses == whole_losses and evals == whole_evals and resumed["eval_loss"] == uninterrupted["eval_loss"]

@@ -12,6 +12,7 @@ recorded apart (``lost_energy_j``, ``lost_train_s``, ``lost_steps``): spent, and
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 import time
@@ -165,9 +166,8 @@ class Checkpoints:
     def beat(self, step: int, train_s: float, energy_j: float | None) -> None:
         """The heartbeat after a checkpoint: where training is now and the session's energy."""
         if self.place is not None and self._beat:
-            store.write_heartbeat(
-                self.place.folder, {**self._beat, "step": step, "train_s": train_s, "energy_j": energy_j}
-            )
+            beat = {**self._beat, "pid": os.getpid(), "step": step, "train_s": train_s, "energy_j": energy_j}
+            store.write_heartbeat(self.place.folder, beat)
 
     @contextlib.contextmanager
     def signals_deferred(self) -> Iterator[None]:

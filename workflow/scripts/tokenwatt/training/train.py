@@ -59,8 +59,8 @@ class Diverged(TrainingError):
 class TrainSettings:
     """A cell's ``train.*`` (config/README.md) and the trial's ``seed``, which orders the data (and initialises a
     preset's model). The loop and its evaluations read the first nine; the trial's set-up reads ``device``,
-    ``threads`` and ``compile``, its measurement ``on_divergence``, ``stop`` and the checkpoints. The defaults are the schema's, for a
-    caller outside the workflow (a test, a benchmark)."""
+    ``threads`` and ``compile``, its measurement ``on_divergence``, ``stop`` and the checkpoints' two settings. The
+    defaults are the schema's, for a caller outside the workflow (a test, a benchmark)."""
 
     epochs: int
     batch_size: int
