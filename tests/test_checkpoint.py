@@ -111,7 +111,7 @@ def test_a_checkpoint_cut_short_is_removed_with_the_reason(tmp_path):
 # ---------------------------------------------------------------- a whole trial, killed and resumed
 
 
-def _trial(place, **train):
+def _trial(place, meter="estimate", nvml=None, evaluation=None, **train):
     from test_train import TOK, _chunks, _spec
     from tokenwatt.training.spec import TrialData
     from tokenwatt.training.trial import run_trial
@@ -120,8 +120,9 @@ def _trial(place, **train):
     chunks = _chunks(ids, mask)
     subset = {"chunk_ids": list(range(16)), "n_chunks": 16, "real_tokens": int(mask[:16].sum())}
     data = TrialData(subset=subset, train_chunks=chunks, eval_chunks=chunks[16:], tokenizer=TOK)
-    spec = _spec("estimate", {"points": 3, "first_fraction": 0.2}, **{"epochs": 4, "checkpoint_every": 150, **train})
-    return run_trial(spec, data, log=lambda s: None, place=place)
+    schedule = evaluation or {"points": 3, "first_fraction": 0.2}
+    spec = _spec(meter, schedule, **{"epochs": 4, "checkpoint_every": 150, **train})
+    return run_trial(spec, data, log=lambda s: None, nvml=nvml, place=place)
 
 
 def _stop_after_checkpoint(monkeypatch, number, how):
@@ -213,3 +214,63 @@ def test_a_trial_killed_before_its_first_checkpoint_starts_again_and_records_wha
             pass
     metrics = _trial(place, checkpoint_every=0)[0]
     assert metrics["resumed"] == 1 and metrics["resumes"][0]["from_checkpoint"] == 0 and metrics["lost_steps"] > 0
+
+
+def test_a_trial_metered_by_nvml_resumes_from_its_checkpoint(tmp_path, monkeypatch):
+    # the NVML meter has a snapshot of its own (one reading): the session's state must not be mistaken for it
+    from test_train import _on_a_fake_gpu
+    from tokenwatt.training.resume import CheckpointPlace
+
+    nvml, plain = _on_a_fake_gpu(monkeypatch), {"points": 0}
+    whole = _trial(CheckpointPlace(tmp_path / "whole", KEY), meter="nvml", nvml=nvml, evaluation=plain)
+    place = CheckpointPlace(tmp_path / "killed", KEY)
+    with monkeypatch.context() as m:
+        _stop_after_checkpoint(m, 2, "kill")
+        try:
+            _trial(place, meter="nvml", nvml=nvml, evaluation=plain)
+        except Killed:
+            pass
+    resumed = _trial(place, meter="nvml", nvml=nvml, evaluation=plain)
+    _same_training(whole, resumed)
+    metrics = resumed[0]
+    assert metrics["meter"] == "nvml-energy" and metrics["resumed"] == 1 and metrics["lost_energy_j"] > 0
+    training = [w for w in metrics["windows"] if w["name"].startswith("train")]
+    assert metrics["energy_j"] == sum(w["energy_j"] for w in training) > 0
+
+
+def test_two_kills_without_a_checkpoint_between_them_are_both_recorded(tmp_path, monkeypatch):
+    from tokenwatt.training.resume import CheckpointPlace
+
+    place = CheckpointPlace(tmp_path, KEY)
+    with monkeypatch.context() as m:
+        _stop_after_checkpoint(m, 2, "kill")  # kills the first process, and the resumed one before its next checkpoint
+        for _ in range(2):
+            try:
+                _trial(place)
+            except Killed:
+                pass
+    metrics = _trial(place)[0]
+    assert metrics["resumed"] == 2 and [r["from_checkpoint"] for r in metrics["resumes"]] == [2, 2]
+    assert metrics["lost_steps"] == sum(r["lost_steps"] for r in metrics["resumes"]) and all(
+        r["lost_steps"] > 0 for r in metrics["resumes"]
+    )
+
+
+def test_a_checkpoint_measured_on_another_device_is_not_continued_and_the_trial_starts_again(tmp_path, monkeypatch):
+    import tokenwatt.training.trial as trial
+    from tokenwatt.training.resume import CheckpointPlace
+
+    whole = _trial(CheckpointPlace(tmp_path / "whole", KEY))
+    place = CheckpointPlace(tmp_path / "killed", KEY)
+    with monkeypatch.context() as m:
+        _stop_after_checkpoint(m, 2, "kill")
+        try:
+            _trial(place)
+        except Killed:
+            pass
+    monkeypatch.setattr(trial, "device_name", lambda device: "another CPU")
+    again = _trial(place)
+    _same_training(whole, again)  # from its first step, the same training
+    (resume,) = again[0]["resumes"]
+    assert resume["from_checkpoint"] == 0 and resume["lost_energy_j"] is None and "another CPU" in resume["why"]
+    assert again[0]["checkpoints"] == whole[0]["checkpoints"]  # counted again from the first

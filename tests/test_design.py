@@ -218,3 +218,12 @@ def test_a_curriculum_written_without_its_direction_is_the_same_study_as_one_tha
     )
     assert implicit.selection_config("easy-first") == explicit.selection_config("easy-first")
     assert implicit.selection_config("easy-first")["order"]["curriculum"]["direction"] == "ascending"
+
+
+def test_where_a_trial_saves_its_state_is_no_part_of_its_settings_so_changing_it_reruns_nothing():
+    config = copy.deepcopy(DEFAULT)
+    config["train"] |= {"checkpoint_every": 5000, "keep_checkpoint": True}
+    before = Design(validate_config(copy.deepcopy(DEFAULT), load_schema(ROOT / "workflow/schemas/config.schema.yaml")))
+    after = Design(validate_config(config, load_schema(ROOT / "workflow/schemas/config.schema.yaml")))
+    assert [after.train_config(c) for c in after.cells] == [before.train_config(c) for c in before.cells]
+    assert not {"checkpoint_every", "keep_checkpoint"} & set(after.train_config(after.cells[0]))

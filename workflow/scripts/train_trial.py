@@ -33,6 +33,7 @@ if restored:
 
 from tokenwatt.common.files import read_json, write_json, write_parquet  # noqa: E402
 from tokenwatt.common.records import check_record, load_validator  # noqa: E402
+from tokenwatt.plan.design import JOB_TRAIN_KEYS  # noqa: E402
 from tokenwatt.plan.layout import checkpoint_folder  # noqa: E402
 from tokenwatt.presentation.progress import expected_trials, first_look, study_progress, trial_finished, trial_started  # noqa: E402
 from tokenwatt.training.checkpoint import remove  # noqa: E402
@@ -59,7 +60,8 @@ terminal(trial_started(p.budget, p.trial, p.levels))
 stop_with_a_sentence()  # a trial stopped (mid-training: at its next step, after a checkpoint) removes its outputs and names itself
 with logged(snakemake.log[0], append=True, job=job_label(snakemake.rule, snakemake.wildcards)):
     try:
-        spec = TrialSpec.from_params(p)
+        job = {k: snakemake.config["train"][k] for k in JOB_TRAIN_KEYS if k in snakemake.config["train"]}
+        spec = TrialSpec.from_params(p, job)
         metrics, power, steps, curve = run_trial(spec, TrialData.read(snakemake.input), place=place)
         check_record(metrics, load_validator(snakemake.input.schema), out.metrics)
         write_parquet(out.power, power)

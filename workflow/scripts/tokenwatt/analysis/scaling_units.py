@@ -230,6 +230,7 @@ def lack_of_fit(
         if s2 <= 1e-300
         else None
     )
+    fitted = None
     try:
         fitted = _least_squares_law(N_c, D_c, means, n, law, REFINE_SCREEN) if not not_judged else None
     except ScalingInputError as e:
@@ -323,6 +324,8 @@ def _bootstrap_p(
         except ScalingInputError:
             continue  # a replicate no law fits counts in neither tally
         r = m_star - np.log(refit.loss(N_c, D_c))
+        if not np.isfinite(r).all():
+            continue  # nor a refit that is not finite: its NaN F* would count as not exceeding F
         exceed += (n * r**2).sum() / (K - 5) / (rss_star / df2) >= F
         done += 1
     return float((1 + exceed) / (done + 1))

@@ -138,7 +138,7 @@ class Meter:
     # -- a session of named windows (Zeus's begin_window / end_window)
     def open(self, pace: Pace | None = None, carried: dict[str, Any] | None = None) -> None:
         """Start polling; windows are then measured with ``begin`` and ``end``. With ``pace`` the interval follows
-        the trial's progress (see ``target_samples``). ``carried``: an earlier session's ``snapshot`` (a resumed
+        the trial's progress (see ``target_samples``). ``carried``: an earlier session's ``session_state`` (a resumed
         trial's) that this one continues: its windows and samples come first, and this session's clock starts
         where it ended."""
         self.sync()
@@ -220,16 +220,17 @@ class Meter:
         return integrate([t for t, _ in rows], [p for _, p in rows], self.covers, start_s, end_s) if rows else None
 
     def energy_now(self) -> float | None:
-        """The session's energy so far: every closed window's and the open one's up to now (a checkpoint's heartbeat:
-        what a process killed after it had spent). None where a window has neither counter nor samples."""
+        """The session's energy so far: every closed window's and the open one's up to its last sample (a checkpoint's
+        heartbeat: what a process killed after it had spent). The open window's part is its samples' integral: a
+        counter read here would move the reading the poller's next sample is taken against (RAPL). None where a
+        window has neither counter nor samples."""
         closed = self.energy_so_far("")
         if self._window is None or closed is None:
             return closed
-        _, start_s, counter0 = self._opened
-        now = self._window_energy(start_s, time.monotonic() - self._t0, counter0, self._read_counter())
+        now = self._window_energy(self._opened[1], time.monotonic() - self._t0, None, None)
         return None if now is None else closed + now
 
-    def snapshot(self) -> dict[str, Any]:
+    def session_state(self) -> dict[str, Any]:
         """The session so far as plain data, for a later session to continue (``open(carried=...)``): its closed
         windows, each with its energy fixed as a counter reading (the samples' integral where there was no counter),
         its samples and failed reads, and its clock now."""

@@ -35,6 +35,10 @@ TOKENIZER_PATTERN = r"(?:tok=[^/]+/)?"
 SELECTION_PATTERN = r"(?:sel=[^/]+/)?"
 PROFILE_PATTERN = r"(?:[a-z_]+=[^/]+/)*"
 
+# train.* keys that change nothing a trial measures (where it saves its state): the trial's job reads them from the
+# config, and they stay out of its params, which key its reruns, its result-store entry and its checkpoint.
+JOB_TRAIN_KEYS = ("checkpoint_every", "keep_checkpoint")
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -219,7 +223,7 @@ class Design:
         return train
 
     def _train_settings(self, cell: Cell) -> dict[str, Any]:
-        train = dict(self.config["train"])
+        train = {k: v for k, v in self.config["train"].items() if k not in JOB_TRAIN_KEYS}
         for factor in ("precision", "lr", "batch_size"):
             if (value := self._level(cell, factor)) is not None:
                 train[factor] = value

@@ -22,7 +22,8 @@ Each part is derived from what drives it, with constants measured on real studie
 - **a trial's checkpoint** (train.checkpoint_every): ``CHECKPOINT_BYTES_PER_PARAMETER`` a parameter (fp32 weights
   and AdamW's two moments; the data position, RNG and measurement so far are small beside them). One is written even
   with checkpoint_every 0, when a signal stops the trial. A finished trial's is removed, so the plan charges the
-  largest trial's once; with train.keep_checkpoint every trial keeps its own, and each is charged. A pretrained model's
+  largest trial's once; with train.keep_checkpoint every trial keeps its own, and each is charged; and a save writes
+  its new file beside the last one before the rename, so the largest is charged once more. A pretrained model's
   size is not in the config: its checkpoint is not counted, and ``describe`` says so.
 - subsets and device profiles: ``JOB_BYTES`` each; the analysis, figures and report: ``REPORT_BYTES`` and
   ``FIGURE_BYTES_PER_TRIAL``.
@@ -117,7 +118,10 @@ def checkpoint_bytes(trials: list[tuple[int | None, int, str]], keep: bool) -> i
     """The checkpoints the trials leave on disk at once (module docstring): every trial's when they are kept, else the
     largest one's."""
     sizes = [CHECKPOINT_BYTES_PER_PARAMETER * n for n, _, _ in trials if n is not None]
-    return (sum(sizes) if keep else max(sizes, default=0)) if sizes else 0
+    if not sizes:
+        return 0
+    # a save writes its file beside the last one before it replaces it: the largest checkpoint twice, for a moment
+    return (sum(sizes) if keep else max(sizes)) + max(sizes)
 
 
 def corpus_characters(corpus: Mapping[str, Any], files: list[str]) -> int:

@@ -65,7 +65,7 @@ def disk_plan_of(study: Study, planned: Mapping[str, int]) -> disk.DiskPlan:
         "the Hub corpus's data stage (its size is not known before it downloads)"
         if corpus["source"] == "hf" and planned.get("corpus")
         else None,
-        keep_checkpoints=any(design.train_config(c).get("keep_checkpoint") for c in design.cells),
+        keep_checkpoints=bool(study.config["train"].get("keep_checkpoint")),
     )
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +60,8 @@ def save(folder: Path, checkpoint: Checkpoint) -> int:
     """Write ``checkpoint`` atomically over the last one; its size in bytes."""
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{STATE}.{os.getpid()}.tmp"
-    payload = {**asdict(checkpoint), "train": asdict(checkpoint.train)}
+    # shallow: dataclasses.asdict would copy every tensor (weights and moments) on the device before saving it
+    payload = {**_fields(checkpoint), "train": _fields(checkpoint.train)}
     torch.save(payload, tmp)
     with open(tmp, "rb+") as f:  # on disk before the rename makes it the checkpoint
         os.fsync(f.fileno())
@@ -85,6 +86,10 @@ def load(folder: Path, key: str) -> tuple[Checkpoint | None, str]:
     return Checkpoint(
         key=raw["key"], number=raw["number"], train=TrainState(**raw["train"]), session=raw["session"]
     ), ""
+
+
+def _fields(record: Any) -> dict[str, Any]:
+    return {f.name: getattr(record, f.name) for f in fields(record)}
 
 
 def write_heartbeat(folder: Path, beat: dict[str, Any]) -> None:

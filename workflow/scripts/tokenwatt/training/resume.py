@@ -77,9 +77,12 @@ class Checkpoints:
         self._carried_written = beat.get("written") if same else None
         self._carried_window = beat.get("window") if same else None
         self.written = [*carried["checkpoints"], *([self._carried_written] if self._carried_written else [])]
-        self.resumes = [*carried["resumes"], {"from_checkpoint": number, "from_step": step, **lost}]
+        # the heartbeat's list where it has one: a process stopped after a resume and before its next checkpoint
+        # recorded that resume only there
+        before = beat["resumes"] if same and "resumes" in beat else carried["resumes"]
+        self.resumes = [*before, {"from_checkpoint": number, "from_step": step, **lost}]
         self.number = number
-        self.next_tokens = self.written[-1]["real_tokens"] + self.every if self.written else self.every
+        self.next_tokens = self._after(self.written[-1]["real_tokens"]) if self.written else self.every
         lost_said = (
             f"{lost['lost_steps']} steps, {lost['lost_train_s']:.1f} s of training"
             + (f" and {lost['lost_energy_j']:.4g} J" if lost["lost_energy_j"] is not None else "")
@@ -90,6 +93,22 @@ class Checkpoints:
         where = f"checkpoint {number} at step {step}" if saved else "its first step (no checkpoint had been saved)"
         self.log(f"RESUMED from {where} (resume {len(self.resumes)}); {lost_said}")
         return saved
+
+    def discard(self, why: str) -> None:
+        """The checkpoint cannot be continued here (``why``): removed, and the trial starts from its first step; what
+        the stopped processes spent is not known, and the resume says so."""
+        assert self.place is not None
+        self.log(f"NOTE: {why}; the checkpoint was removed and the trial starts from its first step")
+        store.remove(self.place.folder)
+        self.written, self.number, self.next_tokens = [], 0, self.every
+        self._carried_written = self._carried_window = None
+        unknown = {"lost_energy_j": None, "lost_train_s": None, "lost_steps": None}
+        self.resumes = [*self.resumes[:-1], {"from_checkpoint": 0, "from_step": 0, **unknown, "why": why}]
+
+    def _after(self, real_tokens: int) -> int:
+        """The next checkpoint's tokens after one at ``real_tokens``: the next multiple of the interval, as in a run
+        never stopped (a signal's checkpoint falls between them)."""
+        return self.every * (real_tokens // self.every + 1) if self.every > 0 else 0
 
     def carried(self, snapshot: dict[str, Any]) -> dict[str, Any]:
         """The meter session to continue: the checkpoint's, with the window the checkpoint was saved in (which closed
@@ -111,6 +130,7 @@ class Checkpoints:
             "written": self._carried_written,
             "window": self._carried_window,
             "after_checkpoint_j": now,
+            "resumes": self.resumes,
         }
         self.beat(step, train_s, now)
 
@@ -146,8 +166,8 @@ class Checkpoints:
         window = meter.with_energy(meter.switch(next_window))
         self.written.append(written)
         self.number = n
-        while self.every > 0 and self.next_tokens <= real_tokens:
-            self.next_tokens += self.every
+        if real_tokens >= self.next_tokens:
+            self.next_tokens = self._after(real_tokens)
         after = meter.energy_now()
         self._beat = {
             "key": self.place.key,
@@ -155,6 +175,7 @@ class Checkpoints:
             "written": written,
             "window": window,
             "after_checkpoint_j": after,
+            "resumes": self.resumes,
         }
         self.beat(state.step, state.train_s, after)
         if self.stop_requested.is_set():

@@ -46,15 +46,18 @@ class TrialSpec:
         return f"budget {self.budget}, trial {self.trial}"
 
     @classmethod
-    def from_params(cls, params: Any) -> TrialSpec:
-        """The spec of the rule train_trial's params (workflow/rules/train.smk), read by name."""
+    def from_params(cls, params: Any, job: Mapping[str, Any] | None = None) -> TrialSpec:
+        """The spec of the rule train_trial's params (workflow/rules/train.smk), read by name; ``job``: the train.*
+        settings the job reads from the config instead (``design.JOB_TRAIN_KEYS``)."""
         return cls(
             budget=params.budget,
             trial=params.trial,
             cell=params.cell,
             levels=dict(params.levels),
             model=dict(params.model),
-            train=TrainSettings.from_config(params.train, seed=trial_seed(params.study_seed, params.trial)),
+            train=TrainSettings.from_config(
+                {**params.train, **(job or {})}, seed=trial_seed(params.study_seed, params.trial)
+            ),
             evaluation=EvalSchedule(**params.evaluation),
             meter=MeterSettings(**params.meter),
             check=ThroughputCheck(**params.check),

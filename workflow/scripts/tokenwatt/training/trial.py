@@ -199,12 +199,14 @@ class _Session:
 
     def snapshot(self) -> dict[str, Any]:
         """The measurement so far, for a checkpoint: the meter session, the evaluations, what came before training."""
-        return {"meter": self.meter.snapshot(), "points": self.points, "stop": self.stop, **self.before}
+        return {"meter": self.meter.session_state(), "points": self.points, "stop": self.stop, **self.before}
 
     def restore(self, session: dict[str, Any]) -> None:
         """Continue a checkpoint's measurement (``snapshot``): its evaluations and what came before training."""
         self.points, self.stop = list(session["points"]), dict(session["stop"])
-        self.before = {k: session[k] for k in ("cooled", "idle", "idle_after_s", "check_before")}
+        self.before = {
+            k: session[k] for k in ("device_name", "meter_kind", "cooled", "idle", "idle_after_s", "check_before")
+        }
 
     def progress(self, r: dict[str, Any]) -> None:
         watts = self.meter.latest_power()
@@ -311,9 +313,15 @@ def measure(
     from the saved state."""
     session = _Session(spec, setup, log, nvml, place)
     meter, settings = session.meter, spec.meter
+    here = {"device_name": device_name(setup.device), "meter_kind": meter.kind}
     saved = session.checkpoints.resume()
-    if saved is None:
-        cooled = cooldown(meter, settings.cooldown_s, settings.cooldown_below_c, settings.cooldown_timeout_s, log)
+    if saved is not None and (there := {k: saved.session.get(k) for k in here}) != here:
+        # its windows and baseline were measured on another device or by another meter: not one measurement
+        session.checkpoints.discard(f"the checkpoint was measured on {there}, this process runs on {here}")
+        saved = None
+    cooled = cooldown(meter, settings.cooldown_s, settings.cooldown_below_c, settings.cooldown_timeout_s, log)
+    if saved is not None:  # a resumed process cools down too; the trial's record keeps the first's, each resume its own
+        session.checkpoints.resumes[-1]["cooldown_end_temperature_c"] = cooled["cooldown_end_temperature_c"]
     # At least the meter's settle time since the device last worked, whatever the cooldown: an averaged reading
     # still shows the load or compile for that long, and the idle baseline would read it as idle power.
     time.sleep(max(0.0, meter.settle_s - (time.monotonic() - setup.last_work)))
@@ -322,6 +330,7 @@ def measure(
         idle_after_s = time.monotonic() - setup.last_work
         idle = meter.window("idle", settings.idle_seconds) if settings.idle_seconds > 0 else None
         session.before = {
+            **here,
             "cooled": cooled,
             "idle": idle is not None,
             "idle_after_s": idle_after_s,
