@@ -254,6 +254,15 @@ def lack_of_fit(
     else:
         p = _bootstrap_p(F, y, codes, t_codes, runs, K, T, N_c, D_c, n, fitted, replicates, seed)
         reference = f"wild cluster bootstrap over {runs.max() + 1} runs, {replicates} replicates"
+        if not np.isfinite(p):
+            none = dict.fromkeys(("F", "df", "p", "fits", "reference"))
+            return {
+                **out,
+                "noise_sd_log": float(np.sqrt(s2)),
+                **none,
+                "verdict": "not judged (no bootstrap replicate "
+                "of the law could be refitted, so its misfit was not tested)",
+            }
     fits = p >= LACK_OF_FIT_P
     verdict = (
         "no misfit detected: the law's residuals at the cell means are within the trial × cell noise "
@@ -328,7 +337,7 @@ def _bootstrap_p(
             continue  # nor a refit that is not finite: its NaN F* would count as not exceeding F
         exceed += (n * r**2).sum() / (K - 5) / (rss_star / df2) >= F
         done += 1
-    return float((1 + exceed) / (done + 1))
+    return float((1 + exceed) / (done + 1)) if done else float("nan")  # no replicate refitted: nothing tested
 
 
 LOG_LAW = (True, True, True, False, False, False, False)  # E, A, B are positive: their intervals on the log scale

@@ -220,8 +220,9 @@ class Meter:
         return integrate([t for t, _ in rows], [p for _, p in rows], self.covers, start_s, end_s) if rows else None
 
     def energy_now(self) -> float | None:
-        """The session's energy so far: every closed window's and the open one's up to its last sample (a checkpoint's
-        heartbeat: what a process killed after it had spent). The open window's part is its samples' integral: a
+        """The session's energy so far: every closed window's and the open one's up to now (a checkpoint's heartbeat:
+        what a process killed after it had spent). The open window's part is its samples' integral (the last held to
+        now): a
         counter read here would move the reading the poller's next sample is taken against (RAPL). None where a
         window has neither counter nor samples."""
         closed = self.energy_so_far("")

@@ -76,7 +76,9 @@ class Checkpoints:
         carried = saved.session if saved else {"checkpoints": [], "resumes": []}
         self._carried_written = beat.get("written") if same else None
         self._carried_window = beat.get("window") if same else None
-        self.written = [*carried["checkpoints"], *([self._carried_written] if self._carried_written else [])]
+        # the checkpoint's own record: its heartbeat's (with its size and time), else what the file says of itself
+        own = self._carried_written or (carried.get("this") if saved else None)
+        self.written = [*carried["checkpoints"], *([own] if own else [])]
         # the heartbeat's list where it has one: a process stopped after a resume and before its next checkpoint
         # recorded that resume only there
         before = beat["resumes"] if same and "resumes" in beat else carried["resumes"]
@@ -94,16 +96,28 @@ class Checkpoints:
         self.log(f"RESUMED from {where} (resume {len(self.resumes)}); {lost_said}")
         return saved
 
-    def discard(self, why: str) -> None:
-        """The checkpoint cannot be continued here (``why``): removed, and the trial starts from its first step; what
-        the stopped processes spent is not known, and the resume says so."""
+    def discard(self, saved: Checkpoint, why: str) -> None:
+        """``saved`` cannot be continued here (``why``): removed, and the trial starts from its first step. Everything
+        the stopped processes did is lost: their steps and training seconds, and their energy (the saved session's
+        windows and the work after it), each null where a part of it is not known."""
         assert self.place is not None
         self.log(f"NOTE: {why}; the checkpoint was removed and the trial starts from its first step")
         store.remove(self.place.folder)
+        last = self.resumes[-1]
+        kept = [w["counter_j"] for w in saved.session["meter"]["windows"]]
+        before_j = None if None in kept else float(sum(kept))
+        lost = {
+            "lost_energy_j": None if before_j is None else _sum(before_j, last["lost_energy_j"]),
+            "lost_train_s": _sum(saved.train.train_s, last["lost_train_s"]),
+            "lost_steps": _sum(saved.train.step, last["lost_steps"]),
+        }
+        self.resumes = [*self.resumes[:-1], {"from_checkpoint": 0, "from_step": 0, **lost, "why": why}]
         self.written, self.number, self.next_tokens = [], 0, self.every
         self._carried_written = self._carried_window = None
-        unknown = {"lost_energy_j": None, "lost_train_s": None, "lost_steps": None}
-        self.resumes = [*self.resumes[:-1], {"from_checkpoint": 0, "from_step": 0, **unknown, "why": why}]
+        # at once, not at training's start: a process stopped before that still leaves this history to the next
+        self._beat = {"key": self.place.key, "checkpoint": 0, "written": None, "window": None}
+        self._beat |= {"after_checkpoint_j": None, "resumes": self.resumes}
+        self.beat(0, 0.0, None)
 
     def _after(self, real_tokens: int) -> int:
         """The next checkpoint's tokens after one at ``real_tokens``: the next multiple of the interval, as in a run
@@ -154,7 +168,8 @@ class Checkpoints:
         n = self.number + 1
         meter.switch(f"checkpoint_{n}")
         t = time.perf_counter()
-        payload = {**session(), "checkpoints": self.written, "resumes": self.resumes}
+        this = {"number": n, "step": state.step, "real_tokens": real_tokens, "bytes": None, "save_s": None}
+        payload = {**session(), "checkpoints": self.written, "this": this, "resumes": self.resumes}
         size = store.save(self.place.folder, Checkpoint(key=self.place.key, number=n, train=state, session=payload))
         written = {
             "number": n,
@@ -230,3 +245,7 @@ class Checkpoints:
 
 def _difference(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else max(0.0, a - b)
+
+
+def _sum(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b

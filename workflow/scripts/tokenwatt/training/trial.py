@@ -317,7 +317,7 @@ def measure(
     saved = session.checkpoints.resume()
     if saved is not None and (there := {k: saved.session.get(k) for k in here}) != here:
         # its windows and baseline were measured on another device or by another meter: not one measurement
-        session.checkpoints.discard(f"the checkpoint was measured on {there}, this process runs on {here}")
+        session.checkpoints.discard(saved, f"the checkpoint was measured on {there}, this process runs on {here}")
         saved = None
     cooled = cooldown(meter, settings.cooldown_s, settings.cooldown_below_c, settings.cooldown_timeout_s, log)
     if saved is not None:  # a resumed process cools down too; the trial's record keeps the first's, each resume its own
