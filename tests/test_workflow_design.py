@@ -9,7 +9,7 @@ import pytest
 from statsmodels.stats.anova import AnovaRM
 from workflow_helpers import ANALYSIS, clone, planned_jobs, snakemake
 
-pytestmark = [pytest.mark.workflow, pytest.mark.long]  # its studies build for minutes: started early
+pytestmark = pytest.mark.workflow
 # The shipped two-way example (budget × three model sizes) on the tiny study's data, budgets and trials.
 MODEL_SIZE = ["--configfile", "config/model-size.yaml", ".test/config/config.yaml"]
 MODELS = ["tiny", "small", "base"]

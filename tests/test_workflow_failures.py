@@ -467,7 +467,7 @@ def test_after_snakemake_is_killed_unlock_and_rerun_incomplete_finish_without_tr
 
 
 # --- a node lost mid-trial: the trial resumes from its checkpoint
-LONG_TRIAL = "train: {epochs: 60, checkpoint_every: 3000, log_every: 10}\n"
+LONG_TRIAL = "train: {epochs: 30, checkpoint_every: 2000, log_every: 10}\n"
 TRIAL = "results/trials/b1000/t1/metrics.json"
 
 

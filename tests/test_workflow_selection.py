@@ -8,7 +8,7 @@ import pytest
 from tokenwatt.selection.near_dup import shingles
 from workflow_helpers import ANALYSIS, clone, copy_of_study, planned_jobs, snakemake
 
-pytestmark = [pytest.mark.workflow, pytest.mark.long]  # its studies build for minutes: started early
+pytestmark = pytest.mark.workflow
 # The shipped selection study on the tiny study's budgets and trials; the tiny corpus keeps the study's noise shares.
 SELECTION = ["--configfile", "config/selection.yaml", ".test/config/config.yaml"]
 LEVELS = ["raw", "dedup", "dedup-filter"]
