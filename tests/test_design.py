@@ -6,7 +6,7 @@ import math
 import pytest
 import yaml
 from tokenwatt.plan.config import ConfigError, load_schema, validate_config
-from tokenwatt.plan.design import Design, cell_label, parse_cell, profile_key_of
+from tokenwatt.plan.design import JOB_TRAIN_KEYS, Design, cell_label, parse_cell, profile_key_of
 from workflow_helpers import ROOT
 
 SCHEMA = load_schema(ROOT / "workflow/schemas/config.schema.yaml")
@@ -25,7 +25,8 @@ def test_a_one_factor_study_keeps_its_paths_and_settings():
     cell = d.cell("b10000")
     assert d.model_config(cell) == d.config["model"]
     # compile: auto resolved for the study (its 10K cell trains at least 471 steps, under 1000)
-    assert d.train_config(cell) == {**d.config["train"], "compile": False}
+    trial_settings = {k: v for k, v in d.config["train"].items() if k not in JOB_TRAIN_KEYS}
+    assert d.train_config(cell) == {**trial_settings, "compile": False}
     assert (d.profile_keys(), d.tokenizer_keys(), d.resources(cell)) == ([""], [""], {})
 
 
