@@ -25,7 +25,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scripts"))
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from tokenwatt.plan.disk import CHECKPOINT_BYTES_PER_PARAMETER, llama_parameters  # noqa: E402
 from tokenwatt.plan.presets import PRESETS  # noqa: E402
@@ -33,16 +32,7 @@ from tokenwatt.training import checkpoint  # noqa: E402
 from tokenwatt.training.checkpoint import Checkpoint  # noqa: E402
 from tokenwatt.training.model import build_model, preset_sizes  # noqa: E402
 from tokenwatt.training.train import Checkpointing, TrainSettings, train  # noqa: E402
-
-TOK = {"vocab_size": 1024, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
-
-
-def data(n: int, length: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
-    rng = np.random.default_rng(0)
-    ids = torch.from_numpy(rng.integers(3, 1024, size=(n, length)))
-    mask = torch.ones(n, length, dtype=torch.long)
-    mask[:, length - 8 :] = 0
-    return ids.masked_fill(mask == 0, 0), mask
+from train_loop import TOK, data  # noqa: E402  the training benchmark's vocabulary and chunks
 
 
 def run(steps: int, every: int | None, folder: Path) -> tuple[float, list[float], int]:

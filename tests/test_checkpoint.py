@@ -1,6 +1,8 @@
 """Checkpoints inside a trial: the training loop saved between two steps and resumed from the file goes on exactly as
 the run that saved it, on CPU bit for bit; a checkpoint written for other settings is never resumed."""
 
+import contextlib
+
 import torch
 from test_train import _data, _model, _settings
 from tokenwatt.training import checkpoint
@@ -48,10 +50,8 @@ def _losses(result):
 def test_a_run_resumed_from_its_checkpoint_goes_on_bit_for_bit(tmp_path):
     every_7 = lambda step, tokens: step % 7 == 0  # noqa: E731  off the loss records (every 5) and across epochs
     whole, whole_result, whole_pauses, _ = _run(tmp_path / "whole", every_7)
-    try:
+    with contextlib.suppress(Killed):
         _run(tmp_path / "killed", every_7, kill_after=2)
-    except Killed:
-        pass
     saved, why = checkpoint.load(tmp_path / "killed", KEY)
     assert saved is not None and saved.train.step == 14 and why == ""
     resumed, resumed_result, resumed_pauses, _ = _run(tmp_path / "killed", every_7, resume=saved.train)
@@ -66,10 +66,8 @@ def test_a_checkpoint_at_an_epochs_last_batch_resumes_into_that_epochs_end(tmp_p
     # 48 chunks in batches of 4: step 12 ends the first epoch, before its closing loss record (records every 5)
     at_12 = lambda step, tokens: step == 12  # noqa: E731
     _, whole_result, _, _ = _run(tmp_path / "whole", at_12)
-    try:
+    with contextlib.suppress(Killed):
         _run(tmp_path / "killed", at_12, kill_after=1)
-    except Killed:
-        pass
     saved, _ = checkpoint.load(tmp_path / "killed", KEY)
     assert (saved.train.epoch, saved.train.start) == (0, 48)
     _, resumed_result, _, _ = _run(tmp_path / "killed", at_12, resume=saved.train)
@@ -92,10 +90,8 @@ def test_checkpoints_fall_where_the_real_tokens_reach_each_interval(tmp_path):
 
 
 def test_a_checkpoint_written_under_another_key_is_removed_and_never_resumed(tmp_path):
-    try:
+    with contextlib.suppress(Killed):
         _run(tmp_path, lambda step, tokens: step == 3, kill_after=1)
-    except Killed:
-        pass
     saved, why = checkpoint.load(tmp_path, "b" * 64)
     assert saved is None and "written for other settings, inputs or code" in why
     assert not (tmp_path / checkpoint.STATE).exists()
@@ -145,6 +141,15 @@ def _stop_after_checkpoint(monkeypatch, number, how):
     monkeypatch.setattr(Checkpoints, "beat", then_stop)
 
 
+def _killed_after_checkpoint(monkeypatch, place, number, times=1, **trial):
+    """``times`` processes of the trial, each killed at its first heartbeat after checkpoint ``number``."""
+    with monkeypatch.context() as m:
+        _stop_after_checkpoint(m, number, "kill")
+        for _ in range(times):
+            with contextlib.suppress(Killed):
+                _trial(place, **trial)
+
+
 def _same_training(a, b):
     (ma, _, sa, ca), (mb, _, sb, cb) = a, b
     assert sa["loss"].to_list() == sb["loss"].to_list() and sa["step"].to_list() == sb["step"].to_list()
@@ -157,12 +162,7 @@ def test_a_killed_trial_resumes_to_the_same_training_with_its_lost_work_recorded
 
     whole = _trial(CheckpointPlace(tmp_path / "whole", KEY))
     place = CheckpointPlace(tmp_path / "killed", KEY)
-    with monkeypatch.context() as m:
-        _stop_after_checkpoint(m, 2, "kill")
-        try:
-            _trial(place)
-        except Killed:
-            pass
+    _killed_after_checkpoint(monkeypatch, place, 2)
     resumed = _trial(place)
     _same_training(whole, resumed)
     metrics = resumed[0]
@@ -208,10 +208,8 @@ def test_a_trial_killed_before_its_first_checkpoint_starts_again_and_records_wha
     place = CheckpointPlace(tmp_path, KEY)
     with monkeypatch.context() as m:
         m.setattr(Checkpoints, "beat", killed)
-        try:
+        with contextlib.suppress(Killed):
             _trial(place, checkpoint_every=0)
-        except Killed:
-            pass
     metrics = _trial(place, checkpoint_every=0)[0]
     assert metrics["resumed"] == 1 and metrics["resumes"][0]["from_checkpoint"] == 0 and metrics["lost_steps"] > 0
 
@@ -224,12 +222,7 @@ def test_a_trial_metered_by_nvml_resumes_from_its_checkpoint(tmp_path, monkeypat
     nvml, plain = _on_a_fake_gpu(monkeypatch), {"points": 0}
     whole = _trial(CheckpointPlace(tmp_path / "whole", KEY), meter="nvml", nvml=nvml, evaluation=plain)
     place = CheckpointPlace(tmp_path / "killed", KEY)
-    with monkeypatch.context() as m:
-        _stop_after_checkpoint(m, 2, "kill")
-        try:
-            _trial(place, meter="nvml", nvml=nvml, evaluation=plain)
-        except Killed:
-            pass
+    _killed_after_checkpoint(monkeypatch, place, 2, meter="nvml", nvml=nvml, evaluation=plain)
     resumed = _trial(place, meter="nvml", nvml=nvml, evaluation=plain)
     _same_training(whole, resumed)
     metrics = resumed[0]
@@ -242,13 +235,7 @@ def test_two_kills_without_a_checkpoint_between_them_are_both_recorded(tmp_path,
     from tokenwatt.training.resume import CheckpointPlace
 
     place = CheckpointPlace(tmp_path, KEY)
-    with monkeypatch.context() as m:
-        _stop_after_checkpoint(m, 2, "kill")  # kills the first process, and the resumed one before its next checkpoint
-        for _ in range(2):
-            try:
-                _trial(place)
-            except Killed:
-                pass
+    _killed_after_checkpoint(monkeypatch, place, 2, times=2)  # the first process, and the resumed one before its next
     metrics = _trial(place)[0]
     assert metrics["resumed"] == 2 and [r["from_checkpoint"] for r in metrics["resumes"]] == [2, 2]
     assert metrics["lost_steps"] == sum(r["lost_steps"] for r in metrics["resumes"]) and all(
@@ -262,12 +249,7 @@ def test_a_checkpoint_measured_on_another_device_is_not_continued_and_the_trial_
 
     whole = _trial(CheckpointPlace(tmp_path / "whole", KEY))
     place = CheckpointPlace(tmp_path / "killed", KEY)
-    with monkeypatch.context() as m:
-        _stop_after_checkpoint(m, 2, "kill")
-        try:
-            _trial(place)
-        except Killed:
-            pass
+    _killed_after_checkpoint(monkeypatch, place, 2)
     monkeypatch.setattr(trial, "device_name", lambda device: "another CPU")
     again = _trial(place)
     _same_training(whole, again)  # from its first step, the same training

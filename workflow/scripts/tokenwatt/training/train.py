@@ -333,7 +333,8 @@ def train(
             step += 1
             if pace is not None:
                 pace.done = step
-            if step % cfg.log_every == 0:
+            # a loss record (and the divergence check) every log_every steps, and at every pause
+            if step % cfg.log_every == 0 or (step in pause_steps and step > logged):
                 _log_window(
                     result,
                     losses[logged:step],
@@ -348,20 +349,6 @@ def train(
                 )
                 logged = step
             if step in pause_steps:
-                if step > logged:  # a loss record (and the non-finite check) at every pause
-                    _log_window(
-                        result,
-                        losses[logged:step],
-                        logged,
-                        epoch,
-                        clock,
-                        n_real_per_chunk,
-                        order[:end],
-                        sync,
-                        on_log,
-                        diverged_above,
-                    )
-                    logged = step
                 sync()
                 paused_at = time.perf_counter()
                 stopped = bool(
