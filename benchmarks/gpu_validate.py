@@ -205,8 +205,8 @@ def closure(device: torch.device, nvml: Any, uuid: str, settle_s: float, window_
     meter.end()
     after = counter()
     out = meter.close()
-    windows = {w["name"]: w for w in out["windows"]}
-    total = windows["idle"]["energy_j"] + windows["matmul"]["energy_j"]
+    windows = {w.name: w for w in out.windows}
+    total = windows["idle"].energy_j + windows["matmul"].energy_j
     checks = [
         Check(
             "sum of windows ÷ counter change",
@@ -216,7 +216,7 @@ def closure(device: torch.device, nvml: Any, uuid: str, settle_s: float, window_
         )
     ]
     for name in ("idle", "matmul"):
-        ratio = window_closure(out, out["trace"], meter.covers, name)
+        ratio = window_closure(out.to_record(), out.trace, meter.covers, name)
         checks.append(
             Check(
                 f"{name}: counter ÷ ∫ {meter.power_reading} power",

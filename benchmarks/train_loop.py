@@ -61,7 +61,7 @@ def ours(
     t0 = time.perf_counter()
     result = train(net, ids, mask, torch.device("cpu"), settings, forward=forward)
     elapsed = time.perf_counter() - t0
-    share = meter.stop()["meter_thread_cpu_s"] / elapsed if meter else None
+    share = meter.stop().meter_thread_cpu_s / elapsed if meter else None
     return result.real_tokens / elapsed, share
 
 

@@ -131,8 +131,8 @@ def _stop_after_checkpoint(monkeypatch, number, how):
 
     beat = Checkpoints.beat
 
-    def then_stop(self, step, train_s, energy_j):
-        beat(self, step, train_s, energy_j)
+    def then_stop(self, step, train_s, energy_j, **pending):
+        beat(self, step, train_s, energy_j, **pending)
         if self.number == number and step > self.written[-1]["step"] and not self.stop_requested.is_set():
             if how == "kill":
                 raise Killed
@@ -175,6 +175,35 @@ def test_a_killed_trial_resumes_to_the_same_training_with_its_lost_work_recorded
         f"checkpoint_{n}" for n in range(1, metrics["checkpoints"] + 1)
     ]
     check_record(metrics, load_validator("workflow/schemas/metrics.schema.yaml"), "metrics.json")
+
+
+def test_a_trial_killed_between_its_checkpoints_rename_and_heartbeat_resumes_from_it_with_that_windows_energy(
+    tmp_path, monkeypatch
+):
+    from tokenwatt.training import resume
+    from tokenwatt.training.resume import CheckpointPlace
+
+    whole = _trial(CheckpointPlace(tmp_path / "whole", KEY))
+    place = CheckpointPlace(tmp_path / "killed", KEY)
+    commit = resume.store.commit
+
+    def renamed_then_killed(folder, staged):
+        commit(folder, staged)
+        if checkpoint.load(folder, KEY)[0].number == 2:
+            raise Killed  # the file is checkpoint 2; no heartbeat after the rename was written
+
+    with monkeypatch.context() as m:
+        m.setattr(resume.store, "commit", renamed_then_killed)
+        with contextlib.suppress(Killed):
+            _trial(place)
+    resumed = _trial(place)
+    _same_training(whole, resumed)
+    metrics = resumed[0]
+    assert metrics["resumes"][0]["from_checkpoint"] == 2 and metrics["lost_steps"] == 0
+    assert metrics["lost_energy_j"] is not None and metrics["lost_energy_j"] < 1e-3 * metrics["energy_j"]
+    windows = {w["name"]: w for w in metrics["windows"]}
+    assert windows["checkpoint_2"]["energy_j"] > 0  # the window the checkpoint was saved in, kept from the heartbeat
+    assert metrics["checkpoints"] == whole[0]["checkpoints"]
 
 
 def test_a_trial_asked_to_stop_saves_a_checkpoint_at_the_next_step_and_resumes_from_it(tmp_path, monkeypatch):

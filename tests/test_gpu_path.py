@@ -59,6 +59,19 @@ def test_a_trials_time_limit_is_the_plans_estimate_with_room():
     assert trial_runtime_min(2_000_000, 3, {"tokens_per_s": 600, "fixed_s": 300}) == 273
 
 
+def test_a_trials_time_limit_counts_the_pauses_its_checkpoints_make():
+    from tokenwatt.plan.disk import CHECKPOINT_BYTES_PER_PARAMETER, CHECKPOINT_BYTES_PER_S, checkpoint_seconds
+
+    tinyllama = 1_100_048_384
+    # a checkpoint every 200K of 6M tokens: 30 saves and the warning's own, each 13.2 GB at the plan's write rate
+    every = checkpoint_seconds(tinyllama, 6_000_000, 200_000)
+    assert every == 31 * CHECKPOINT_BYTES_PER_PARAMETER * tinyllama / CHECKPOINT_BYTES_PER_S
+    assert checkpoint_seconds(tinyllama, 6_000_000, 0) == pytest.approx(every / 31)  # only the warning's
+    assert checkpoint_seconds(None, 6_000_000, 200_000) == 0.0  # a pretrained model's size is not in the config
+    pilot = {"tokens_per_s": 600, "fixed_s": 300}
+    assert trial_runtime_min(2_000_000, 3, pilot, every) == 273 + round(1.5 * every / 60)
+
+
 def test_a_trials_time_limit_without_a_pilot_is_the_fallback():
     assert trial_runtime_min(2_000_000, 3, {"tokens_per_s": None}) == RUNTIME_UNKNOWN_MIN
 
@@ -102,8 +115,9 @@ def test_slurm_puts_every_gpu_job_on_the_gpu_type_with_the_trials_threads_and_a_
     trials = _jobs(proc.stdout + proc.stderr, "train_trial")
     assert profile_job["gpu_model"] == "a100" and profile_job["cpus_per_task"] == "3"
     assert len(trials) == 6 and all(t["gpu_model"] == "a100" and t["cpus_per_task"] == "3" for t in trials)
-    # 1 epoch at 10 tokens/s, × 1.5, + 15 min: 1 000 tokens 150 s → 3 + 15 min; 2 000 tokens 300 s → 5 + 15.
-    assert {t["cell"]: t["runtime"] for t in trials} == {"b1000": "18", "b2000": "20"}
+    # 1 epoch at 10 tokens/s and the warning signal's checkpoint (a few ms for this model), × 1.5, + 15 min:
+    # 1 000 tokens 100 s → 3 + 15 min; 2 000 tokens just over 200 s → 6 + 15.
+    assert {t["cell"]: t["runtime"] for t in trials} == {"b1000": "18", "b2000": "21"}
 
 
 def _trials(**columns):

@@ -2,6 +2,7 @@
 
 import copy
 import os
+from pathlib import Path
 
 import yaml
 from test_design import DEFAULT, SCHEMA
@@ -143,3 +144,20 @@ def test_a_package_corpus_that_is_not_installed_is_refused_before_any_job_naming
     refused = startup.refusal(study, {"corpus": 1}, local_exec=True, downloads=[])
     assert refused and "corpus.package.distributions: 'no-such-bible' is not installed" in refused
     assert study.corpus_inputs() == []
+
+
+def test_a_device_profile_stopped_from_outside_is_named_after_a_failed_run(tmp_path):
+    study = _study(results=str(tmp_path / "results"))
+    [(key, output)] = study.layout.profiles().items()
+    log = Path(study.layout.log("device_profile", f"{key}profile"))
+    assert startup.stopped_jobs(study) == []  # never started: nothing to name
+    log.parent.mkdir(parents=True)
+    log.write_text("measuring the device's matmul throughput\n")  # killed mid-measurement: no error of its own
+    [said] = startup.stopped_jobs(study)
+    assert "device profile was stopped from outside" in said and str(log) in said and "measured again" in said
+    log.write_text("Traceback (most recent call last):\n")  # failed on an error of its own: Snakemake says it
+    assert startup.stopped_jobs(study) == []
+    log.write_text("measured\n")
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    Path(output).write_text("{}")  # finished
+    assert startup.stopped_jobs(study) == []

@@ -21,16 +21,16 @@ def _window(meter, seconds=0.3):
 
 def test_nvml_energy_comes_from_the_counter():
     out = _window(NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.05))
-    assert out["meter"] == "nvml-energy"
-    assert out["energy_j"] == pytest.approx(100.0 * out["duration_s"], rel=0.05)
-    assert out["power_rms_w"] == pytest.approx(100.0) and out["power_max_w"] == 100.0
-    assert out["temperature_max_c"] == 40 and out["power_limit_w"] == 300.0
+    assert out.meter == "nvml-energy"
+    assert out.energy_j == pytest.approx(100.0 * out.duration_s, rel=0.05)
+    assert out.power_rms_w == pytest.approx(100.0) and out.power_max_w == 100.0
+    assert out.temperature_max_c == 40 and out.device["power_limit_w"] == 300.0
 
 
 def test_nvml_maps_the_device_by_uuid_not_by_index():
     fake = FakeNvml({GPU_A: 100.0, GPU_B: 250.0})
     out = _window(NvmlMeter(fake, GPU_B, interval_s=0.05))
-    assert out["power_mean_w"] == 250.0 and out["meter_device_uuid"] == GPU_B
+    assert out.power_mean_w == 250.0 and out.device["meter_device_uuid"] == GPU_B
 
 
 def test_nvml_unknown_uuid_is_an_error():
@@ -40,8 +40,8 @@ def test_nvml_unknown_uuid_is_an_error():
 
 def test_gpu_without_counter_integrates_polled_power_and_says_so():
     out = _window(NvmlMeter(FakeNvml({GPU_A: 80.0}, has_counter=False), GPU_A, interval_s=0.02))
-    assert out["meter"] == "nvml-power" and "no energy counter" in out["meter_note"]
-    assert out["energy_j"] == pytest.approx(80.0 * out["duration_s"], rel=0.15)
+    assert out.meter == "nvml-power" and "no energy counter" in out.meter_note
+    assert out.energy_j == pytest.approx(80.0 * out.duration_s, rel=0.15)
 
 
 def test_nvml_error_mid_run_is_counted_not_dropped():
@@ -49,10 +49,10 @@ def test_nvml_error_mid_run_is_counted_not_dropped():
     meter = NvmlMeter(fake, GPU_A, interval_s=0.02)
     fake.fail["nvmlDeviceGetPowerUsage"] = 3
     out = _window(meter)
-    trace = out["trace"]  # the whole session: the poller's first sample may land just before the window opens
+    trace = out.trace  # the whole session: the poller's first sample may land just before the window opens
     assert trace["power_w"].drop_nulls().len() == 3
-    assert out["sample_errors"] == trace.height - 3 > 0
-    assert "GPU is lost" in out["sample_error_messages"][0]
+    assert out.sample_errors == trace.height - 3 > 0
+    assert "GPU is lost" in out.sample_error_messages[0]
 
 
 def test_counter_failing_at_the_end_falls_back_to_integration_and_relabels():
@@ -60,15 +60,15 @@ def test_counter_failing_at_the_end_falls_back_to_integration_and_relabels():
     meter = NvmlMeter(fake, GPU_A, interval_s=0.02)
     fake.fail["nvmlDeviceGetTotalEnergyConsumption"] = 1  # the start read works, the end read fails
     out = _window(meter)
-    assert out["meter"] == "nvml-power" and "integrated" in out["meter_note"]
-    assert out["energy_j"] == pytest.approx(100.0 * out["duration_s"], rel=0.15)
+    assert out.meter == "nvml-power" and "integrated" in out.meter_note
+    assert out.energy_j == pytest.approx(100.0 * out.duration_s, rel=0.15)
 
 
 def test_sample_count_and_achieved_interval_are_recorded():
     out = _window(NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.05), seconds=0.5)
-    assert 8 <= out["samples"] <= 13
-    assert out["interval_achieved_s"] == pytest.approx(0.05, rel=0.3)
-    assert out["trace"].filter(out["trace"]["window"] == "train").height == out["samples"]
+    assert 8 <= out.samples <= 13
+    assert out.interval_achieved_s == pytest.approx(0.05, rel=0.3)
+    assert out.trace.filter(out.trace["window"] == "train").height == out.samples
 
 
 def _powercap(tmp_path, energy_uj, max_uj):
@@ -88,8 +88,8 @@ def test_rapl_counts_across_a_wrap_around(tmp_path):
     meter.start()
     counter.write_text("300_000".replace("_", ""))  # +100 000 to the wrap, +300 000 after it
     out = meter.stop()
-    assert out["meter"] == "rapl"
-    assert out["energy_j"] == pytest.approx(0.4)
+    assert out.meter == "rapl"
+    assert out.energy_j == pytest.approx(0.4)
 
 
 def test_rapl_without_domains_is_an_error(tmp_path):
@@ -99,15 +99,15 @@ def test_rapl_without_domains_is_an_error(tmp_path):
 
 def test_none_meter_reports_nulls_never_zero():
     out = _window(NullMeter(interval_s=0.05))
-    assert out["meter"] == "none"
-    assert out["energy_j"] is None and out["power_rms_w"] is None and out["power_mean_w"] is None
+    assert out.meter == "none"
+    assert out.energy_j is None and out.power_rms_w is None and out.power_mean_w is None
 
 
 def test_estimate_is_labelled_an_estimate_that_is_work_based_and_load_dependent():
     out = _window(EstimateMeter(tdp_w=65.0, interval_s=0.05))
-    assert out["meter"] == "estimate" and out["meter_is_estimate"] is True
-    assert "ESTIMATE" in out["meter_note"] and "work-based" in out["meter_note"] and "another load" in out["meter_note"]
-    assert 0 <= out["power_max_w"] <= 65.0
+    assert out.meter == "estimate" and out.meter_is_estimate is True
+    assert "ESTIMATE" in out.meter_note and "work-based" in out.meter_note and "another load" in out.meter_note
+    assert 0 <= out.power_max_w <= 65.0
 
 
 def test_auto_on_a_cpu_without_rapl_picks_the_estimate_and_says_why(tmp_path):
@@ -169,12 +169,12 @@ def test_cooldown_waits_until_the_gpu_is_below_the_temperature(monkeypatch):
 def test_nvml_reads_instant_power_where_the_driver_offers_it():
     meter = NvmlMeter(FakeNvml({GPU_A: 100.0}, has_instant=True), GPU_A, interval_s=0.05)
     out = _window(meter)
-    assert out["power_reading"] == "instant" and out["power_mean_w"] == pytest.approx(110.0)
+    assert out.device["power_reading"] == "instant" and out.power_mean_w == pytest.approx(110.0)
 
 
 def test_nvml_falls_back_to_the_averaged_reading_without_the_instant_field():
     out = _window(NvmlMeter(FakeNvml({GPU_A: 100.0}, has_instant=False), GPU_A, interval_s=0.05))
-    assert out["power_reading"] == "average" and out["power_mean_w"] == pytest.approx(100.0)
+    assert out.device["power_reading"] == "average" and out.power_mean_w == pytest.approx(100.0)
 
 
 def test_nvml_meter_asks_the_trial_to_let_a_burst_fade_before_its_window():
@@ -197,9 +197,9 @@ def test_mean_and_rms_power_are_weighted_by_the_time_each_sample_stands_for():
         utilization_pct=pl.lit(None, pl.Float64),
     )
     out = meter._summarise(trace)
-    assert out["power_mean_w"] == pytest.approx((10 * 0.2 + 100 * 1.0) / 1.2)
-    assert out["power_rms_w"] == pytest.approx(((100 * 0.2 + 10_000 * 1.0) / 1.2) ** 0.5)
-    assert out["energy_j"] == pytest.approx(10 * 0.2 + 100 * 1.0)
+    assert out.power_mean_w == pytest.approx((10 * 0.2 + 100 * 1.0) / 1.2)
+    assert out.power_rms_w == pytest.approx(((100 * 0.2 + 10_000 * 1.0) / 1.2) ** 0.5)
+    assert out.energy_j == pytest.approx(10 * 0.2 + 100 * 1.0)
 
 
 def test_instant_readings_are_weighted_by_the_trapezoid_rule():
@@ -240,8 +240,8 @@ def test_the_poller_shortens_its_interval_so_a_short_trial_gets_its_samples():
         pace.done = min(100, int((time.monotonic() - t0) / 0.004) + 1)
         time.sleep(0.001)
     out = meter.stop()
-    assert out["samples_with_power"] >= 20  # at the configured 0.2 s it would get 3
-    assert out["interval_final_s"] < 0.02 and out["interval_requested_s"] == 0.2
+    assert out.samples_with_power >= 20  # at the configured 0.2 s it would get 3
+    assert out.interval_final_s < 0.02 and out.interval_requested_s == 0.2
 
 
 def test_the_poller_never_polls_faster_than_its_floor():
@@ -253,7 +253,7 @@ def test_the_poller_never_polls_faster_than_its_floor():
     meter.start(pace)
     pace.started, pace.done = time.monotonic(), 10
     time.sleep(0.1)
-    assert meter.stop()["interval_final_s"] == meter.min_interval_s
+    assert meter.stop().interval_final_s == meter.min_interval_s
 
 
 def _windows(meter, plan):
@@ -271,45 +271,45 @@ def test_counter_windows_add_up_to_the_counter_over_the_whole_session():
     out = _windows(
         NvmlMeter(fake, GPU_A, interval_s=0.02), [("idle", 0.1), ("train_1", 0.15), ("eval_1", 0.05), ("train_2", 0.15)]
     )
-    windows = out["windows"]
-    assert [w["name"] for w in windows] == ["idle", "train_1", "eval_1", "train_2"]
-    span = windows[-1]["end_s"] - windows[0]["start_s"]
-    assert sum(w["energy_j"] for w in windows) == pytest.approx(100.0 * span, rel=0.05)
-    assert out["energy_j"] == pytest.approx(windows[1]["energy_j"] + windows[3]["energy_j"])  # training: its segments
-    assert out["eval_energy_j"] == pytest.approx(windows[2]["energy_j"])
-    assert out["duration_s"] == pytest.approx(windows[1]["duration_s"] + windows[3]["duration_s"])
+    windows = out.windows
+    assert [w.name for w in windows] == ["idle", "train_1", "eval_1", "train_2"]
+    span = windows[-1].end_s - windows[0].start_s
+    assert sum(w.energy_j for w in windows) == pytest.approx(100.0 * span, rel=0.05)
+    assert out.energy_j == pytest.approx(windows[1].energy_j + windows[3].energy_j)  # training: its segments
+    assert out.eval_energy_j == pytest.approx(windows[2].energy_j)
+    assert out.duration_s == pytest.approx(windows[1].duration_s + windows[3].duration_s)
 
 
 def test_polled_windows_add_up_to_the_integral_over_the_whole_session():
     from tokenwatt.measurement.energy import integrate
 
     out = _windows(EstimateMeter(tdp_w=65.0, interval_s=0.02), [("idle", 0.1), ("train_1", 0.2), ("eval_1", 0.1)])
-    trace = out["trace"].drop_nulls("power_w")
+    trace = out.trace.drop_nulls("power_w")
     whole = integrate(
         trace["t_s"].to_numpy(),
         trace["power_w"].to_numpy(),
         "previous",
-        out["windows"][0]["start_s"],
-        out["windows"][-1]["end_s"],
+        out.windows[0].start_s,
+        out.windows[-1].end_s,
     )
-    assert sum(w["energy_j"] for w in out["windows"]) == pytest.approx(whole, rel=1e-9)
+    assert sum(w.energy_j for w in out.windows) == pytest.approx(whole, rel=1e-9)
 
 
 def test_the_trace_says_which_window_each_sample_belongs_to():
     out = _windows(NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.02), [("idle", 0.1), ("train_1", 0.1)])
-    labels = set(out["trace"]["window"].drop_nulls().to_list())
+    labels = set(out.trace["window"].drop_nulls().to_list())
     assert labels == {"idle", "train_1"}
 
 
 def test_a_window_shorter_than_the_sensors_update_period_is_said_to_be_so():
     out = _windows(NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.02), [("train_1", 0.2), ("eval_1", 0.01)])
-    short = {w["name"]: w["note"] for w in out["windows"]}
+    short = {w.name: w.note for w in out.windows}
     assert (
         short["train_1"] == ""
         and "shorter (" in short["eval_1"]
         and "than the sensor's update period (100 ms)" in short["eval_1"]
     )
-    assert out["short_windows"] == 1
+    assert out.short_windows == 1
 
 
 def test_the_achieved_interval_is_measured_within_training_windows_not_across_the_pauses_between_them():
@@ -323,7 +323,7 @@ def test_the_achieved_interval_is_measured_within_training_windows_not_across_th
     time.sleep(0.2)
     meter.end()
     out = meter.close()
-    assert out["interval_achieved_s"] == pytest.approx(0.02, rel=0.35)
+    assert out.interval_achieved_s == pytest.approx(0.02, rel=0.35)
 
 
 def test_the_expected_training_time_leaves_out_what_came_before_training_and_the_pauses():
@@ -345,9 +345,9 @@ def test_a_rapl_boundary_sample_stands_for_the_energy_since_the_previous_poll(tm
     time.sleep(0.1)
     meter.end()
     out = meter.close()
-    boundary = out["trace"].filter(pl.col("window") == "train_1")["power_w"].to_list()
+    boundary = out.trace.filter(pl.col("window") == "train_1")["power_w"].to_list()
     assert boundary and boundary[-1] > 10  # ~5 J over ~0.1 s, never the microseconds after a counter read
-    assert out["windows"][0]["energy_j"] == pytest.approx(5.0)
+    assert out.windows[0].energy_j == pytest.approx(5.0)
 
 
 def test_power_just_after_an_evaluation_is_left_out_of_the_training_power_but_not_of_its_energy():
@@ -366,10 +366,10 @@ def test_power_just_after_an_evaluation_is_left_out_of_the_training_power_but_no
     time.sleep(0.3)
     meter.end()
     out = meter.close()
-    assert out["samples_settling"] > 0
-    assert out["power_max_w"] == pytest.approx(100.0) and out["power_mean_w"] == pytest.approx(100.0)
-    train_2 = next(w for w in out["windows"] if w["name"] == "train_2")
-    assert train_2["energy_j"] > 100.0 * train_2["duration_s"] * 1.05  # the energy keeps what was drawn
+    assert out.samples_settling > 0
+    assert out.power_max_w == pytest.approx(100.0) and out.power_mean_w == pytest.approx(100.0)
+    train_2 = next(w for w in out.windows if w.name == "train_2")
+    assert train_2.energy_j > 100.0 * train_2.duration_s * 1.05  # the energy keeps what was drawn
 
 
 def test_settling_samples_still_count_as_power_samples_and_an_instant_reading_has_none():
@@ -385,9 +385,9 @@ def test_settling_samples_still_count_as_power_samples_and_an_instant_reading_ha
         time.sleep(0.3)
         meter.end()
         out = meter.close()
-        in_training = out["trace"].filter(pl.col("window").str.starts_with("train"))["power_w"].drop_nulls().len()
-        assert out["samples_with_power"] == in_training  # what quality.min_samples judges: every training sample
-        assert (out["samples_settling"] > 0) != instant
+        in_training = out.trace.filter(pl.col("window").str.starts_with("train"))["power_w"].drop_nulls().len()
+        assert out.samples_with_power == in_training  # what quality.min_samples judges: every training sample
+        assert (out.samples_settling > 0) != instant
 
 
 MIG_A = "MIG-aaaaaaaa-1111-1111-1111-000000000001"
@@ -396,19 +396,19 @@ MIG_A = "MIG-aaaaaaaa-1111-1111-1111-000000000001"
 def test_a_mig_slice_is_metered_as_its_whole_gpu_and_says_so():
     meter = NvmlMeter(FakeNvml({GPU_A: 100.0}, mig={MIG_A: GPU_A}), MIG_A, interval_s=0.05)
     out = _window(meter)
-    assert out["meter"] == "nvml-energy" and out["mig"] is True and out["mig_parent_uuid"] == GPU_A
-    assert out["meter_device_uuid"] == MIG_A and "whole GPU" in out["meter_note"]
+    assert out.meter == "nvml-energy" and out.device["mig"] is True and out.device["mig_parent_uuid"] == GPU_A
+    assert out.device["meter_device_uuid"] == MIG_A and "whole GPU" in out.meter_note
 
 
 def test_a_whole_gpu_is_recorded_as_no_mig_slice():
     out = _window(NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.05))
-    assert out["mig"] is False and out["mig_parent_uuid"] is None and out["meter_note"] == ""
+    assert out.device["mig"] is False and out.device["mig_parent_uuid"] is None and out.meter_note == ""
 
 
 @pytest.mark.parametrize("instant,source", [(True, "NVML_FI_DEV_POWER_INSTANT"), (False, "one-second average")])
 def test_the_record_names_which_nvml_reading_power_came_from(instant, source):
     out = _window(NvmlMeter(FakeNvml({GPU_A: 100.0}, has_instant=instant), GPU_A, interval_s=0.05))
-    assert source in out["power_reading_source"]
+    assert source in out.device["power_reading_source"]
 
 
 def test_auto_on_cuda_refuses_to_fall_back_to_a_cpu_meter_when_nvml_fails(tmp_path):

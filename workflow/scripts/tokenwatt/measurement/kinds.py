@@ -1,7 +1,5 @@
-"""The meter kinds a config may name, and what ``auto`` takes on a device: decided here for the config check and the
-pre-flight check, and matched by meters.make_meter (tests/test_meters.py holds them to the same choice; make_meter
-calls auto_choice once the trial's code changes for another reason: editing it now would change every trial's code
-digest and retrain every finished study for a refactor).
+"""The meter kinds a config may name, and what ``auto`` takes on a device: decided here once, for the config check, the
+pre-flight check and the meter a trial makes (meters.make_meter).
 
 kinds: ``auto``, ``nvml``, ``rapl``, ``estimate``, ``none`` (meters.py says what each records). The schema's enums
 are checked against KINDS (``meter.kind``) and CPU_KINDS (``selection.meter``: the data steps run on the CPU).

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import polars as pl
@@ -23,6 +24,76 @@ TRACE_COLUMNS = ("t_s", "power_w", "temperature_c", "sm_clock_mhz", "utilization
 
 class MeterError(RuntimeError):
     pass
+
+
+@dataclass(frozen=True)
+class WindowMeasurement:
+    """One named window of a session: its span (seconds since the session opened), its energy (J: the counter's
+    change, else the integral of its samples; None without either), its samples, and a note where it is shorter than
+    the sensor's update period."""
+
+    name: str
+    start_s: float
+    end_s: float
+    duration_s: float
+    energy_j: float | None
+    samples: int
+    note: str
+
+    def to_record(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A meter session's summary (``Meter.close``; Zeus's Measurement): every window's, and the training windows'
+    (``train*``) energy, time and power, which is what a trial reports as its training measurement; the sampling
+    it rests on; what the meter says of its device (``device``: its kind's own keys); and the power trace."""
+
+    meter: str
+    meter_is_estimate: bool
+    meter_note: str
+    energy_j: float | None
+    duration_s: float
+    eval_energy_j: float | None
+    eval_window_s: float | None
+    windows: tuple[WindowMeasurement, ...]
+    short_windows: int
+    power_rms_w: float | None
+    power_mean_w: float | None
+    power_max_w: float | None
+    samples: int
+    samples_with_power: int
+    samples_settling: int
+    sample_errors: int
+    sample_error_messages: tuple[str, ...]
+    interval_requested_s: float
+    interval_final_s: float
+    interval_achieved_s: float | None
+    meter_thread_cpu_s: float | None
+    temperature_max_c: float | None
+    sm_clock_mean_mhz: float | None
+    device: Mapping[str, Any]
+    trace: pl.DataFrame = field(repr=False, compare=False)
+
+    def window(self, name: str) -> WindowMeasurement | None:
+        return next((w for w in self.windows if w.name == name), None)
+
+    def to_record(self) -> dict[str, Any]:
+        """The summary as a trial's record holds it (metrics.schema.yaml): every field but the trace, the windows and
+        messages as lists, the device's keys in place of ``device``."""
+        record: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "trace":
+                continue
+            if f.name == "device":
+                record.update(value)
+            elif f.name == "windows":
+                record[f.name] = [w.to_record() for w in value]
+            else:
+                record[f.name] = list(value) if isinstance(value, tuple) else value
+        return record
 
 
 class Pace:
@@ -254,9 +325,8 @@ class Meter:
         time.sleep(seconds)
         return self.end()
 
-    def close(self) -> dict[str, Any]:
-        """Stop polling; the session's summary: every window's energy, and the training windows' (``train*``)
-        energy, time and power, which is what a trial reports as its training measurement."""
+    def close(self) -> Measurement:
+        """Stop polling; the session's summary (``Measurement``)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -270,7 +340,7 @@ class Meter:
         self.open(pace)
         self.begin("train")
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> Measurement:
         self.end()
         return self.close()
 
@@ -311,7 +381,7 @@ class Meter:
                     out |= early
         return out
 
-    def _window_records(self, trace: pl.DataFrame, t_all: Any, p_all: Any) -> tuple[list[dict[str, Any]], bool]:
+    def _window_records(self, trace: pl.DataFrame, t_all: Any, p_all: Any) -> tuple[list[WindowMeasurement], bool]:
         """Each window's record: its span, its energy (the counter's change, else the integral of the samples with
         power ``t_all``, ``p_all``) and a note when it is shorter than the sensor's update period; and whether any
         window had to fall back to the integral."""
@@ -329,29 +399,31 @@ class Meter:
                 else ""
             )
             windows.append(
-                {
-                    "name": w["name"],
-                    "start_s": w["start_s"],
-                    "end_s": w["end_s"],
-                    "duration_s": duration,
-                    "energy_j": energy,
-                    "samples": int((trace["window"] == w["name"]).sum()),
-                    "note": note,
-                }
+                WindowMeasurement(
+                    name=w["name"],
+                    start_s=w["start_s"],
+                    end_s=w["end_s"],
+                    duration_s=duration,
+                    energy_j=energy,
+                    samples=int((trace["window"] == w["name"]).sum()),
+                    note=note,
+                )
             )
         return windows, fell_back
 
-    def _summarise(self, trace: pl.DataFrame) -> dict[str, Any]:
+    def _summarise(self, trace: pl.DataFrame) -> Measurement:
         import numpy as np
 
         valid = trace.drop_nulls("power_w")
         t_all, p_all = valid["t_s"].to_numpy(), valid["power_w"].to_numpy()
         windows, fell_back = self._window_records(trace, t_all, p_all)
-        training = [w for w in windows if w["name"].startswith("train")]
-        evals = [w for w in windows if w["name"].startswith("eval")]
-        total = lambda ws, k: None if not ws or any(w[k] is None for w in ws) else float(sum(w[k] for w in ws))  # noqa: E731
+        training = [w for w in windows if w.name.startswith("train")]
+        evals = [w for w in windows if w.name.startswith("eval")]
+        total = lambda ws, k: (  # noqa: E731
+            None if not ws or any(getattr(w, k) is None for w in ws) else float(sum(getattr(w, k) for w in ws))
+        )
         # Power over the training windows' samples, each weighted by the time it stands for.
-        names = pl.Series([w["name"] for w in training], dtype=pl.String).implode()
+        names = pl.Series([w.name for w in training], dtype=pl.String).implode()
         in_training = valid["window"].is_in(names).fill_null(False).to_numpy()
         with_power = int(in_training.sum())  # what the quality rules count: every training sample with power
         settling = self._settling(t_all, in_training)
@@ -370,33 +442,33 @@ class Meter:
         if fell_back and self.kind == "nvml-energy":
             kind, note = "nvml-power", "energy counter unavailable in a window; integrated polled power there"
         has_power = len(p) > 0
-        return {
-            "meter": kind,
-            "meter_is_estimate": self.is_estimate,
-            "meter_note": note,
-            "energy_j": total(training, "energy_j"),
-            "duration_s": total(training, "duration_s") or 0.0,
-            "eval_energy_j": total(evals, "energy_j"),
-            "eval_window_s": total(evals, "duration_s"),
-            "windows": windows,
-            "short_windows": sum(bool(w["note"]) for w in windows),
-            "power_rms_w": float(math.sqrt((wts * p**2).sum() / wts.sum())) if has_power else None,
-            "power_mean_w": float((wts * p).sum() / wts.sum()) if has_power else None,
-            "power_max_w": float(p.max()) if has_power else None,
-            "samples": len(times),
-            "samples_with_power": with_power,
-            "samples_settling": int(settling.sum()),
-            "sample_errors": len(self._errors),
-            "sample_error_messages": self._errors[:20],
-            "interval_requested_s": self.interval_s,
-            "interval_final_s": self._interval_now,
-            "interval_achieved_s": float(gaps.mean()) if len(gaps) else None,
-            "meter_thread_cpu_s": self._thread_cpu_s,
-            "temperature_max_c": trace["temperature_c"].max(),
-            "sm_clock_mean_mhz": trace["sm_clock_mhz"].mean(),
-            **self.static_info(),
-            "trace": trace,
-        }
+        return Measurement(
+            meter=kind,
+            meter_is_estimate=self.is_estimate,
+            meter_note=note,
+            energy_j=total(training, "energy_j"),
+            duration_s=total(training, "duration_s") or 0.0,
+            eval_energy_j=total(evals, "energy_j"),
+            eval_window_s=total(evals, "duration_s"),
+            windows=tuple(windows),
+            short_windows=sum(bool(w.note) for w in windows),
+            power_rms_w=float(math.sqrt((wts * p**2).sum() / wts.sum())) if has_power else None,
+            power_mean_w=float((wts * p).sum() / wts.sum()) if has_power else None,
+            power_max_w=float(p.max()) if has_power else None,
+            samples=len(times),
+            samples_with_power=with_power,
+            samples_settling=int(settling.sum()),
+            sample_errors=len(self._errors),
+            sample_error_messages=tuple(self._errors[:20]),
+            interval_requested_s=self.interval_s,
+            interval_final_s=self._interval_now,
+            interval_achieved_s=float(gaps.mean()) if len(gaps) else None,
+            meter_thread_cpu_s=self._thread_cpu_s,
+            temperature_max_c=trace["temperature_c"].max(),
+            sm_clock_mean_mhz=trace["sm_clock_mhz"].mean(),
+            device=self.static_info(),
+            trace=trace,
+        )
 
 
 class NullMeter(Meter):

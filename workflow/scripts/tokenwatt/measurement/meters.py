@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .cpu_meters import EstimateMeter, RaplMeter
+from .kinds import auto_choice
 from .meter import Meter, MeterError, NullMeter, no_sync
 from .nvml import NvmlMeter
 
@@ -74,7 +75,7 @@ def make_meter(
             return makers[kind](), f"meter.kind {kind}"
         except Exception as err:
             raise MeterError(f"meter.kind is {kind!r} but it cannot be used here: {err}") from err
-    if device_type == "cuda":
+    if auto_choice(device_type) == "nvml":
         try:
             return nvml_meter(), "meter.kind auto chose nvml"
         except Exception as err:

@@ -55,6 +55,9 @@ JOB_BYTES = {"device_profile": 100_000, "subset": 200_000}
 REPORT_BYTES = 5_000_000
 FIGURE_BYTES_PER_TRIAL = 400_000
 CHECKPOINT_BYTES_PER_PARAMETER = 12
+# A save serialises and writes ~52 MB/s here (benchmarks/checkpoint_cost.py: 1.05 MB in 20.1 ms, 2-core VM): a trial's
+# time limit counts its checkpoints at this rate, slow beside a GPU node's disk, so the limit errs long.
+CHECKPOINT_BYTES_PER_S = 50_000_000
 MARGIN_SHARE = 0.25
 MARGIN_BYTES = 16_000_000
 
@@ -122,6 +125,15 @@ def checkpoint_bytes(trials: list[tuple[int | None, int, str]], keep: bool) -> i
         return 0
     # a save writes its file beside the last one before it replaces it: the largest checkpoint twice, for a moment
     return (sum(sizes) if keep else max(sizes)) + max(sizes)
+
+
+def checkpoint_seconds(params: int | None, tokens: int, every: int) -> float:
+    """How long a trial's checkpoints pause its training: one every ``every`` real tokens of its ``tokens``, and the
+    one a warning signal asks for before its time limit; 0 where the model's size is not in the config."""
+    if params is None:
+        return 0.0
+    saves = (tokens // every if every > 0 else 0) + 1
+    return saves * CHECKPOINT_BYTES_PER_PARAMETER * params / CHECKPOINT_BYTES_PER_S
 
 
 def corpus_characters(corpus: Mapping[str, Any], files: list[str]) -> int:

@@ -59,12 +59,13 @@ def pilot_of(config: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     return pilot, None
 
 
-def trial_runtime_min(budget: int, epochs: int, pilot: dict[str, Any]) -> int:
+def trial_runtime_min(budget: int, epochs: int, pilot: dict[str, Any], checkpoint_s: float = 0.0) -> int:
     """Minutes a trial of ``budget`` real tokens × ``epochs`` may run, from the config's ``plan`` (a pilot's
-    tokens/s and fixed seconds per trial); RUNTIME_UNKNOWN_MIN without plan.tokens_per_s."""
+    tokens/s and fixed seconds per trial) and the seconds its checkpoints pause it; RUNTIME_UNKNOWN_MIN without
+    plan.tokens_per_s."""
     if not pilot.get("tokens_per_s"):
         return RUNTIME_UNKNOWN_MIN
-    seconds = budget * epochs / pilot["tokens_per_s"] + pilot.get("fixed_s", 0)
+    seconds = budget * epochs / pilot["tokens_per_s"] + pilot.get("fixed_s", 0) + checkpoint_s
     return math.ceil(RUNTIME_MARGIN * seconds / 60) + RUNTIME_EXTRA_MIN
 
 

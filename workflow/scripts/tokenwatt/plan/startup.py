@@ -139,6 +139,37 @@ def stale_reports(study: Study) -> list[str]:
     return found
 
 
+def _stopped_from_outside(output: str, log: Path) -> bool:
+    """A job whose output is missing and whose log has no error of its own: it started (its log exists) and was
+    stopped from outside (out of memory, kill -9, the machine or a scheduler); a job that failed on an error of its
+    own, which its log and Snakemake already say, or that never started, is not."""
+    if os.path.exists(output) or not log.exists():
+        return False
+    return not traceback_file(log).exists() and "Traceback" not in log.read_text(errors="replace")
+
+
+def stopped_jobs(study: Study) -> list[str]:
+    """After a failed run: each trial and device profile that was stopped from outside, named with the fix."""
+    return stopped_profiles(study) + stopped_trials(study)
+
+
+def stopped_profiles(study: Study) -> list[str]:
+    """Each device profile stopped from outside mid-measurement: it has no state to resume, so the rerun measures it
+    again from its start."""
+    found = []
+    for key, output in study.layout.profiles().items():
+        log = Path(study.layout.log("device_profile", f"{key}profile"))
+        if _stopped_from_outside(output, log):
+            which = f" {key.rstrip('/')}" if key else ""
+            found.append(
+                f"the device profile{which} was stopped from outside before it "
+                f"finished (out of memory, kill -9, or the machine or a scheduler stopped it; its log {log} has no "
+                "error of its own): rerun the same command (after `snakemake --unlock` if Snakemake was stopped too) "
+                "and it is measured again from its start"
+            )
+    return found
+
+
 def stopped_trials(study: Study) -> list[str]:
     """After a failed run: each trial that was stopped from outside mid-training (out of memory, a kill -9, the machine
     or a scheduler): no outputs, no error of its own in its log, a heartbeat of its training. Named with the fix, and
@@ -149,10 +180,10 @@ def stopped_trials(study: Study) -> list[str]:
             Path(study.layout.checkpoint(cell_id, trial)),
             Path(study.layout.log("train_trial", cell_id, f"t{trial}")),
         )
-        if os.path.exists(study.layout.trial(cell_id, trial).metrics) or not (folder / "heartbeat.json").exists():
+        if not (folder / "heartbeat.json").exists() or not _stopped_from_outside(
+            study.layout.trial(cell_id, trial).metrics, log
+        ):
             continue
-        if not log.exists() or traceback_file(log).exists() or "Traceback" in log.read_text(errors="replace"):
-            continue  # it failed on an error of its own, which its log and Snakemake already say
         try:
             beat = json.loads((folder / "heartbeat.json").read_text())
         except (OSError, ValueError):

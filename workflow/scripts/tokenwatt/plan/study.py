@@ -13,6 +13,7 @@ from typing import Any
 from ..common.codeclosure import code_digest
 from ..common.installed import NotInstalled, installed_files
 from ..common.measures import FIGURES, SCALING_FIGURES
+from . import disk
 from .config import config_hash, quality_settings
 from .design import Design
 from .layout import Layout
@@ -107,9 +108,14 @@ class Study:
         return {"kind": kind, **{key: self.config["meter"][key] for key in WINDOW_METER_KEYS}}
 
     def trial_runtime(self, cell_id: str) -> int:
-        """A trial's time limit in minutes (SLURM's --time), from the plan's estimate of its length (plan.*)."""
-        cell = self.design.cell(cell_id)
-        return trial_runtime_min(cell.budget, self.design.train_config(cell)["epochs"], self.pilot)
+        """A trial's time limit in minutes (SLURM's --time), from the plan's estimate of its length (plan.*) and its
+        checkpoints' saves (``disk.checkpoint_seconds``)."""
+        design = self.design
+        cell = design.cell(cell_id)
+        epochs = design.train_config(cell)["epochs"]
+        params = disk.model_parameters(design.model_config(cell), design.tokenizer_config(design.tokenizer_key(cell)))
+        saving = disk.checkpoint_seconds(params, cell.budget * epochs, self.config["train"].get("checkpoint_every", 0))
+        return trial_runtime_min(cell.budget, epochs, self.pilot, saving)
 
     def hardware_resources(self, wildcard: str) -> dict[str, Callable[[Any], Any]]:
         """The scheduler resources the design's hardware levels set (gpu_model, slurm_partition, constraint), each a

@@ -132,4 +132,4 @@ def metered(meter: dict[str, Any], step: Callable[[], T]) -> tuple[T, dict[str, 
     result = step()
     summary = window.stop()
     keys = ("energy_j", "duration_s", "meter", "meter_is_estimate", "samples")
-    return result, {**{k: summary[k] for k in keys}, "meter_choice": why}
+    return result, {**{k: getattr(summary, k) for k in keys}, "meter_choice": why}

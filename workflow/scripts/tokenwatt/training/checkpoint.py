@@ -58,6 +58,14 @@ class Checkpoint:
 
 def save(folder: Path, checkpoint: Checkpoint) -> int:
     """Write ``checkpoint`` atomically over the last one; its size in bytes."""
+    staged = stage(folder, checkpoint)
+    size = staged.stat().st_size
+    commit(folder, staged)
+    return size
+
+
+def stage(folder: Path, checkpoint: Checkpoint) -> Path:
+    """Write ``checkpoint`` to a temporary file beside the last one, on disk (``commit`` makes it the checkpoint)."""
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{STATE}.{os.getpid()}.tmp"
     # shallow: dataclasses.asdict would copy every tensor (weights and moments) on the device before saving it
@@ -65,8 +73,12 @@ def save(folder: Path, checkpoint: Checkpoint) -> int:
     torch.save(payload, tmp)
     with open(tmp, "rb+") as f:  # on disk before the rename makes it the checkpoint
         os.fsync(f.fileno())
-    os.replace(tmp, folder / STATE)
-    return (folder / STATE).stat().st_size
+    return tmp
+
+
+def commit(folder: Path, staged: Path) -> None:
+    """The staged file becomes the checkpoint, atomically (a kill leaves either the last one or this one)."""
+    os.replace(staged, folder / STATE)
 
 
 def load(folder: Path, key: str) -> tuple[Checkpoint | None, str]:

@@ -58,6 +58,9 @@ class Checkpoints:
             return None
         saved, why = store.load(self.place.folder, self.place.key)
         beat = store.read_heartbeat(self.place.folder) or {}
+        pending = beat.get("pending") or {}
+        if saved is not None and pending.get("checkpoint") == saved.number:
+            beat = {**beat, **pending}  # killed after the rename, before the heartbeat that follows it
         number, step, train_s = (saved.number, saved.train.step, saved.train.train_s) if saved else (0, 0, 0.0)
         same = beat.get("key") == self.place.key and beat.get("checkpoint") == number
         if saved is None and not same:
@@ -170,28 +173,27 @@ class Checkpoints:
         t = time.perf_counter()
         this = {"number": n, "step": state.step, "real_tokens": real_tokens, "bytes": None, "save_s": None}
         payload = {**session(), "checkpoints": self.written, "this": this, "resumes": self.resumes}
-        size = store.save(self.place.folder, Checkpoint(key=self.place.key, number=n, train=state, session=payload))
+        staged = store.stage(self.place.folder, Checkpoint(key=self.place.key, number=n, train=state, session=payload))
         written = {
             "number": n,
             "step": state.step,
             "real_tokens": real_tokens,
-            "bytes": size,
+            "bytes": staged.stat().st_size,
             "save_s": time.perf_counter() - t,
         }
+        # The checkpoint's window closes before the file becomes the checkpoint, and the heartbeat holds both as
+        # pending first: a process killed between the rename and the next heartbeat leaves a heartbeat that names
+        # the new checkpoint, with its window's energy (``resume`` takes the pending part when the file is this one).
         window = meter.with_energy(meter.switch(next_window))
+        after = meter.energy_now()
+        pending = {"checkpoint": n, "written": written, "window": window, "after_checkpoint_j": after}
+        self.beat(state.step, state.train_s, after, pending=pending)
+        store.commit(self.place.folder, staged)
         self.written.append(written)
         self.number = n
         if real_tokens >= self.next_tokens:
             self.next_tokens = self._after(real_tokens)
-        after = meter.energy_now()
-        self._beat = {
-            "key": self.place.key,
-            "checkpoint": n,
-            "written": written,
-            "window": window,
-            "after_checkpoint_j": after,
-            "resumes": self.resumes,
-        }
+        self._beat = {"key": self.place.key, **pending, "resumes": self.resumes}
         self.beat(state.step, state.train_s, after)
         if self.stop_requested.is_set():
             raise JobStopped(
@@ -199,11 +201,12 @@ class Checkpoints:
                 f"{self.place.folder}): rerun the same command and it resumes there"
             )
 
-    def beat(self, step: int, train_s: float, energy_j: float | None) -> None:
-        """The heartbeat after a checkpoint: where training is now and the session's energy."""
+    def beat(self, step: int, train_s: float, energy_j: float | None, pending: dict[str, Any] | None = None) -> None:
+        """The heartbeat after a checkpoint: where training is now and the session's energy (with ``pending``: the
+        checkpoint being made the last one, and its window)."""
         if self.place is not None and self._beat:
             beat = {**self._beat, "pid": os.getpid(), "step": step, "train_s": train_s, "energy_j": energy_j}
-            store.write_heartbeat(self.place.folder, beat)
+            store.write_heartbeat(self.place.folder, {**beat, "pending": pending} if pending else beat)
 
     @contextlib.contextmanager
     def signals_deferred(self) -> Iterator[None]:

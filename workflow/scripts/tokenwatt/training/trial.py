@@ -26,7 +26,7 @@ import torch
 from .. import __version__
 from ..measurement.devices import compute_dtype, device_name, gpu_uuid
 from ..measurement.energy import short_eval_window
-from ..measurement.meter import Meter, Pace
+from ..measurement.meter import Measurement, Meter, Pace, WindowMeasurement
 from ..measurement.meters import make_meter
 from ..measurement.throughput import measure_throughput
 from ..plan.stopping import should_stop
@@ -81,8 +81,8 @@ class TrialMeasurement:
     eval_s: float
     points: list[dict[str, Any]]  # the eval curve; energies come from the windows (trial_curve)
     stop: dict[str, Any]  # where and why train.stop ended training, when it did
-    energy: dict[str, Any]  # the meter's summary (Meter.close)
-    windows: dict[str, dict[str, Any]]  # its windows by name
+    energy: Measurement  # the meter's summary (Meter.close)
+    windows: dict[str, WindowMeasurement]  # its windows by name
     idle: bool  # whether an idle baseline was measured (meter.idle_seconds)
     idle_after_s: float
     cooled: dict[str, Any]
@@ -290,12 +290,12 @@ class _Session:
         )
         return eval_loss, eval_s
 
-    def close(self) -> dict[str, Any]:
+    def close(self) -> Measurement:
         """The meter's summary of the session (``Meter.close``), each window's note logged."""
         energy = self.meter.close()
-        for w in energy["windows"]:
-            if w["note"]:
-                self.log(f"NOTE: window {w['name']}: {w['note']}")
+        for w in energy.windows:
+            if w.note:
+                self.log(f"NOTE: window {w.name}: {w.note}")
         return energy
 
 
@@ -352,7 +352,7 @@ def measure(
         points=session.points,
         stop=session.stop,
         energy=energy,
-        windows={w["name"]: w for w in energy["windows"]},
+        windows={w.name: w for w in energy.windows},
         idle=session.before["idle"],
         idle_after_s=session.before["idle_after_s"],
         cooled=session.before["cooled"],
@@ -421,12 +421,12 @@ def trial_record(
         "stopped": result.stopped,
         **m.stop,
         "settle_s": m.meter.settle_s,
-        "energy_j": m.energy["energy_j"],
-        "idle_power_w": None if idle is None or idle["energy_j"] is None else idle["energy_j"] / idle["duration_s"],
-        "idle_seconds": None if idle is None else idle["duration_s"],
+        "energy_j": m.energy.energy_j,
+        "idle_power_w": None if idle is None or idle.energy_j is None else idle.energy_j / idle.duration_s,
+        "idle_seconds": None if idle is None else idle.duration_s,
         "idle_after_s": m.idle_after_s,
         "meter_choice": m.why,
-        **{k: v for k, v in m.energy.items() if k not in ("trace", "energy_j")},
+        **{k: v for k, v in m.energy.to_record().items() if k != "energy_j"},
         "device": s.device.type,
         "device_name": device_name(s.device),
         "device_uuid": m.meter.static_info().get("meter_device_uuid") or gpu_uuid(s.device, nvml),
@@ -476,7 +476,7 @@ def run_trial(
     metrics = trial_record(spec, data, setup, measured, started_at, nvml)
     metrics["run_s"] = time.perf_counter() - t_start
     steps = pl.DataFrame(measured.result.steps, schema=STEPS_SCHEMA, orient="row")
-    return metrics, measured.energy["trace"], steps, curve
+    return metrics, measured.energy.trace, steps, curve
 
 
 # The columns of curve.parquet: one row per evaluation point of a trial.
@@ -497,20 +497,22 @@ CURVE_SCHEMA = {
 }
 
 
-def trial_curve(points: list[dict[str, Any]], windows: dict[str, dict[str, Any]], distinct_total: int) -> pl.DataFrame:
+def trial_curve(
+    points: list[dict[str, Any]], windows: dict[str, WindowMeasurement], distinct_total: int
+) -> pl.DataFrame:
     """The evaluation points with their energies from the meter's windows: cumulative training energy (the training
     segments up to the point) and the evaluation's own; distinct tokens cap at the subset's (epoch one sees each once)."""
     rows = []
     for p in points:
         # a segment's parts (train_<segment>.<checkpoint>) count as the segment
-        segments = [w["energy_j"] for name, w in windows.items() if 0 < _segment(name) <= p["point"]]
-        own = windows.get("eval_final" if p["final"] else f"eval_{p['point']}", {})
+        segments = [w.energy_j for name, w in windows.items() if 0 < _segment(name) <= p["point"]]
+        own = windows.get("eval_final" if p["final"] else f"eval_{p['point']}")
         rows.append(
             {
                 **p,
                 "distinct_tokens": min(p["real_tokens"], distinct_total),
                 "train_energy_j": None if not segments or None in segments else float(sum(segments)),
-                "eval_energy_j": own.get("energy_j"),
+                "eval_energy_j": own.energy_j if own else None,
             }
         )
     return pl.DataFrame([{k: r.get(k) for k in CURVE_SCHEMA} for r in rows], schema=CURVE_SCHEMA, orient="row")
@@ -523,7 +525,7 @@ def _segment(window: str) -> int:
     return int(window.removeprefix("train_").split(".")[0])
 
 
-def _sum_windows(windows: dict[str, dict[str, Any]], prefix: str, key: str) -> float | None:
+def _sum_windows(windows: dict[str, WindowMeasurement], prefix: str, key: str) -> float | None:
     """The windows named ``prefix…``'s total ``key``; 0 where there are none, None where one has no value."""
-    values = [w[key] for name, w in windows.items() if name.startswith(prefix)]
+    values = [getattr(w, key) for name, w in windows.items() if name.startswith(prefix)]
     return None if None in values else float(sum(values))
