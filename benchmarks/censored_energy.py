@@ -13,7 +13,7 @@ left-censored. The last two cases censor both budgets (the larger stops only 15 
 small budget needs 10 % more).
 
 For each case the benchmark prints how often the workflow's paired censored-normal ratio
-(``tokenwatt.analysis.censored.paired_ratio``) rejected a ratio of 1 at p < .05 (the type-I error where the truth
+(``tokenwatt.analysis.curves.censored.paired_ratio``) rejected a ratio of 1 at p < .05 (the type-I error where the truth
 is 1, the power where it is not), how often its 95 % interval held the true ratio, and how often no ratio could be
 given (fewer than 3 trial ids reached the target under both budgets); beside it, the survivors-only analysis the
 workflow used before (the geometric mean ratio and a paired t-test over the trial ids that reached the target under
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scrip
 
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
-from tokenwatt.analysis.censored import ABOVE, BELOW, EXACT, paired_ratio  # noqa: E402
+from tokenwatt.analysis.curves.censored import ABOVE, BELOW, EXACT, paired_ratio  # noqa: E402
 
 TRIAL_SD, RUN_SD = 0.10, (0.08, 0.12)  # log-scale SDs: trial id, run under the small and the large budget
 STOP_SD = 0.02  # a run's total energy about its budget's

@@ -1,7 +1,7 @@
 """Benchmark: how biased is each frontier estimator's N*(J), and do its 95 % intervals cover the truth?
 
 Simulates ladders with a known law L(N, D) = E + A/N^α + B/D^β and a known e(N) (joules per token), and runs the
-workflow's own estimators (``tokenwatt.analysis.frontier``) on each. A ladder is ``--sizes`` model sizes from 1e5
+workflow's own estimators (``tokenwatt.analysis.scaling.frontier``) on each. A ladder is ``--sizes`` model sizes from 1e5
 to 1e7 parameters × 3 trial ids, each size × trial id one constant-rate run evaluated at 16 log-spaced token counts
 (so every point may stand for its budget), with the effects real ladders have:
 
@@ -30,10 +30,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scripts"))
 
 import numpy as np  # noqa: E402
-from tokenwatt.analysis.allocation import allocate  # noqa: E402
-from tokenwatt.analysis.energy_per_token import PerToken  # noqa: E402
-from tokenwatt.analysis.frontier import APPROACHES, FrontierPoints, frontier  # noqa: E402
-from tokenwatt.analysis.scaling import Law  # noqa: E402
+from tokenwatt.analysis.scaling.allocation import allocate  # noqa: E402
+from tokenwatt.analysis.scaling.energy_per_token import PerToken  # noqa: E402
+from tokenwatt.analysis.scaling.frontier import APPROACHES, FrontierPoints, frontier  # noqa: E402
+from tokenwatt.analysis.scaling.law import Law  # noqa: E402
 from tokenwatt.measurement.devices import cpu_model_name  # noqa: E402
 
 LAW = Law(E=1.8, A=120.0, B=40.0, alpha=0.34, beta=0.28)

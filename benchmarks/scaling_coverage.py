@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scrip
 
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
-from tokenwatt.analysis.scaling import Law  # noqa: E402
-from tokenwatt.analysis.scaling_study import analyse_scaling  # noqa: E402
+from tokenwatt.analysis.scaling.law import Law  # noqa: E402
+from tokenwatt.analysis.scaling.study import analyse_scaling  # noqa: E402
 from tokenwatt.training.evalplan import EvalSchedule, eval_thresholds  # noqa: E402
 
 DESIGNS = {

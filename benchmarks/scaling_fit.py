@@ -27,8 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scripts"))
 
 import numpy as np  # noqa: E402
-from tokenwatt.analysis.scaling import Law, fit_law  # noqa: E402
-from tokenwatt.analysis.scaling_units import SIZE, TRIAL, law_uncertainty  # noqa: E402
+from tokenwatt.analysis.scaling.law import Law, fit_law  # noqa: E402
+from tokenwatt.analysis.scaling.units import SIZE, TRIAL, law_uncertainty  # noqa: E402
 
 TARGET_S = 60.0
 TRUTH = Law(E=1.8, A=120.0, B=40.0, alpha=0.34, beta=0.28)
@@ -48,7 +48,7 @@ def study_analysis(results: Path, repeats: int) -> None:
     """The scaling rule's analysis of a finished study, timed as the rule runs it (its inputs already read)."""
     import polars as pl
     from tokenwatt.analysis.frame import frame, in_frame
-    from tokenwatt.analysis.scaling_study import analyse_scaling
+    from tokenwatt.analysis.scaling.study import analyse_scaling
 
     trials = pl.read_parquet(results / "analysis" / "trials.parquet")
     curves = in_frame(pl.read_parquet(results / "analysis" / "curves.parquet"), trials)

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-from tokenwatt.analysis.allocation import allocate, optimum
-from tokenwatt.analysis.energy_per_token import FLOPS_PER_TOKEN, PerToken
-from tokenwatt.analysis.scaling import Law
+from tokenwatt.analysis.scaling.allocation import allocate, optimum
+from tokenwatt.analysis.scaling.energy_per_token import FLOPS_PER_TOKEN, PerToken
+from tokenwatt.analysis.scaling.law import Law
 
 TRUTH = Law(E=1.8, A=120.0, B=40.0, alpha=0.34, beta=0.28)
 POWER = PerToken("power", 2e-9, 0.8)

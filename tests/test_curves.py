@@ -4,10 +4,10 @@ import json
 
 import polars as pl
 from curve_study import BUDGETS, budget_study, curves_table, run_rows
-from tokenwatt.analysis.curves import analyse_curves, curves_product
-from tokenwatt.analysis.stopping_replay import stopping_outcomes
-from tokenwatt.analysis.targets import default_targets, energy_to_target, energy_to_target_comparisons
-from tokenwatt.analysis.trajectory import trajectory
+from tokenwatt.analysis.curves.stopping_replay import stopping_outcomes
+from tokenwatt.analysis.curves.summary import analyse_curves, curves_product
+from tokenwatt.analysis.curves.targets import default_targets, energy_to_target, energy_to_target_comparisons
+from tokenwatt.analysis.curves.trajectory import trajectory
 from tokenwatt.plan.stopping import StopRule
 from tokenwatt.presentation.sections.curves import _pairs
 

@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-from tokenwatt.analysis.energy_per_token import PerToken, choose_energy, fit_energy, size_means
-from tokenwatt.analysis.scaling import ScalingInputError
+from tokenwatt.analysis.scaling.energy_per_token import PerToken, choose_energy, fit_energy, size_means
+from tokenwatt.analysis.scaling.law import ScalingInputError
 
 SIZES = np.geomspace(4e4, 4e5, 5)
 

@@ -5,7 +5,7 @@ import json
 import polars as pl
 import pytest
 from curve_study import budget_study
-from tokenwatt.analysis.targets import energy_to_target, energy_to_target_comparisons, energy_to_target_summary
+from tokenwatt.analysis.curves.targets import energy_to_target, energy_to_target_comparisons, energy_to_target_summary
 from workflow_helpers import run_script
 
 COLUMNS = ("--condition", "budget", "--trial", "seed", "--energy", "joules", "--loss", "loss")

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 from curve_study import budget_study, curves_table, run_rows
 from scipy import stats as sps
-from tokenwatt.analysis.equal_energy import (
+from tokenwatt.analysis.curves.equal_energy import (
     energy_grid,
     quality_at_energy,
     quality_at_energy_comparison,

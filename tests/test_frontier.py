@@ -8,10 +8,10 @@ import json
 
 import numpy as np
 import pytest
-from tokenwatt.analysis.allocation import allocate
-from tokenwatt.analysis.energy_per_token import PerToken
-from tokenwatt.analysis.frontier import FrontierPoints, _run_ends, frontier, isoenergy, lower_hull
-from tokenwatt.analysis.scaling import Law, ScalingInputError
+from tokenwatt.analysis.scaling.allocation import allocate
+from tokenwatt.analysis.scaling.energy_per_token import PerToken
+from tokenwatt.analysis.scaling.frontier import FrontierPoints, _run_ends, frontier, isoenergy, lower_hull
+from tokenwatt.analysis.scaling.law import Law, ScalingInputError
 from workflow_helpers import run_script
 
 TRUTH = Law(E=1.8, A=120.0, B=40.0, alpha=0.34, beta=0.28)

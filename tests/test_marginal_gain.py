@@ -2,7 +2,7 @@
 
 import pytest
 from curve_study import curves_table, run_rows
-from tokenwatt.analysis.marginal_gain import gain_falls, gain_falls_summary, marginal_gains
+from tokenwatt.analysis.curves.marginal_gain import gain_falls, gain_falls_summary, marginal_gains
 
 GAINS = run_rows(100_000, 1, [1e4, 3e4, 7e4, 1.5e5], [5.0, 4.0, 3.8, 3.76], [100.0, 300.0, 700.0, 1500.0])
 

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import polars as pl
 import pytest
-from tokenwatt.analysis.scaling import (
+from tokenwatt.analysis.scaling.law import (
     BESIROGLU_2024,
     GRID_ALPHA,
     GRID_BETA,

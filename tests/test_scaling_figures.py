@@ -4,7 +4,7 @@ import numpy as np
 import polars as pl
 import pytest
 from test_scaling_study import QUICK, _study
-from tokenwatt.analysis.scaling_study import analyse_scaling, points, sizes
+from tokenwatt.analysis.scaling.study import analyse_scaling, points, sizes
 from tokenwatt.common.measures import SCALING_FIGURES
 from tokenwatt.presentation.scaling_figures import frontier, make_scaling
 

@@ -4,7 +4,7 @@ import re
 
 import pytest
 from test_scaling_study import QUICK, _study
-from tokenwatt.analysis.scaling_study import analyse_scaling
+from tokenwatt.analysis.scaling.study import analyse_scaling
 from tokenwatt.presentation.sections.curves import target_sentence
 from tokenwatt.presentation.sections.scaling import scaling_html
 

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 from scipy import stats as sps
-from tokenwatt.analysis.scaling_study import analyse_scaling, points, size_effect, tuned_learning_rates
+from tokenwatt.analysis.scaling.study import analyse_scaling, points, size_effect, tuned_learning_rates
 
 TRUTH = dict(E=1.8, A=400.0, B=900.0, alpha=0.35, beta=0.3)
 SIZES = {"s": (60_000, 16_000), "m": (250_000, 32_000), "l": (1_000_000, 64_000), "xl": (4_000_000, 128_000)}
@@ -382,8 +382,8 @@ def test_each_jackknife_refit_chooses_the_learning_rate_again_without_its_unit()
     kept, _ = tuned_learning_rates(trials)
     once = points(curves, kept, "all")
     N, D, L = (once[c].to_numpy().astype(float) for c in ("params", "tokens", "eval_loss"))
-    from tokenwatt.analysis.scaling import fit_law
-    from tokenwatt.analysis.scaling_units import SIZE, TRIAL, law_uncertainty
+    from tokenwatt.analysis.scaling.law import fit_law
+    from tokenwatt.analysis.scaling.units import SIZE, TRIAL, law_uncertainty
 
     fixed = law_uncertainty(N, D, L, {TRIAL: once["trial"].to_numpy(), SIZE: N}, fit_law(N, D, L))
     assert got["law_total"]["intervals"]["beta"]["se"] != pytest.approx(fixed.intervals(fit_law(N, D, L))["beta"]["se"])

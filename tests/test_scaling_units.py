@@ -5,8 +5,8 @@ Studies are at the project's scale: 5 model sizes of 5e4–5e6 parameters, budge
 
 import numpy as np
 import pytest
-from tokenwatt.analysis.scaling import Law, fit_law
-from tokenwatt.analysis.scaling_units import (
+from tokenwatt.analysis.scaling.law import Law, fit_law
+from tokenwatt.analysis.scaling.units import (
     SIZE,
     TRIAL,
     Jackknife,
@@ -146,7 +146,7 @@ def test_a_law_that_misses_the_curves_shape_is_said_not_to_fit_within_noise():
 
 def test_a_least_squares_refit_that_is_not_finite_leaves_the_law_not_judged_rather_than_rejected(monkeypatch):
     # the tiny scaling study's five sizes gave a refit whose residuals were NaN: an F of NaN read as "does NOT fit"
-    import tokenwatt.analysis.scaling_units as units
+    import tokenwatt.analysis.scaling.units as units
 
     N, D, loss, trial, cell = study(np.random.default_rng(4), size_sd=0.0, trial_sd=0.0, run_sd=0.002, point_sd=0.002)
     fit = fit_law(N, D, loss)

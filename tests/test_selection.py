@@ -3,7 +3,7 @@ evaluation documents kept out of training, and the record of what each step remo
 
 import polars as pl
 import pytest
-from tokenwatt.analysis.selection import SHARED, energy_to_target_with_selection, level_costs
+from tokenwatt.analysis.selection.cost import SHARED, energy_to_target_with_selection, level_costs
 from tokenwatt.data.corpus import synthetic_corpus
 from tokenwatt.selection.filters import RULES, failed_rule
 from tokenwatt.selection.near_dup import NearDupSettingsError, jaccard, near_duplicates, shingles
@@ -308,7 +308,7 @@ def test_every_measure_a_curriculum_offers_varies_across_normalized_documents(gr
 
 
 def test_each_record_is_put_with_the_level_it_names_and_one_written_before_records_named_it_with_its_folder():
-    from tokenwatt.analysis.selection import selection_product
+    from tokenwatt.analysis.selection.cost import selection_product
 
     records = {
         "results/data/decontaminate.json": {**_step("decontaminate", 6.0), "level": None},

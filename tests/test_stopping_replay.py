@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from curve_study import curves_table, run_rows
 from scipy import stats as sps
-from tokenwatt.analysis.stopping_replay import stopping_outcomes
+from tokenwatt.analysis.curves.stopping_replay import stopping_outcomes
 from tokenwatt.plan.stopping import StopRule
 
 ENERGY = np.array([100.0, 300.0, 700.0, 1500.0, 3100.0, 6300.0])

@@ -9,8 +9,8 @@ import pytest
 from curve_study import BUDGETS, budget_study, curves_table, run_rows
 from scipy import stats as sps
 from statsmodels.duration.survfunc import SurvfuncRight
-from tokenwatt.analysis.curve_runs import CurvesError
-from tokenwatt.analysis.targets import (
+from tokenwatt.analysis.curves.runs import CurvesError
+from tokenwatt.analysis.curves.targets import (
     Target,
     default_targets,
     distinct_labels,

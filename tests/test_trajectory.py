@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 from curve_study import curves_table, run_rows
 from statsmodels.stats.anova import AnovaRM
-from tokenwatt.analysis.trajectory import trajectory
+from tokenwatt.analysis.curves.trajectory import trajectory
 
 # Changes: −2, −1, −0.4, +0.1, −0.3, +1.1, −1.2, +0.05; median |change| = (0.4 + 1.0) / 2 = 0.7.
 BUMPY = [8.0, 6.0, 5.0, 4.6, 4.7, 4.4, 5.5, 4.3, 4.35]

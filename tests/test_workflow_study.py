@@ -242,7 +242,7 @@ def test_editing_the_analysis_library_reruns_only_the_analysis(study):
 def test_a_scaling_setting_or_an_edit_to_the_interval_method_reruns_only_the_scaling_analysis(study):
     scaling_only = {"scaling": 1, "scaling_figures": 1, "report": 1}
     assert planned_jobs(study, *_with(study, "scaling: {points: all}")) == scaling_only
-    with _edited(study / "workflow/scripts/tokenwatt/analysis/scaling_units.py"):
+    with _edited(study / "workflow/scripts/tokenwatt/analysis/scaling/units.py"):
         assert planned_jobs(study, *TINY) == scaling_only
 
 

@@ -7,7 +7,7 @@ Each row is one eval point of one trial: its condition, its trial id (the rows t
 conditions), the cumulative training energy at that point (J) and the eval loss there. A trial reached the target
 where its loss first fell to VALUE or below (log energy interpolated between the points around it, as the workflow
 does); one that never did is censored at its last point's energy (it needed more), one already there at its first
-point needed at most that point's energy. The analysis is the workflow's (``tokenwatt.analysis.targets``): per
+point needed at most that point's energy. The analysis is the workflow's (``tokenwatt.analysis.curves.targets``): per
 condition the Kaplan–Meier median energy with its 95 % interval and how many reached the target; per pair of
 conditions (later over earlier, in the table's order) the energy ratio paired by trial id with its 95 % interval, p
 and Holm-adjusted p, every trial id in both conditions in it. Prints them; --json writes them. Input it cannot
@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import polars as pl  # noqa: E402
-from tokenwatt.analysis.targets import (  # noqa: E402
+from tokenwatt.analysis.curves.targets import (  # noqa: E402
     Target,
     energy_to_target,
     energy_to_target_comparisons,

@@ -5,7 +5,7 @@ Usage: python workflow/scripts/fit_frontier.py TABLE.csv --params COL --tokens C
 
 Each row is one point: a run's parameter count, its tokens so far, its cumulative training energy (J) and its eval
 loss (nats), at a point that may stand for its budget (a constant learning rate, or a schedule's own last step).
-The estimators (``tokenwatt.analysis.frontier``): the lower envelope of (energy, loss), iso-energy slices across the
+The estimators (``tokenwatt.analysis.scaling.frontier``): the lower envelope of (energy, loss), iso-energy slices across the
 sizes, and the law L(N, D) with e(N); each with jackknife intervals over the model sizes (the distinct values of
 --params) and, with --group, the trial ids (rows that share a seed). The energies default to seven log-spaced ones
 across the table's measured range; an energy outside it is refused. Prints one line per energy and approach; --json
@@ -24,8 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fit_scaling import read_columns  # noqa: E402
-from tokenwatt.analysis.frontier import FrontierPoints, frontier  # noqa: E402
-from tokenwatt.analysis.scaling import ScalingInputError  # noqa: E402
+from tokenwatt.analysis.scaling.frontier import FrontierPoints, frontier  # noqa: E402
+from tokenwatt.analysis.scaling.law import ScalingInputError  # noqa: E402
 
 
 def _shown(value: float | None, low: float | None, high: float | None) -> str:

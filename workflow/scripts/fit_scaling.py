@@ -3,10 +3,10 @@
 Usage: python workflow/scripts/fit_scaling.py TABLE.csv --params COL --tokens COL --loss COL
        [--group COL [--cell COL] [--run COL]] [--json OUT]
 
-The intervals are the workflow's (``tokenwatt.analysis.scaling_units``): the law refitted without each model
+The intervals are the workflow's (``tokenwatt.analysis.scaling.units``): the law refitted without each model
 size (the distinct values of --params) and, with --group, without each trial id (the column whose rows
 share a seed: a run's eval points, or every run of one seed across the sizes), 95 % t intervals from the
-jackknife variances. With --group it also screens the law's lack of fit (``scaling_units.lack_of_fit``): the
+jackknife variances. With --group it also screens the law's lack of fit (``tokenwatt.analysis.scaling.units.lack_of_fit``): the
 cell means (rows of one condition: --cell, by default the distinct (--params, --tokens) pairs) against the law
 refitted by least squares, judged by the trial × cell noise; --run names the column whose rows share one run (a
 run's eval points), whose correlation the screen's bootstrap keeps. Prints the estimates with their intervals and
@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
-from tokenwatt.analysis.scaling import LAW_SUMMARY, LawFit, ScalingInputError, check_positive, fit_law  # noqa: E402
-from tokenwatt.analysis.scaling_units import SIZE, TRIAL, lack_of_fit, law_uncertainty  # noqa: E402
+from tokenwatt.analysis.scaling.law import LAW_SUMMARY, LawFit, ScalingInputError, check_positive, fit_law  # noqa: E402
+from tokenwatt.analysis.scaling.units import SIZE, TRIAL, lack_of_fit, law_uncertainty  # noqa: E402
 
 
 def read_columns(

@@ -2,7 +2,7 @@
 
 import matplotlib.pyplot as plt
 from tokenwatt.analysis.frame import energy_is_estimated, frame, in_frame
-from tokenwatt.analysis.scaling_study import points, sizes, tuned_learning_rates
+from tokenwatt.analysis.scaling.study import points, sizes, tuned_learning_rates
 from tokenwatt.common.files import logged, read_analysis_json, read_table
 from tokenwatt.presentation.scaling_figures import make_scaling
 

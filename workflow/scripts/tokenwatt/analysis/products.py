@@ -85,7 +85,7 @@ PRODUCTS: tuple[Product, ...] = (
     ),
     Product(
         name="curves",
-        function="tokenwatt.analysis.curves:curves_product",
+        function="tokenwatt.analysis.curves.summary:curves_product",
         reads={"trials": "trials.parquet", "curves": "curves.parquet", "cost": "cost.json"},
         settings="analysis",
         section="curves",
@@ -93,7 +93,7 @@ PRODUCTS: tuple[Product, ...] = (
     ),
     Product(
         name="selection",
-        function="tokenwatt.analysis.selection:selection_product",
+        function="tokenwatt.analysis.selection.cost:selection_product",
         reads={"trials": "trials.parquet", "curves": "curves.json", "records": STEP_RECORDS},
         settings="design.selection",
         section="selection",
@@ -102,7 +102,7 @@ PRODUCTS: tuple[Product, ...] = (
     ),
     Product(
         name="scaling",
-        function="tokenwatt.analysis.scaling_study:scaling_product",
+        function="tokenwatt.analysis.scaling.study:scaling_product",
         reads={"trials": "trials.parquet", "curves": "curves.parquet"},
         settings="scaling",
         section="scaling",

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from ..analysis.energy_per_token import PerToken  # noqa: E402
+from ..analysis.scaling.energy_per_token import PerToken  # noqa: E402
 from ..common.measures import SCALING_FIGURES, si  # noqa: E402
 from .figures import placeholder  # noqa: E402
 

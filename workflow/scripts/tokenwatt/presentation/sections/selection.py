@@ -23,7 +23,7 @@ def render(inputs: ReportInputs) -> Markup:
 
 
 def selection_html(selection: Mapping[str, Any]) -> Markup:
-    """The section from the selection product (tokenwatt.analysis.selection.selection_product)."""
+    """The section from the selection product (tokenwatt.analysis.selection.cost.selection_product)."""
     costs, shared = selection["levels"], selection["shared"]
     steps = [("eval set" if s["step"] == EVAL_FILTER else "every level", s) for s in shared]
     steps += [(c["level"], s) for c in costs for s in c["steps"]]

@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 import numpy as np
 from scipy import stats as sps
 
-from .scaling import LAW_SUMMARY, LEVEL, Law, LawFit, ScalingInputError, fit_law
+from .law import LAW_SUMMARY, LEVEL, Law, LawFit, ScalingInputError, fit_law
 
 TRIAL, SIZE = "trial id", "model size"
 MIN_UNITS = {TRIAL: 2, SIZE: 4}

@@ -24,8 +24,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import polars as pl
 
-from ..common.measures import exp_of_loss
-from .scale import summary
+from ...common.measures import exp_of_loss
+from ..scale import summary
 
 REQUIRED = (
     "cell",

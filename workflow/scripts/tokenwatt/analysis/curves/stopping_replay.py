@@ -14,9 +14,9 @@ from typing import Any
 
 import polars as pl
 
-from ..plan.stopping import StopRule, should_stop
-from .curve_runs import RUN_SCHEMA, Run, floats, nullable, perplexity_change_pct, rows_table, runs_of
-from .scale import paired_change
+from ...plan.stopping import StopRule, should_stop
+from ..scale import paired_change
+from .runs import RUN_SCHEMA, Run, floats, nullable, perplexity_change_pct, rows_table, runs_of
 from .targets import Target, energy_to_target, energy_to_target_summary
 
 STOP_TRIAL_SCHEMA = {

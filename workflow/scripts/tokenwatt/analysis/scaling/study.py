@@ -8,7 +8,7 @@ Kaplan et al. counted non-embedding parameters and Hoffmann et al. total ones (P
 their disagreement to that choice); at tokenwatt's sizes embeddings are a large share of N, so both are fitted and
 reported; the allocation uses total N (what the device multiplies, and what e(N) is measured against).
 
-Uncertainty counts the design's real units (``scaling_units``): the trial ids and the model sizes, each left out in
+Uncertainty counts the design's real units (``units``): the trial ids and the model sizes, each left out in
 turn; the loss law, e(N) and the allocation are refitted together without each, so the allocation's intervals carry
 the uncertainty of both fits. Before any allocation the law's lack of fit at the cell means is judged against the
 between-trial noise, and e(N) is chosen between a power law and an affine form by AICc on the size means.
@@ -29,13 +29,13 @@ import numpy as np
 import polars as pl
 from scipy import stats as sps
 
+from ..frame import frame, in_frame
+from ..products import Result
 from .allocation import allocate
 from .energy_per_token import FLOPS_PER_TOKEN, EnergyChoice, choose_energy
-from .frame import frame, in_frame
 from .frontier import FrontierPoints, frontier
-from .products import Result
-from .scaling import PUBLISHED, Law, LawFit, ScalingInputError, fit_law
-from .scaling_units import (
+from .law import PUBLISHED, Law, LawFit, ScalingInputError, fit_law
+from .units import (
     LACK_OF_FIT_REPLICATES,
     SIZE,
     TRIAL,

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..common.measures import exp_of_loss
-from .curve_runs import CurvesError, Run, perplexity_change_pct, rows_table, runs_of
-from .scale import paired_change, summary
+from ...common.measures import exp_of_loss
+from ..scale import paired_change, summary
+from .runs import CurvesError, Run, perplexity_change_pct, rows_table, runs_of
 
 GRID_SCHEMA = {"series": pl.String, "energy_j": pl.Float64}
 AT_ENERGY_SCHEMA = {

@@ -15,10 +15,10 @@ from typing import Any
 
 import polars as pl
 
-from ..plan.design import LEVEL_PREFIX
-from ..plan.layout import SHARED
-from ..selection.steps import EVAL_FILTER
-from .products import Result
+from ...plan.design import LEVEL_PREFIX
+from ...plan.layout import SHARED
+from ...selection.steps import EVAL_FILTER
+from ..products import Result
 
 COLUMN = LEVEL_PREFIX + "selection"
 

@@ -34,7 +34,7 @@ import numpy as np
 from scipy import optimize, special, stats
 from statsmodels.duration.survfunc import SurvfuncRight
 
-from ..common.measures import LOG_MAX_FLOAT
+from ...common.measures import LOG_MAX_FLOAT
 
 # reached between points; not reached by the end (needs more); at the first point (at most); ended by a rule first
 EXACT, ABOVE, BELOW, NEVER = "exact", "above", "below", "never"

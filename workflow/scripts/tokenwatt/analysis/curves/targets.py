@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..plan.cost import trial_cost
+from ...plan.cost import trial_cost
+from ..stats import holm
+from ..tables import series_blocks
 from .censored import ABOVE, BELOW, EXACT, NEVER, PairedRatio, km_median, paired_ratio
-from .curve_runs import RUN_SCHEMA, CurvesError, Run, nullable, rows_table, runs_of
-from .stats import holm
-from .tables import series_blocks
+from .runs import RUN_SCHEMA, CurvesError, Run, nullable, rows_table, runs_of
 
 TARGET_MEASURE = "energy_to_target_j"  # the measure (tokenwatt.common.measures) the energy-to-target test runs on
 

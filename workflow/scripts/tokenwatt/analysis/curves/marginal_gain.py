@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..plan.stopping import segment_gain
-from .curve_runs import RUN_SCHEMA, CurvesError, centre, centre_schema, nullable, rows_table, runs_of
+from ...plan.stopping import segment_gain
+from .runs import RUN_SCHEMA, CurvesError, centre, centre_schema, nullable, rows_table, runs_of
 
 SEGMENT_SCHEMA = {
     **RUN_SCHEMA,

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..common.measures import exp_of_loss
-from .curve_runs import RUN_SCHEMA, CurvesError, Run, nullable, rows_table, runs_of
-from .frame import MIN_SUBJECTS
-from .stats import anova_effects, complete_block
+from ...common.measures import exp_of_loss
+from ..frame import MIN_SUBJECTS
+from ..stats import anova_effects, complete_block
+from .runs import RUN_SCHEMA, CurvesError, Run, nullable, rows_table, runs_of
 
 POINT_SCHEMA = {
     **RUN_SCHEMA,

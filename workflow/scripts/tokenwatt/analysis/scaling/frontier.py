@@ -4,7 +4,7 @@ give the most quality for the joules, by three estimators on one joule axis.
 Every point is one evaluation of one run: N parameters, D tokens trained so far, J its cumulative training energy,
 its eval loss, and its trial id. A point may stand for its budget only where the run's learning rate did not
 depend on where it stopped (a constant rate, or a schedule's own last step): the caller chooses such points
-(``scaling_study._points_setting``), as Hoffmann et al. 2022 did.
+(``study._points_setting``), as Hoffmann et al. 2022 did.
 
 1. ``envelope`` (Hoffmann et al.'s approach 1; McLeish et al. 2025 on checkpoints): the lower convex hull of
    (log J, loss) over every point, up to its lowest loss; the hull's vertices are the frontier's measured points,
@@ -21,7 +21,7 @@ depend on where it stopped (a constant rate, or a schedule's own last step): the
    tokens) as ``energy_per_token``
    chooses it, and the optimum along e(N)·D = J as ``allocation`` finds it; refused where α or β is not identified.
 
-Each estimator is refitted without each trial id and each model size (``scaling_units``: the design's units, never
+Each estimator is refitted without each trial id and each model size (``units``: the design's units, never
 the points), so every N*, D*, L* has a jackknife interval on the log scale; a refit that refuses leaves the
 interval out, with why. The approaches agree at J where all their intervals share a value. Energies are those
 inside the points' measured range only; an estimate outside the sizes measured is marked ``beyond_sizes``.
@@ -38,8 +38,8 @@ from numpy.typing import ArrayLike
 
 from .allocation import allocate
 from .energy_per_token import choose_energy
-from .scaling import ScalingInputError, check_positive, fit_law
-from .scaling_units import SIZE, TRIAL, interval_refusal, interval_units_note, leave_one_out, stack, unit_counts
+from .law import ScalingInputError, check_positive, fit_law
+from .units import SIZE, TRIAL, interval_refusal, interval_units_note, leave_one_out, stack, unit_counts
 
 APPROACHES = ("envelope", "isoenergy", "law")
 QUANTITIES = ("n", "d", "loss")  # per energy: N*, D*, L*, all positive, so all intervals on the log scale

@@ -30,7 +30,7 @@ from numpy.typing import ArrayLike
 from scipy import optimize
 from scipy import stats as sps
 
-from .scaling import LEVEL, ScalingInputError, check_positive
+from .law import LEVEL, ScalingInputError, check_positive
 
 FORMS = ("power", "affine")
 MIN_SIZES = 3

@@ -6,7 +6,7 @@ Training Power score), what quality each budget had at the same joules (``equal_
 new data, Muennighoff et al. 2023), where a joule stopped buying quality (``marginal_gain``: gain per kJ), how the
 loss moved between points (``trajectory``: the statistics of arXiv:2606.13370) and what an energy-aware stopping
 rule would have saved and cost, replayed on the full runs (``stopping_replay``). This module runs them all on a
-study's curves as the curves product; ``curve_runs`` holds the table they read and the conventions they share.
+study's curves as the curves product; ``runs`` holds the table they read and the conventions they share.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any
 
 import polars as pl
 
-from ..plan.stopping import stop_rule
+from ...plan.stopping import stop_rule
+from ..frame import full_runs, in_frame
+from ..products import Result
 from .equal_energy import quality_at_energy, quality_at_energy_comparison, quality_at_energy_summary
-from .frame import full_runs, in_frame
 from .marginal_gain import gain_falls, gain_falls_summary, marginal_gains
-from .products import Result
 from .stopping_replay import stopping_outcomes
 from .targets import (
     energy_to_target,

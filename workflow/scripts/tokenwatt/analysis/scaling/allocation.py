@@ -24,7 +24,7 @@ from numpy.typing import ArrayLike
 from scipy import optimize
 
 from .energy_per_token import PerToken
-from .scaling import Law, check_positive
+from .law import Law, check_positive
 
 U_GRID = np.linspace(0.0, np.log(1e16), 1601)
 

@@ -24,7 +24,7 @@ exponent), that parameter is not identified (as β → 0, B/D^β flattens into a
 against B along a valley the objective cannot tell apart). An E that is not identified takes with it the
 exponent of the term it trades against, the one closer to a constant across the data; an A takes α, a B β. An exponent ≤ 0 is not identified either: the
 law then has no size (or data) effect to measure, and the allocation exponents built on it are not
-identified with it. Intervals, the law's lack of fit and the units they count live in ``scaling_units``;
+identified with it. Intervals, the law's lack of fit and the units they count live in ``units``;
 e(N) in ``energy_per_token``; the allocations in ``allocation``.
 
 Which N: this module takes N as given. Kaplan et al. 2020 counted non-embedding parameters and
