@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 from tokenwatt.analysis.conditions import changes_table, conditions_table
-from tokenwatt.analysis.stats import analyse_study
+from tokenwatt.analysis.stats import stats_product
 from tokenwatt.common.measures import FIGURES, TESTED
 from tokenwatt.presentation import figures as F
 from tokenwatt.presentation.inputs import ReportInputs
@@ -74,7 +74,7 @@ def analysed():
     )
     conditions = conditions_table(trials)
     changes = changes_table(conditions)
-    return trials, conditions, changes, analyse_study(trials, TESTED, exclude_flagged=False), missing
+    return trials, conditions, changes, stats_product(trials, False).data, missing
 
 
 def _png(fig) -> bytes:
@@ -312,7 +312,7 @@ def test_every_study_the_schema_accepts_ends_in_a_report(shape, tmp_path):
     conditions = read_conditions(tmp_path / "conditions.csv")
     changes_table(conditions).write_csv(tmp_path / "changes.csv")
     changes = read_changes(tmp_path / "changes.csv")
-    stats = analyse_study(trials, TESTED, exclude_flagged=False)
+    stats = stats_product(trials, False).data
     made = F.make_all(trials, conditions, changes, {(f"b{b}", 1): power for b in {b for b, _ in expected}}, False)
     assert list(made) == FIGURES
     page = render_report(
@@ -342,7 +342,7 @@ def test_every_study_the_schema_accepts_ends_in_a_report(shape, tmp_path):
         assert "Energy was not measured" in page
         assert "not measured: meter none" in made["pe_by_budget"].axes[0].texts[0].get_text()
     if shape == "one budget":
-        assert "an ANOVA needs at least 2" in page
+        assert "an ANOVA needs at least 2" in page and "With one budget (" in page
     if shape == "one trial":
         assert "the analysis needs at least 3" in page
     import matplotlib.pyplot as plt
@@ -442,7 +442,7 @@ def factorial_page():
     trials, missing = aggregate(records, expected, cost={**COST, "electricity_price_per_kwh": 0.3}, intensity=400.0)
     conditions = conditions_table(trials)
     changes = changes_table(conditions)
-    stats = analyse_study(trials, TESTED, exclude_flagged=False)
+    stats = stats_product(trials, False).data
     made = F.make_all(trials, conditions, changes, {}, True, "EUR")
     return render_report(
         ReportInputs(

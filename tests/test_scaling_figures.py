@@ -1,12 +1,17 @@
-"""The Scaling section's figures: drawn from the fitted analysis, extrapolation marked, a sentence when unfitted."""
+"""The Scaling section's figures: drawn from the scaling product's outputs alone (its JSON and its tables of the points
+it was fitted to), extrapolation marked, a sentence when unfitted."""
 
 import numpy as np
 import polars as pl
 import pytest
 from test_scaling_study import QUICK, _study
-from tokenwatt.analysis.scaling.study import analyse_scaling, points, sizes
-from tokenwatt.common.measures import SCALING_FIGURES
-from tokenwatt.presentation.scaling_figures import frontier, make_scaling
+from tokenwatt.analysis.products import product
+from tokenwatt.analysis.scaling.study import analyse_scaling, fitted_points, points
+from tokenwatt.analysis.tables import read_product_table
+from tokenwatt.common.files import write_csv
+from tokenwatt.presentation.scaling_figures import draw, frontier
+
+SCALING_FIGURES = list(product("scaling").figures)
 
 # One worker computes the module's fitted study once (a module fixture is per worker).
 pytestmark = pytest.mark.xdist_group("test_scaling_figures")
@@ -16,7 +21,7 @@ pytestmark = pytest.mark.xdist_group("test_scaling_figures")
 def drawn():
     curves, trials = _study()
     scaling = analyse_scaling(curves, trials, QUICK)
-    return scaling, make_scaling(scaling, points(curves, trials, "all"), sizes(trials), estimated=False)
+    return scaling, draw(scaling, fitted_points(curves, trials, scaling["points"]), estimated=False)
 
 
 def _texts(fig) -> str:
@@ -75,6 +80,16 @@ def test_an_unfitted_study_gets_every_figure_saying_why():
     curves, trials = _study()
     few = trials.filter(pl.col("params") < 1_000_000)
     scaling = analyse_scaling(curves, few, {})
-    made = make_scaling(scaling, None, None, estimated=False)
+    made = draw(scaling, fitted_points(curves, few, scaling["points"]), estimated=False)
     assert list(made) == SCALING_FIGURES
     assert all("at least 3 model sizes" in _texts(fig) for fig in made.values())
+
+
+def test_the_points_the_figures_draw_are_the_fits_and_come_back_from_their_csv_unchanged(tmp_path):
+    curves, trials = _study()
+    scaling = analyse_scaling(curves, trials, QUICK)
+    tables = fitted_points(curves, trials, scaling["points"])
+    assert tables["scaling_points"].equals(points(curves, trials, scaling["points"]))  # no sweep here: every trial
+    for name, table in tables.items():
+        write_csv(tmp_path / f"{name}.csv", table)
+        assert read_product_table(tmp_path / f"{name}.csv", name).equals(table)

@@ -10,7 +10,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 from statsmodels.stats.anova import AnovaRM
-from tokenwatt.common.measures import FIGURES, SCALING_FIGURES
+from tokenwatt.analysis.products import PRODUCTS, product_figures
+from tokenwatt.common.measures import FIGURES
 from workflow_helpers import ANALYSIS, TINY, clone, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
@@ -21,7 +22,7 @@ def test_the_study_ends_in_a_report_with_every_figure(study):
     # the Scaling section of a study with one model size says why in a sentence and embeds none of its figures
     assert page.count("data:image/png;base64,") == len(FIGURES) and "A study with a design.model factor" in page
     for ext in ("png", "svg"):
-        assert len(list((study / "results/figures").glob(f"*.{ext}"))) == len(FIGURES + SCALING_FIGURES)
+        assert len(list((study / "results/figures").glob(f"*.{ext}"))) == len(FIGURES + product_figures(PRODUCTS))
 
 
 def test_the_device_profile_is_measured_once_before_any_trial(study):

@@ -83,12 +83,7 @@ rule figures:
         traces=[LAYOUT.trial(c, t).power for c, t in LAYOUT.trace_keys()],
     output:
         **{
-            f"{name}_{ext}": report(
-                LAYOUT.figure(name, ext),
-                caption=f"../report/{name}.rst",
-                category="Figures",
-                subcategory=ext.upper(),
-            )
+            f"{name}_{ext}": figure_output(name, ext, False)
             for name in FIGURES
             for ext in ("png", "svg")
         },
@@ -105,31 +100,42 @@ rule figures:
         "../scripts/figures.py"
 
 
-rule scaling_figures:
-    input:
-        trials=LAYOUT.analysis("trials.parquet"),
-        curves=LAYOUT.analysis("curves.parquet"),
-        scaling=LAYOUT.analysis("scaling.json"),
-    output:
-        **{
-            f"{name}_{ext}": report(
-                LAYOUT.figure(name, ext),
-                caption=f"../report/{name}.rst",
-                category="Figures",
-                subcategory=ext.upper(),
-            )
-            for name in SCALING_FIGURES
-            for ext in ("png", "svg")
-        },
-    log:
-        LAYOUT.log("scaling_figures"),
-    conda:
-        "../envs/analysis.yaml"
-    threads: 1
-    resources:
-        mem_mb=2000,
-    params:
-        style=lookup(dpath="figures", within=config),
-        code=STUDY.code("scaling_figures.py"),
-    script:
-        "../scripts/scaling_figures.py"
+# One figures rule per product that draws figures, and its interim twin: each figure drawn from the product's own
+# outputs (its JSON and tables), never recomputed.
+for _product, _twin in [
+    (p, i) for p in STUDY.products if p.figures for i in (False, True)
+]:
+
+    rule:
+        name:
+            f"interim_{_product.name}_figures" if _twin else f"{_product.name}_figures"
+        input:
+            **{
+                table: analysis_input(f"{table}.csv", _twin)
+                for table in _product.tables
+            },
+            trials=analysis_input("trials.parquet", _twin),
+            json=analysis_input(f"{_product.name}.json", _twin),
+        output:
+            **{
+                f"{name}_{ext}": figure_output(name, ext, _twin)
+                for name in _product.figures
+                for ext in ("png", "svg")
+            },
+        log:
+            LAYOUT.log(
+                f"interim_{_product.name}_figures"
+                if _twin
+                else f"{_product.name}_figures"
+            ),
+        conda:
+            "../envs/analysis.yaml"
+        threads: 1
+        resources:
+            mem_mb=2000,
+        params:
+            product=_product.name,
+            style=lookup(dpath="figures", within=config),
+            code=STUDY.code("product_figures.py", _product.draw_module),
+        script:
+            "../scripts/product_figures.py"

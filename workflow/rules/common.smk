@@ -20,8 +20,8 @@ from tokenwatt.plan.design import (
     SELECTION_PATTERN,
     TOKENIZER_PATTERN,
 )  # noqa: E402
-from tokenwatt.common.measures import FIGURES, SCALING_FIGURES  # noqa: E402
-from tokenwatt.plan.study import REPORT_FIGURES, Study  # noqa: E402
+from tokenwatt.common.measures import FIGURES  # noqa: E402
+from tokenwatt.plan.study import Study  # noqa: E402
 from tokenwatt.selection.catalog import STEPS, step_records  # noqa: E402
 
 # Weights not downloaded yet do not stop a plan (-n); the start checks (preflight.smk) stop a run before any job.
@@ -80,6 +80,18 @@ def analysis_input(file, interim):
         return existing(*records) if interim else records
     path = LAYOUT.analysis(file)
     return LAYOUT.interim_of(path) if interim else path
+
+
+def figure_output(name, ext, interim):
+    """A figure a figures rule draws; the study's is also listed in Snakemake's --report."""
+    if interim:
+        return LAYOUT.interim_of(LAYOUT.figure(name, ext))
+    return report(
+        LAYOUT.figure(name, ext),
+        caption=f"../report/{name}.rst",
+        category="Figures",
+        subcategory=ext.upper(),
+    )
 
 
 def analysis_output(file, interim, category=None):

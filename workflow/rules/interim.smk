@@ -5,7 +5,8 @@
 # marked ancient, and writes under results/interim/).
 # The final rules are reused with other inputs and outputs (each moved under results/interim/ by LAYOUT.interim_of);
 # every input of the study's own is one that exists now, marked ancient, so the interim target never runs a job of the
-# study (no trial, no data stage). The analysis products' twins are made beside their rules (analysis.smk).
+# study (no trial, no data stage). The analysis products' twins, and their figures', are made beside their rules
+# (analysis.smk).
 
 
 use rule aggregate as interim_aggregate with:
@@ -38,15 +39,6 @@ use rule figures as interim_figures with:
         LAYOUT.log("interim_figures"),
     params:
         **STUDY.figures_params(lambda wildcards: LAYOUT.first_finished()),
-
-
-use rule scaling_figures as interim_scaling_figures with:
-    input:
-        **interim_files(rules.scaling_figures.input),
-    output:
-        **interim_files(rules.scaling_figures.output),
-    log:
-        LAYOUT.log("interim_scaling_figures"),
 
 
 use rule report as interim_report with:

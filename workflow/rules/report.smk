@@ -17,10 +17,10 @@ rule report:
             )
         },
         profile=STUDY.device_profiles,
-        figures=[LAYOUT.figure(name) for name in REPORT_FIGURES],
+        figures=[LAYOUT.figure(name) for name in STUDY.report_figures],
         captions=[
             STUDY.shipped("workflow", "report", f"{name}.rst")
-            for name in REPORT_FIGURES
+            for name in STUDY.report_figures
         ],
         reference=STUDY.shipped("resources", "reference_study.json"),
         normalize=LAYOUT.path("data", "normalize_summary.json"),

@@ -1,10 +1,12 @@
 """The analysis products: every analysis the study runs on the aggregate's tables, declared once.
 
 A product is one library function, the files it reads, the config key it is handed, the JSON it writes
-(``results/analysis/<name>.json``, with any CSV tables beside it) and the report section that shows it. The workflow
-makes one rule per product and its interim twin from this list (``rules/analysis.smk``), one script runs every
-product (``scripts/analyse.py``), and the report loads each product's JSON by name and shows the sections in this
-order. A new analysis is its module, its report section and one entry here.
+(``results/analysis/<name>.json``, with any CSV tables beside it), the report section that shows it and the figures it
+draws from them. The workflow makes one rule per product and its interim twin from this list (``rules/analysis.smk``),
+and one figures rule per product that has figures; one script runs every product (``scripts/analyse.py``) and one
+draws every product's figures (``scripts/product_figures.py``), and the report loads each product's JSON by name and
+shows the sections in this order. A new analysis is its module, its report section and one entry here; a figure of
+it, its drawing function (named in the entry) and its caption.
 
 The function is named as ``module:function`` and imported by the script that runs it, so that each product's rule
 digests its own module's code only: a change to the scaling analysis reruns the scaling rule, not the statistics.
@@ -39,7 +41,10 @@ class Product:
     """One analysis: ``function`` (``module:function`` in this package) is called with the files in ``reads`` (keyword
     → file under results/analysis/, or STEP_RECORDS) and ``settings`` (the config value at that dotted key) and
     returns a Result; ``section`` is the report section that shows it; ``requires`` a dotted config key that must be
-    set for the product to exist in a study (design.selection: no data selection, no selection analysis)."""
+    set for the product to exist in a study (design.selection: no data selection, no selection analysis).
+    ``figures`` names the figures its section shows, drawn by ``draw`` (``module:function`` in tokenwatt.presentation,
+    called with the product's JSON, its tables by name and whether energy was estimated, and returning each figure
+    by name) from the product's outputs alone: a figure shows what the product computed, never a recomputation."""
 
     name: str
     function: str
@@ -50,10 +55,21 @@ class Product:
     tables: tuple[str, ...] = ()
     table_category: str = "Tables"
     requires: str | None = None
+    figures: tuple[str, ...] = ()
+    draw: str | None = None
 
     @property
     def module(self) -> str:
         return self.function.split(":", 1)[0]
+
+    @property
+    def draw_module(self) -> str | None:
+        return self.draw.split(":", 1)[0] if self.draw else None
+
+    def draw_figures(self, data: Mapping[str, Any], tables: Mapping[str, pl.DataFrame], estimated: bool) -> dict:
+        assert self.draw is not None, f"the {self.name} product draws no figure"
+        module, name = self.draw.split(":", 1)
+        return getattr(importlib.import_module(module), name)(data, tables, estimated)
 
     def run(self, settings: Any, **inputs: Any) -> Result:
         module, name = self.function.split(":", 1)
@@ -107,6 +123,9 @@ PRODUCTS: tuple[Product, ...] = (
         settings="scaling",
         section="scaling",
         what="scaling analysis",
+        tables=("scaling_points", "scaling_sizes"),
+        figures=("scaling_loss", "scaling_energy", "scaling_frontier", "scaling_contours"),
+        draw="tokenwatt.presentation.scaling_figures:draw",
     ),
 )
 
@@ -114,6 +133,11 @@ PRODUCTS: tuple[Product, ...] = (
 def products_of(config: Mapping[str, Any]) -> tuple[Product, ...]:
     """The products a study has, in the report's order."""
     return tuple(p for p in PRODUCTS if p.applies(config))
+
+
+def product_figures(products: tuple[Product, ...]) -> list[str]:
+    """The figures ``products`` draw, in the report's order."""
+    return [name for p in products for name in p.figures]
 
 
 def product(name: str) -> Product:

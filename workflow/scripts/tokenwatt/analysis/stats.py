@@ -26,6 +26,7 @@ from ..common.measures import TESTED, scale_of
 from ..plan.design import factor_name, within_factors
 from .apa import anova_text, friedman_text
 from .frame import MIN_SUBJECTS, frame, sensitivity_set, subjects
+from .headline import headline
 from .products import Result
 from .scale import transformed
 from .tables import series_blocks
@@ -417,9 +418,10 @@ POSTHOC_COLUMNS = [
 
 
 def stats_product(trials: pl.DataFrame, settings: bool) -> Result:
-    """The statistics product (``settings``: quality.exclude_flagged): every tested measure's analysis as JSON, and as
-    tables one row per measure and effect (anova) and one per post-hoc comparison (posthoc)."""
-    result = analyse_study(trials, TESTED, settings)
+    """The statistics product (``settings``: quality.exclude_flagged): every tested measure's analysis as JSON, with the
+    report's headline change (``headline``), and as tables one row per measure and effect (anova) and one per
+    post-hoc comparison (posthoc)."""
+    result = {**analyse_study(trials, TESTED, settings), "headline": headline(trials)}
     # One row per measure and effect (the budget's main effect, the other factors', their interactions).
     flat = [
         {"dv": dv, **{k: v for k, v in e.items() if not isinstance(v, (dict, list))}}

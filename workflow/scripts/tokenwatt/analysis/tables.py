@@ -37,6 +37,43 @@ CHANGES_SCHEMA = {
 }
 
 
+# The scaling product's tables: the points its law was fitted to and the trials its e(N) was (what its figures draw).
+SCALING_TABLES = {
+    "scaling_points": {
+        "cell": pl.String,
+        "trial": pl.Int64,
+        "point": pl.Int64,
+        "params": pl.Int64,
+        "non_embedding_params": pl.Int64,
+        "tokens": pl.Int64,
+        "eval_loss": pl.Float64,
+        "train_energy_j": pl.Float64,
+        "hardware": pl.String,
+    },
+    "scaling_sizes": {
+        "cell": pl.String,
+        "trial": pl.Int64,
+        "series": pl.String,
+        "budget": pl.Int64,
+        "params": pl.Int64,
+        "real_tokens": pl.Int64,
+        "non_embedding_params": pl.Int64,
+        "joules_per_token": pl.Float64,
+        "dynamic_joules_per_token": pl.Float64,
+        "hardware": pl.String,
+    },
+}
+# Every product table read back with fixed types (a CSV gives an all-null column back as strings).
+PRODUCT_TABLES = SCALING_TABLES
+
+
+def read_product_table(path: str | Path, name: str) -> pl.DataFrame:
+    """A product's table ``name`` as it wrote it; its text columns' "" (which CSV gives back as null) restored."""
+    schema = PRODUCT_TABLES[name]
+    table = pl.read_csv(path, schema=schema)
+    return table.with_columns(pl.col(c).fill_null("") for c, kind in schema.items() if kind == pl.String)
+
+
 def read_conditions(path: str | Path) -> pl.DataFrame:
     return _series_text(pl.read_csv(path, schema=CONDITIONS_SCHEMA))
 

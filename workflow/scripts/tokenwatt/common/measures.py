@@ -80,7 +80,8 @@ FAMILIES: dict[str, list[str]] = {
 TESTED = ["pe", "quality_per_mparam", "quality_per_pflop", "quality_per_kj", "power_rms_w", "energy_j", "train_s"]
 
 
-# Every figure of the report, in its order; each has a caption in workflow/report/<name>.rst.
+# The figures of the aggregate's tables, in the report's order (an analysis product's figures are in its entry,
+# tokenwatt.analysis.products); each has a caption in workflow/report/<name>.rst.
 FIGURES = [
     "pe_by_budget",
     "efficiency_layers",
@@ -93,8 +94,6 @@ FIGURES = [
     "quality_vs_cost",
     "quality_vs_energy",
 ]
-# The Scaling section's figures, drawn by their own rule from the scaling analysis.
-SCALING_FIGURES = ["scaling_loss", "scaling_energy", "scaling_frontier", "scaling_contours"]
 
 
 def display_exponent(values) -> int:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..common.codeclosure import code_digest
 from ..common.installed import NotInstalled, installed_files
-from ..common.measures import FIGURES, SCALING_FIGURES
+from ..common.measures import FIGURES
 from . import disk
 from .config import config_hash, quality_settings
 from .design import Design
@@ -20,8 +20,6 @@ from .layout import Layout
 from .preview import pilot_of, trial_runtime_min
 from .runorder import trial_priorities
 
-# Every figure the report embeds: the figures rule's, then the Scaling section's.
-REPORT_FIGURES = FIGURES + SCALING_FIGURES
 # What a metered data step's window needs (decontamination and the selection steps; selection.meter picks the meter):
 # other meter keys rerun none of them.
 WINDOW_METER_KEYS = ("interval_s", "cpu_tdp_w", "rapl_root")
@@ -50,6 +48,11 @@ class Study:
         # everything, so CS_TFLOPS is measured before any trial heats the device.
         self.subset_priority = len(expected) + 1
         self.profile_priority = self.subset_priority + 1
+
+    @property
+    def report_figures(self) -> list[str]:
+        """Every figure the report embeds: the figures rule's, then each product's (its own rule's), in order."""
+        return [*FIGURES, *(name for p in self.products for name in p.figures)]
 
     # --- files tokenwatt ships and files the config names
     def shipped(self, *parts: str) -> str:
@@ -165,7 +168,7 @@ class Study:
             config=self.config,
             config_hash=self.hash,
             profiles=self.layout.profiles(),
-            figure_names=REPORT_FIGURES,
+            figure_names=self.report_figures,
             interim=interim,
             code=self.code("report.py", *sections),
         )

@@ -1,5 +1,5 @@
-"""The Scaling section's figures (matplotlib, headless), each drawn from the scaling analysis (``scaling.json``)
-and the points it was fitted to: loss against tokens per model size with the fitted law, joules per token against
+"""The Scaling section's figures (matplotlib, headless), each drawn from the scaling product's outputs alone: its
+JSON (``scaling.json``) and its tables of the points the law was fitted to and the trials e(N) was: loss against tokens per model size with the fitted law, joules per token against
 N, the energy-optimal frontier with its intervals, and iso-energy contours over (N, D). Anything outside the
 measured N and D is drawn dashed and labelled as an extrapolation."""
 
@@ -15,8 +15,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
+from ..analysis.products import product  # noqa: E402
 from ..analysis.scaling.energy_per_token import PerToken  # noqa: E402
-from ..common.measures import SCALING_FIGURES, si  # noqa: E402
+from ..common.measures import si  # noqa: E402
 from .figures import placeholder  # noqa: E402
 
 EXTRAPOLATED = "dashed: extrapolated beyond the measured N and D"
@@ -202,11 +203,16 @@ def contours(points: pl.DataFrame, law: dict[str, Any], energy: dict[str, Any], 
     return fig
 
 
+def draw(scaling: dict[str, Any], tables: dict[str, pl.DataFrame], estimated: bool) -> dict:
+    """The scaling product's figures (its entry in tokenwatt.analysis.products names this function)."""
+    return make_scaling(scaling, tables["scaling_points"], tables["scaling_sizes"], estimated)
+
+
 def make_scaling(scaling: dict[str, Any], points: pl.DataFrame, sized: pl.DataFrame, estimated: bool) -> dict:
     """Every figure of the Scaling section by name; one that cannot be drawn says why."""
     why = scaling.get("message") or "no scaling analysis"
     if scaling.get("status") != "ok":
-        return {name: placeholder(name.replace("_", " ").capitalize(), why) for name in SCALING_FIGURES}
+        return {name: placeholder(name.replace("_", " ").capitalize(), why) for name in product("scaling").figures}
     law, alloc = scaling["law_total"], scaling.get("allocation_energy")
     total = [e for e in scaling["energy_per_token"] if e["energy"] == "joules_per_token" and e["status"] == "ok"]
     no_alloc = scaling.get("allocation_message") or "no energy-optimal allocation: e(N) was not fitted"

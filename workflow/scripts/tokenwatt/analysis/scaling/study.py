@@ -31,6 +31,7 @@ from scipy import stats as sps
 
 from ..frame import frame, in_frame
 from ..products import Result
+from ..tables import SCALING_TABLES
 from .allocation import allocate
 from .energy_per_token import FLOPS_PER_TOKEN, EnergyChoice, choose_energy
 from .frontier import FrontierPoints, frontier
@@ -574,7 +575,22 @@ def _energy_vs_flops(
     return rows
 
 
+def fitted_points(curves: pl.DataFrame, trials: pl.DataFrame, which: str) -> dict[str, pl.DataFrame]:
+    """The points the law is fitted to and the trials e(N) is (each cell's chosen rate where rates were swept), as the
+    product's tables ``scaling_points`` and ``scaling_sizes``: what its figures draw."""
+    tuned, _ = tuned_learning_rates(trials) if trials.height else (trials, [])
+    if not tuned.height:
+        return {name: pl.DataFrame(schema=schema) for name, schema in SCALING_TABLES.items()}
+    return {"scaling_points": points(curves, tuned, which), "scaling_sizes": sizes(tuned)}
+
+
 def scaling_product(trials: pl.DataFrame, curves: pl.DataFrame, settings: Mapping[str, Any]) -> Result:
-    """The scaling product (``settings``: the config's scaling section) on the study's frame of trials."""
-    result = analyse_scaling(in_frame(curves, trials), frame(trials), settings)
-    return Result(data=result, summary=f"scaling: {result['status']} {result.get('message', '')}")
+    """The scaling product (``settings``: the config's scaling section) on the study's frame of trials, with the
+    points and sizes it was fitted to."""
+    analysed, in_curves = frame(trials), in_frame(curves, trials)
+    result = analyse_scaling(in_curves, analysed, settings)
+    return Result(
+        data=result,
+        tables=fitted_points(in_curves, analysed, result["points"]),
+        summary=f"scaling: {result['status']} {result.get('message', '')}",
+    )

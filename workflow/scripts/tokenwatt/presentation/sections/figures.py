@@ -1,5 +1,5 @@
-"""Figures: every figure that no product section shows beside its numbers (the scaling figures are in Scaling),
-embedded as PNG with its caption."""
+"""Figures: every figure that no product section shows beside its numbers (a product's own figures are in its
+section: the scaling figures in Scaling), embedded as PNG with its caption."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from markupsafe import Markup
 
-from ...common.measures import SCALING_FIGURES
+from ...analysis.products import PRODUCTS, product_figures
 from ..inputs import ReportInputs
 from ..templating import render_template
 
@@ -16,7 +16,7 @@ from ..templating import render_template
 def render(inputs: ReportInputs) -> Markup:
     return render_template(
         "sections/figures.html.j2",
-        figures=figures_html({k: v for k, v in inputs.figures.items() if k not in SCALING_FIGURES}),
+        figures=figures_html({k: v for k, v in inputs.figures.items() if k not in product_figures(PRODUCTS)}),
     )
 
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from markupsafe import Markup
 
-from ...common.measures import SCALING_FIGURES, display_exponent, fixed, power_of_ten, si
+from ...analysis.products import product
+from ...common.measures import display_exponent, fixed, power_of_ten, si
 from ...plan.design import series_label
 from ..html import noted, table, text
 from ..inputs import ReportInputs
@@ -26,7 +27,9 @@ def render(inputs: ReportInputs) -> Markup:
     return render_template(
         "sections/scaling.html.j2",
         body=scaling_html(scaling),
-        figures=figures_html({k: v for k, v in inputs.figures.items() if k in SCALING_FIGURES}) if fitted else "",
+        figures=figures_html({k: v for k, v in inputs.figures.items() if k in product("scaling").figures})
+        if fitted
+        else "",
     )
 
 

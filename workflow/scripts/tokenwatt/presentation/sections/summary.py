@@ -8,10 +8,7 @@ from typing import Any
 import polars as pl
 from markupsafe import Markup
 
-from ...analysis.frame import frame
-from ...analysis.scale import paired_change
-from ...analysis.tables import series_blocks
-from ...common.measures import budget_label, duration, scale_of, si
+from ...common.measures import budget_label, duration, si
 from ...plan.design import series_label
 from ..inputs import ReportInputs
 from ..templating import render_template
@@ -33,7 +30,7 @@ def sentences(inputs: ReportInputs) -> list[str]:
     """The summary's sentences for a study with finished trials."""
     trials = inputs.trials
     budgets = sorted(trials["budget"].unique().to_list())
-    said = _changes(trials, budgets)
+    said = _changes(inputs.product("stats").get("headline"))
     if in_joules := target_sentence(inputs.product("curves")):
         said.append(in_joules)
     a = inputs.product("stats")["anova"].get("pe", {})
@@ -57,41 +54,31 @@ def sentences(inputs: ReportInputs) -> list[str]:
     return said
 
 
-def _changes(trials: pl.DataFrame, budgets: list[int]) -> list[str]:
-    """PE's and perplexity's change from the smallest budget to the largest, per series, on the analysis frame."""
-    analysed = frame(trials)
-    if not analysed.height:
+def _changes(headline: dict[str, Any] | None) -> list[str]:
+    """The statistics product's headline (``analysis/headline.py``) in words."""
+    if not headline:
+        return []
+    if headline["status"] == "no subject":
         return [
             "No subject finished every cell of the design (see Conditions), so no change between budgets is computed."
         ]
-    if len(budgets) < 2:
-        return [f"With one budget ({budget_label(budgets[0])}) the study describes it but cannot test a budget effect."]
-    first, last = budgets[0], budgets[-1]
-    said = []
-    for series, block in series_blocks(analysed):
-        where = f" ({series_label(series)})" if series else ""
-        for measure, name in (("pe", "PE"), ("perplexity", "Perplexity")):
-            got = _paired_change(block, measure, first, last)
-            if got:
-                said.append(
-                    f"{name}{where} changed by {got['change']:+.1f} % from {budget_label(first)} to "
-                    f"{budget_label(last)} tokens (geometric mean ratio over {got['change_n']} trials, 95 % CI "
-                    f"{got['change_ci95_low']:+.1f} to {got['change_ci95_high']:+.1f} %)."
-                )
-    return said
+    first, last = headline.get("first"), headline.get("last")
+    if headline["status"] == "one budget":
+        return [
+            f"With one budget ({budget_label(headline['budgets'][0])}) the study describes it but cannot test a "
+            "budget effect."
+        ]
+    names = {"pe": "PE", "perplexity": "Perplexity"}
+    return [
+        f"{names[got['measure']]}{_where(got['series'])} changed by {got['change']:+.1f} % from {budget_label(first)} "
+        f"to {budget_label(last)} tokens (geometric mean ratio over {got['change_n']} trials, 95 % CI "
+        f"{got['change_ci95_low']:+.1f} to {got['change_ci95_high']:+.1f} %)."
+        for got in headline["changes"]
+    ]
 
 
-def _paired_change(trials: pl.DataFrame, measure: str, first: int, last: int) -> dict[str, Any] | None:
-    """The per-trial change of ``measure`` from budget ``first`` to ``last`` on its scale (the same computation as
-    the conditions table's changes), or None without two pairs."""
-    if measure not in trials.columns:
-        return None
-    wide = trials.filter(pl.col("budget").is_in([first, last])).pivot(on="budget", index="trial", values=measure)
-    if str(first) not in wide.columns or str(last) not in wide.columns:
-        return None
-    pairs = wide.drop_nulls([str(first), str(last)])
-    got = paired_change(pairs[str(first)].to_numpy(), pairs[str(last)].to_numpy(), scale_of(measure))
-    return got if got["change_n"] >= 2 and got["change_ci95_low"] is not None else None
+def _where(series: str) -> str:
+    return f" ({series_label(series)})" if series else ""
 
 
 def _energy(trials: pl.DataFrame, estimated: bool, cost: dict[str, Any]) -> list[str]:
