@@ -28,7 +28,7 @@ import torch  # noqa: E402
 from gpu_validate import chunks, smi_uuid, window_closure  # noqa: E402
 from tokenwatt.analysis.efficiency import derived_metrics  # noqa: E402
 from tokenwatt.measurement.meters import MeterSettings  # noqa: E402
-from tokenwatt.measurement.nvml import NvmlMeter  # noqa: E402
+from tokenwatt.measurement.nvml import NvmlReader  # noqa: E402
 from tokenwatt.measurement.throughput import ThroughputCheck, profile_device  # noqa: E402
 from tokenwatt.training.evalplan import EvalSchedule  # noqa: E402
 from tokenwatt.training.spec import TrialData, TrialSpec  # noqa: E402
@@ -118,7 +118,7 @@ def energy_checks(data: pl.DataFrame, steps: int, precision: str, profile: dict,
             "train_s",
         )
     }
-    run["counter_over_integrated"] = window_closure(metrics, power, NvmlMeter.covers, "train")
+    run["counter_over_integrated"] = window_closure(metrics, power, NvmlReader.covers, "train")
     run["profile_iqr_tflops"] = profile["iqr_tflops"]
     run["checks_over_profile"] = [
         x / profile["cs_tflops"] for x in metrics["check_before_tflops"] + metrics["check_after_tflops"]

@@ -41,7 +41,7 @@ import yaml  # noqa: E402
 from tokenwatt.measurement.devices import device_sync, gpu_uuid  # noqa: E402
 from tokenwatt.measurement.energy import MIN_COUNTER_PERIODS, integrate  # noqa: E402
 from tokenwatt.measurement.meters import MeterSettings  # noqa: E402
-from tokenwatt.measurement.nvml import NvmlMeter  # noqa: E402
+from tokenwatt.measurement.nvml import NvmlMeter, NvmlReader  # noqa: E402
 from tokenwatt.measurement.throughput import ThroughputCheck, profile_device  # noqa: E402
 from tokenwatt.plan.preview import trial_runtime_min  # noqa: E402
 from tokenwatt.training import trial as trial_module  # noqa: E402
@@ -162,12 +162,14 @@ def identity(device: torch.device, nvml: Any, uuid: str | None, fake: bool) -> l
     if not known:
         return out
     meter = NvmlMeter(nvml, uuid, interval_s=0.1)
-    mig = "no (whole GPU)" if meter.mig_parent_uuid is None else f"slice of {meter.mig_parent_uuid}"
-    out.append(Check("MIG slice", mig, "whole GPU (a slice is metered as its GPU)", meter.mig_parent_uuid is None))
+    mig = "no (whole GPU)" if meter.reader.mig_parent_uuid is None else f"slice of {meter.reader.mig_parent_uuid}"
+    out.append(
+        Check("MIG slice", mig, "whole GPU (a slice is metered as its GPU)", meter.reader.mig_parent_uuid is None)
+    )
     calls = {
         "energy counter": meter.kind == "nvml-energy",
-        "instant power": meter.power_reading == "instant",
-        "averaged power": _try(lambda: nvml.nvmlDeviceGetPowerUsage(meter.handle)) is not None,
+        "instant power": meter.reader.power_reading == "instant",
+        "averaged power": _try(lambda: nvml.nvmlDeviceGetPowerUsage(meter.reader.handle)) is not None,
         "temperature": _try(meter.temperature) is not None,
         "power limit": meter.static_info()["power_limit_w"] is not None,
     }
@@ -192,7 +194,7 @@ def closure(device: torch.device, nvml: Any, uuid: str, settle_s: float, window_
     sync()
     meter = NvmlMeter(nvml, uuid, interval_s=0.02, sync=sync)  # its first reads come after the work above
     time.sleep(settle_s)
-    counter = lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(meter.handle) / 1000.0  # noqa: E731
+    counter = lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(meter.reader.handle) / 1000.0  # noqa: E731
     meter.open()
     before = counter()
     meter.begin("idle")
@@ -219,7 +221,7 @@ def closure(device: torch.device, nvml: Any, uuid: str, settle_s: float, window_
         ratio = window_closure(out.to_record(), out.trace, meter.covers, name)
         checks.append(
             Check(
-                f"{name}: counter ÷ ∫ {meter.power_reading} power",
+                f"{name}: counter ÷ ∫ {meter.reader.power_reading} power",
                 "—" if ratio is None else f"{ratio:.4f}",
                 f"{CLOSURE_BAND[0]}-{CLOSURE_BAND[1]}",
                 within(ratio, CLOSURE_BAND),
@@ -230,11 +232,11 @@ def closure(device: torch.device, nvml: Any, uuid: str, settle_s: float, window_
         Check(
             "counter update period",
             f"{period * 1000:.1f} ms",
-            f"<= {PERIOD_SLACK:g} × {NvmlMeter.update_period_s * 1000:.0f} ms (the meter's assumption)",
-            period <= PERIOD_SLACK * NvmlMeter.update_period_s,
+            f"<= {PERIOD_SLACK:g} × {NvmlReader.update_period_s * 1000:.0f} ms (the meter's assumption)",
+            period <= PERIOD_SLACK * NvmlReader.update_period_s,
         )
     )
-    idle_w = windows["idle"]["energy_j"] / windows["idle"]["duration_s"]
+    idle_w = windows["idle"].energy_j / windows["idle"].duration_s
     temperature = _try(meter.temperature)
     checks.append(Check(f"idle after {settle_s:g} s settle", f"{idle_w:.1f} W at {temperature} °C", "-", None))
     return checks, period
@@ -486,7 +488,7 @@ def main() -> None:
         # The fake sensor updates every load_update_s (--fake-period-s, when given, is the period the meter takes it
         # for: k times the sensor's plays a CPU k times faster), and a CPU trial has no CUDA UUID: the fake GPU
         # stands for it.
-        NvmlMeter.update_period_s = nvml.load_update_s if args.fake_period_s is None else args.fake_period_s
+        NvmlReader.update_period_s = nvml.load_update_s if args.fake_period_s is None else args.fake_period_s
         trial_module.gpu_uuid = lambda device, nvml=None: FAKE_UUID
         uuid = FAKE_UUID
     else:
@@ -498,10 +500,10 @@ def main() -> None:
     settings = study_settings(ROOT / args.config)
     if args.fake_nvml:
         settings.update(FAKE_STACK)
-        settings["eval_tokens"] = fake_eval_tokens(eval_seconds_per_token(settings), NvmlMeter.update_period_s)
+        settings["eval_tokens"] = fake_eval_tokens(eval_seconds_per_token(settings), NvmlReader.update_period_s)
     checks = identity(device, nvml, uuid, args.fake_nvml)
     _print(checks)
-    period = NvmlMeter.update_period_s
+    period = NvmlReader.update_period_s
     if checks[0].ok:
         found, measured = closure(device, nvml, uuid, args.settle_s, args.window_s)
         _print(found)

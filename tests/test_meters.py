@@ -221,7 +221,7 @@ def test_estimated_power_does_not_depend_on_the_cores_the_process_may_use(monkey
         monkeypatch.setattr(time, "monotonic", lambda: clock_now[0])
         monkeypatch.setattr(time, "process_time", lambda: clock_now[1])
         clock_now = next(clock)
-        meter._last = clock_now
+        meter.reader._last = clock_now
         clock_now = next(clock)
         readings.append(meter._sample()["power_w"])
     assert readings == [32.5, 32.5]  # half of the machine's two CPUs' TDP, under either affinity mask
@@ -353,7 +353,7 @@ def test_a_rapl_boundary_sample_stands_for_the_energy_since_the_previous_poll(tm
 def test_power_just_after_an_evaluation_is_left_out_of_the_training_power_but_not_of_its_energy():
     fake = FakeNvml({GPU_A: 100.0}, has_counter=False)  # energy: the integral of the polled power
     meter = NvmlMeter(fake, GPU_A, interval_s=0.01)
-    meter.settle_s = 0.1  # an averaged reading that lags a tenth of a second (NVML's lags a second)
+    meter.reader.settle_s = 0.1  # an averaged reading that lags a tenth of a second (NVML's lags a second)
     meter.open()
     meter.begin("train_1")
     time.sleep(0.2)
@@ -375,7 +375,7 @@ def test_power_just_after_an_evaluation_is_left_out_of_the_training_power_but_no
 def test_settling_samples_still_count_as_power_samples_and_an_instant_reading_has_none():
     for instant in (False, True):
         meter = NvmlMeter(FakeNvml({GPU_A: 100.0}, has_instant=instant), GPU_A, interval_s=0.01)
-        meter.settle_s = 0.1
+        meter.reader.settle_s = 0.1
         meter.open()
         meter.begin("train_1")
         time.sleep(0.15)

@@ -1,5 +1,6 @@
 """The CPU meters: Linux's RAPL energy counters of the CPU packages, and, where none is readable, an ESTIMATE from
-the CPU's TDP and this process's CPU time."""
+the CPU's TDP and this process's CPU time. Each is a reader of its device (``RaplReader``, ``EstimateReader``) and a
+meter session over it (``RaplMeter``, ``EstimateMeter``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .meter import Meter, MeterError, Pace, no_sync
+from .meter import Meter, MeterError, Reader, no_sync
 
 
 def rapl_domains(root: str | Path) -> list[Path]:
@@ -21,7 +22,7 @@ def rapl_domains(root: str | Path) -> list[Path]:
     return sorted(p for p in root.glob("intel-rapl:*") if p.name.count(":") == 1 and (p / "energy_uj").is_file())
 
 
-class RaplMeter(Meter):
+class RaplReader(Reader):
     """Linux powercap counters, summed over CPU packages.
 
     The counters wrap at ``max_energy_range_uj``; the poller accumulates each interval's
@@ -32,10 +33,8 @@ class RaplMeter(Meter):
     covers = "previous"
     update_period_s = 0.001  # the RAPL counters update about every millisecond
 
-    def __init__(
-        self, root: str | Path, interval_s: float, sync: Callable[[], None] = no_sync, target_samples: int = 0
-    ) -> None:
-        super().__init__(interval_s, sync, target_samples)
+    def __init__(self, root: str | Path) -> None:
+        super().__init__()
         self.domains = rapl_domains(root)
         if not self.domains:
             raise MeterError(f"no readable RAPL domains under {root} (meter.rapl_root)")
@@ -55,20 +54,19 @@ class RaplMeter(Meter):
             self._total += step
             return step, dt
 
-    def open(self, pace: Pace | None = None, carried: dict[str, Any] | None = None) -> None:
+    def start(self) -> None:
         self._last, self._last_t, self._total = self._raw(), time.monotonic(), 0.0
-        super().open(pace, carried)
 
-    def _counter_j(self) -> float:
+    def counter_j(self) -> float:
         self._advance()
         return self._total
 
-    def _sample(self) -> dict[str, Any]:
+    def sample(self) -> dict[str, Any]:
         step, dt = self._advance()
         return {"power_w": step / dt if dt > 0 else None}
 
 
-class EstimateMeter(Meter):
+class EstimateReader(Reader):
     """CPU TDP × this process's CPU utilisation. An ESTIMATE, labelled so everywhere."""
 
     kind = "estimate"
@@ -77,10 +75,8 @@ class EstimateMeter(Meter):
     update_period_s = 0.01  # CPU-time accounting resolves a few ms
     min_interval_s = 0.01  # polling faster than that turns the estimate into the accounting's noise
 
-    def __init__(
-        self, tdp_w: float, interval_s: float, sync: Callable[[], None] = no_sync, target_samples: int = 0
-    ) -> None:
-        super().__init__(interval_s, sync, target_samples)
+    def __init__(self, tdp_w: float) -> None:
+        super().__init__()
         self.tdp_w = tdp_w
         # Every CPU of the machine, not the ones this process may use: each core-second of work is then the same
         # share of the package's TDP whether the scheduler (SLURM's cpus_per_task, taskset) allows 1 core or all.
@@ -92,7 +88,7 @@ class EstimateMeter(Meter):
         )
         self._last: tuple[float, float] | None = None
 
-    def _sample(self) -> dict[str, Any]:
+    def sample(self) -> dict[str, Any]:
         now, cpu = time.monotonic(), time.process_time()
         last, self._last = self._last, (now, cpu)
         if last is None or now <= last[0]:
@@ -100,6 +96,23 @@ class EstimateMeter(Meter):
         utilisation = min(1.0, (cpu - last[1]) / ((now - last[0]) * self.cores))
         return {"power_w": self.tdp_w * utilisation, "utilization_pct": 100.0 * utilisation}
 
-    def open(self, pace: Pace | None = None, carried: dict[str, Any] | None = None) -> None:
+    def start(self) -> None:
         self._last = (time.monotonic(), time.process_time())
-        super().open(pace, carried)
+
+
+class RaplMeter(Meter):
+    """A meter session over the RAPL counters under ``root`` (``RaplReader``)."""
+
+    def __init__(
+        self, root: str | Path, interval_s: float, sync: Callable[[], None] = no_sync, target_samples: int = 0
+    ) -> None:
+        super().__init__(RaplReader(root), interval_s, sync, target_samples)
+
+
+class EstimateMeter(Meter):
+    """A meter session over the CPU-time estimate (``EstimateReader``)."""
+
+    def __init__(
+        self, tdp_w: float, interval_s: float, sync: Callable[[], None] = no_sync, target_samples: int = 0
+    ) -> None:
+        super().__init__(EstimateReader(tdp_w), interval_s, sync, target_samples)

@@ -120,16 +120,15 @@ def no_sync() -> None:
     return None
 
 
-class Meter:
-    """Base meter: a polling thread and a measurement window with synchronised ends.
-
-    Subclasses implement ``_sample()`` (a dict with ``power_w`` and optional extras) and,
-    if they have a counter, ``_counter_j()`` (cumulative joules).
-    """
+class Reader:
+    """What a meter reads from its device, apart from the session that reads it (as Zeus keeps its device readers):
+    a power sample and, where the hardware has one, a cumulative energy counter, what it says of the device, and what
+    its readings are like. This base reads nothing (``none``); the kinds (``nvml.py``, ``cpu_meters.py``) read
+    their devices."""
 
     kind = "none"
     is_estimate = False
-    # Seconds a burst of work keeps showing in this meter's power readings after it ended;
+    # Seconds a burst of work keeps showing in this reader's power after it ended;
     # the trial waits this long between its throughput check and the metered window.
     settle_s = 0.0
     # What one power sample stands for (``sample_weights``).
@@ -143,8 +142,39 @@ class Meter:
     # evaluation is checked against ``update_period_s`` (the CPU meters resolve milliseconds).
     reads_temperature = False
     coarse_counter = False
+    # How the power was read where a reader has a choice ("instant" has no lag to settle).
+    power_reading = "average"
 
-    def __init__(self, interval_s: float, sync: Callable[[], None] = no_sync, target_samples: int = 0) -> None:
+    def __init__(self) -> None:
+        self.note = ""  # what the record says of this reader's readings (an estimate, a MIG slice, no counter)
+
+    def start(self) -> None:
+        """A session opens: the reader takes its baselines (a counter's last value, the CPU time)."""
+
+    def sample(self) -> dict[str, Any]:
+        """One reading now: ``power_w`` and optional extras (``TRACE_COLUMNS``)."""
+        return {}
+
+    def counter_j(self) -> float | None:
+        """The cumulative energy counter now (J), None without one."""
+        return None
+
+    def static_info(self) -> dict[str, Any]:
+        """What the reader says of its device, for the record."""
+        return {}
+
+    def temperature(self) -> float:
+        raise MeterError(f"meter {self.kind} reads no temperature")
+
+
+class Meter:
+    """A meter session over one ``Reader``: a polling thread and named measurement windows with synchronised ends,
+    summarised as a ``Measurement``. What the readings are like (kind, lag, resolution) is the reader's."""
+
+    def __init__(
+        self, reader: Reader, interval_s: float, sync: Callable[[], None] = no_sync, target_samples: int = 0
+    ) -> None:
+        self.reader = reader
         self.interval_s = interval_s
         self.sync = sync
         # With a pace and a target, the poller shortens its interval (never below min_interval_s, never above
@@ -152,19 +182,57 @@ class Meter:
         self.target_samples = target_samples
         self._pace: Pace | None = None
         self._interval_now = interval_s
-        self.note = ""
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
-    # -- hooks
-    def _sample(self) -> dict[str, Any]:
-        return {}
+    # -- what the reader's readings are like
+    @property
+    def kind(self) -> str:
+        return self.reader.kind
 
-    def _counter_j(self) -> float | None:
-        return None
+    @property
+    def note(self) -> str:
+        return self.reader.note
+
+    @property
+    def is_estimate(self) -> bool:
+        return self.reader.is_estimate
+
+    @property
+    def settle_s(self) -> float:
+        return self.reader.settle_s
+
+    @property
+    def covers(self) -> str:
+        return self.reader.covers
+
+    @property
+    def min_interval_s(self) -> float:
+        return self.reader.min_interval_s
+
+    @property
+    def update_period_s(self) -> float:
+        return self.reader.update_period_s
+
+    @property
+    def reads_temperature(self) -> bool:
+        return self.reader.reads_temperature
+
+    @property
+    def coarse_counter(self) -> bool:
+        return self.reader.coarse_counter
+
+    def temperature(self) -> float:
+        return self.reader.temperature()
 
     def static_info(self) -> dict[str, Any]:
-        return {}
+        return self.reader.static_info()
+
+    def _sample(self) -> dict[str, Any]:
+        return self.reader.sample()
+
+    def _counter_j(self) -> float | None:
+        return self.reader.counter_j()
 
     # -- polling
     def _adapt(self) -> None:
@@ -212,6 +280,7 @@ class Meter:
         the trial's progress (see ``target_samples``). ``carried``: an earlier session's ``session_state`` (a resumed
         trial's) that this one continues: its windows and samples come first, and this session's clock starts
         where it ended."""
+        self.reader.start()
         self.sync()
         self._pace, self._interval_now = pace, self.interval_s
         self._record_lock = threading.Lock()
@@ -365,9 +434,7 @@ class Meter:
         import numpy as np
 
         out = np.zeros(len(t), dtype=bool)
-        if (
-            self.settle_s <= 0 or getattr(self, "power_reading", "average") == "instant"
-        ):  # an instant reading has no lag
+        if self.settle_s <= 0 or self.reader.power_reading == "instant":  # an instant reading has no lag
             return out
         for before, w in zip(self._windows, self._windows[1:]):
             if (
@@ -474,4 +541,5 @@ class Meter:
 class NullMeter(Meter):
     """``none``: no counter and no samples, so every energy and power figure stays null."""
 
-    kind = "none"
+    def __init__(self, interval_s: float, sync: Callable[[], None] = no_sync, target_samples: int = 0) -> None:
+        super().__init__(Reader(), interval_s, sync, target_samples)

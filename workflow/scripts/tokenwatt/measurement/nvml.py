@@ -1,12 +1,13 @@
 """The NVML meter: the GPU this process was given, read through NVIDIA's management library (``pynvml``, passed in,
-so a test can hand it a fake): its energy counter where the GPU has one, its power, temperature and clocks polled."""
+so a test can hand it a fake): its energy counter where the GPU has one, its power, temperature and clocks polled.
+``NvmlReader`` reads the device; ``NvmlMeter`` is a meter session over it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from .meter import Meter, MeterError, no_sync
+from .meter import Meter, MeterError, Reader, no_sync
 
 
 def mig_parent(nvml, handle) -> tuple[object, str] | None:
@@ -21,7 +22,7 @@ def mig_parent(nvml, handle) -> tuple[object, str] | None:
     return parent, uuid.decode() if isinstance(uuid, bytes) else uuid
 
 
-class NvmlMeter(Meter):
+class NvmlReader(Reader):
     """NVML on the GPU this process was given, found by UUID (not by index).
 
     Power is read instantaneously where the driver offers it (``NVML_FI_DEV_POWER_INSTANT``);
@@ -50,10 +51,8 @@ class NvmlMeter(Meter):
     reads_temperature = True
     coarse_counter = True
 
-    def __init__(
-        self, nvml, uuid: str, interval_s: float, sync: Callable[[], None] = no_sync, target_samples: int = 0
-    ) -> None:
-        super().__init__(interval_s, sync, target_samples)
+    def __init__(self, nvml, uuid: str) -> None:
+        super().__init__()
         self.nvml = nvml
         nvml.nvmlInit()
         self.uuid = uuid
@@ -86,7 +85,7 @@ class NvmlMeter(Meter):
         except self.nvml.NVMLError:
             return None
 
-    def _counter_j(self) -> float | None:
+    def counter_j(self) -> float | None:
         if self.kind != "nvml-energy":
             return None
         return self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle) / 1000.0
@@ -97,7 +96,7 @@ class NvmlMeter(Meter):
             raise MeterError(f"instant power field returned NVML code {field.nvmlReturn}")
         return field.value.uiVal
 
-    def _sample(self) -> dict[str, Any]:
+    def sample(self) -> dict[str, Any]:
         n, h = self.nvml, self.handle
         milliwatts = self._instant_mw() if self.power_reading == "instant" else n.nvmlDeviceGetPowerUsage(h)
         return {
@@ -106,10 +105,6 @@ class NvmlMeter(Meter):
             "sm_clock_mhz": self._optional(lambda: float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))),
             "utilization_pct": self._optional(lambda: float(n.nvmlDeviceGetUtilizationRates(h).gpu)),
         }
-
-    def snapshot(self) -> dict[str, Any]:
-        """One reading of power, temperature, SM clock and utilisation, outside any window."""
-        return self._sample()
 
     def temperature(self) -> float:
         return float(self.nvml.nvmlDeviceGetTemperature(self.handle, self.nvml.NVML_TEMPERATURE_GPU))
@@ -124,3 +119,12 @@ class NvmlMeter(Meter):
             "mig": self.mig_parent_uuid is not None,
             "mig_parent_uuid": self.mig_parent_uuid,
         }
+
+
+class NvmlMeter(Meter):
+    """A meter session over the GPU ``uuid`` names, read through ``nvml`` (``NvmlReader``)."""
+
+    def __init__(
+        self, nvml, uuid: str, interval_s: float, sync: Callable[[], None] = no_sync, target_samples: int = 0
+    ) -> None:
+        super().__init__(NvmlReader(nvml, uuid), interval_s, sync, target_samples)

@@ -120,7 +120,7 @@ def _eval_window_problems(cfg: dict[str, Any]) -> list[str]:
     """An intermediate evaluation too short for NVML's energy counter, refused before any GPU time is spent: its
     length estimated from the pilot's throughput (plan.tokens_per_s); a trial refuses it too, once measured."""
     from ..measurement.energy import short_eval_window
-    from ..measurement.nvml import NvmlMeter  # polars only, no torch
+    from ..measurement.nvml import NvmlReader  # polars only, no torch
     from .preview import pilot_of
 
     schedule, tokens_per_s = cfg["eval"], pilot_of(cfg)[0].get("tokens_per_s")
@@ -129,5 +129,5 @@ def _eval_window_problems(cfg: dict[str, Any]) -> list[str]:
         return []
     seconds = schedule["max_tokens"] / (EVAL_SPEEDUP * tokens_per_s)
     how = f"estimated at {EVAL_SPEEDUP:g} × plan.tokens_per_s, forward only"
-    problem = short_eval_window(seconds, schedule["max_tokens"], NvmlMeter.update_period_s, how)
+    problem = short_eval_window(seconds, schedule["max_tokens"], NvmlReader.update_period_s, how)
     return [problem] if problem else []
