@@ -1,4 +1,5 @@
-"""The learning-rate schedule: constant (bit for bit the loop without one), or warmup then cosine to the last step."""
+"""The learning-rate schedule: constant (bit for bit the loop without one), warmup then cosine to the last step, or
+warmup-stable-decay; a warmup that grows with the model."""
 
 import math
 
@@ -22,7 +23,13 @@ def test_cosine_warms_up_linearly_then_decays_to_its_final_fraction_at_the_trial
 
 def test_a_schedule_comes_from_train_schedule_and_is_recorded_whole():
     s = schedule_from_config({"kind": "cosine", "warmup_fraction": 0.05, "final_fraction": 0.0})
-    assert s.to_dict() == {"kind": "cosine", "warmup_fraction": 0.05, "final_fraction": 0.0}
+    assert s.to_dict() == {
+        "kind": "cosine",
+        "warmup_fraction": 0.05,
+        "final_fraction": 0.0,
+        "warmup_tokens_per_parameter": 0.0,
+        "cooldown_fraction": 0.2,
+    }
     assert schedule_from_config(None) == Schedule()
 
 
@@ -41,3 +48,28 @@ def test_the_training_loop_steps_at_the_scheduled_rate():
         opt.step()
         seen.append(before - p.item())
     assert seen[0] == pytest.approx(0.1, rel=1e-4) and seen[1] < seen[0] and seen[2] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_wsd_holds_the_rate_then_falls_linearly_to_its_final_fraction_over_the_last_steps():
+    s = Schedule("wsd", final_fraction=0.0, cooldown_fraction=0.2)
+    factors = [s.factor(i, 100) for i in range(100)]
+    assert set(factors[:80]) == {1.0}
+    assert factors[80:] == pytest.approx([1.0 - (i + 1) / 20 for i in range(20)])
+    assert factors[-1] == 0.0
+
+
+def test_wsd_s_stable_part_is_the_same_whatever_the_trials_length():
+    # what lets one stable run stand for every budget up to where its cooldown would start
+    s = Schedule("wsd", warmup_fraction=0.0, cooldown_fraction=0.2)
+    short, long = [s.factor(i, 50, warmup=5) for i in range(40)], [s.factor(i, 400, warmup=5) for i in range(40)]
+    assert short == long
+
+
+def test_a_warmup_grows_with_the_model_and_is_the_longer_of_its_two_settings():
+    s = Schedule("constant", warmup_fraction=0.01, warmup_tokens_per_parameter=1.0)
+    # 100 000 parameters at 2 × 64 tokens a step: 782 steps, longer than 1 % of 10 000
+    assert s.warmup_steps(10_000, parameters=100_000, tokens_per_step=128) == 782
+    assert s.warmup_steps(10_000, parameters=1_000, tokens_per_step=128) == 100  # the share is longer
+    assert s.warmup_steps(500, parameters=100_000, tokens_per_step=128) == 499  # never the whole trial
+    factors = [s.factor(i, 10_000, warmup=782) for i in range(1000)]
+    assert factors[0] == pytest.approx(1 / 782) and factors[781] == 1.0 and set(factors[782:]) == {1.0}

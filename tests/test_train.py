@@ -474,3 +474,11 @@ def test_the_steps_the_grad_scaler_skipped_are_counted(monkeypatch):
     )
     ids, mask = _data(n=8)
     assert train(_model(), ids, mask, cpu, _settings(precision="fp16-mixed")).grad_scaler_skips >= 1
+
+
+def test_a_trial_trains_with_the_betas_and_warmup_its_settings_give_and_records_them():
+    metrics, _, _, _ = _run("none", betas=[0.9, 0.95], schedule={"kind": "wsd", "warmup_tokens_per_parameter": 0.001})
+    parameters = metrics["params"]
+    assert metrics["adam_betas"] == [0.9, 0.95] and metrics["lr_schedule"]["kind"] == "wsd"
+    # 16 chunks of 16 tokens in batches of 2: 8 steps of 32 tokens; N / 1000 tokens of warmup, never all 8
+    assert metrics["lr_warmup_steps"] == min(7, math.ceil(0.001 * parameters / 32))

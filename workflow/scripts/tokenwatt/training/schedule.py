@@ -1,11 +1,15 @@
-"""The learning rate over a trial's steps: constant (the reference study's), or warmup then cosine decay.
+"""The learning rate over a trial's steps: constant (the reference study's), warmup then cosine decay, or
+warmup-stable-decay (WSD).
 
 At small scale the optimiser's settings decide which model wins: Porian et al. (2024) traced the
 Kaplan–Chinchilla disagreement to a learning rate not tuned per size, no warmup and a decay whose length did
-not match the token count, and Hoffmann et al. (2022) matched each run's cosine cycle to its own tokens. So
-the cosine here always ends at the trial's own last step: each budget is a complete schedule, not the head of
-a longer one. The factor is a pure function of the step, so a trial's learning rates are the same on every
-rerun (and exactly 1.0 throughout for ``constant``, whose trials are bit for bit those without a schedule).
+not match the token count, and warmed up for as many tokens as the model has parameters; Hoffmann et al. (2022)
+matched each run's cosine cycle to its own tokens. So the cosine here always ends at the trial's own last step: each
+budget is a complete schedule, not the head of a longer one. WSD (Hägele et al. 2024) holds the rate and decays it
+linearly over the trial's last ``cooldown_fraction`` of steps; it matches cosine, and its stable part does not depend
+on where the trial ends. The factor is a pure function of the step, so a trial's learning rates are the same on every
+rerun (and exactly 1.0 throughout for ``constant`` without warmup, whose trials are bit for bit those without a
+schedule).
 """
 
 from __future__ import annotations
@@ -17,20 +21,39 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Schedule:
-    """``kind`` constant or cosine; for cosine, a linear warmup over ``warmup_fraction`` of the steps, then a
-    half cosine from the peak to ``final_fraction`` of it at the last step."""
+    """``kind`` constant, cosine or wsd; every kind first warms up linearly over ``warmup_steps`` (the longer of
+    ``warmup_fraction`` of the trial's steps and ``warmup_tokens_per_parameter`` × N tokens). cosine then falls as a
+    half cosine from the peak to ``final_fraction`` of it at the last step; wsd holds the peak, then falls linearly to
+    ``final_fraction`` over the last ``cooldown_fraction`` of the steps."""
 
     kind: str = "constant"
     warmup_fraction: float = 0.0
     final_fraction: float = 0.1
+    warmup_tokens_per_parameter: float = 0.0
+    cooldown_fraction: float = 0.2
 
-    def factor(self, step: int, total: int) -> float:
-        """The multiplier of the peak learning rate for step ``step`` (0-based) of ``total``."""
-        if self.kind == "constant":
-            return 1.0
-        warmup = round(self.warmup_fraction * total)
+    def warmup_steps(self, total: int, parameters: int = 0, tokens_per_step: int = 1) -> int:
+        """The steps of the linear warmup for a trial of ``total`` steps of a model of ``parameters``, each step
+        ``tokens_per_step`` tokens (padded: the rate follows the steps, not the documents drawn); never the whole
+        trial."""
+        by_share = round(self.warmup_fraction * total)
+        by_size = math.ceil(self.warmup_tokens_per_parameter * parameters / max(1, tokens_per_step))
+        return min(max(by_share, by_size), max(0, total - 1))
+
+    def factor(self, step: int, total: int, warmup: int | None = None) -> float:
+        """The multiplier of the peak learning rate for step ``step`` (0-based) of ``total``, after ``warmup`` steps
+        of warmup (``warmup_steps``; by default its share of the steps)."""
+        warmup = round(self.warmup_fraction * total) if warmup is None else warmup
         if step < warmup:
             return (step + 1) / warmup
+        if self.kind == "constant":
+            return 1.0
+        if self.kind == "wsd":
+            decay = max(1, round(self.cooldown_fraction * total))
+            into = step - (total - decay) + 1  # 1 at the cooldown's first step, ``decay`` at the trial's last
+            if into <= 0:
+                return 1.0
+            return 1.0 - (1.0 - self.final_fraction) * min(into, decay) / decay
         progress = (step - warmup) / max(1, total - warmup - 1)
         return self.final_fraction + (1 - self.final_fraction) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
 

@@ -71,6 +71,7 @@ class TrainSettings:
     log_every: int
     eval_batch_size: int = 32
     schedule: Schedule = field(default_factory=Schedule)
+    betas: tuple[float, float] = (0.9, 0.999)  # AdamW's β₁, β₂
     device: str = "auto"
     threads: int = 1
     compile: bool | str = "auto"
@@ -93,6 +94,7 @@ class TrainSettings:
                 **given,
                 "seed": seed,
                 "schedule": schedule_from_config(given.get("schedule")),
+                **({"betas": tuple(given["betas"])} if "betas" in given else {}),
                 "stop": stop_rule(given.get("stop", "none")),
             }
         )
@@ -117,6 +119,7 @@ class TrainResult:
     train_s: float = 0.0
     final_train_loss: float | None = None
     optimizer: str = ""
+    warmup_steps: int = 0  # the schedule's linear warmup, in optimizer steps
     stopped: bool = False  # by a stopping rule, before the end of its tokens
     grad_scaler_skips: int | None = None  # fp16-mixed: optimizer steps the GradScaler skipped (inf/NaN gradients)
 
@@ -270,7 +273,7 @@ def train(
     n_real_host = mask.sum(dim=1).cpu()  # before the move: where to pause is planned on the host, never synced
     pending = sorted(t for t in set(pause_at_tokens or []) if 0 < t < int(n_real_host.sum()) * cfg.epochs)
     model.to(device).train()
-    optimizer = FusedAdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    optimizer = FusedAdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas)
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16-mixed")
     skips = torch.zeros((), device=device)  # summed on the device, read once at the end: no sync per step
     ids, mask = ids.to(device), mask.to(device)
@@ -279,6 +282,9 @@ def train(
     result = TrainResult(optimizer=optimizer.name)
     order_gen = torch.Generator().manual_seed(cfg.seed)
     total_steps = cfg.epochs * math.ceil(len(ids) / cfg.batch_size)
+    parameters = sum(p.numel() for p in model.parameters())
+    warmup = cfg.schedule.warmup_steps(total_steps, parameters, cfg.batch_size * ids.shape[1])
+    result.warmup_steps = warmup
     losses = torch.empty(total_steps, device=device)
     logged = 0  # steps whose losses are in the loss curve
     step = 0
@@ -324,7 +330,7 @@ def train(
             loss = loss_sum / n_targets.clamp(min=1)
             optimizer.zero_grad()
             scaler.scale(loss).backward()
-            optimizer.lr = cfg.lr * cfg.schedule.factor(step, total_steps)
+            optimizer.lr = cfg.lr * cfg.schedule.factor(step, total_steps, warmup)
             scaler.step(optimizer)
             if scaler.is_enabled():  # the step's inf/NaN flags, which update() clears
                 skips += sum(scaler._found_inf_per_device(optimizer).values())

@@ -406,6 +406,8 @@ def trial_record(
         "data_order": settings.order,
         "lr": settings.lr,
         "lr_schedule": settings.schedule.to_dict(),
+        "lr_warmup_steps": result.warmup_steps,
+        "adam_betas": list(settings.betas),
         "precision": settings.precision,
         "optimizer": result.optimizer,
         "grad_scaler_skips": result.grad_scaler_skips,
