@@ -3,6 +3,7 @@ the run that saved it, on CPU bit for bit; a checkpoint written for other settin
 
 import contextlib
 
+import pytest
 import torch
 from test_train import _data, _model, _settings
 from tokenwatt.training import checkpoint
@@ -244,7 +245,7 @@ def test_a_trial_killed_before_its_first_checkpoint_starts_again_and_records_wha
 
 
 def test_a_trial_metered_by_nvml_resumes_from_its_checkpoint(tmp_path, monkeypatch):
-    # the NVML meter has a snapshot of its own (one reading): the session's state must not be mistaken for it
+    # the session's state is its own, never a reading of the NVML device (a reader once had a snapshot() of its own)
     from test_train import _on_a_fake_gpu
     from tokenwatt.training.resume import CheckpointPlace
 
@@ -279,6 +280,7 @@ def test_a_checkpoint_measured_on_another_device_is_not_continued_and_the_trial_
     whole = _trial(CheckpointPlace(tmp_path / "whole", KEY))
     place = CheckpointPlace(tmp_path / "killed", KEY)
     _killed_after_checkpoint(monkeypatch, place, 2)
+    spent = checkpoint.read_heartbeat(place.folder)["energy_j"]  # the stopped process's session energy at its kill
     monkeypatch.setattr(trial, "device_name", lambda device: "another CPU")
     again = _trial(place)
     _same_training(whole, again)  # from its first step, the same training
@@ -286,5 +288,7 @@ def test_a_checkpoint_measured_on_another_device_is_not_continued_and_the_trial_
     assert resume["from_checkpoint"] == 0 and "another CPU" in resume["why"]
     # everything the stopped process did is lost: all its steps up to where it was killed, and their energy
     second = whole[2].filter(whole[2]["tokens"] >= 300)["step"][0]  # checkpoint 2 falls at the 300th real token
-    assert resume["lost_steps"] > second - 4 and resume["lost_energy_j"] > 0  # records every 4 steps
+    assert resume["lost_steps"] > second - 4  # records every 4 steps
+    # its saved windows, the checkpoint's own window (which only the heartbeat holds) and the work after it
+    assert resume["lost_energy_j"] == pytest.approx(spent, rel=1e-3)
     assert again[0]["checkpoints"] == whole[0]["checkpoints"]  # counted again from the first

@@ -161,3 +161,33 @@ def test_a_device_profile_stopped_from_outside_is_named_after_a_failed_run(tmp_p
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     Path(output).write_text("{}")  # finished
     assert startup.stopped_jobs(study) == []
+
+
+def test_a_profile_the_study_does_not_measure_is_never_named_as_stopped(tmp_path):
+    given = copy.deepcopy(DEFAULT)
+    study = _study(results=str(tmp_path / "results"), metric={**given.get("metric", {}), "cs_tflops": 1.5})
+    [key] = study.layout.profiles()
+    log = Path(study.layout.log("device_profile", f"{key}profile"))
+    log.parent.mkdir(parents=True)
+    log.write_text("measuring\n")  # left by an earlier run that measured it
+    assert startup.stopped_jobs(study) == []
+
+
+def test_a_trial_stopped_during_a_save_is_named_with_the_checkpoint_it_resumes_from(tmp_path):
+    import json
+
+    study = _study(results=str(tmp_path / "results"))
+    cell, trial = study.layout.expected[0]
+    folder = Path(study.layout.checkpoint(cell, trial))
+    folder.mkdir(parents=True)
+    log = Path(study.layout.log("train_trial", cell, f"t{trial}"))
+    log.parent.mkdir(parents=True)
+    log.write_text("step 10\n")
+    (folder / "state.pt").write_bytes(b"checkpoint")
+    beat = {"pid": 7, "step": 40, "written": {"step": 20}, "pending": {"checkpoint": 3, "written": {"step": 40}}}
+    (folder / "heartbeat.json").write_text(json.dumps(beat))
+    [said] = startup.stopped_trials(study)
+    assert "resumes from its checkpoint at step 40" in said  # the staged file was renamed: the new checkpoint
+    (folder / ".state.pt.7.tmp").write_bytes(b"staged")
+    [said] = startup.stopped_trials(study)
+    assert "resumes from its checkpoint at step 20" in said  # stopped before the rename: the one before

@@ -387,3 +387,14 @@ def test_each_jackknife_refit_chooses_the_learning_rate_again_without_its_unit()
 
     fixed = law_uncertainty(N, D, L, {TRIAL: once["trial"].to_numpy(), SIZE: N}, fit_law(N, D, L))
     assert got["law_total"]["intervals"]["beta"]["se"] != pytest.approx(fixed.intervals(fit_law(N, D, L))["beta"]["se"])
+
+
+def test_a_point_inside_its_trials_warmup_never_stands_for_its_tokens():
+    curves, trials = _study()
+    curves = curves.with_columns(step=pl.col("point").cast(pl.Int64) * 10)  # a trial's curve records its steps
+    warmed = trials.with_columns(lr_warmup_steps=pl.lit(0, pl.Int64))
+    every = points(curves, warmed, "all")
+    first = int(curves["step"].min())
+    later = points(curves, warmed.with_columns(lr_warmup_steps=pl.lit(first, pl.Int64)), "all")
+    assert every.height == points(curves, trials, "all").height  # no warmup: every point, as before the key
+    assert later.height == every.height - curves.filter(pl.col("step") == first).height > 0

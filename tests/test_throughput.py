@@ -101,3 +101,16 @@ def test_an_unsteady_profile_is_measured_again_and_the_steadiest_attempt_kept(mo
         log=lambda s: None,
     )
     assert got["attempts"] == 2 and got["attempt_cvs"] == [0.3, 0.05] and got["cv"] == 0.05
+
+
+def test_a_gpu_profile_reads_power_temperature_and_clocks_around_its_windows(monkeypatch):
+    import torch
+    from fake_nvml import FakeNvml
+    from tokenwatt.measurement import devices, throughput
+
+    monkeypatch.setattr(devices, "gpu_uuid", lambda device, nvml: "GPU-a")  # torch here has no CUDA to ask
+    said = []
+    snapshot = throughput._nvml_snapshot(torch.device("cuda", 0), FakeNvml({"GPU-a": 100.0}), said.append)
+    got = snapshot()
+    assert said == []  # not "NVML unavailable": the reading is the profile's
+    assert got["power_w"] == pytest.approx(100.0) and got["temperature_c"] is not None and got["sm_clock_mhz"]

@@ -174,12 +174,12 @@ def _nvml_snapshot(device: torch.device, nvml, log: Callable[[str], None]) -> Ca
     if device.type != "cuda":
         return dict
     from .devices import gpu_uuid
-    from .nvml import NvmlMeter
+    from .nvml import NvmlReader
 
     try:
         if nvml is None:
             import pynvml as nvml
-        return NvmlMeter(nvml, gpu_uuid(device, nvml), interval_s=1.0).snapshot
+        return NvmlReader(nvml, gpu_uuid(device, nvml)).sample
     except Exception as err:  # the profile stands without them; say why they are missing
         log(f"NVML unavailable for the device profile ({type(err).__name__}: {err}); no temperature or clocks recorded")
         return dict

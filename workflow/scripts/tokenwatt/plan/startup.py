@@ -159,7 +159,7 @@ def stopped_profiles(study: Study) -> list[str]:
     found = []
     for key, output in study.layout.profiles().items():
         log = Path(study.layout.log("device_profile", f"{key}profile"))
-        if _stopped_from_outside(output, log):
+        if output in study.device_profiles and _stopped_from_outside(output, log):
             which = f" {key.rstrip('/')}" if key else ""
             found.append(
                 f"the device profile{which} was stopped from outside before it "
@@ -188,6 +188,9 @@ def stopped_trials(study: Study) -> list[str]:
             beat = json.loads((folder / "heartbeat.json").read_text())
         except (OSError, ValueError):
             beat = {}
+        # a save it was stopped in: its file became the checkpoint if the staged one is gone (training/resume.py)
+        if beat.get("pending") and not (folder / f".state.pt.{beat.get('pid')}.tmp").exists():
+            beat = {**beat, **beat["pending"]}
         cell = study.design.cell(cell_id)
         where = (
             f"it resumes from its checkpoint at step {beat['written']['step']}"

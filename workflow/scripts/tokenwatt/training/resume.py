@@ -107,7 +107,9 @@ class Checkpoints:
         self.log(f"NOTE: {why}; the checkpoint was removed and the trial starts from its first step")
         store.remove(self.place.folder)
         last = self.resumes[-1]
-        kept = [w["counter_j"] for w in saved.session["meter"]["windows"]]
+        # the saved session's windows and the one it was saved in, which only its heartbeat holds
+        windows = [*saved.session["meter"]["windows"], *([self._carried_window] if self._carried_window else [])]
+        kept = [w["counter_j"] for w in windows]
         before_j = None if None in kept else float(sum(kept))
         lost = {
             "lost_energy_j": None if before_j is None else _sum(before_j, last["lost_energy_j"]),

@@ -17,10 +17,10 @@ import torch
 import torch.nn.functional as F
 
 from ..measurement.devices import PRECISIONS
+from ..plan.schedule import Schedule, schedule_from_config
 from ..plan.stopping import StopRule, stop_rule
 from .checkpoint import TrainState
 from .optim import FusedAdamW
-from .schedule import Schedule, schedule_from_config
 
 IGNORE = -100
 

@@ -143,10 +143,16 @@ def size_effect(trials: pl.DataFrame) -> dict[str, Any] | None:
 
 
 def points(curves: pl.DataFrame, trials: pl.DataFrame, which: str) -> pl.DataFrame:
-    """The (N, D, loss) points of the frame's trials, with their subject (the trial), chosen by ``scaling.points``."""
+    """The (N, D, loss) points of the frame's trials, with their subject (the trial), chosen by ``scaling.points``; a
+    point inside its trial's warmup (``lr_warmup_steps``) never stands for its D: the rate was still rising."""
     joined = curves.with_columns(pl.col("trial").cast(pl.Int64)).join(
         sizes(trials), on=["cell", "trial"], how="inner", suffix="_trial"
     )
+    if "lr_warmup_steps" in trials.columns and "step" in curves.columns:
+        warmups = trials.select("cell", pl.col("trial").cast(pl.Int64), "lr_warmup_steps")
+        joined = joined.join(warmups, on=["cell", "trial"], how="left").filter(
+            pl.col("lr_warmup_steps").is_null() | (pl.col("step") > pl.col("lr_warmup_steps"))
+        )
     if which == "final":
         joined = joined.filter(pl.col("final"))
     elif which == "first_epoch":

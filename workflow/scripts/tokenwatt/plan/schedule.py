@@ -1,5 +1,6 @@
 """The learning rate over a trial's steps: constant (the reference study's), warmup then cosine decay, or
-warmup-stable-decay (WSD).
+warmup-stable-decay (WSD). A rule of the plan (the config check refuses a warmup that leaves a cell's trials no
+schedule) that the training loop follows.
 
 At small scale the optimiser's settings decide which model wins: Porian et al. (2024) traced the
 Kaplan–Chinchilla disagreement to a learning rate not tuned per size, no warmup and a decay whose length did
@@ -35,10 +36,28 @@ class Schedule:
     def warmup_steps(self, total: int, parameters: int = 0, tokens_per_step: int = 1) -> int:
         """The steps of the linear warmup for a trial of ``total`` steps of a model of ``parameters``, each step
         ``tokens_per_step`` tokens (padded: the rate follows the steps, not the documents drawn); never the whole
-        trial."""
+        trial (the config check refuses one that would leave no room, ``room_after_warmup``)."""
+        return min(self.asked_warmup(total, parameters, tokens_per_step), max(0, total - 1))
+
+    def asked_warmup(self, total: int, parameters: int, tokens_per_step: int) -> int:
+        """The warmup the settings ask for: the longer of ``warmup_fraction`` of the steps and
+        ``warmup_tokens_per_parameter`` × N tokens."""
         by_share = round(self.warmup_fraction * total)
         by_size = math.ceil(self.warmup_tokens_per_parameter * parameters / max(1, tokens_per_step))
-        return min(max(by_share, by_size), max(0, total - 1))
+        return max(by_share, by_size)
+
+    def room_after_warmup(self, total: int, parameters: int, tokens_per_step: int) -> str | None:
+        """Why a trial of ``total`` steps has no schedule left after the warmup asked for (constant: it never reaches
+        lr; cosine: the warmup takes over half the steps; wsd: it runs into the cooldown), or None."""
+        warmup = self.asked_warmup(total, parameters, tokens_per_step)
+        # after the warmup: a step at the peak (constant), a step of decay (cosine), the whole cooldown (wsd)
+        after = {"constant": 1, "cosine": 1, "wsd": max(1, round(self.cooldown_fraction * total))}[self.kind]
+        if warmup + after <= total:
+            return None
+        return (
+            f"its warmup of {warmup} optimizer steps leaves no {'stable rate' if self.kind == 'constant' else 'room'}"
+            f" in its {total} steps{'' if self.kind == 'constant' else f' before the {self.kind} decay'}"
+        )
 
     def factor(self, step: int, total: int, warmup: int | None = None) -> float:
         """The multiplier of the peak learning rate for step ``step`` (0-based) of ``total``, after ``warmup`` steps
