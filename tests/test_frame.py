@@ -3,7 +3,7 @@
 import polars as pl
 from tokenwatt.analysis.conditions import changes_table, conditions_table
 from tokenwatt.analysis.frame import energy_is_estimated, frame
-from tokenwatt.analysis.stats import analyse_study
+from tokenwatt.analysis.stats import analyse_study, stats_product
 from tokenwatt.common.measures import TESTED
 from tokenwatt.presentation import figures as F
 from tokenwatt.presentation.inputs import ReportInputs
@@ -78,7 +78,7 @@ def test_excluding_flagged_trials_changes_the_conditions_the_summary_and_the_fig
     pe = lambda t: conditions_table(t).filter(pl.col("measure") == "energy_j")["center"].to_list()  # noqa: E731
     assert pe(every) != pe(clean)
     summary = lambda t, ex: " ".join(  # noqa: E731
-        sentences(ReportInputs(config={}, trials=t, products={"stats": analyse_study(t, TESTED, ex)}))
+        sentences(ReportInputs(config={}, trials=t, products={"stats": stats_product(t, ex).data}))
     )
     assert "over 5 trials" in summary(every, False) and "over 3 trials" in summary(clean, True)
 
