@@ -482,3 +482,15 @@ def test_a_trial_trains_with_the_betas_and_warmup_its_settings_give_and_records_
     assert metrics["adam_betas"] == [0.9, 0.95] and metrics["lr_schedule"]["kind"] == "wsd"
     # 16 chunks of 16 tokens in batches of 2: 8 steps of 32 tokens; N / 1000 tokens of warmup, never all 8
     assert metrics["lr_warmup_steps"] == min(7, math.ceil(0.001 * parameters / 32))
+
+
+def test_a_warmup_that_would_leave_a_trial_no_schedule_fails_it_before_its_first_step_naming_the_key():
+    from tokenwatt.training.schedule import Schedule
+
+    ids, mask = _data(n=8)
+    model = _model()
+    before = [p.detach().clone() for p in model.parameters()]
+    grown = _settings(schedule=Schedule("wsd", warmup_tokens_per_parameter=10.0))  # N × 10 tokens: far beyond 4 steps
+    with pytest.raises(TrainingError, match=r"train\.schedule: its warmup of \d+ optimizer steps leaves no room"):
+        train(model, ids, mask, torch.device("cpu"), grown)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # nothing trained

@@ -1,6 +1,6 @@
 """Cross-key rules of a config, which a schema would state only with unreadable if/then blocks: a local corpus with
-files, a known carbon intensity, stopping rules that can act, evaluations long enough for NVML's counter, a warmup
-that leaves every trial a schedule, and every design.model level checked as the model it merges to."""
+files, a known carbon intensity, stopping rules that can act, evaluations long enough for NVML's counter, and every
+design.model level checked as the model it merges to."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from jsonschema import Draft202012Validator
 from .config_messages import key_path, message
 from .config_models import architecture_problems, base_key, level_key, model_problems, pretrained_problems
 from .cost import CostError, carbon_intensity
-from .design import condition_name, merged_model
+from .design import merged_model
 
 
 def requirements(cfg: dict[str, Any], schema: dict[str, Any]) -> list[str]:
@@ -31,7 +31,6 @@ def requirements(cfg: dict[str, Any], schema: dict[str, Any]) -> list[str]:
         )
     problems += _stopping_problems(cfg)
     problems += _eval_window_problems(cfg)
-    problems += _schedule_problems(cfg)
     base = model_problems(cfg["model"], cfg["tokenizer"], "")
     base += architecture_problems(cfg["model"], lambda f: base_key(cfg["model"], f), "")
     base += pretrained_problems(cfg["model"], cfg["tokenizer"], "model.", "tokenizer.")
@@ -97,33 +96,6 @@ def _stopping_problems(cfg: dict[str, Any]) -> list[str]:
         except StopRuleError as err:
             problems.append(f"analysis.stopping.{name}: {err}")
     return problems
-
-
-def _schedule_problems(cfg: dict[str, Any]) -> list[str]:
-    """A warmup that leaves a cell's trials no schedule after it (train.schedule), refused at its shortest trials: a
-    warmup growing with the model (warmup_tokens_per_parameter) can outgrow a small budget's steps."""
-    from .design import Design
-    from .disk import model_parameters
-    from .schedule import schedule_from_config
-
-    schedule = schedule_from_config(cfg["train"]["schedule"])
-    if not (schedule.warmup_fraction or schedule.warmup_tokens_per_parameter):
-        return []  # without a warmup every schedule fits any trial
-    try:
-        design = Design(cfg)
-    except Exception:  # noqa: BLE001 - a config the other rules refuse (a model that does not build): said there
-        return []
-    for cell in design.cells:
-        steps = design.min_steps(cell)
-        parameters = model_parameters(design.model_config(cell), design.tokenizer_config(design.tokenizer_key(cell)))
-        per_step = design.train_config(cell)["batch_size"] * cfg["chunk"]["length"]
-        if why := schedule.room_after_warmup(steps, parameters or 0, per_step):
-            return [
-                f"train.schedule: the {condition_name(cell.series, cell.budget)} trials train at least {steps} "
-                f"optimizer steps, and {why}; lower train.schedule.warmup_tokens_per_parameter or warmup_fraction"
-                f"{' or cooldown_fraction' if schedule.kind == 'wsd' else ''}, or raise the budget"
-            ]
-    return []
 
 
 # A forward pass is about a third of a training step's arithmetic (forward + backward), and at the eval batch it is

@@ -17,10 +17,10 @@ import torch
 import torch.nn.functional as F
 
 from ..measurement.devices import PRECISIONS
-from ..plan.schedule import Schedule, schedule_from_config
 from ..plan.stopping import StopRule, stop_rule
 from .checkpoint import TrainState
 from .optim import FusedAdamW
+from .schedule import Schedule, schedule_from_config
 
 IGNORE = -100
 
@@ -283,7 +283,14 @@ def train(
     order_gen = torch.Generator().manual_seed(cfg.seed)
     total_steps = cfg.epochs * math.ceil(len(ids) / cfg.batch_size)
     parameters = sum(p.numel() for p in model.parameters())
-    warmup = cfg.schedule.warmup_steps(total_steps, parameters, cfg.batch_size * ids.shape[1])
+    per_step = cfg.batch_size * ids.shape[1]
+    if why := cfg.schedule.room_after_warmup(total_steps, parameters, per_step):
+        # exact only here (the steps follow the subset's padded chunks): before the first step, nothing measured
+        raise TrainingError(
+            f"train.schedule: {why}; lower train.schedule.warmup_tokens_per_parameter or warmup_fraction"
+            f"{' or cooldown_fraction' if cfg.schedule.kind == 'wsd' else ''}, or raise the budget"
+        )
+    warmup = cfg.schedule.warmup_steps(total_steps, parameters, per_step)
     result.warmup_steps = warmup
     losses = torch.empty(total_steps, device=device)
     logged = 0  # steps whose losses are in the loss curve

@@ -1,6 +1,5 @@
 """The learning rate over a trial's steps: constant (the reference study's), warmup then cosine decay, or
-warmup-stable-decay (WSD). A rule of the plan (the config check refuses a warmup that leaves a cell's trials no
-schedule) that the training loop follows.
+warmup-stable-decay (WSD).
 
 At small scale the optimiser's settings decide which model wins: Porian et al. (2024) traced the
 Kaplan–Chinchilla disagreement to a learning rate not tuned per size, no warmup and a decay whose length did
@@ -36,7 +35,7 @@ class Schedule:
     def warmup_steps(self, total: int, parameters: int = 0, tokens_per_step: int = 1) -> int:
         """The steps of the linear warmup for a trial of ``total`` steps of a model of ``parameters``, each step
         ``tokens_per_step`` tokens (padded: the rate follows the steps, not the documents drawn); never the whole
-        trial (the config check refuses one that would leave no room, ``room_after_warmup``)."""
+        trial (a trial whose warmup would leave no room fails before training, ``room_after_warmup``)."""
         return min(self.asked_warmup(total, parameters, tokens_per_step), max(0, total - 1))
 
     def asked_warmup(self, total: int, parameters: int, tokens_per_step: int) -> int:
