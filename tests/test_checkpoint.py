@@ -289,6 +289,7 @@ def test_a_checkpoint_measured_on_another_device_is_not_continued_and_the_trial_
     # everything the stopped process did is lost: all its steps up to where it was killed, and their energy
     second = whole[2].filter(whole[2]["tokens"] >= 300)["step"][0]  # checkpoint 2 falls at the 300th real token
     assert resume["lost_steps"] > second - 4  # records every 4 steps
-    # its saved windows, the checkpoint's own window (which only the heartbeat holds) and the work after it
-    assert resume["lost_energy_j"] == pytest.approx(spent, rel=1e-3)
+    # its saved windows, the checkpoint's own window (which only the heartbeat holds: ~7 % of it here, left out before)
+    # and the work after it; the windows' fixed integrals and the heartbeat's running one differ by a few 0.1 %
+    assert resume["lost_energy_j"] == pytest.approx(spent, rel=0.02)
     assert again[0]["checkpoints"] == whole[0]["checkpoints"]  # counted again from the first
