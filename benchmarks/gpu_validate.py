@@ -282,7 +282,7 @@ def fake_eval_tokens(seconds_per_token: float, period_s: float, margin: float = 
     """The fake stack's evaluation size, in whole 64-token chunks: ``margin`` times the MIN_COUNTER_PERIODS updates of
     the fake counter the trial refuses to measure below, at this machine's measured pace."""
     need_s = margin * MIN_COUNTER_PERIODS * period_s
-    return 64 * max(1, math.ceil(need_s / seconds_per_token / 64))
+    return 64 * max(1, math.ceil(need_s / seconds_per_token / 64 - 1e-9))  # 12 500.000000000002 chunks are 12 500
 
 
 def eval_seconds_per_token(s: dict[str, Any], probe_tokens: int = 4096, repeats: int = 3) -> float:
