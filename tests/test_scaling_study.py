@@ -398,3 +398,5 @@ def test_a_point_inside_its_trials_warmup_never_stands_for_its_tokens():
     later = points(curves, warmed.with_columns(lr_warmup_steps=pl.lit(first, pl.Int64)), "all")
     assert every.height == points(curves, trials, "all").height  # no warmup: every point, as before the key
     assert later.height == every.height - curves.filter(pl.col("step") == first).height > 0
+    said = analyse_scaling(curves, warmed.with_columns(lr_warmup_steps=pl.lit(first, pl.Int64)), QUICK)["points_note"]
+    assert f"{every.height - later.height} eval point(s) inside their trial's warmup were left out" in said

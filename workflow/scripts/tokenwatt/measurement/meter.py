@@ -76,9 +76,6 @@ class Measurement:
     device: Mapping[str, Any]
     trace: pl.DataFrame = field(repr=False, compare=False)
 
-    def window(self, name: str) -> WindowMeasurement | None:
-        return next((w for w in self.windows if w.name == name), None)
-
     def to_record(self) -> dict[str, Any]:
         """The summary as a trial's record holds it (metrics.schema.yaml): every field but the trace, the windows and
         messages as lists, the device's keys in place of ``device``."""

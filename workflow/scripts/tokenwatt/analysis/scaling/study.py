@@ -253,6 +253,9 @@ def analyse_scaling(curves: pl.DataFrame, trials: pl.DataFrame, settings: Mappin
 
     out["size_effect"] = size_effect(trials)
     chosen = points(curves, trials, out["points"])
+    if warming := points(curves, trials.drop("lr_warmup_steps", strict=False), out["points"]).height - chosen.height:
+        said = f"{warming} eval point(s) inside their trial's warmup were left out (the rate was still rising)"
+        out["points_note"] = f"{out['points_note']}; {said}" if out.get("points_note") else said
     if chosen.height == 0:
         return {
             **out,
