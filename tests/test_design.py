@@ -126,6 +126,27 @@ def test_a_model_level_with_its_own_tokenizer_gets_its_own_data():
     assert d.tokenizer_config("tok=own/")["vocab_size"] == 512 and d.tokenizer_config("")["vocab_size"] == 1024
 
 
+def test_a_model_levels_budget_scale_sets_its_trials_tokens_and_subsets_while_its_cells_keep_the_budgets():
+    from tokenwatt.plan.layout import Layout
+
+    d = _design(model={"small": {"preset": "llama-tiny", "budget_scale": 2.5}, "big": {"preset": "llama-small"}})
+    small, big = d.cell("model=small/b10000"), d.cell("model=big/b10000")
+    assert (small.budget, d.tokens(small), big.budget, d.tokens(big)) == (10000, 25000, 10000, 10000)
+    assert "budget_scale" not in d.model_config(small)  # the design's key, not the model's: it never reaches the model
+    assert d.min_steps(small) == math.ceil(math.ceil(25000 / 64) / d.train_config(small)["batch_size"])
+    assert d.subset_tokens() == [10000, 20000, 25000, 40000, 50000, 100000]
+    layout = Layout(d.config, d)
+    assert layout.trial_inputs(small.id, 1)["subset"].endswith("subsets/b25000/t1.json")
+    assert sum(p.endswith("/t1.json") for p in layout.data_targets()) == 6  # every count once, shared where equal
+    assert d.shape().endswith("5 trials (budgets × budget_scale per model level: small ×2.5)")
+
+
+def test_a_budget_scale_that_is_not_a_positive_number_is_named_by_its_key():
+    config = {**copy.deepcopy(DEFAULT), "design": {"model": {"a": {"preset": "llama-tiny", "budget_scale": 0}}}}
+    with pytest.raises(ConfigError, match="design.model.a.budget_scale"):
+        validate_config(config, SCHEMA)
+
+
 @pytest.mark.parametrize(
     "level,message",
     [

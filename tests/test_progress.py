@@ -28,7 +28,7 @@ def test_a_diverged_trial_says_so_in_its_line():
 
 
 def test_the_time_and_energy_to_go_come_from_finished_trials_of_the_same_cell():
-    expected = [("b1000", 1), ("b1000", 2), ("b2000", 1), ("b2000", 2)]
+    expected = {("b1000", 1): 1000, ("b1000", 2): 1000, ("b2000", 1): 2000, ("b2000", 2): 2000}
     finished = {
         ("b1000", 1): raw_record(1000, 1, run_s=10.0, real_tokens=3000, energy_j=30.0),
         ("b2000", 1): raw_record(2000, 1, run_s=30.0, real_tokens=6000, energy_j=90.0),
@@ -40,14 +40,23 @@ def test_the_time_and_energy_to_go_come_from_finished_trials_of_the_same_cell():
 
 def test_a_cell_without_finished_trials_is_scaled_from_the_others_by_tokens():
     line = study_progress(
-        {("b1000", 1): raw_record(1000, 1, run_s=10.0, real_tokens=3000, energy_j=30.0)}, [("b1000", 1), ("b2000", 1)]
+        {("b1000", 1): raw_record(1000, 1, run_s=10.0, real_tokens=3000, energy_j=30.0)},
+        {("b1000", 1): 1000, ("b2000", 1): 2000},
     )
     assert "~0.3 min and ~0.06 kJ" in line  # 2000 tokens per epoch: twice the tokens of the 1000-trial
 
 
+def test_a_cell_whose_model_level_scales_its_budget_is_estimated_by_the_tokens_it_is_asked_for():
+    line = study_progress(
+        {("model=a/b1000", 1): raw_record(1000, 1, run_s=10.0, real_tokens=3000, energy_j=30.0)},
+        {("model=a/b1000", 1): 1000, ("model=b/b1000", 1): 500},  # model b: budget_scale 0.5
+    )
+    assert "~0.1 min and ~0.01 kJ" in line  # half the tokens of the finished trial: 5 s, 15 J
+
+
 def test_before_any_trial_finishes_the_time_to_go_is_unknown_and_after_the_last_nothing_is_left():
-    assert study_progress({}, [("b1000", 1)]).endswith("time to go unknown until a trial finishes.")
-    assert study_progress({("b1000", 1): raw_record(1000, 1)}, [("b1000", 1)]) == "  study: 1 of 1 trials done."
+    assert study_progress({}, {("b1000", 1): 1000}).endswith("time to go unknown until a trial finishes.")
+    assert study_progress({("b1000", 1): raw_record(1000, 1)}, {("b1000", 1): 1000}) == "  study: 1 of 1 trials done."
 
 
 def test_editing_the_terminal_lines_never_retrains_a_trial():

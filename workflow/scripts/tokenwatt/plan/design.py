@@ -146,7 +146,13 @@ class Design:
         """How the design makes its trials, for the plan: ``3 budgets × 2 model levels × 5 trials``."""
         parts = [f"{len(self.budgets)} budget{'s' * (len(self.budgets) > 1)}"]
         parts += [f"{len(levels)} {f} level{'s' * (len(levels) > 1)}" for f, levels in self.factors.items()]
-        return " × ".join([*parts, f"{len(self.trials)} trial{'s' * (len(self.trials) > 1)}"])
+        scaled = [
+            f"{name} ×{spec['budget_scale']:g}"
+            for name, spec in self.factors.get("model", {}).items()
+            if spec.get("budget_scale", 1.0) != 1.0
+        ]
+        note = f" (budgets × budget_scale per model level: {', '.join(scaled)})" if scaled else ""
+        return " × ".join([*parts, f"{len(self.trials)} trial{'s' * (len(self.trials) > 1)}"]) + note
 
     def cell(self, cell_id: str) -> Cell:
         return self._by_id[cell_id]
@@ -155,8 +161,19 @@ class Design:
         """Every (cell id, trial) the study runs, cell by cell."""
         return [(c.id, t) for c in self.cells for t in self.trials]
 
-    def budget_of(self, cell_id: str) -> int:
-        return self._by_id[cell_id].budget
+    def tokens(self, cell: Cell) -> int:
+        """The real tokens a cell's trials train on: its budget, times its model level's ``budget_scale`` (an
+        equal-energy ladder gives each size tokens ∝ 1/e(N)); the cell keeps the budget as its name and factor level,
+        so the design stays crossed."""
+        spec = self._level(cell, "model") or {}
+        return max(1, round(cell.budget * spec.get("budget_scale", 1.0)))
+
+    def tokens_of(self, cell_id: str) -> int:
+        return self.tokens(self._by_id[cell_id])
+
+    def subset_tokens(self) -> list[int]:
+        """Every real-token count a subset is drawn for: the budgets, scaled by the model levels that scale them."""
+        return sorted({self.tokens(c) for c in self.cells})
 
     # --- per-cell settings (each also keys the trial's cache through the rule's params)
     def _level(self, cell: Cell, factor: str) -> Any:
@@ -239,7 +256,7 @@ class Design:
         """The fewest optimizer steps a cell's trials can take: its budget in full chunks (a chunk holds
         at most ``chunk.length`` real tokens), in batches, times the epochs."""
         train = self._train_settings(cell)
-        chunks = math.ceil(cell.budget / self.config["chunk"]["length"])
+        chunks = math.ceil(self.tokens(cell) / self.config["chunk"]["length"])
         return train["epochs"] * math.ceil(chunks / train["batch_size"])
 
     def compile_note(self) -> str | None:
@@ -297,14 +314,19 @@ class Design:
         return {res: hardware[key] for key, res in names.items() if hardware.get(key)}
 
 
+# A model level's keys that are not the model's: its own tokenizer, and how it scales the study's budgets.
+LEVEL_ONLY_KEYS = ("tokenizer", "budget_scale")
+
+
 def merged_model(base: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
-    """A model level over the study's ``model`` section (its ``tokenizer`` belongs to the tokenizer).
+    """A model level over the study's ``model`` section (its ``tokenizer`` belongs to the tokenizer, its
+    ``budget_scale`` to the design).
 
     A level that names a preset or pretrained weights replaces what the base said about the other
     source, so ``{preset: llama-small}`` never inherits the base's overrides by accident.
     """
     model = copy.deepcopy(base)
-    level = {k: v for k, v in spec.items() if k != "tokenizer"}
+    level = {k: v for k, v in spec.items() if k not in LEVEL_ONLY_KEYS}
     if "preset" in level and "overrides" not in level:
         model["overrides"] = {}
     model.update(copy.deepcopy(level))

@@ -124,7 +124,7 @@ class Layout:
         return [self.data(tok, "chunks_eval.parquet") for tok in design.tokenizer_keys()] + [
             self.subset(tok, sel, b, t)
             for tok, sel in design.data_keys()
-            for b in design.budgets
+            for b in design.subset_tokens()
             for t in design.trials
         ]
 
@@ -156,7 +156,7 @@ class Layout:
         tok, sel = design.tokenizer_key(cell), design.selection_key(cell)
         ordered = design.ordered_level(cell)
         return {
-            "subset": self.subset(tok, sel, cell.budget, trial),
+            "subset": self.subset(tok, sel, design.tokens(cell), trial),
             "train": self.data(tok, f"{sel}chunks_train.parquet"),
             "eval": self.data(tok, "chunks_eval.parquet"),
             "tokenizer": self.data(tok, "tokenizer"),

@@ -52,7 +52,7 @@ def disk_plan_of(study: Study, planned: Mapping[str, int]) -> disk.DiskPlan:
         train = design.train_config(cell)
         params = disk.model_parameters(design.model_config(cell), design.tokenizer_config(design.tokenizer_key(cell)))
         kind = "cuda" if train["device"].startswith("cuda") or (train["device"] == "auto" and cuda) else "cpu"
-        trials.append((params, cell.budget * train["epochs"], kind))
+        trials.append((params, design.tokens(cell) * train["epochs"], kind))
     interval = study.config["meter"]["interval_s"]
     trials.sort(key=lambda t: disk.trial_seconds(t[0], t[1], t[2], study.pilot), reverse=True)
     return disk.disk_plan(
@@ -109,7 +109,7 @@ def preview(study: Study) -> tuple[list[str], list[str]]:
     config, design = study.config, study.design
     lines = [
         cost_preview(
-            {(c, t): design.budget_of(c) for c, t in study.layout.expected},
+            {(c, t): design.tokens_of(c) for c, t in study.layout.expected},
             design.shape(),
             config["train"]["epochs"],
             finished,

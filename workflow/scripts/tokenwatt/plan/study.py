@@ -117,8 +117,9 @@ class Study:
         cell = design.cell(cell_id)
         epochs = design.train_config(cell)["epochs"]
         params = disk.model_parameters(design.model_config(cell), design.tokenizer_config(design.tokenizer_key(cell)))
-        saving = disk.checkpoint_seconds(params, cell.budget * epochs, self.config["train"].get("checkpoint_every", 0))
-        return trial_runtime_min(cell.budget, epochs, self.pilot, saving)
+        tokens = design.tokens(cell)
+        saving = disk.checkpoint_seconds(params, tokens * epochs, self.config["train"].get("checkpoint_every", 0))
+        return trial_runtime_min(tokens, epochs, self.pilot, saving)
 
     def hardware_resources(self, wildcard: str) -> dict[str, Callable[[Any], Any]]:
         """The scheduler resources the design's hardware levels set (gpu_model, slurm_partition, constraint), each a

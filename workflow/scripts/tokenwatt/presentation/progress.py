@@ -15,7 +15,7 @@ import polars as pl
 from ..analysis.quality import assess, diagnose
 from ..common.measures import duration
 from ..plan.config import quality_settings
-from ..plan.design import Design, condition_name, parse_cell, series_of
+from ..plan.design import Design, condition_name, series_of
 from ..plan.preview import pilot_of
 
 
@@ -58,20 +58,23 @@ def trial_finished(m: dict[str, Any], look: str = "") -> str:
     )
 
 
-def expected_trials(config: dict[str, Any]) -> list[tuple[str, int]]:
-    """Every (cell, trial) of the study, for the progress line. Asked here, in display-only code (left out
-    of every code digest), so that the trial script's digest does not include the design module."""
-    return Design(config).keys()
+def expected_trials(config: dict[str, Any]) -> dict[tuple[str, int], int]:
+    """Every (cell, trial) of the study and the real tokens it trains on, for the progress line. Asked here, in
+    display-only code (left out of every code digest), so that the trial script's digest does not include the design
+    module."""
+    design = Design(config)
+    return {(c, t): design.tokens_of(c) for c, t in design.keys()}
 
 
-def study_progress(finished: dict[tuple[str, int], dict[str, Any]], expected: list[tuple[str, int]]) -> str:
+def study_progress(finished: dict[tuple[str, int], dict[str, Any]], expected: dict[tuple[str, int], int]) -> str:
     """Trials done of all, and the time and energy still to go, estimated from finished trials of the
-    same cell (or, for a cell with none yet, from the others scaled by tokens)."""
+    same cell (or, for a cell with none yet, from the others scaled by the tokens each is asked for)."""
     todo = [key for key in expected if key not in finished]
     line = f"  study: {len(expected) - len(todo)} of {len(expected)} trials done"
     if not todo:
         return line + "."
     done = list(finished.values())
+    tokens_per_asked = [m["real_tokens"] / expected[key] for key, m in finished.items() if key in expected]
     if not done:
         return line + "; time to go unknown until a trial finishes."
 
@@ -81,12 +84,12 @@ def study_progress(finished: dict[tuple[str, int], dict[str, Any]], expected: li
 
     seconds = joules = 0.0
     energy_known = True
-    for cell, _ in todo:
+    for cell, trial in todo:
         same = [m for m in done if m["cell"] == cell]  # same cell first: its workload matches
         tokens = (
             statistics.median(m["real_tokens"] for m in same)
             if same
-            else statistics.median(m["real_tokens"] / m["budget"] for m in done) * parse_cell(cell).budget
+            else statistics.median(tokens_per_asked or [1.0]) * expected[(cell, trial)]
         )
         same = same or done
         seconds += per_token([(m["run_s"], m["real_tokens"]) for m in same]) * tokens
@@ -119,7 +122,7 @@ def profile_estimate(config: dict[str, Any], profile_key: str, cs_here: float | 
         )
     design = Design(config)
     keys = [(c, t) for c, t in design.keys() if design.profile_key(design.cell(c)) == profile_key]
-    tokens = sum(design.budget_of(c) for c, _ in keys) * config["train"]["epochs"]
+    tokens = sum(design.tokens_of(c) for c, _ in keys) * config["train"]["epochs"]
     tokens_per_s = pilot["tokens_per_s"] * cs_here / pilot["cs_tflops"]
     seconds = tokens / tokens_per_s + len(keys) * pilot.get("fixed_s", 0)
     source = f"; {pilot['source']}" if pilot.get("source") else ""
