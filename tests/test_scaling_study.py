@@ -158,9 +158,11 @@ def test_no_energy_vs_flop_verdict_at_a_budget_beyond_the_measured_energies():
 
 def test_no_energy_vs_flop_verdict_anywhere_for_a_law_its_lack_of_fit_screen_rejects():
     curves, trials = _study()
-    bent = curves.with_columns(eval_loss=pl.col("eval_loss") * (0.03 * pl.col("real_tokens").log().sin()).exp())
+    # 2 %: enough for the screen to reject the law, not so much that a parameter is no longer pinned (at 3 % A is
+    # not: a fit within 1e-4 of the best objective moves it by 6 %, and no allocation is made at all)
+    bent = curves.with_columns(eval_loss=pl.col("eval_loss") * (0.02 * pl.col("real_tokens").log().sin()).exp())
     got = analyse_scaling(bent, trials, {"points": "all", "energy_budgets": [1000.0]})
-    assert got["law_total"]["lack_of_fit"]["fits"] is False
+    assert got["law_total"]["lack_of_fit"]["fits"] is False and not got["law_total"]["not_identified"]
     (row,) = got["energy_vs_flops"]
     assert row["differs"] is None and "rejected by its lack-of-fit screen" in row["not_judged"]
 

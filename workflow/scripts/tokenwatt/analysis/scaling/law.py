@@ -3,24 +3,29 @@
 The loss law is ``L(N, D) = E + A / N^α + B / D^β``, fitted as Hoffmann et al. 2022 do in their
 "approach 3": in the parameters e = log E, a = log A, b = log B, α, β the predicted log-loss is
 ``LSE(a − α log N, b − β log D, e)``, and the fit minimises the sum over points of the Huber loss
-(δ = 1e-3) of (predicted − observed log-loss) with L-BFGS-B and an analytic gradient, from the best
-of a grid of starts. Besiroglu et al. 2024 showed that the published fit had stopped early (their
-refit moves β from 0.28 to 0.37), so the tolerances here are tight and every fit says whether scipy
-reports convergence, with the gradient at the optimum and the objective.
+(δ = 1e-3) of (predicted − observed log-loss) with L-BFGS-B and an analytic gradient. Besiroglu et al.
+2024 showed that the published fit had stopped early (their refit moves β from 0.28 to 0.37), so the
+tolerances here are tight and every fit says whether scipy reports convergence, with the gradient at the
+optimum and the objective.
 
-The grid (α, β ∈ {0, 0.5, 1, 1.5, 2}, e ∈ {−1, −0.5, 0, 0.5, 1}, a, b ∈ {0, 5, …, 25}: 4 500 starts)
-is screened first: the objective at every start in one vectorised pass (~10 ms for 600 points), then
-L-BFGS-B from the ``refine`` best of them, keeping the lowest optimum. On 9 synthetic studies (108 to
-600 points, exponents 0.2–0.6, 1–3 % noise), refining every one of the 4 500 starts (15–50 s) found no
-lower optimum than the best-screened start alone, to 1.4e-11 relative; 50–66 % of all starts reach that
-optimum, and the rest stop in worse local minima. REFINE = 10 keeps a margin for ~40 ms
-(``benchmarks/scaling_fit.py --exhaustive`` repeats the comparison). The answer is always an L-BFGS-B
-optimum, never a grid point.
+Where L-BFGS-B starts is found by variable projection (the Open-Athena analysis of approach 3, 2026): for
+fixed exponents the law is linear in E, A and B, so only α and β are searched, on a grid (0 to 2.5 in steps
+of 0.05: 2 601 pairs), and at each pair E, A, B ≥ 0 are solved exactly, by non-negative least squares of the
+relative residual (E + A/N^α + B/D^β)/L − 1 (to first order the log-loss residual). Every pair is solved in one
+vectorised pass (the 3 × 3 normal equations of each of the 7 supports, the best feasible one kept: ~60 ms for
+600 points), and L-BFGS-B refines from ``refine`` pairs, the best and then the best at least 0.1 apart from
+those taken (``spread_starts``), keeping the lowest optimum. Unlike a grid of
+starts in all five parameters (the 4 500 of Hoffmann's own method, which this replaces), no start sits in a
+basin that E, A or B chosen apart from the exponents put it in; ``benchmarks/scaling_fit.py --exhaustive`` refines
+those 4 500 starts too and prints whether any reaches a lower optimum. The answer is always an L-BFGS-B optimum of
+Hoffmann's objective, never a grid point.
 
 Identification: a parameter the points do not pin is named, never given a number that looks measured.
-Every refined start that ends within ``NEAR`` (relative) of the best objective is an equally good answer;
-where those answers disagree on a parameter by more than ``SPREAD`` (5 % in E, A or B, 0.01 in an
-exponent), that parameter is not identified (as β → 0, B/D^β flattens into a constant and E trades
+Every fit within ``NEAR`` (relative) of the best objective is an equally good answer; where such answers
+differ on a parameter by more than ``SPREAD`` (5 % in E, A or B, 0.01 in an exponent), that parameter is not
+identified. Two ways find them: the refined starts that end within ``NEAR`` disagree, or the objective's
+curvature at the optimum lets the parameter move that far within ``NEAR`` (``near_widths``; a converged
+optimiser stops at one point of a flat valley, so the first alone would miss it) (as β → 0, B/D^β flattens into a constant and E trades
 against B along a valley the objective cannot tell apart). An E that is not identified takes with it the
 exponent of the term it trades against, the one closer to a constant across the data; an A takes α, a B β. An exponent ≤ 0 is not identified either: the
 law then has no size (or data) effect to measure, and the allocation exponents built on it are not
@@ -43,9 +48,8 @@ from scipy import optimize
 from threadpoolctl import threadpool_limits
 
 HUBER_DELTA = 1e-3
-GRID_ALPHA = GRID_BETA = (0.0, 0.5, 1.0, 1.5, 2.0)
-GRID_E = (-1.0, -0.5, 0.0, 0.5, 1.0)
-GRID_LOG_AB = (0.0, 5.0, 10.0, 15.0, 20.0, 25.0)
+# The exponents variable projection searches; E, A and B are solved at each pair.
+PROFILE_EXPONENTS = np.round(np.linspace(0.0, 2.5, 51), 10)
 REFINE = 10
 # ftol is relative to max(|f|, 1) and the objective is ~1e-2, so 1e-12 stops only when f has stopped moving.
 LBFGSB_OPTIONS = {"ftol": 1e-12, "gtol": 1e-12, "maxiter": 20_000, "maxfun": 40_000}
@@ -59,6 +63,7 @@ LAW_SUMMARY = (*LAW_PARAMS, "a", "b")
 NEAR = 1e-4
 SPREAD = (np.log(1.05),) * 3 + (0.01, 0.01)
 LEVEL = 0.95
+FLAT_WIDTH = 10.0  # a width (in log E, A, B or an exponent) beyond which "by how much" means nothing
 
 
 class ScalingInputError(ValueError):
@@ -154,26 +159,69 @@ def law_objective(
     return float(q @ (ar - 0.5 * q)), grad
 
 
-def _grid() -> np.ndarray:
-    """The 4 500 starts (log E, log A, log B, alpha, beta), in the order ``_screen`` scores them."""
-    alpha, a, beta, b, e = np.meshgrid(GRID_ALPHA, GRID_LOG_AB, GRID_BETA, GRID_LOG_AB, GRID_E, indexing="ij")
-    return np.stack([e, a, b, alpha, beta], axis=-1).reshape(-1, 5)
+def profile(N: np.ndarray, D: np.ndarray, loss: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Variable projection: at every (alpha, beta) of ``PROFILE_EXPONENTS`` squared, the E, A, B ≥ 0 that minimise
+    the sum of squared relative residuals (E + A/N^alpha + B/D^beta)/loss − 1, and that sum. Returns ``starts``
+    (pairs × 5, in theta's order, with a coefficient solved to 0 floored at a negligible positive value so that its
+    log exists) and ``sse`` (pairs), alpha-major.
+
+    Each pair's least squares has 3 unknowns, so its 3 × 3 normal equations are formed for all pairs at once (the
+    cross term of the two exponents is one matrix product) and solved on each of the 7 supports; the non-negative
+    least-squares optimum is the feasible support solution with the least sum (it is the unconstrained optimum on
+    its own support). Columns are scaled to unit norm first: N^-alpha spans many decades across the grid."""
+    w = 1.0 / loss
+    U = np.exp(-np.multiply.outer(PROFILE_EXPONENTS, np.log(N))) * w  # alpha × points
+    V = np.exp(-np.multiply.outer(PROFILE_EXPONENTS, np.log(D))) * w  # beta × points
+    k = PROFILE_EXPONENTS.size
+    su, sv, s0 = np.sqrt((U**2).sum(1)), np.sqrt((V**2).sum(1)), np.sqrt(w @ w)
+    U, V, w0 = U / su[:, None], V / sv[:, None], w / s0
+    G = np.empty((k, k, 3, 3))
+    G[..., 0, 0] = 1.0
+    G[..., 1, 1] = 1.0
+    G[..., 2, 2] = 1.0
+    G[..., 0, 1] = G[..., 1, 0] = (U @ w0)[:, None]
+    G[..., 0, 2] = G[..., 2, 0] = (V @ w0)[None, :]
+    G[..., 1, 2] = G[..., 2, 1] = U @ V.T
+    r = np.empty((k, k, 3))
+    r[..., 0] = w0.sum()
+    r[..., 1] = U.sum(1)[:, None]
+    r[..., 2] = V.sum(1)[None, :]
+    best_sse, best_x = np.full((k, k), float(N.size)), np.zeros((k, k, 3))  # the empty support: every residual −1
+    for support in ([0], [1], [2], [0, 1], [0, 2], [1, 2], [0, 1, 2]):
+        idx = np.array(support)
+        x_s = (np.linalg.pinv(G[..., idx[:, None], idx]) @ r[..., idx, None])[..., 0]
+        sse = N.size - (x_s * r[..., idx]).sum(-1)
+        better = (x_s >= 0).all(-1) & (sse < best_sse)
+        best_sse = np.where(better, sse, best_sse)
+        x = np.zeros((k, k, 3))
+        x[..., idx] = x_s
+        best_x = np.where(better[..., None], x, best_x)
+    coef = best_x / np.stack(np.broadcast_arrays(s0, su[:, None], sv[None, :]), -1)  # back to E, A, B
+    # A coefficient solved to 0 starts where its term is 1e-8 of a typical loss: present, but negligible.
+    tiny = 1e-8 * np.median(loss)
+    typical = np.exp(np.multiply.outer(PROFILE_EXPONENTS, [np.log(N).mean(), np.log(D).mean()]))
+    floor = tiny * np.stack(np.broadcast_arrays(1.0, typical[:, None, 0], typical[None, :, 1]), -1)
+    alpha, beta = np.meshgrid(PROFILE_EXPONENTS, PROFILE_EXPONENTS, indexing="ij")
+    starts = np.concatenate([np.log(np.maximum(coef, floor)), alpha[..., None], beta[..., None]], -1)
+    return starts.reshape(-1, 5), np.maximum(best_sse, 0.0).reshape(-1)
 
 
-def _screen(log_N: np.ndarray, log_D: np.ndarray, log_loss: np.ndarray, delta: float) -> np.ndarray:
-    """The objective at every grid start, in ``_grid`` order. Each term of the log-sum-exp depends on two
-    grid axes only, so its exponentials are taken once per pair (30 × points), and the 4 500 sums are formed
-    one (alpha, a) pair at a time, 150 × points in memory. No shift is needed: with N, D ≥ 1 every exponent
-    on the grid is at most 25."""
-    t1 = np.exp(np.add.outer(GRID_LOG_AB, -np.multiply.outer(GRID_ALPHA, log_N)).transpose(1, 0, 2).reshape(30, -1))
-    t2 = np.exp(np.add.outer(GRID_LOG_AB, -np.multiply.outer(GRID_BETA, log_D)).transpose(1, 0, 2).reshape(30, -1))
-    t23 = t2[:, None, :] + np.exp(np.array(GRID_E))[None, :, None]
-    out = np.empty((30, 30, len(GRID_E)))
-    for i, term in enumerate(t1):
-        ar = np.abs(np.log(t23 + term) - log_loss)
-        q = np.minimum(ar, delta)
-        out[i] = (q * (ar - 0.5 * q)).sum(-1)
-    return out.reshape(-1)
+def spread_starts(exponents: np.ndarray, sse: np.ndarray, count: int, apart: float = 0.1) -> np.ndarray:
+    """Indices of ``count`` exponent pairs to refine: the best of the profile, then the next best that lie at least
+    ``apart`` (in alpha or beta) from every pair already taken, then, if the grid runs out, the best of the rest.
+
+    Starts spread this way follow a flat valley of the objective (beta → 0, where E trades against B) to different
+    ends, so that the refined optima disagree and the parameter is named as not identified; ten neighbouring pairs
+    of one basin would all refine to the same point of the valley and hide it."""
+    order = np.argsort(sse, kind="stable")
+    taken: list[int] = []
+    for i in order:
+        if len(taken) == count:
+            break
+        if all(np.abs(exponents[i] - exponents[j]).max() >= apart - 1e-9 for j in taken):
+            taken.append(int(i))
+    rest = [int(i) for i in order if i not in set(taken)]
+    return np.array(taken + rest[: count - len(taken)])
 
 
 def _minimise(
@@ -223,18 +271,47 @@ def _unidentified(N: np.ndarray, D: np.ndarray) -> str | None:
     return None
 
 
-def _not_identified(thetas: np.ndarray, best: np.ndarray, spans: tuple[float, float]) -> dict[str, str]:
-    """Which parameters the equally good optima ``thetas`` (rows in theta) disagree on, or that sit at or below
-    zero in ``best``; ``spans`` are the ranges of log N and log D; the derived exponents a and b go with alpha
-    and beta."""
+def near_widths(theta: np.ndarray, log_N: np.ndarray, log_D: np.ndarray, log_loss: np.ndarray) -> np.ndarray:
+    """How far each parameter (in theta) can move from the optimum ``theta`` while a fit stays within ``NEAR``
+    (relative) of its objective: along theta_i, sqrt(2·NEAR·f·(JᵀJ)⁻¹_ii), with J the Jacobian of the predicted
+    log-loss and f = ½Σr² the least-squares objective of the same residuals (Gauss–Newton). The least-squares
+    curvature, not Huber's: with δ = 1e-3 most residuals lie in Huber's linear part, whose second derivative is zero,
+    so its Hessian is set by the few residuals inside ±δ and says little. A direction of no curvature (a valley the
+    residuals do not change along) gives a width beyond any ``SPREAD`` to every parameter that moves along it.
+    Unlike the spread of optima refined from different starts, this does not depend on where the optimiser happened
+    to stop in a valley."""
+    e, a, b, alpha, beta = theta
+    terms = np.stack([np.full(log_N.size, e), a - alpha * log_N, b - beta * log_D])
+    top = terms.max(axis=0)
+    weights = np.exp(terms - top)
+    share = weights / weights.sum(axis=0)  # d(predicted log-loss)/d(e, a, b): the log-sum-exp's softmax
+    r = top + np.log(weights.sum(axis=0)) - log_loss
+    J = np.stack([share[0], share[1], share[2], -share[1] * log_N, -share[2] * log_D], axis=1)
+    lam, vec = np.linalg.eigh(J.T @ J)
+    floor = 1e-12 * max(lam.max(), 1e-300)  # at or below: a flat direction
+    return np.sqrt(2 * NEAR * 0.5 * (r @ r) * (vec**2 / np.maximum(lam, floor)).sum(axis=1))
+
+
+def _not_identified(
+    thetas: np.ndarray, best: np.ndarray, spans: tuple[float, float], widths: np.ndarray
+) -> dict[str, str]:
+    """Which parameters sit at or below zero in ``best`` (an exponent), or are not pinned: the equally good optima
+    ``thetas`` (rows in theta) disagree on them, or a fit within ``NEAR`` of the best moves them by more than
+    ``SPREAD`` (``widths``, from the curvature). ``spans`` are the ranges of log N and log D; the derived exponents a
+    and b go with alpha and beta."""
     out = {}
     spread = thetas.max(axis=0) - thetas.min(axis=0)
-    for name, width, limit, value in zip(LAW_PARAMS, spread, SPREAD, best, strict=True):
-        if width > limit:
-            shown = f"a factor of {np.exp(width):.3g}" if name in ("E", "A", "B") else f"{width:.3g}"
-            out[name] = f"equally good fits (objective within {NEAR:g} of the best) differ in {name} by {shown}"
-        elif name in ("alpha", "beta") and value <= 0:
+    for name, apart, width, limit, value in zip(LAW_PARAMS, spread, widths, SPREAD, best, strict=True):
+        shown = (lambda x: f"a factor of {np.exp(x):.3g}") if name in ("E", "A", "B") else (lambda x: f"{x:.3g}")
+        if name in ("alpha", "beta") and value <= 0:
             out[name] = f"{name} = {value:.3g} ≤ 0: the points show no {'size' if name == 'alpha' else 'data'} effect"
+        elif apart > limit:
+            out[name] = f"equally good fits (objective within {NEAR:g} of the best) differ in {name} by {shown(apart)}"
+        elif width > limit:
+            out[name] = (
+                f"a fit within {NEAR:g} of the best objective moves {name} by "
+                f"{'any amount (the objective is flat along it)' if width > FLAT_WIDTH else shown(width)}"
+            )
     # E is separated from the A/N^alpha term by the model sizes and from B/D^beta by the token counts. Where the
     # optima disagree on E, E trades against the term that is closer to a constant over the data (the smaller
     # relative change 1 − (min/max)^exponent across its variable's range), and that term's exponent moves along the
@@ -272,12 +349,12 @@ def fit_law(
 ) -> LawFit:
     """Fit ``L(N, D)`` to points (N parameters, D tokens, loss in nats).
 
-    The grid is screened and the ``refine`` best starts are refined (``refine=4500`` refines all), and
-    ``also_from`` (a law, e.g. the full-data fit when refitting part of the points) is refined too: the best
-    optimum of all of them is the fit, so a refit can leave the basin of the law it started beside.
+    L-BFGS-B starts from the ``refine`` best exponent pairs of the variable projection (``profile``), and from
+    ``also_from`` (a law, e.g. the full-data fit when refitting part of the points) too: the best optimum of all of
+    them is the fit, so a refit can leave the basin of the law it started beside.
     """
-    if not 1 <= refine <= len(GRID_ALPHA) * len(GRID_BETA) * len(GRID_E) * len(GRID_LOG_AB) ** 2:
-        raise ValueError(f"refine = {refine}: between 1 and the 4 500 grid starts")
+    if not 1 <= refine <= PROFILE_EXPONENTS.size**2:
+        raise ValueError(f"refine = {refine}: between 1 and the {PROFILE_EXPONENTS.size**2:,} exponent pairs")
     N, D, loss = check_positive(N, "N"), check_positive(D, "D"), check_positive(loss, "loss")
     if not N.size == D.size == loss.size:
         raise ScalingInputError(f"N, D and loss differ in length: {N.size}, {D.size}, {loss.size}")
@@ -286,7 +363,8 @@ def fit_law(
     if reason := _unidentified(N, D):
         raise ScalingInputError(reason)
     log_N, log_D, log_loss = np.log(N), np.log(D), np.log(loss)
-    starts = _grid()[np.argsort(_screen(log_N, log_D, log_loss, delta), kind="stable")[:refine]]
+    pairs, sse = profile(N, D, loss)
+    starts = pairs[spread_starts(pairs[:, 3:], sse, refine)]
     if also_from is not None:
         starts = np.vstack([starts, also_from.theta])
     with threadpool_limits(**ONE_BLAS_THREAD):
@@ -312,5 +390,10 @@ def fit_law(
         N_range=(float(N.min()), float(N.max())),
         D_range=(float(D.min()), float(D.max())),
         delta=delta,
-        not_identified=_not_identified(near, r.x, (float(np.ptp(log_N)), float(np.ptp(log_D)))),
+        not_identified=_not_identified(
+            near,
+            r.x,
+            (float(np.ptp(log_N)), float(np.ptp(log_D))),
+            near_widths(r.x, log_N, log_D, log_loss),
+        ),
     )

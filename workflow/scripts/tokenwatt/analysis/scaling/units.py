@@ -12,7 +12,7 @@ A bootstrap over trial ids alone has 10 distinct resamples at 3 ids and an inter
 single-trial fits (in simulations of the shipped designs it covered the truth 20 of 30 times with run noise,
 and 4 of 30 for α with 1 % size deviations); it cannot see the sizes at all. Here the interval is a delete-one
 jackknife along each dimension: the law is refitted without each trial id, and without each model size
-(from the grid's best starts and from the full fit, so a refit can leave the full fit's basin), and the two
+(from its variable projection's starts and from the full fit, so a refit can leave the full fit's basin), and the two
 jackknife variances are added (the cross-classified, or "multiway", variance of Cameron, Gelbach & Miller
 2011, without the subtracted intersection term: a conservative choice). The interval is t-based with
 Welch–Satterthwaite degrees of freedom from the two variances and their units (G − 1 each), so 3 trial ids
