@@ -71,6 +71,34 @@ def test_same_seed_gives_the_same_loss_curve_bit_for_bit():
     assert other != curves[0]
 
 
+def _mean_log_z_squared(model, ids, mask) -> float:
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask)
+        logits = out if isinstance(out, torch.Tensor) else out.logits
+        return float(torch.logsumexp(logits.float(), -1)[mask.bool()].square().mean())
+
+
+def test_the_z_loss_is_trained_on_but_the_loss_recorded_is_the_cross_entropy():
+    torch.set_num_threads(1)
+    ids, mask = _data()
+    plain = train(_model(), ids, mask, torch.device("cpu"), _settings(log_every=1))
+    with_z = train(_model(), ids, mask, torch.device("cpu"), _settings(log_every=1, z_loss=1e-3))
+    # the first step's forward pass precedes any update: its record is the same cross-entropy, nothing added
+    assert with_z.steps[0]["loss"] == pytest.approx(plain.steps[0]["loss"], rel=1e-6)
+    assert with_z.steps[-1]["loss"] != plain.steps[-1]["loss"]  # what is trained differs
+
+
+def test_the_z_loss_keeps_the_softmax_normaliser_near_one_and_trains_bit_for_bit_again():
+    torch.set_num_threads(1)
+    ids, mask = _data()
+    plain, with_z, again = _model(), _model(), _model()
+    train(plain, ids, mask, torch.device("cpu"), _settings(epochs=4, lr=3e-2))
+    first = train(with_z, ids, mask, torch.device("cpu"), _settings(epochs=4, lr=3e-2, z_loss=0.1))
+    second = train(again, ids, mask, torch.device("cpu"), _settings(epochs=4, lr=3e-2, z_loss=0.1))
+    assert _mean_log_z_squared(with_z, ids, mask) < 0.5 * _mean_log_z_squared(plain, ids, mask)
+    assert [s["loss"] for s in first.steps] == [s["loss"] for s in second.steps]
+
+
 def test_a_given_order_trains_the_chunks_as_given_every_epoch_and_no_seed_reorders_them():
     torch.set_num_threads(1)
     ids, mask = _data()

@@ -72,6 +72,7 @@ class TrainSettings:
     eval_batch_size: int = 32
     schedule: Schedule = field(default_factory=Schedule)
     betas: tuple[float, float] = (0.9, 0.999)  # AdamW's β₁, β₂
+    z_loss: float = 0.0  # the auxiliary loss's weight on log²Z per target (0: none; the recorded loss is always CE)
     device: str = "auto"
     threads: int = 1
     compile: bool | str = "auto"
@@ -179,6 +180,21 @@ def token_loss_sum(
         logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=IGNORE, reduction="sum"
     )
     return loss, (targets != IGNORE).sum()
+
+
+def z_loss_sum(
+    model: Callable[..., Any], input_ids: torch.Tensor, attention_mask: torch.Tensor, targets: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``token_loss_sum``'s cross-entropy sum and target count, and beside them the sum over the same real targets
+    of log²Z, Z the softmax normaliser of the logits there (PaLM's z-loss, Chowdhery et al. 2022; Wortsman et al. 2023
+    found it keeps logits from drifting at high learning rates). One forward pass serves both."""
+    out = model(input_ids=input_ids, attention_mask=attention_mask)
+    logits = out if isinstance(out, torch.Tensor) else out.logits
+    logits = logits.float().reshape(-1, logits.size(-1))
+    flat = targets.reshape(-1)
+    loss = F.cross_entropy(logits, flat, ignore_index=IGNORE, reduction="sum")
+    log_z = torch.logsumexp(logits, dim=-1)
+    return loss, (flat != IGNORE).sum(), (log_z.square() * (flat != IGNORE)).sum()
 
 
 @torch.no_grad()
@@ -331,12 +347,18 @@ def train(
         for start in range(skip, len(order), cfg.batch_size):
             end = start + cfg.batch_size
             with autocast(device, cfg.precision):
-                loss_sum, n_targets = token_loss_sum(
-                    forward, epoch_ids[start:end], epoch_mask[start:end], epoch_targets[start:end]
-                )
+                if cfg.z_loss:
+                    loss_sum, n_targets, z_sum = z_loss_sum(
+                        forward, epoch_ids[start:end], epoch_mask[start:end], epoch_targets[start:end]
+                    )
+                else:  # the plain loss, exactly as without the key: no operation more, the same bits
+                    loss_sum, n_targets = token_loss_sum(
+                        forward, epoch_ids[start:end], epoch_mask[start:end], epoch_targets[start:end]
+                    )
             loss = loss_sum / n_targets.clamp(min=1)
             optimizer.zero_grad()
-            scaler.scale(loss).backward()
+            objective = loss + cfg.z_loss * z_sum / n_targets.clamp(min=1) if cfg.z_loss else loss
+            scaler.scale(objective).backward()
             optimizer.lr = cfg.lr * cfg.schedule.factor(step, total_steps, warmup)
             scaler.step(optimizer)
             if scaler.is_enabled():  # the step's inf/NaN flags, which update() clears

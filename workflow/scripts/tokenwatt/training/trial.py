@@ -408,6 +408,7 @@ def trial_record(
         "lr_schedule": settings.schedule.to_dict(),
         "lr_warmup_steps": result.warmup_steps,
         "adam_betas": list(settings.betas),
+        "z_loss": settings.z_loss,
         "precision": settings.precision,
         "optimizer": result.optimizer,
         "grad_scaler_skips": result.grad_scaler_skips,
