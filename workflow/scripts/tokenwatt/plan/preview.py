@@ -90,7 +90,7 @@ def cost_preview(
     tokens_todo = sum(expected[key] for key in todo) * epochs
     lines = [
         f"tokenwatt plan: {shape} = {len(expected)} trials, "
-        f"{len(todo)} without a record yet; ~{tokens_todo:,} of ~{tokens_all:,} training tokens (budget × epochs) to go "
+        f"{len(todo)} without a record yet; ~{tokens_todo:,} of ~{tokens_all:,} training tokens (each trial's real tokens × epochs) to go "
         "(a trial whose code, settings or inputs changed trains again too: the job table counts every job)."
     ]
     timed = [m for m in finished.values() if m.get("run_s") and m.get("real_tokens")]
