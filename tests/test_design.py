@@ -134,11 +134,35 @@ def test_a_model_levels_budget_scale_sets_its_trials_tokens_and_subsets_while_it
     assert (small.budget, d.tokens(small), big.budget, d.tokens(big)) == (10000, 25000, 10000, 10000)
     assert "budget_scale" not in d.model_config(small)  # the design's key, not the model's: it never reaches the model
     assert d.min_steps(small) == math.ceil(math.ceil(25000 / 64) / d.train_config(small)["batch_size"])
-    assert d.subset_tokens() == [10000, 20000, 25000, 40000, 50000, 100000]
     layout = Layout(d.config, d)
     assert layout.trial_inputs(small.id, 1)["subset"].endswith("subsets/b25000/t1.json")
-    assert sum(p.endswith("/t1.json") for p in layout.data_targets()) == 6  # every count once, shared where equal
+    drawn = sorted(int(p.split("/b")[-1].split("/")[0]) for p in layout.data_targets() if p.endswith("/t1.json"))
+    assert drawn == [10000, 20000, 25000, 40000, 50000, 100000]  # every count once, shared where equal
     assert d.shape().endswith("5 trials (budgets × budget_scale per model level: small ×2.5)")
+
+
+def test_a_tokenizer_level_draws_subsets_only_at_the_token_counts_its_own_trials_train():
+    from tokenwatt.plan.layout import Layout
+
+    d = _design(
+        model={
+            "plain": {"preset": "llama-tiny"},
+            "own": {"preset": "llama-tiny", "tokenizer": {"vocab_size": 512}, "budget_scale": 2},
+        }
+    )
+    counts = {
+        (p.split("subsets/")[1].split("b")[0], int(p.split("/b")[-1].split("/")[0]))
+        for p in Layout(d.config, d).data_targets()
+        if "subsets/" in p
+    }
+    assert counts == {
+        ("", 10000),
+        ("", 20000),
+        ("", 40000),
+        ("tok=own/", 20000),
+        ("tok=own/", 40000),
+        ("tok=own/", 80000),
+    }
 
 
 def test_a_budget_scale_that_is_not_a_positive_number_is_named_by_its_key():
@@ -217,7 +241,7 @@ def test_a_stopping_level_sets_its_cells_train_stop_and_pairs_them_on_the_same_s
 def test_a_selection_level_has_its_own_training_data_over_the_studys_tokenizer_and_its_keys_over_the_defaults():
     d = _design(selection={"raw": "none", "strict": {"near_dup": {"threshold": 0.9}, "filters": {"min_words": 20}}})
     assert d.cells[0].id == "selection=raw/b10000"
-    assert d.data_keys() == [("", "sel=raw/"), ("", "sel=strict/")]
+    assert [d.selection_key(c) for c in d.cells[:4:3]] == ["sel=raw/", "sel=strict/"]
     assert d.selection_config("raw") == {"near_dup": None, "filters": None, "order": "shuffled"}
     strict = d.selection_config("strict")
     assert strict["near_dup"] == {**d.config["selection"]["near_dup"], "threshold": 0.9}

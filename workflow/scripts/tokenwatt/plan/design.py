@@ -171,11 +171,6 @@ class Design:
     def tokens_of(self, cell_id: str) -> int:
         return self.tokens(self._by_id[cell_id])
 
-    def subset_tokens(self) -> list[int]:
-        """Every real-token count a subset is drawn for: the budgets, scaled by the model levels that scale them."""
-        return sorted({self.tokens(c) for c in self.cells})
-
-    # --- per-cell settings (each also keys the trial's cache through the rule's params)
     def _level(self, cell: Cell, factor: str) -> Any:
         name = dict(cell.levels).get(factor)
         return None if name is None else self.factors[factor][name]
@@ -204,10 +199,6 @@ class Design:
         """``""`` without a selection factor (training reads the split as it is), ``sel=<level>/`` with one."""
         name = dict(cell.levels).get("selection")
         return "" if name is None else f"sel={name}/"
-
-    def data_keys(self) -> list[tuple[str, str]]:
-        """Every (tokenizer key, selection key) whose training chunks and subsets the study needs."""
-        return sorted({(self.tokenizer_key(c), self.selection_key(c)) for c in self.cells})
 
     def selection_config(self, level: str) -> dict[str, Any]:
         """A selection level's steps: ``near_dup`` (its keys over ``selection.near_dup``) and ``filters``, each None

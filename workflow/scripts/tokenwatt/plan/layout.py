@@ -121,11 +121,9 @@ class Layout:
     def data_targets(self) -> list[str]:
         """The data stage's last files: every tokenizer's eval chunks and every trial's subset."""
         design = self.design
+        subsets = sorted({(design.tokenizer_key(c), design.selection_key(c), design.tokens(c)) for c in design.cells})
         return [self.data(tok, "chunks_eval.parquet") for tok in design.tokenizer_keys()] + [
-            self.subset(tok, sel, b, t)
-            for tok, sel in design.data_keys()
-            for b in design.subset_tokens()
-            for t in design.trials
+            self.subset(tok, sel, tokens, t) for tok, sel, tokens in subsets for t in design.trials
         ]
 
     def finished(self, exists: Callable[[str], bool] = os.path.exists) -> list[tuple[str, int]]:

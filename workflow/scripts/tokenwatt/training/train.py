@@ -194,7 +194,8 @@ def z_loss_sum(
     flat = targets.reshape(-1)
     loss = F.cross_entropy(logits, flat, ignore_index=IGNORE, reduction="sum")
     log_z = torch.logsumexp(logits, dim=-1)
-    return loss, (flat != IGNORE).sum(), (log_z.square() * (flat != IGNORE)).sum()
+    real = flat != IGNORE
+    return loss, real.sum(), torch.where(real, log_z.square(), 0.0).sum()  # where: an inf at padding adds no NaN
 
 
 @torch.no_grad()

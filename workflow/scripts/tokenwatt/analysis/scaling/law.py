@@ -210,9 +210,10 @@ def spread_starts(exponents: np.ndarray, sse: np.ndarray, count: int, apart: flo
     """Indices of ``count`` exponent pairs to refine: the best of the profile, then the next best that lie at least
     ``apart`` (in alpha or beta) from every pair already taken, then, if the grid runs out, the best of the rest.
 
-    Starts spread this way follow a flat valley of the objective (beta → 0, where E trades against B) to different
-    ends, so that the refined optima disagree and the parameter is named as not identified; ten neighbouring pairs
-    of one basin would all refine to the same point of the valley and hide it."""
+    Ten neighbouring pairs of one basin would all refine to one optimum; spread, they try the other basins the
+    profile shows (a second valley of the exponents, a term dropped at one end of the grid), and where refined
+    optima within ``NEAR`` still disagree the parameter is named as not identified (a flat valley a converged
+    optimiser crosses to one point is found by ``near_widths`` instead)."""
     order = np.argsort(sse, kind="stable")
     taken: list[int] = []
     for i in order:
@@ -279,37 +280,53 @@ def near_widths(theta: np.ndarray, log_N: np.ndarray, log_D: np.ndarray, log_los
     so its Hessian is set by the few residuals inside ±δ and says little. A direction of no curvature (a valley the
     residuals do not change along) gives a width beyond any ``SPREAD`` to every parameter that moves along it.
     Unlike the spread of optima refined from different starts, this does not depend on where the optimiser happened
-    to stop in a valley."""
+    to stop in a valley. A and B are judged at the data's centre (``centred``): the width of log A itself would
+    carry alpha's uncertainty times log N (10–23), and hold alpha to a fraction of its own 0.01."""
     e, a, b, alpha, beta = theta
     terms = np.stack([np.full(log_N.size, e), a - alpha * log_N, b - beta * log_D])
     top = terms.max(axis=0)
     weights = np.exp(terms - top)
     share = weights / weights.sum(axis=0)  # d(predicted log-loss)/d(e, a, b): the log-sum-exp's softmax
     r = top + np.log(weights.sum(axis=0)) - log_loss
-    J = np.stack([share[0], share[1], share[2], -share[1] * log_N, -share[2] * log_D], axis=1)
+    # in (e, a', b', alpha, beta), a' = a − alpha·mean(log N): the term is a' − alpha·(log N − mean)
+    J = np.stack(
+        [share[0], share[1], share[2], -share[1] * (log_N - log_N.mean()), -share[2] * (log_D - log_D.mean())], axis=1
+    )
     lam, vec = np.linalg.eigh(J.T @ J)
     floor = 1e-12 * max(lam.max(), 1e-300)  # at or below: a flat direction
     return np.sqrt(2 * NEAR * 0.5 * (r @ r) * (vec**2 / np.maximum(lam, floor)).sum(axis=1))
+
+
+def centred(thetas: np.ndarray, log_N: np.ndarray, log_D: np.ndarray) -> np.ndarray:
+    """Rows of theta with log A and log B taken at the data's centre (a − alpha·mean log N, b − beta·mean log D):
+    what the points pin of each term, without its exponent's lever arm out to N = 1 and D = 1."""
+    out = np.array(thetas, float, copy=True, ndmin=2)
+    out[:, 1] -= out[:, 3] * log_N.mean()
+    out[:, 2] -= out[:, 4] * log_D.mean()
+    return out
 
 
 def _not_identified(
     thetas: np.ndarray, best: np.ndarray, spans: tuple[float, float], widths: np.ndarray
 ) -> dict[str, str]:
     """Which parameters sit at or below zero in ``best`` (an exponent), or are not pinned: the equally good optima
-    ``thetas`` (rows in theta) disagree on them, or a fit within ``NEAR`` of the best moves them by more than
+    ``thetas`` (rows in theta, A and B at the data's centre: ``centred``) disagree on them, or a fit within ``NEAR`` of the best moves them by more than
     ``SPREAD`` (``widths``, from the curvature). ``spans`` are the ranges of log N and log D; the derived exponents a
     and b go with alpha and beta."""
     out = {}
     spread = thetas.max(axis=0) - thetas.min(axis=0)
     for name, apart, width, limit, value in zip(LAW_PARAMS, spread, widths, SPREAD, best, strict=True):
         shown = (lambda x: f"a factor of {np.exp(x):.3g}") if name in ("E", "A", "B") else (lambda x: f"{x:.3g}")
+        name_at = f"{name} (its term at the data's centre)" if name in ("A", "B") else name
         if name in ("alpha", "beta") and value <= 0:
             out[name] = f"{name} = {value:.3g} ≤ 0: the points show no {'size' if name == 'alpha' else 'data'} effect"
         elif apart > limit:
-            out[name] = f"equally good fits (objective within {NEAR:g} of the best) differ in {name} by {shown(apart)}"
+            out[name] = (
+                f"equally good fits (objective within {NEAR:g} of the best) differ in {name_at} by {shown(apart)}"
+            )
         elif width > limit:
             out[name] = (
-                f"a fit within {NEAR:g} of the best objective moves {name} by "
+                f"a fit within {NEAR:g} of the best objective moves {name_at} by "
                 f"{'any amount (the objective is flat along it)' if width > FLAT_WIDTH else shown(width)}"
             )
     # E is separated from the A/N^alpha term by the model sizes and from B/D^beta by the token counts. Where the
@@ -391,7 +408,7 @@ def fit_law(
         D_range=(float(D.min()), float(D.max())),
         delta=delta,
         not_identified=_not_identified(
-            near,
+            centred(near, log_N, log_D),
             r.x,
             (float(np.ptp(log_N)), float(np.ptp(log_D))),
             near_widths(r.x, log_N, log_D, log_loss),

@@ -128,11 +128,25 @@ def size_effect(trials: pl.DataFrame) -> dict[str, Any] | None:
     if not (np.isfinite(small).all() and np.isfinite(large).all()):
         return None
     gain = float(small.mean() - large.mean())
+    # the tokens each trained: the budget, unless its model level scales it (design.model.<level>.budget_scale)
+    tokens = {n: float(top.filter(pl.col("params") == n)["real_tokens"].mean()) for n in (sizes[0], sizes[-1])}
     out = {
         "budget": int(top["budget"][0]),
-        "smallest": {"params": int(sizes[0]), "mean_final_loss": float(small.mean()), "n": int(small.size)},
-        "largest": {"params": int(sizes[-1]), "mean_final_loss": float(large.mean()), "n": int(large.size)},
+        "smallest": {
+            "params": int(sizes[0]),
+            "mean_final_loss": float(small.mean()),
+            "n": int(small.size),
+            "real_tokens": tokens[sizes[0]],
+        },
+        "largest": {
+            "params": int(sizes[-1]),
+            "mean_final_loss": float(large.mean()),
+            "n": int(large.size),
+            "real_tokens": tokens[sizes[-1]],
+        },
         "gain": gain,
+        # sizes that trained different tokens at one budget level (an equal-energy ladder) differ in data too
+        "same_tokens": bool(np.isclose(tokens[sizes[0]], tokens[sizes[-1]], rtol=0.02)),
     }
     if min(small.size, large.size) < 2 or (np.ptp(small) == 0 and np.ptp(large) == 0):
         return {**out, "se": None, "df": None, "t": None, "p": None, "visible": None}

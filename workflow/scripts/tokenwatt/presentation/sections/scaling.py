@@ -103,7 +103,7 @@ def _rates(rates: list[dict[str, Any]]) -> Markup | None:
         ]
         for r in rates
     ]
-    return table(["N", "budget (tokens)", "chosen lr", "mean final loss per lr tried"], rows, left=4) if rows else None
+    return table(["N", "budget", "chosen lr", "mean final loss per lr tried"], rows, left=4) if rows else None
 
 
 def _energy(energy_per_token: list[dict[str, Any]]) -> Markup:
