@@ -74,7 +74,7 @@ def test_variable_projection_solves_E_A_B_exactly_at_the_true_exponents():
     starts, sse = profile(N, D, truth.loss(N, D))
     at = np.flatnonzero((starts[:, 3] == 0.35) & (starts[:, 4] == 0.3))[0]
     np.testing.assert_allclose(np.exp(starts[at, :3]), [1.8, 120.0, 40.0], rtol=1e-6)
-    assert sse[at] < 1e-18 and sse.argmin() == at
+    assert sse[at] < 1e-9 and sse.argmin() == at  # zero to the solve's precision (0.5 % noise would give ~5e-3)
 
 
 def test_variable_projection_never_fits_a_negative_coefficient_where_the_points_would_want_one():

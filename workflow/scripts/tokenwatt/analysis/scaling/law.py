@@ -12,7 +12,7 @@ Where L-BFGS-B starts is found by variable projection (the Open-Athena analysis 
 fixed exponents the law is linear in E, A and B, so only α and β are searched, on a grid (0 to 2.5 in steps
 of 0.05: 2 601 pairs), and at each pair E, A, B ≥ 0 are solved exactly, by non-negative least squares of the
 relative residual (E + A/N^α + B/D^β)/L − 1 (to first order the log-loss residual). Every pair is solved in one
-vectorised pass (the 3 × 3 normal equations of each of the 7 supports, the best feasible one kept: ~60 ms for
+vectorised pass (the 3 × 3 normal equations of each of the 7 supports, the best feasible one kept: ~25 ms for
 600 points), and L-BFGS-B refines from ``refine`` pairs, the best and then the best at least 0.1 apart from
 those taken (``spread_starts``), keeping the lowest optimum. Unlike a grid of
 starts in all five parameters (the 4 500 of Hoffmann's own method, which this replaces), no start sits in a
@@ -189,7 +189,9 @@ def profile(N: np.ndarray, D: np.ndarray, loss: np.ndarray) -> tuple[np.ndarray,
     best_sse, best_x = np.full((k, k), float(N.size)), np.zeros((k, k, 3))  # the empty support: every residual −1
     for support in ([0], [1], [2], [0, 1], [0, 2], [1, 2], [0, 1, 2]):
         idx = np.array(support)
-        x_s = (np.linalg.pinv(G[..., idx[:, None], idx]) @ r[..., idx, None])[..., 0]
+        # unit-norm columns: a ridge of 1e-14 leaves a regular system's solution alone and gives a singular one
+        # (alpha = 0: N^-alpha is the constant column) a solution of the same fit, where solve alone would fail
+        x_s = np.linalg.solve(G[..., idx[:, None], idx] + 1e-14 * np.eye(idx.size), r[..., idx, None])[..., 0]
         sse = N.size - (x_s * r[..., idx]).sum(-1)
         better = (x_s >= 0).all(-1) & (sse < best_sse)
         best_sse = np.where(better, sse, best_sse)
