@@ -54,6 +54,17 @@ def test_a_cell_whose_model_level_scales_its_budget_is_estimated_by_the_tokens_i
     assert "~0.1 min and ~0.01 kJ" in line  # half the tokens of the finished trial: 5 s, 15 J
 
 
+def test_a_cell_without_finished_trials_is_estimated_from_those_sharing_its_model_level():
+    finished = {
+        ("model=a/lr=0.01/b1000", 1): raw_record(1000, 1, run_s=10.0, real_tokens=1000, energy_j=30.0),
+        ("model=b/lr=0.01/b1000", 1): raw_record(1000, 1, run_s=40.0, real_tokens=1000, energy_j=120.0),
+    }
+    for key in finished:
+        finished[key]["cell"] = key[0]
+    expected = {**{k: 1000 for k in finished}, ("model=b/lr=0.1/b1000", 1): 1000}
+    assert "~0.7 min and ~0.12 kJ" in study_progress(finished, expected)  # model b's pace, not a's or the median
+
+
 def test_before_any_trial_finishes_the_time_to_go_is_unknown_and_after_the_last_nothing_is_left():
     assert study_progress({}, {("b1000", 1): 1000}).endswith("time to go unknown until a trial finishes.")
     assert study_progress({("b1000", 1): raw_record(1000, 1)}, {("b1000", 1): 1000}) == "  study: 1 of 1 trials done."

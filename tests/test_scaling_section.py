@@ -94,6 +94,18 @@ def test_the_size_effect_and_the_tuned_learning_rates_are_shown_before_the_law(s
     assert page.index("Learning rate tuned") < page.index("Units of the intervals")
 
 
+def test_a_size_effect_at_scaled_budgets_names_each_sizes_tokens_and_energy_and_no_fault_where_it_is_not_seen(scaling):
+    scaled = {
+        "budget": 370_000,
+        "smallest": {"params": 26_196, "mean_final_loss": 3.90, "n": 3, "real_tokens": 1_776_000, "energy_j": 990.0},
+        "largest": {"params": 399_840, "mean_final_loss": 3.89, "n": 3, "real_tokens": 370_000, "energy_j": 790.0},
+        "gain": 0.01, "se": 0.02, "df": 3.9, "t": 0.5, "p": 0.64, "visible": False, "same_tokens": False,
+    }  # fmt: skip
+    text = _text(scaling_html({**scaling, "size_effect": scaled}))
+    assert "the largest model trained 370K tokens with 790 J, the smallest 1.78M with 990 J" in text
+    assert "the smaller model is as good as the larger" in text and "optimiser holds" not in text
+
+
 def test_the_frontier_table_shows_each_approach_and_whether_their_intervals_agree(scaling):
     text = _text(scaling_html(scaling))
     assert "The energy-optimal frontier, three ways" in text

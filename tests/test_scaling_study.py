@@ -283,13 +283,15 @@ def test_one_rate_per_size_and_budget_keeps_every_trial_and_lists_no_tuning():
     assert kept.equals(trials) and rates == []
 
 
-def _finals(small, large, middle):
-    """Final losses at the largest budget: 3 trials of the smallest, middle and largest sizes."""
+def _finals(small, large, middle, scales=(1.0, 1.0, 1.0)):
+    """Final losses at the largest budget: 3 trials of the smallest, middle and largest sizes, each size's trials
+    at the budget × its scale in tokens (``design.model.<level>.budget_scale``), at 1 mJ per token per 1e5 parameters."""
     rows = [
-        {"params": n, "budget": 160_000, "trial": t, "eval_loss": v}
-        for n, values in ((60_000, small), (250_000, middle), (4_000_000, large))
+        {"params": n, "budget": 160_000, "trial": t, "eval_loss": v, "real_tokens": round(160_000 * k),
+         "energy_j": 160_000 * k * n * 1e-8}
+        for n, values, k in zip((60_000, 250_000, 4_000_000), (small, middle, large), scales, strict=True)
         for t, v in enumerate(values, 1)
-    ]
+    ]  # fmt: skip
     return pl.DataFrame(rows)
 
 
@@ -302,6 +304,15 @@ def test_the_size_effect_is_a_welch_test_of_the_gain_against_its_standard_error_
     assert seen["gain"] == pytest.approx(0.03) and seen["visible"] is True
     unseen = size_effect(_finals([3.00, 3.05, 3.10], [2.88, 2.98, 3.08], [3.0, 3.001, 3.002]))
     assert unseen["gain"] == pytest.approx(0.07) and unseen["visible"] is False and unseen["p"] > 0.05
+
+
+def test_the_size_effect_says_when_its_sizes_trained_different_tokens_and_with_what_energy():
+    same = size_effect(_finals([3.00, 3.01, 3.02], [2.97, 2.98, 2.99], [2.8, 3.0, 3.2]))
+    assert same["same_tokens"] is True and same["largest"]["real_tokens"] == 160_000
+    scaled = size_effect(_finals([3.00, 3.01, 3.02], [2.97, 2.98, 2.99], [2.8, 3.0, 3.2], scales=(4.0, 2.0, 1.0)))
+    assert scaled["same_tokens"] is False and scaled["smallest"]["real_tokens"] == 640_000
+    assert scaled["smallest"]["energy_j"] == pytest.approx(640_000 * 60_000 * 1e-8)
+    assert scaled["largest"]["energy_j"] == pytest.approx(160_000 * 4_000_000 * 1e-8)
 
 
 def test_the_size_effect_of_the_study_sees_its_sizes():

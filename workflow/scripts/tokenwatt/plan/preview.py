@@ -59,13 +59,13 @@ def pilot_of(config: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     return pilot, None
 
 
-def trial_runtime_min(budget: int, epochs: int, pilot: dict[str, Any], checkpoint_s: float = 0.0) -> int:
-    """Minutes a trial of ``budget`` real tokens × ``epochs`` may run, from the config's ``plan`` (a pilot's
+def trial_runtime_min(tokens: int, epochs: int, pilot: dict[str, Any], checkpoint_s: float = 0.0) -> int:
+    """Minutes a trial of ``tokens`` real tokens (its budget × its level's budget_scale) × ``epochs`` may run, from the config's ``plan`` (a pilot's
     tokens/s and fixed seconds per trial) and the seconds its checkpoints pause it; RUNTIME_UNKNOWN_MIN without
     plan.tokens_per_s."""
     if not pilot.get("tokens_per_s"):
         return RUNTIME_UNKNOWN_MIN
-    seconds = budget * epochs / pilot["tokens_per_s"] + pilot.get("fixed_s", 0) + checkpoint_s
+    seconds = tokens * epochs / pilot["tokens_per_s"] + pilot.get("fixed_s", 0) + checkpoint_s
     return math.ceil(RUNTIME_MARGIN * seconds / 60) + RUNTIME_EXTRA_MIN
 
 
@@ -78,7 +78,7 @@ def cost_preview(
     pilot: dict[str, Any] | None = None,
     workload: str = "",
 ) -> str:
-    """A few lines for the log. ``expected`` maps every (cell, trial) to its budget; ``shape`` says how
+    """A few lines for the log. ``expected`` maps every (cell, trial) to its real tokens (``Design.tokens``); ``shape`` says how
     the design makes them ("3 budgets × 5 trials"). Time comes from trials already finished on this machine:
     seconds per real token of training, plus the median fixed cost of a trial (model build,
     device benchmark, idle baseline, eval). Process start-up is not included. Energy likewise

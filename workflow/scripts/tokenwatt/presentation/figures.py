@@ -210,7 +210,7 @@ def perplexity_vs_tokens(trials, conditions, estimated: bool):
             label=f"budget {name}" if len(all_series) == 1 else f"{series_label(series)}: {name}",
         )
     ax.set_xscale("log")
-    ax.set_xlabel("Real tokens processed (budget × epochs, log scale)")
+    ax.set_xlabel("Real tokens processed (each trial's tokens × epochs, log scale)")
     ax.set_ylabel("Eval perplexity")
     ax.set_title("Perplexity against tokens processed", fontsize=10)
     ax.grid(alpha=0.3, which="both")

@@ -15,7 +15,7 @@ import polars as pl
 from ..analysis.quality import assess, diagnose
 from ..common.measures import duration
 from ..plan.config import quality_settings
-from ..plan.design import Design, condition_name, series_of
+from ..plan.design import Design, condition_name, parse_cell, series_of
 from ..plan.preview import pilot_of
 
 
@@ -66,9 +66,17 @@ def expected_trials(config: dict[str, Any]) -> dict[tuple[str, int], int]:
     return {(c, t): design.tokens_of(c) for c, t in design.keys()}
 
 
+def _nearest(cell: str, done: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The finished trials whose cells share the most levels with ``cell`` (all of them where none shares any)."""
+    mine = set(parse_cell(cell).levels)
+    shared = [len(mine & set(parse_cell(m["cell"]).levels)) for m in done]
+    return [m for m, k in zip(done, shared, strict=True) if k == max(shared)]
+
+
 def study_progress(finished: dict[tuple[str, int], dict[str, Any]], expected: dict[tuple[str, int], int]) -> str:
     """Trials done of all, and the time and energy still to go, estimated from finished trials of the
-    same cell (or, for a cell with none yet, from the others scaled by the tokens each is asked for)."""
+    same cell (or, for a cell with none yet, from those that share most of its levels, a model level's speed above all,
+    scaled by the tokens each is asked for)."""
     todo = [key for key in expected if key not in finished]
     line = f"  study: {len(expected) - len(todo)} of {len(expected)} trials done"
     if not todo:
@@ -91,7 +99,7 @@ def study_progress(finished: dict[tuple[str, int], dict[str, Any]], expected: di
             if same
             else statistics.median(tokens_per_asked or [1.0]) * expected[(cell, trial)]
         )
-        same = same or done
+        same = same or _nearest(cell, done)
         seconds += per_token([(m["run_s"], m["real_tokens"]) for m in same]) * tokens
         rate = per_token([(m["energy_j"], m["real_tokens"]) for m in same])
         energy_known = energy_known and rate is not None

@@ -13,7 +13,7 @@ fixed exponents the law is linear in E, A and B, so only α and β are searched,
 of 0.05: 2 601 pairs), and at each pair E, A, B ≥ 0 are solved exactly, by non-negative least squares of the
 relative residual (E + A/N^α + B/D^β)/L − 1 (to first order the log-loss residual). Every pair is solved in one
 vectorised pass (the 3 × 3 normal equations of each of the 7 supports, the best feasible one kept: ~25 ms for
-600 points), and L-BFGS-B refines from ``refine`` pairs, the best and then the best at least 0.1 apart from
+600 points), and L-BFGS-B refines from ``refine`` pairs, the best and then the best at least 0.3 apart from
 those taken (``spread_starts``), keeping the lowest optimum. Unlike a grid of
 starts in all five parameters (the 4 500 of Hoffmann's own method, which this replaces), no start sits in a
 basin that E, A or B chosen apart from the exponents put it in; ``benchmarks/scaling_fit.py --exhaustive`` refines
@@ -208,11 +208,12 @@ def profile(N: np.ndarray, D: np.ndarray, loss: np.ndarray) -> tuple[np.ndarray,
     return starts.reshape(-1, 5), np.maximum(best_sse, 0.0).reshape(-1)
 
 
-def spread_starts(exponents: np.ndarray, sse: np.ndarray, count: int, apart: float = 0.1) -> np.ndarray:
+def spread_starts(exponents: np.ndarray, sse: np.ndarray, count: int, apart: float = 0.3) -> np.ndarray:
     """Indices of ``count`` exponent pairs to refine: the best of the profile, then the next best that lie at least
     ``apart`` (in alpha or beta) from every pair already taken, then, if the grid runs out, the best of the rest.
 
-    Ten neighbouring pairs of one basin would all refine to one optimum; spread, they try the other basins the
+    Ten neighbouring pairs of one basin would all refine to one optimum; spread (0.3 is six grid steps: a valley of the
+    profile contributes a start every 0.3 along it, not its ten best neighbours), they try the other basins the
     profile shows (a second valley of the exponents, a term dropped at one end of the grid), and where refined
     optima within ``NEAR`` still disagree the parameter is named as not identified (a flat valley a converged
     optimiser crosses to one point is found by ``near_widths`` instead)."""
@@ -282,7 +283,9 @@ def near_widths(theta: np.ndarray, log_N: np.ndarray, log_D: np.ndarray, log_los
     so its Hessian is set by the few residuals inside ±δ and says little. A direction of no curvature (a valley the
     residuals do not change along) gives a width beyond any ``SPREAD`` to every parameter that moves along it.
     Unlike the spread of optima refined from different starts, this does not depend on where the optimiser happened
-    to stop in a valley. A and B are judged at the data's centre (``centred``): the width of log A itself would
+    to stop in a valley. The curvature is taken at the Huber optimum, not the least-squares one (close where Huber
+    is), and f grows with the law's misfit, so a law that fits badly has wider widths: what the points pin depends
+    on how well the law describes them. A and B are judged at the data's centre (``centred``): the width of log A itself would
     carry alpha's uncertainty times log N (10–23), and hold alpha to a fraction of its own 0.01."""
     e, a, b, alpha, beta = theta
     terms = np.stack([np.full(log_N.size, e), a - alpha * log_N, b - beta * log_D])

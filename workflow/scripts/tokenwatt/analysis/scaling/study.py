@@ -130,6 +130,7 @@ def size_effect(trials: pl.DataFrame) -> dict[str, Any] | None:
     gain = float(small.mean() - large.mean())
     # the tokens each trained: the budget, unless its model level scales it (design.model.<level>.budget_scale)
     tokens = {n: float(top.filter(pl.col("params") == n)["real_tokens"].mean()) for n in (sizes[0], sizes[-1])}
+    energy = {n: top.filter(pl.col("params") == n)["energy_j"].mean() for n in (sizes[0], sizes[-1])}
     out = {
         "budget": int(top["budget"][0]),
         "smallest": {
@@ -137,12 +138,14 @@ def size_effect(trials: pl.DataFrame) -> dict[str, Any] | None:
             "mean_final_loss": float(small.mean()),
             "n": int(small.size),
             "real_tokens": tokens[sizes[0]],
+            "energy_j": energy[sizes[0]],
         },
         "largest": {
             "params": int(sizes[-1]),
             "mean_final_loss": float(large.mean()),
             "n": int(large.size),
             "real_tokens": tokens[sizes[-1]],
+            "energy_j": energy[sizes[-1]],
         },
         "gain": gain,
         # sizes that trained different tokens at one budget level (an equal-energy ladder) differ in data too
