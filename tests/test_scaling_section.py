@@ -102,7 +102,7 @@ def test_a_size_effect_at_scaled_budgets_names_each_sizes_tokens_and_energy_and_
         "gain": 0.01, "se": 0.02, "df": 3.9, "t": 0.5, "p": 0.64, "visible": False, "same_tokens": False,
     }  # fmt: skip
     text = _text(scaling_html({**scaling, "size_effect": scaled}))
-    assert "the largest model trained 370K tokens with 790 J, the smallest 1.78M with 990 J" in text
+    assert "the largest model trained 370.0 k tokens with 790 J, the smallest 1.776 M with 990 J" in text
     assert "the smaller model is as good as the larger" in text and "optimiser holds" not in text
 
 
