@@ -93,3 +93,14 @@ def test_the_points_the_figures_draw_are_the_fits_and_come_back_from_their_csv_u
     for name, table in tables.items():
         write_csv(tmp_path / f"{name}.csv", table)
         assert read_product_table(tmp_path / f"{name}.csv", name).equals(table)
+
+
+def test_a_degenerate_law_a_float_power_overflows_on_is_drawn_from_its_terms_logs():
+    """A fit that makes the size term a step (A ~ 5e260, alpha ~ 64: named not identified) once crashed the figures
+    with an OverflowError in N ** alpha."""
+    from tokenwatt.presentation.scaling_figures import _law
+
+    law = {"E": 3.9, "A": 5.4e260, "alpha": 64.2, "B": 51.4, "beta": 0.67}
+    got = _law(law, 36_000.0, np.array([1e4, 1e5]))
+    expected = 3.9 + np.exp(np.log(5.4e260) - 64.2 * np.log(36_000.0)) + 51.4 / np.array([1e4, 1e5]) ** 0.67
+    np.testing.assert_allclose(got, expected, rtol=1e-12)

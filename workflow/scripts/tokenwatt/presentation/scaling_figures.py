@@ -23,8 +23,11 @@ from .figures import placeholder  # noqa: E402
 EXTRAPOLATED = "dashed: extrapolated beyond the measured N and D"
 
 
-def _law(law: dict[str, Any], N: np.ndarray, D: np.ndarray) -> np.ndarray:
-    return law["E"] + law["A"] / N ** law["alpha"] + law["B"] / D ** law["beta"]
+def _law(law: dict[str, Any], N: np.ndarray | float, D: np.ndarray | float) -> np.ndarray:
+    """The law's loss at (N, D), each term as exp(log A − alpha·log N): a degenerate fit (A ~ 1e260 with alpha ~ 60,
+    a step at the smallest size, named not identified) has terms a float power overflows on."""
+    term = lambda coef, x, exponent: np.exp(np.log(coef) - exponent * np.log(np.asarray(x, float)))  # noqa: E731
+    return law["E"] + term(law["A"], N, law["alpha"]) + term(law["B"], D, law["beta"])
 
 
 def _millions(n: float) -> str:

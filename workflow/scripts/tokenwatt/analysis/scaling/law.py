@@ -327,7 +327,8 @@ def _not_identified(
             out[name] = f"{name} = {value:.3g} ≤ 0: the points show no {'size' if name == 'alpha' else 'data'} effect"
         elif apart > limit:
             out[name] = (
-                f"equally good fits (objective within {NEAR:g} of the best) differ in {name_at} by {shown(apart)}"
+                f"equally good fits (objective within {NEAR:g} of the best) differ in {name_at} by "
+                f"{'more than any figure means' if apart > FLAT_WIDTH else shown(apart)}"
             )
         elif width > limit:
             out[name] = (
