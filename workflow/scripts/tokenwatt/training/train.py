@@ -161,24 +161,26 @@ def next_token_targets(input_ids: torch.Tensor, attention_mask: torch.Tensor) ->
     return F.pad(labels_for(input_ids, attention_mask)[:, 1:], (0, 1), value=IGNORE)
 
 
+def _flat_logits(model: Callable[..., Any], input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The forward pass's logits in fp32, one row per position. ``model`` is either implementation, compiled or not:
+    the native one returns logits, a transformers model an output record holding them."""
+    out = model(input_ids=input_ids, attention_mask=attention_mask)
+    logits = out if isinstance(out, torch.Tensor) else out.logits
+    return logits.float().reshape(-1, logits.size(-1))
+
+
 def token_loss_sum(
     model: Callable[..., Any],
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
     targets: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Summed next-token cross-entropy over real targets, and how many there were.
-
-    ``model`` is either implementation, compiled or not: the native one returns logits, a
-    transformers model an output record holding them. ``targets`` (``next_token_targets``) may
-    be passed in when made once for many steps."""
-    out = model(input_ids=input_ids, attention_mask=attention_mask)
-    logits = out if isinstance(out, torch.Tensor) else out.logits
+    """Summed next-token cross-entropy over real targets, and how many there were. ``targets``
+    (``next_token_targets``) may be passed in when made once for many steps."""
+    logits = _flat_logits(model, input_ids, attention_mask)
     if targets is None:
         targets = next_token_targets(input_ids, attention_mask)
-    loss = F.cross_entropy(
-        logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=IGNORE, reduction="sum"
-    )
+    loss = F.cross_entropy(logits, targets.reshape(-1), ignore_index=IGNORE, reduction="sum")
     return loss, (targets != IGNORE).sum()
 
 
@@ -188,13 +190,11 @@ def z_loss_sum(
     """``token_loss_sum``'s cross-entropy sum and target count, and beside them the sum over the same real targets
     of log²Z, Z the softmax normaliser of the logits there (PaLM's z-loss, Chowdhery et al. 2022; Wortsman et al. 2023
     found it keeps logits from drifting at high learning rates). One forward pass serves both."""
-    out = model(input_ids=input_ids, attention_mask=attention_mask)
-    logits = out if isinstance(out, torch.Tensor) else out.logits
-    logits = logits.float().reshape(-1, logits.size(-1))
+    logits = _flat_logits(model, input_ids, attention_mask)
     flat = targets.reshape(-1)
     loss = F.cross_entropy(logits, flat, ignore_index=IGNORE, reduction="sum")
-    log_z = torch.logsumexp(logits, dim=-1)
     real = flat != IGNORE
+    log_z = torch.logsumexp(logits, dim=-1)
     return loss, real.sum(), torch.where(real, log_z.square(), 0.0).sum()  # where: an inf at padding adds no NaN
 
 
