@@ -18,6 +18,7 @@ from tokenwatt.plan.design import (
     CELL_PATTERN,
     PROFILE_PATTERN,
     SELECTION_PATTERN,
+    STABLE_PATTERN,
     TOKENIZER_PATTERN,
 )  # noqa: E402
 from tokenwatt.common.measures import FIGURES  # noqa: E402
@@ -65,6 +66,8 @@ wildcard_constraints:
     sel=SELECTION_PATTERN,
     level=r"[A-Za-z0-9][A-Za-z0-9._-]*",
     profile=PROFILE_PATTERN,
+    stable=STABLE_PATTERN,
+    point=r"\d+",
 
 
 def cell_of(wildcards):

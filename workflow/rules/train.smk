@@ -97,3 +97,54 @@ rule train_trial:
         code=STUDY.code("train_trial.py"),
     script:
         "../scripts/train_trial.py"
+
+
+rule train_stable:
+    input:
+        forced_jobs_noted,
+        unpack(
+            lambda wildcards: LAYOUT.stable_inputs(
+                wildcards.stable, wildcards.trial, wildcards.point
+            )
+        ),
+    output:
+        LAYOUT.stable("{stable}", "{trial}", "{point}"),
+    log:
+        LAYOUT.log("train_stable", "{stable}t{trial}", "p{point}"),
+    cache: workflow.workflow_settings.cache is not None
+    priority: lambda wildcards: STUDY.stable_priority(wildcards.stable, int(wildcards.trial))
+    conda:
+        "../envs/train.yaml"
+    # Metered as a trial is: alone on the machine unless train.run_alone is false.
+    threads: workflow.cores if config["train"]["run_alone"] else config["train"]["threads"]
+    resources:
+        **STUDY.hardware_resources("stable"),
+        gpu=1,
+        mem_mb=8000,
+        runtime=lambda wildcards: STUDY.stable_runtime(wildcards.stable),
+        cpus_per_task=config["train"]["threads"],
+    params:
+        # The stretch's identity (its end, in real tokens, as a trial's budget) and how it trains: its cells' settings
+        # at the peak rate; no evaluation (only the budgets' cooldowns are evaluated).
+        budget=lambda wildcards: int(wildcards.point) * STUDY.design.branch_every,
+        trial=lambda wildcards: int(wildcards.trial),
+        point=lambda wildcards: int(wildcards.point),
+        cell=lambda wildcards: f"stable/{wildcards.stable}p{wildcards.point}",
+        levels=lambda wildcards: STUDY.design.levels(
+            STUDY.design.stable_cell(wildcards.stable)
+        ),
+        study_seed=lookup(dpath="study/seed", within=config),
+        model=lambda wildcards: STUDY.design.model_config(
+            STUDY.design.stable_cell(wildcards.stable)
+        ),
+        train=lambda wildcards: STUDY.design.stable_train_config(wildcards.stable),
+        meter=lookup(dpath="meter", within=config),
+        check={
+            "matmul_size": config["profile"]["matmul_size"],
+            "window_s": config["profile"]["window_s"],
+            "windows": config["profile"]["check_windows"],
+        },
+        evaluation={},
+        code=STUDY.code("train_stable.py"),
+    script:
+        "../scripts/train_stable.py"

@@ -62,7 +62,8 @@ with logged(snakemake.log[0], append=True, job=job_label(snakemake.rule, snakema
     try:
         job = {k: snakemake.config["train"][k] for k in JOB_TRAIN_KEYS if k in snakemake.config["train"]}
         spec = TrialSpec.from_params(p, job)
-        metrics, power, steps, curve = run_trial(spec, TrialData.read(snakemake.input), place=place)
+        origin = Path(snakemake.input.origin) if hasattr(snakemake.input, "origin") else None  # a branched trial's
+        metrics, power, steps, curve = run_trial(spec, TrialData.read(snakemake.input), place=place, origin=origin)
         check_record(metrics, load_validator(snakemake.input.schema), out.metrics)
         write_parquet(out.power, power)
         write_parquet(out.steps, steps)

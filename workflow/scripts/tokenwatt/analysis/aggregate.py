@@ -32,6 +32,19 @@ def cost_summary(trials: pl.DataFrame, cost: dict[str, Any], intensity: tuple[fl
     def total(c: str) -> float | None:
         return float(trials[c].sum()) if c in trials.columns and trials.height and trials[c].null_count() == 0 else None
 
+    # Branched trials (train.schedule.branch_every) each count their stable run to their point, in energy and in device
+    # time: the study spent each stable run once, so the totals count it once (every cost is linear in the two).
+    energy, seconds = total("energy_j"), total("run_s")
+    shared_j = shared_by_branches(trials, "branch_stable_energy_j")
+    stable_s = shared_by_branches(trials, "branch_stable_run_s", once=True)
+    study = trial_cost(
+        {
+            "energy_j": None if energy is None else energy - shared_j,
+            "run_s": None if seconds is None else seconds + stable_s,
+        },
+        cost,
+        intensity[0],
+    )
     return {
         "carbon_intensity_g_per_kwh": intensity[0],
         "carbon_intensity_source": intensity[1],
@@ -41,10 +54,23 @@ def cost_summary(trials: pl.DataFrame, cost: dict[str, Any], intensity: tuple[fl
         "device_hour_price": cost["device_hour_price"],
         "trials": trials.height,
         "is_estimate": bool(trials["cost_is_estimate"].any()) if "cost_is_estimate" in trials.columns else False,
-        **{f"total_{c}": total(c) for c in ("kwh", "kg_co2e", "electricity_cost", "device_cost", "total_cost")},
+        "total_energy_j": None if energy is None else energy - shared_j,
+        "branch_shared_energy_j": shared_j,
+        **{f"total_{c}": study[c] for c in ("kwh", "kg_co2e", "electricity_cost", "device_cost", "total_cost")},
         # The evaluations' own energy, metered beside the training energy and never in it (nor in the totals above).
         **_eval_costs(total("eval_energy_j"), cost, intensity[0]),
     }
+
+
+def shared_by_branches(trials: pl.DataFrame, column: str, once: bool = False) -> float:
+    """A stable run's ``column`` (its energy or its processes' seconds) that the trials branched from it count more than
+    once: the sum over trials less the largest per run (a trial id and its levels but the budget; the largest point
+    passed through every smaller one). ``once``: the largest per run instead, the run counted once. 0 without
+    branches."""
+    if column not in trials.columns or trials[column].drop_nulls().len() == 0:
+        return 0.0
+    largest = float(trials.group_by("series", "trial").agg(pl.col(column).max())[column].sum())
+    return largest if once else float(trials[column].sum()) - largest
 
 
 def _eval_costs(joules: float | None, cost: dict[str, Any], intensity_g_per_kwh: float | None) -> dict[str, Any]:

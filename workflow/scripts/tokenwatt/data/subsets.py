@@ -56,15 +56,12 @@ def draw_subset(chunks: pl.DataFrame, budget: int, seed: int, source: str = "the
     chunk; ``real_tokens`` records the exact count. ``source`` names the chunks' documents in the refusal of a
     budget they cannot fill.
     """
-    chunk_ids = chunks["chunk_id"].to_numpy()
-    n_real = chunks["n_real"].to_numpy()
-    parts = chunks.select(pl.int_range(pl.len()).over("doc_id"))["literal"].to_numpy()
+    chunk_ids, n_real, order = _drawn(chunks, seed)
     available = int(n_real.sum())
     if budget > available:
         raise SubsetError(
             f"budget {budget} needs {budget} tokens, {source} has {available}; lower the budget or add data"
         )
-    order = chunk_order(chunks["doc_id"].to_numpy(), parts, seed)
     reached = int(np.searchsorted(np.cumsum(n_real[order]), budget)) + 1
     picked = order[:reached]
     return {
@@ -75,3 +72,31 @@ def draw_subset(chunks: pl.DataFrame, budget: int, seed: int, source: str = "the
         "available_tokens": available,
         "chunk_ids": chunk_ids[picked].tolist(),
     }
+
+
+def stream_head(chunks: pl.DataFrame, tokens: int, seed: int, batch_size: int) -> dict[str, Any]:
+    """The head of a trial's drawn order that a stable run trains to its saved point at ``tokens`` real tokens
+    (train.schedule.branch_every): the chunks up to the first whole batch that reaches them, so every budget's subset
+    (``draw_subset``, a longer head of the same order) starts with exactly these batches."""
+    chunk_ids, n_real, order = _drawn(chunks, seed)
+    reached = int(np.searchsorted(np.cumsum(n_real[order]), tokens)) + 1
+    whole = -(-reached // batch_size) * batch_size
+    if whole > len(order):
+        raise SubsetError(
+            f"the stable run's point at {tokens} real tokens needs {whole} chunks, the corpus has {len(order)}; "
+            "lower the budgets or train.schedule.branch_every, or add data"
+        )
+    picked = order[:whole]
+    return {
+        "seed": seed,
+        "n_chunks": whole,
+        "real_tokens": int(n_real[picked].sum()),
+        "chunk_ids": chunk_ids[picked].tolist(),
+    }
+
+
+def _drawn(chunks: pl.DataFrame, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The level's chunk ids, their real tokens, and the positions of the chunks in the trial's order."""
+    parts = chunks.select(pl.int_range(pl.len()).over("doc_id"))["literal"].to_numpy()
+    order = chunk_order(chunks["doc_id"].to_numpy(), parts, seed)
+    return chunks["chunk_id"].to_numpy(), chunks["n_real"].to_numpy(), order

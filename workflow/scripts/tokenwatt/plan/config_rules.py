@@ -30,6 +30,7 @@ def requirements(cfg: dict[str, Any], schema: dict[str, Any]) -> list[str]:
             "says how many eval documents every level is scored on; set design.selection, or remove it"
         )
     problems += _stopping_problems(cfg)
+    problems += _branch_problems(cfg)
     problems += _eval_window_problems(cfg)
     base = model_problems(cfg["model"], cfg["tokenizer"], "")
     base += architecture_problems(cfg["model"], lambda f: base_key(cfg["model"], f), "")
@@ -95,6 +96,45 @@ def _stopping_problems(cfg: dict[str, Any]) -> list[str]:
             stop_rule(rule)
         except StopRuleError as err:
             problems.append(f"analysis.stopping.{name}: {err}")
+    return problems
+
+
+def _branch_problems(cfg: dict[str, Any]) -> list[str]:
+    """What a stable run shared by every budget needs (train.schedule.branch_every): a cooldown to branch (wsd), and
+    steps that do not depend on where a trial ends: one pass over the drawn order (a second epoch would repeat a
+    budget's own subset), a warmup by size not by share, no stopping rule, no level order of its own."""
+    schedule = cfg["train"]["schedule"]
+    if schedule["branch_every"] is None:
+        return []
+    key, problems = "train.schedule.branch_every", []
+    if schedule["kind"] != "wsd":
+        problems.append(f"{key}: a branch is a wsd cooldown; set train.schedule.kind: wsd, or remove {key}")
+    if cfg["train"]["epochs"] != 1:
+        problems.append(
+            f"{key}: the stable run is one pass over the trial's drawn chunks, and train.epochs is "
+            f"{cfg['train']['epochs']} (a second epoch would repeat each budget's own subset); set train.epochs: 1"
+        )
+    if schedule["warmup_fraction"]:
+        problems.append(
+            f"{key}: train.schedule.warmup_fraction is a share of each trial's steps, so the budgets' warmups would "
+            "differ inside one stable run; warm up by size instead (train.schedule.warmup_tokens_per_parameter)"
+        )
+    stops = [k for k, rule in [("train.stop", cfg["train"]["stop"])] if rule != "none"]
+    stops += [f"design.stopping.{k}" for k in cfg["design"].get("stopping", {})]
+    if stops:
+        problems.append(
+            f"{key}: a stopping rule ({', '.join(stops)}) would end the stable run every budget branches from; remove one or the other"
+        )
+    ordered = [
+        k
+        for k, v in cfg["design"].get("selection", {}).items()
+        if isinstance(v, dict) and v.get("order", "shuffled") != "shuffled"
+    ]
+    if ordered:
+        problems.append(
+            f"{key}: design.selection levels {', '.join(ordered)} train in an order of their own, in which a smaller "
+            "budget's subset is not the head of a larger one's; drop their order, or remove " + key
+        )
     return problems
 
 

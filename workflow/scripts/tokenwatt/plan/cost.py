@@ -43,7 +43,9 @@ def trial_cost(trial: dict[str, Any], cost: dict[str, Any], intensity_g_per_kwh:
     kg = None if kwh is None or intensity_g_per_kwh is None else kwh * intensity_g_per_kwh / 1000
     price = cost["electricity_price_per_kwh"]
     electricity = None if kwh is None or price is None else kwh * price
+    # a branched trial's time on the device includes its stable run's processes (train.schedule.branch_every)
     seconds = trial.get("run_s")
+    seconds = None if seconds is None else seconds + (trial.get("branch_stable_run_s") or 0.0)
     device = (
         None if cost["device_hour_price"] is None or seconds is None else seconds / 3600 * cost["device_hour_price"]
     )

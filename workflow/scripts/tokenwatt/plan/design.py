@@ -34,6 +34,7 @@ CELL_PATTERN = r"(?:[a-z_]+=[^/]+/)*b\d+"
 TOKENIZER_PATTERN = r"(?:tok=[^/]+/)?"
 SELECTION_PATTERN = r"(?:sel=[^/]+/)?"
 PROFILE_PATTERN = r"(?:[a-z_]+=[^/]+/)*"
+STABLE_PATTERN = r"(?:[a-z_]+=[^/]+/)*"
 
 # train.* keys that change nothing a trial measures (where it saves its state): the trial's job reads them from the
 # config, and they stay out of its params, which key its reruns, its result-store entry and its checkpoint.
@@ -241,7 +242,57 @@ class Design:
             train["stop"] = stop
         if self.ordered_level(cell) is not None:
             train["order"] = "given"  # the subset in its level's order, every epoch (tokenwatt.data.order)
+        if self.branch_every is not None:
+            train["order"] = "drawn"  # the subset as drawn, whose head every smaller budget's subset is
         return train
+
+    # --- branched cooldowns (train.schedule.branch_every): one stable run per trial and every level but the budget
+    @property
+    def branch_every(self) -> int | None:
+        """The stable run's saved points' spacing in real tokens; None: every trial trains alone."""
+        return self.config["train"]["schedule"]["branch_every"]
+
+    def stable_key(self, cell: Cell) -> str:
+        """The stable run a cell's trials branch from: its levels but the budget (``""``, or ``model=small/``)."""
+        return f"{cell.series}/" if cell.levels else ""
+
+    def branch_point(self, cell: Cell) -> int:
+        """The stable run's saved point a cell's trial resumes (0: none, it trains from its first step): the last at
+        or before (1 − cooldown_fraction) of its tokens, so its cooldown starts after it (train.py finds that step
+        on the subset's real tokens, which reach the cell's at least)."""
+        assert self.branch_every is not None
+        share = 1.0 - self.config["train"]["schedule"]["cooldown_fraction"]
+        return math.floor(share * self.tokens(cell) / self.branch_every)
+
+    def stable_points(self) -> list[tuple[str, int]]:
+        """Every (stable run, saved point) the study's trials branch from or pass through on the way."""
+        last: dict[str, int] = {}
+        for cell in self.cells:
+            key = self.stable_key(cell)
+            last[key] = max(last.get(key, 0), self.branch_point(cell))
+        return [(key, point) for key, n in last.items() for point in range(1, n + 1)]
+
+    def trained_tokens(self) -> dict[str, int]:
+        """The real tokens each cell's trial trains in jobs of its own: its tokens; a branched trial its cooldown's part
+        past its point, and one cell per stable run (its longest) the stable run's too, so the sum is the study's."""
+        if self.branch_every is None:
+            return {c.id: self.tokens(c) for c in self.cells}
+        own = {c.id: self.tokens(c) - self.branch_point(c) * self.branch_every for c in self.cells}
+        for key in {self.stable_key(c) for c in self.cells}:
+            longest = max((c for c in self.cells if self.stable_key(c) == key), key=self.branch_point)
+            own[longest.id] += self.branch_point(longest) * self.branch_every
+        return own
+
+    def stable_cell(self, key: str) -> Cell:
+        """A cell of the stable run ``key`` (its settings but the budget are the run's)."""
+        return next(c for c in self.cells if self.stable_key(c) == key)
+
+    def stable_train_config(self, key: str) -> dict[str, Any]:
+        """The stable run's train.*: its cells' own, at the peak rate after the same warmup (by size: the schema's rules
+        refuse a warmup by share), none of the cooldown's keys, so a new cooldown setting never retrains it."""
+        train = self.train_config(self.stable_cell(key))
+        warmup = train["schedule"]["warmup_tokens_per_parameter"]
+        return {**train, "schedule": {"kind": "constant", "warmup_tokens_per_parameter": warmup}}
 
     def min_steps(self, cell: Cell) -> int:
         """The fewest optimizer steps a cell's trials can take: its budget in full chunks (a chunk holds

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .design import Design
+from .design import Cell, Design
 
 # The steps every selection level shares, under this key in the level ↔ record mapping.
 SHARED = ""
@@ -65,6 +65,14 @@ class Layout:
 
     def checkpoint(self, cell: str, trial: int | str) -> str:
         return checkpoint_folder(self.root, cell, trial)
+
+    def stable(self, key: str, trial: int | str, point: int | str) -> str:
+        """A stable run's saved point (train.schedule.branch_every): its state and whole meter session, which the next
+        stretch and every budget's cooldown continue."""
+        return self.path("stable", f"{key}t{trial}", f"p{point}.pt")
+
+    def stable_targets(self) -> list[str]:
+        return [self.stable(key, t, point) for key, point in self.design.stable_points() for t in self.design.trials]
 
     def data(self, tok: str, name: str) -> str:
         """A tokenizer's data ({tok}: "" for the study's tokenizer, tok=<model level>/ for a level's own)."""
@@ -153,12 +161,27 @@ class Layout:
         cell = design.cell(cell_id)
         tok, sel = design.tokenizer_key(cell), design.selection_key(cell)
         ordered = design.ordered_level(cell)
+        point = design.branch_point(cell) if design.branch_every is not None else 0
         return {
             "subset": self.subset(tok, sel, design.tokens(cell), trial),
+            **self._chunks(cell),
+            **({"order": self.selection(ordered, "order.parquet")} if ordered is not None else {}),
+            **({"origin": self.stable(design.stable_key(cell), trial, point)} if point else {}),
+        }
+
+    def stable_inputs(self, key: str, trial: int | str, point: int | str) -> dict[str, str]:
+        """What a stretch of a stable run reads: its tokenizer's chunks (the stretch draws the head of the trial's order
+        itself, ``stream_head``) and the point before it, which it continues."""
+        before = int(point) - 1
+        chunks = self._chunks(self.design.stable_cell(key))
+        return {**chunks, **({"origin": self.stable(key, trial, before)} if before else {})}
+
+    def _chunks(self, cell: Cell) -> dict[str, str]:
+        tok, sel = self.design.tokenizer_key(cell), self.design.selection_key(cell)
+        return {
             "train": self.data(tok, f"{sel}chunks_train.parquet"),
             "eval": self.data(tok, "chunks_eval.parquet"),
             "tokenizer": self.data(tok, "tokenizer"),
-            **({"order": self.selection(ordered, "order.parquet")} if ordered is not None else {}),
         }
 
 

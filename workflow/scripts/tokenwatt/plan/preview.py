@@ -78,7 +78,8 @@ def cost_preview(
     pilot: dict[str, Any] | None = None,
     workload: str = "",
 ) -> str:
-    """A few lines for the log. ``expected`` maps every (cell, trial) to its real tokens (``Design.tokens``); ``shape`` says how
+    """A few lines for the log. ``expected`` maps every (cell, trial) to the real tokens its jobs train
+    (``Design.trained_tokens``: a branched study's stable runs counted once); ``shape`` says how
     the design makes them ("3 budgets × 5 trials"). Time comes from trials already finished on this machine:
     seconds per real token of training, plus the median fixed cost of a trial (model build,
     device benchmark, idle baseline, eval). Process start-up is not included. Energy likewise
@@ -93,7 +94,9 @@ def cost_preview(
         f"{len(todo)} without a record yet; ~{tokens_todo:,} of ~{tokens_all:,} training tokens (each trial's real tokens × epochs) to go "
         "(a trial whose code, settings or inputs changed trains again too: the job table counts every job)."
     ]
-    timed = [m for m in finished.values() if m.get("run_s") and m.get("real_tokens")]
+    # a branched trial's own job: its record's training less the stable run's, which other jobs trained
+    timed = [_own(m) for m in finished.values() if m.get("run_s") and m.get("real_tokens")]
+    timed = [m for m in timed if m["real_tokens"] > 0]
     if not todo:
         return lines[0]
     if not timed:
@@ -110,6 +113,21 @@ def cost_preview(
         joules = tokens_todo * statistics.median(m["energy_j"] / m["real_tokens"] for m in metered)
         lines.append(_energy_line(joules, seconds, any(m.get("meter_is_estimate") for m in metered), cost))
     return "\n".join([*lines, PROGRESS_NOTE])
+
+
+def _own(m: dict[str, Any]) -> dict[str, Any]:
+    """A finished trial's record as its own job trained it: a branched trial's (train.schedule.branch_every) without
+    the stable run it continued (its tokens, seconds and energy are other jobs'); any other record as it is."""
+    branch = m.get("branch")
+    if not branch:
+        return m
+    energy, stable_j = m.get("energy_j"), branch.get("stable_energy_j")
+    return {
+        **m,
+        "real_tokens": m["real_tokens"] - branch["from_real_tokens"],
+        "train_s": m["train_s"] - branch["stable_train_s"],
+        "energy_j": None if energy is None or stable_j is None else energy - stable_j,
+    }
 
 
 def _pilot_lines(

@@ -107,9 +107,10 @@ def preview(study: Study) -> tuple[list[str], list[str]]:
                     "or trained again if the store has none"
                 )
     config, design = study.config, study.design
+    trained = design.trained_tokens()
     lines = [
         cost_preview(
-            {(c, t): design.tokens_of(c) for c, t in study.layout.expected},
+            {(c, t): trained[c] for c, t in study.layout.expected},
             design.shape(),
             config["train"]["epochs"],
             finished,

@@ -48,6 +48,12 @@ class Study:
         # everything, so CS_TFLOPS is measured before any trial heats the device.
         self.subset_priority = len(expected) + 1
         self.profile_priority = self.subset_priority + 1
+        # A stable run's stretches as soon as the first trial branching from it would have run.
+        self._stable_priority: dict[tuple[str, int], int] = {}
+        if self.design.branch_every is not None:
+            for (cell, trial), priority in self.trial_priority.items():
+                key = (self.design.stable_key(self.design.cell(cell)), trial)
+                self._stable_priority[key] = max(self._stable_priority.get(key, 0), priority)
 
     @property
     def report_figures(self) -> list[str]:
@@ -121,12 +127,21 @@ class Study:
         saving = disk.checkpoint_seconds(params, tokens * epochs, self.config["train"].get("checkpoint_every", 0))
         return trial_runtime_min(tokens, epochs, self.pilot, saving)
 
+    def stable_priority(self, key: str, trial: int) -> int:
+        return self._stable_priority[(key, trial)]
+
+    def stable_runtime(self, key: str) -> int:
+        """A stable run's stretch's time limit: its longest trial's (a stretch trains at most that)."""
+        cells = [c for c in self.design.cells if self.design.stable_key(c) == key]
+        return self.trial_runtime(max(cells, key=self.design.tokens).id)
+
     def hardware_resources(self, wildcard: str) -> dict[str, Callable[[Any], Any]]:
         """The scheduler resources the design's hardware levels set (gpu_model, slurm_partition, constraint), each a
-        function of the job's wildcards, whose ``wildcard`` (``cell``, or ``profile`` for a device profile's job) names
-        the cell; "" where a level leaves one unset (the executor ignores it)."""
+        function of the job's wildcards, whose ``wildcard`` (``cell``; ``profile`` for a device profile's job,
+        ``stable`` for a stable run's stretch) names the cell; "" where a level leaves one unset (the executor
+        ignores it)."""
         design = self.design
-        cell_for = design.cell if wildcard == "cell" else design.profile_cell
+        cell_for = {"cell": design.cell, "profile": design.profile_cell, "stable": design.stable_cell}[wildcard]
         names = sorted({name for c in design.cells for name in design.resources(c)})
         return {
             name: (lambda wildcards, name=name: design.resources(cell_for(wildcards[wildcard])).get(name, ""))

@@ -56,18 +56,19 @@ class Checkpoint:
     session: dict[str, Any] = field(default_factory=dict)
 
 
-def save(folder: Path, checkpoint: Checkpoint) -> int:
-    """Write ``checkpoint`` atomically over the last one; its size in bytes."""
-    staged = stage(folder, checkpoint)
+def save(folder: Path, checkpoint: Checkpoint, name: str = STATE) -> int:
+    """Write ``checkpoint`` atomically over the last one (or as ``name``: a stable run's saved point, a file of the
+    workflow's); its size in bytes."""
+    staged = stage(folder, checkpoint, name)
     size = staged.stat().st_size
-    commit(folder, staged)
+    commit(folder, staged, name)
     return size
 
 
-def stage(folder: Path, checkpoint: Checkpoint) -> Path:
+def stage(folder: Path, checkpoint: Checkpoint, name: str = STATE) -> Path:
     """Write ``checkpoint`` to a temporary file beside the last one, on disk (``commit`` makes it the checkpoint)."""
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{STATE}.{os.getpid()}.tmp"
+    tmp = folder / f".{name}.{os.getpid()}.tmp"
     # shallow: dataclasses.asdict would copy every tensor (weights and moments) on the device before saving it
     payload = {**_fields(checkpoint), "train": _fields(checkpoint.train)}
     torch.save(payload, tmp)
@@ -76,9 +77,9 @@ def stage(folder: Path, checkpoint: Checkpoint) -> Path:
     return tmp
 
 
-def commit(folder: Path, staged: Path) -> None:
+def commit(folder: Path, staged: Path, name: str = STATE) -> None:
     """The staged file becomes the checkpoint, atomically (a kill leaves either the last one or this one)."""
-    os.replace(staged, folder / STATE)
+    os.replace(staged, folder / name)
 
 
 def load(folder: Path, key: str) -> tuple[Checkpoint | None, str]:
@@ -88,16 +89,20 @@ def load(folder: Path, key: str) -> tuple[Checkpoint | None, str]:
     if not path.exists():
         return None, "no checkpoint"
     try:
-        raw = torch.load(path, map_location="cpu", weights_only=True)
+        saved = read(path)
     except Exception as err:  # a file cut short by a full disk or a crash mid-rename cannot be resumed from
         remove(folder)
         return None, f"the checkpoint {path} could not be read ({type(err).__name__}: {err}); it was removed"
-    if raw.get("key") != key:
+    if saved.key != key:
         remove(folder)
         return None, f"the checkpoint {path} was written for other settings, inputs or code; it was removed"
-    return Checkpoint(
-        key=raw["key"], number=raw["number"], train=TrainState(**raw["train"]), session=raw["session"]
-    ), ""
+    return saved, ""
+
+
+def read(path: Path) -> Checkpoint:
+    """The checkpoint in ``path``, whatever its key (a stable run's saved point: the workflow keys it as a file)."""
+    raw = torch.load(path, map_location="cpu", weights_only=True)
+    return Checkpoint(key=raw["key"], number=raw["number"], train=TrainState(**raw["train"]), session=raw["session"])
 
 
 def _fields(record: Any) -> dict[str, Any]:

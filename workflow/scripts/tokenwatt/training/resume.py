@@ -36,10 +36,19 @@ class CheckpointPlace:
 
 
 class Checkpoints:
-    """One trial's checkpoints (``place`` None: none, as outside the workflow)."""
+    """One trial's checkpoints (``place`` None: none, as outside the workflow), and the stable run's saved point it
+    branches from (``origin``, train.schedule.branch_every): what it continues when it has no checkpoint of its own."""
 
-    def __init__(self, place: CheckpointPlace | None, every_tokens: int, keep: bool, log: Callable[[str], None]):
-        self.place, self.every, self.keep, self.log = place, every_tokens, keep, log
+    def __init__(
+        self,
+        place: CheckpointPlace | None,
+        every_tokens: int,
+        keep: bool,
+        log: Callable[[str], None],
+        origin: Path | None = None,
+    ):
+        self.place, self.every, self.keep, self.log, self.origin = place, every_tokens, keep, log, origin
+        self.branched = False  # whether this process continues ``origin`` (not a checkpoint of its own)
         self.stop_requested = threading.Event()
         self.written: list[dict[str, Any]] = []  # number, step, real_tokens, bytes, save_s of each checkpoint
         self.resumes: list[dict[str, Any]] = []  # where each resume started and what the kill before it lost
@@ -52,7 +61,30 @@ class Checkpoints:
 
     # -- resuming
     def resume(self) -> Checkpoint | None:
-        """The checkpoint to continue from, with the work the killed process did after it counted from its heartbeat;
+        """The state to continue from: the trial's own checkpoint (``resume_own``), else the stable run's saved point
+        it branches from; None where there is neither."""
+        own = self.resume_own()
+        if own is not None or self.origin is None:
+            return own
+        saved = store.read(self.origin)
+        # A process of this job stopped before its first checkpoint: its heartbeat's resume, continued from the
+        # saved point, not the first step (its loss counted from there).
+        killed = [
+            {**r, "from_checkpoint": saved.number, "from_step": saved.train.step}
+            | ({"lost_steps": max(0, r["lost_steps"] - saved.train.step)} if r["lost_steps"] is not None else {})
+            for r in self.resumes[-1:]
+        ]
+        # the stable run's history is the trial's: its checkpoints and resumes (a kill of one of its jobs), kept
+        self.written = list(saved.session["checkpoints"])
+        self.resumes = [*saved.session["resumes"], *killed]
+        self.number, self.branched = saved.number, True
+        tokens = saved.train.steps[-1]["tokens"] if saved.train.steps else 0
+        self.next_tokens = self._after(tokens) if self.every > 0 else self.every
+        self.log(f"BRANCHED from the stable run's point at step {saved.train.step} ({tokens:,} real tokens)")
+        return saved
+
+    def resume_own(self) -> Checkpoint | None:
+        """The trial's own checkpoint, with the work the killed process did after it counted from its heartbeat;
         None where there is none (a stale one is removed, and said)."""
         if self.place is None:
             return None

@@ -31,6 +31,9 @@ class Schedule:
     final_fraction: float = 0.1
     warmup_tokens_per_parameter: float = 0.0
     cooldown_fraction: float = 0.2
+    # wsd branched from a shared stable run: its saved points' spacing in real tokens, and the cooldown begins at the
+    # first step whose real tokens reach (1 - cooldown_fraction) of the trial's (``cooldown_start``), not by steps
+    branch_every: int | None = None
 
     def warmup_steps(self, total: int, parameters: int = 0, tokens_per_step: int = 1) -> int:
         """The steps of the linear warmup for a trial of ``total`` steps of a model of ``parameters``, each step
@@ -58,22 +61,32 @@ class Schedule:
             f" in its {total} steps{'' if self.kind == 'constant' else f' before the {self.kind} decay'}"
         )
 
-    def factor(self, step: int, total: int, warmup: int | None = None) -> float:
+    def factor(self, step: int, total: int, warmup: int | None = None, cooldown_from: int | None = None) -> float:
         """The multiplier of the peak learning rate for step ``step`` (0-based) of ``total``, after ``warmup`` steps
-        of warmup (``warmup_steps``; by default its share of the steps)."""
+        of warmup (``warmup_steps``; by default its share of the steps); wsd's cooldown over its last
+        ``cooldown_fraction`` of the steps, or from step ``cooldown_from`` on (a branched trial's, by tokens)."""
         warmup = round(self.warmup_fraction * total) if warmup is None else warmup
         if step < warmup:
             return (step + 1) / warmup
         if self.kind == "constant":
             return 1.0
         if self.kind == "wsd":
-            decay = max(1, round(self.cooldown_fraction * total))
+            decay = max(
+                1, total - cooldown_from if cooldown_from is not None else round(self.cooldown_fraction * total)
+            )
             into = step - (total - decay) + 1  # 1 at the cooldown's first step, ``decay`` at the trial's last
             if into <= 0:
                 return 1.0
             return 1.0 - (1.0 - self.final_fraction) * min(into, decay) / decay
         progress = (step - warmup) / max(1, total - warmup - 1)
         return self.final_fraction + (1 - self.final_fraction) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+
+    def cooldown_tokens(self, real_tokens: int) -> int | None:
+        """A branched wsd trial of ``real_tokens``: the real tokens after which its cooldown begins (the step that
+        first reaches them is the last at the peak rate); None for any other schedule."""
+        if self.kind != "wsd" or self.branch_every is None:
+            return None
+        return max(1, math.ceil((1.0 - self.cooldown_fraction) * real_tokens))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

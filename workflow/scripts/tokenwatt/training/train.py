@@ -82,7 +82,8 @@ class TrainSettings:
     checkpoint_every: int = 0  # real tokens between checkpoints; 0: only when a signal asks for one
     keep_checkpoint: bool = False
     # "shuffled": each epoch a permutation drawn from ``seed``; "given": the chunks in the order given, every epoch
-    # (a selection level's order: as read, or a curriculum).
+    # (a selection level's order: as read, or a curriculum); "drawn": the subset as drawn (a branched trial's, whose
+    # smaller budgets' chunks are the head of its stream).
     order: str = "shuffled"
 
     @classmethod
@@ -123,6 +124,10 @@ class TrainResult:
     warmup_steps: int = 0  # the schedule's linear warmup, in optimizer steps
     stopped: bool = False  # by a stopping rule, before the end of its tokens
     grad_scaler_skips: int | None = None  # fp16-mixed: optimizer steps the GradScaler skipped (inf/NaN gradients)
+    cooldown_from: int | None = None  # a branched wsd trial: the step its cooldown began at
+    state: TrainState | None = (
+        None  # the loop's state after its last step (``keep_state``): a stable run's branch point
+    )
 
 
 def autocast(device: torch.device, precision: str):
@@ -265,6 +270,7 @@ def train(
     diverged_above: float = math.inf,
     checkpoints: Checkpointing | None = None,
     resume: TrainState | None = None,
+    keep_state: bool = False,
 ) -> TrainResult:
     """Train in place; the data order of each epoch is a permutation drawn from ``cfg.seed`` (``cfg.order`` shuffled),
     or the order of ``ids`` (given).
@@ -277,7 +283,8 @@ def train(
     A loss that is not finite or is above ``diverged_above`` (``blowup_loss`` of the model's vocabulary) raises
     ``Diverged`` at the next record. ``checkpoints`` saves the loop's state between steps; ``resume`` continues from
     one such state, and the run then goes on exactly as the one that saved it (on CPU, bit for bit: the loss
-    records, the evaluations' pauses and the final weights).
+    records, the evaluations' pauses and the final weights). ``keep_state`` returns the state after the last step
+    (``TrainResult.state``): a stable run's, which a longer stream with the same head continues as if never stopped.
 
     A step runs only what training needs: targets are made once, each epoch's order is applied
     once, and a step's loss goes into a device buffer that is read (one sync) every ``log_every``
@@ -309,6 +316,10 @@ def train(
         )
     warmup = cfg.schedule.warmup_steps(total_steps, parameters, per_step)
     result.warmup_steps = warmup
+    if (cooldown_tokens := cfg.schedule.cooldown_tokens(int(n_real_host.sum()))) is not None:
+        # the first step whose real tokens reach the cooldown's share (one epoch in the drawn order: a branched trial)
+        reached = _pause_steps(n_real_host, torch.arange(len(ids)), cfg.batch_size, 0, 0, [cooldown_tokens])
+        result.cooldown_from = next(iter(reached), total_steps - 1)
     losses = torch.empty(total_steps, device=device)
     logged = 0  # steps whose losses are in the loss curve
     step = 0
@@ -330,10 +341,32 @@ def train(
     if pace is not None:
         pace.started, pace.done, pace.first = time.monotonic(), step, step
     clock = lambda: time.perf_counter() - t0 - paused + trained_before  # noqa: E731  training seconds, pauses left out
+
+    def state_now(epoch: int, start: int, epoch_state: torch.Tensor) -> TrainState:
+        """The loop between two steps: the next batch is ``start`` in this epoch's order."""
+        return TrainState(
+            step=step,
+            epoch=epoch,
+            start=start,
+            order_state=epoch_state,
+            logged=logged,
+            pending_losses=losses[logged:step].cpu(),
+            steps=list(result.steps),
+            train_s=clock(),
+            skips=float(skips.item()),
+            model=model.state_dict(),
+            optimizer=optimizer.state_dict(),
+            scaler=scaler.state_dict(),
+            rng=torch.get_rng_state(),
+        )
+
     stopped = False
+    # where the loop stands if it runs no step (resumed at its last one)
+    epoch, end, epoch_state = first_epoch, first_start, order_gen.get_state()
     for epoch in range(first_epoch, cfg.epochs):
         epoch_state = order_gen.get_state()  # a checkpoint in this epoch draws its order again from here
-        host_order = torch.arange(len(ids)) if cfg.order == "given" else torch.randperm(len(ids), generator=order_gen)
+        kept = cfg.order in ("given", "drawn")
+        host_order = torch.arange(len(ids)) if kept else torch.randperm(len(ids), generator=order_gen)
         order = host_order.to(device)
         skip = first_start if epoch == first_epoch else 0  # a resumed epoch's batches done before the checkpoint
         pause_steps = {
@@ -360,7 +393,7 @@ def train(
             optimizer.zero_grad()
             objective = loss + cfg.z_loss * z_sum / n_targets.clamp(min=1) if cfg.z_loss else loss
             scaler.scale(objective).backward()
-            optimizer.lr = cfg.lr * cfg.schedule.factor(step, total_steps, warmup)
+            optimizer.lr = cfg.lr * cfg.schedule.factor(step, total_steps, warmup, result.cooldown_from)
             scaler.step(optimizer)
             if scaler.is_enabled():  # the step's inf/NaN flags, which update() clears
                 skips += sum(scaler._found_inf_per_device(optimizer).values())
@@ -398,24 +431,7 @@ def train(
             if checkpoints is not None and checkpoints.due(step, int(tokens_after[min(end, len(order)) - 1])):
                 sync()
                 paused_at = time.perf_counter()
-                checkpoints.save(
-                    TrainState(
-                        step=step,
-                        epoch=epoch,
-                        start=end,
-                        order_state=epoch_state,
-                        logged=logged,
-                        pending_losses=losses[logged:step].cpu(),
-                        steps=list(result.steps),
-                        train_s=clock(),
-                        skips=float(skips.item()),
-                        model=model.state_dict(),
-                        optimizer=optimizer.state_dict(),
-                        scaler=scaler.state_dict(),
-                        rng=torch.get_rng_state(),
-                    ),
-                    int(tokens_after[min(end, len(order)) - 1]),
-                )
+                checkpoints.save(state_now(epoch, end, epoch_state), int(tokens_after[min(end, len(order)) - 1]))
                 paused += time.perf_counter() - paused_at
                 if pace is not None:
                     pace.paused = paused
@@ -427,6 +443,8 @@ def train(
         if stopped:
             break
     sync()
+    if keep_state:
+        result.state = state_now(epoch, min(end, len(order)), epoch_state)
     result.train_s = clock()
     result.n_steps = step
     result.stopped = stopped

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 from typing import Any, NoReturn
 
 import polars as pl
@@ -30,7 +31,8 @@ from ..measurement.meter import Measurement, Meter, Pace, WindowMeasurement
 from ..measurement.meters import make_meter
 from ..measurement.throughput import measure_throughput
 from ..plan.stopping import should_stop
-from .checkpoint import TrainState
+from . import checkpoint as store
+from .checkpoint import Checkpoint, TrainState
 from .resume import CheckpointPlace, Checkpoints
 from .setup import TrialSetup, set_up
 from .spec import TrialData, TrialSpec
@@ -39,6 +41,7 @@ from .train import (
     Diverged,
     TrainingError,
     TrainResult,
+    TrainSettings,
     blowup_loss,
     evaluate,
     train,
@@ -91,6 +94,7 @@ class TrialMeasurement:
     meter: Meter
     why: str  # why this meter was chosen (meter_choice)
     checkpoints: dict[str, Any]  # its checkpoints and resumes (``Checkpoints.record``)
+    branch: dict[str, Any] | None = None  # the stable run's point it branched from (``branch_point``)
 
 
 class _Session:
@@ -105,11 +109,15 @@ class _Session:
         log: Callable[[str], None],
         nvml: Any = None,
         place: CheckpointPlace | None = None,
+        origin: Path | None = None,
     ) -> None:
         self.spec, self.setup, self.log = spec, setup, log
-        self.checkpoints = Checkpoints(place, spec.train.checkpoint_every, spec.train.keep_checkpoint, log)
-        # what was measured before training (cooldown, idle baseline, first check), kept in a checkpoint
+        train = spec.train
+        self.checkpoints = Checkpoints(place, train.checkpoint_every, train.keep_checkpoint, log, origin)
+        # what was measured before training (cooldown, idle baseline, first check; the branch point), kept in a
+        # checkpoint
         self.before: dict[str, Any] = {}
+        self.diverged_before: dict[str, Any] | None = None  # the stable run it branches from diverged: where
         device = setup.device
         self.meter, self.why = make_meter(
             spec.meter, device.type, gpu_uuid=gpu_uuid(device, nvml), nvml=nvml, sync=setup.sync
@@ -145,17 +153,21 @@ class _Session:
         self.meter.close()
         raise TrainingError(f"{self.spec.name}: {problem}") from None
 
-    def train(self, resume: TrainState | None = None) -> tuple[TrainResult, Diverged | None]:
+    def train(self, resume: TrainState | None = None, keep_state: bool = False) -> tuple[TrainResult, Diverged | None]:
         """Training, from the window train_1 on (each evaluation switches to the next segment's, each checkpoint to
-        a part of it: train_<segment>.<checkpoint>), or from a checkpoint's state; a diverged run (a non-finite loss,
-        or one past ``blowup_loss``) is recorded as a result or fails the trial, as train.on_divergence says."""
+        a part of it: train_<segment>.<checkpoint>, a branch from a stable run's point: train_<segment>.s<step>), or
+        from a checkpoint's state; a diverged run (a non-finite loss, or one past ``blowup_loss``; a stable run that
+        diverged before the branch) is recorded as a result or fails the trial, as train.on_divergence says."""
         meter, saved = self.meter, self.checkpoints
         diverged = None
-        meter.begin(f"train_{len(self.points) + 1}.{saved.number}" if resume else "train_1")
+        part = f"s{resume.step}" if saved.branched else str(saved.number)
+        meter.begin(f"train_{len(self.points) + 1}.{part}" if resume else "train_1")
         saved.start(resume.step if resume else 0, resume.train_s if resume else 0.0, meter)
         try:
             with saved.signals_deferred():
-                result = self._train(resume)
+                if resume is not None and self.diverged_before is not None:
+                    raise self.inherited_divergence(resume)
+                result = self._train(resume, keep_state)
         except Diverged as err:
             if self.spec.train.on_divergence == "fail":
                 self.fail(
@@ -171,7 +183,19 @@ class _Session:
             meter.end()
         return result, diverged
 
-    def _train(self, resume: TrainState | None) -> TrainResult:
+    def inherited_divergence(self, state: TrainState) -> Diverged:
+        """The stable run's divergence, which every budget branched from it shares: its loss records and tokens."""
+        d = self.diverged_before or {}
+        partial = TrainResult(
+            steps=list(state.steps),
+            n_steps=d["step"],
+            real_tokens=state.steps[-1]["tokens"] if state.steps else 0,
+            train_s=state.train_s,
+        )
+        limit = blowup_loss(self.setup.arch["vocab_size"])
+        return Diverged(d["step"], d["epoch"], d["loss"] if d["loss"] is not None else math.nan, limit, partial)
+
+    def _train(self, resume: TrainState | None, keep_state: bool = False) -> TrainResult:
         s = self.setup
         return train(
             s.model,
@@ -188,6 +212,7 @@ class _Session:
             diverged_above=blowup_loss(s.arch["vocab_size"]),
             checkpoints=Checkpointing(due=self.checkpoints.due, save=self.save_checkpoint),
             resume=resume,
+            keep_state=keep_state,
         )
 
     def save_checkpoint(self, state: TrainState, real_tokens: int) -> None:
@@ -205,8 +230,19 @@ class _Session:
         """Continue a checkpoint's measurement (``snapshot``): its evaluations and what came before training."""
         self.points, self.stop = list(session["points"]), dict(session["stop"])
         self.before = {
-            k: session[k] for k in ("device_name", "meter_kind", "cooled", "idle", "idle_after_s", "check_before")
+            k: session.get(k)
+            for k in (
+                "device_name",
+                "meter_kind",
+                "cooled",
+                "idle",
+                "idle_after_s",
+                "check_before",
+                "branch",
+                "stable_run_s",
+            )
         }
+        self.diverged_before = session.get("diverged")
 
     def progress(self, r: dict[str, Any]) -> None:
         watts = self.meter.latest_power()
@@ -299,28 +335,39 @@ class _Session:
         return energy
 
 
-def measure(
+def begin(
     spec: TrialSpec,
     setup: TrialSetup,
     log: Callable[[str], None],
     nvml: Any = None,
     place: CheckpointPlace | None = None,
-) -> TrialMeasurement:
-    """The trial's one meter session, window by window: cooldown, idle baseline, throughput check, training segments
-    and the evaluations between them, check again, the final evaluation. Its order is the measurement protocol, read
-    top to bottom here; what happens inside a window is ``_Session``'s. With a checkpoint to resume from (in
-    ``place``), the session continues the saved one: what it measured before training is kept, and training goes on
-    from the saved state."""
-    session = _Session(spec, setup, log, nvml, place)
+    origin: Path | None = None,
+) -> tuple[_Session, Checkpoint | None]:
+    """The meter session up to training: cooldown, idle baseline, throughput check; or, with a state to continue (a
+    checkpoint in ``place``, else the stable run's point ``origin``), the saved session, whose measurements before
+    training are kept. Returns the session and the state training continues from."""
+    session = _Session(spec, setup, log, nvml, place, origin)
     meter, settings = session.meter, spec.meter
     here = {"device_name": device_name(setup.device), "meter_kind": meter.kind}
     saved = session.checkpoints.resume()
+    if session.checkpoints.branched and saved is not None and saved.train.start > len(setup.ids):
+        raise TrainingError(
+            f"{spec.name}: its stable run's saved point ({origin}) lies past the chunks it trains on, so its cooldown "
+            "is under one step: raise train.schedule.cooldown_fraction or the budget"
+        )
     if saved is not None and (there := {k: saved.session.get(k) for k in here}) != here:
+        if session.checkpoints.branched:  # the stable run is other jobs' measurement: never silently redone here
+            raise TrainingError(
+                f"{spec.name}: the stable run it branches from ({origin}) was measured on {there}, this job runs on "
+                f"{here}: run a branched study's jobs on one kind of device and meter, or remove that file to train "
+                "it again here"
+            )
         # its windows and baseline were measured on another device or by another meter: not one measurement
         session.checkpoints.discard(saved, f"the checkpoint was measured on {there}, this process runs on {here}")
         saved = None
     cooled = cooldown(meter, settings.cooldown_s, settings.cooldown_below_c, settings.cooldown_timeout_s, log)
-    if saved is not None:  # a resumed process cools down too; the trial's record keeps the first's, each resume its own
+    if saved is not None and not session.checkpoints.branched:
+        # a resumed process cools down too; the trial's record keeps the first's, each resume its own
         session.checkpoints.resumes[-1]["cooldown_end_temperature_c"] = cooled["cooldown_end_temperature_c"]
     # At least the meter's settle time since the device last worked, whatever the cooldown: an averaged reading
     # still shows the load or compile for that long, and the idle baseline would read it as idle power.
@@ -339,7 +386,41 @@ def measure(
     else:
         session.restore(saved.session)
         meter.open(session.pace, carried=session.checkpoints.carried(saved.session["meter"]))
+        if session.checkpoints.branched:
+            session.before["branch"] = branch_point(spec, saved)
     time.sleep(meter.settle_s)
+    return session, saved
+
+
+def branch_point(spec: TrialSpec, saved: Checkpoint) -> dict[str, Any]:
+    """Where a branched trial left its stable run: the saved point, and the stable run's training windows (their
+    energy and seconds, the trial's record sums them)."""
+    windows = [w["name"] for w in saved.session["meter"]["windows"] if w["name"].startswith("train")]
+    return {
+        "every": spec.train.schedule.branch_every,
+        "from_point": saved.session.get("stable_point", 0),
+        "from_step": saved.train.step,
+        "from_real_tokens": saved.train.steps[-1]["tokens"] if saved.train.steps else 0,
+        "stable_train_s": saved.train.train_s,
+        "stable_run_s": saved.session.get("stable_run_s", 0.0),
+        "stable_windows": windows,
+    }
+
+
+def measure(
+    spec: TrialSpec,
+    setup: TrialSetup,
+    log: Callable[[str], None],
+    nvml: Any = None,
+    place: CheckpointPlace | None = None,
+    origin: Path | None = None,
+) -> TrialMeasurement:
+    """The trial's one meter session, window by window: cooldown, idle baseline, throughput check, training segments
+    and the evaluations between them, check again, the final evaluation. Its order is the measurement protocol, read
+    top to bottom here; what happens inside a window is ``_Session``'s. With a checkpoint to resume from (in
+    ``place``), or a stable run's point to branch from (``origin``), the session continues the saved one: what it
+    measured before training is kept, and training goes on from the saved state."""
+    session, saved = begin(spec, setup, log, nvml, place, origin)
     result, diverged = session.train(saved.train if saved else None)
     check_after = session.check("after")
     eval_loss, eval_s = (None, 0.0) if diverged else session.final_evaluation(result)
@@ -358,9 +439,76 @@ def measure(
         cooled=session.before["cooled"],
         check_before=session.before["check_before"],
         check_after=check_after,
-        meter=meter,
+        meter=session.meter,
         why=session.why,
         checkpoints=session.checkpoints.record(),
+        branch=session.before.get("branch"),
+    )
+
+
+def run_stable(
+    spec: TrialSpec,
+    data: TrialData,
+    out: Path,
+    point: int,
+    log: Callable[[str], None] = print,
+    nvml: Any = None,
+    place: CheckpointPlace | None = None,
+    origin: Path | None = None,
+) -> dict[str, Any]:
+    """One stretch of a stable run (train.schedule.branch_every): ``data`` is the head of the trial's drawn order up
+    to saved point ``point`` (``stream_head``), trained from the point before (``origin``; None: from the first step,
+    with the cooldown, idle baseline and check a trial begins with) at the peak rate, and saved to ``out`` with its
+    whole meter session, which the next stretch and every budget's branch continue. A stable run that diverged saves
+    where, and the trials after it are its divergence, recorded or failed as train.on_divergence says. Returns what
+    the stretch trained, for its log."""
+    t_start = time.perf_counter()
+    setup = set_up(spec, data, log)
+    session, saved = begin(spec, setup, log, nvml, place, origin)
+    result, diverged = session.train(saved.train if saved else None, keep_state=True)
+    payload = {
+        **session.snapshot(),
+        "checkpoints": session.checkpoints.written,
+        "resumes": session.checkpoints.resumes,
+        "stable_point": point,
+        # the stable run's processes' seconds so far: a branch's time on the device includes them (its cost)
+        "stable_run_s": (session.before.get("stable_run_s") or 0.0) + time.perf_counter() - t_start,
+    }
+    if diverged is not None:
+        payload["diverged"] = {
+            "step": diverged.step,
+            "epoch": diverged.epoch,
+            "loss": diverged.loss if math.isfinite(diverged.loss) else None,
+        }
+    state = result.state if result.state is not None else _diverged_state(result)
+    store.save(
+        out.parent, Checkpoint(key=out.name, number=session.checkpoints.number, train=state, session=payload), out.name
+    )
+    session.close()
+    return {
+        "step": result.n_steps,
+        "real_tokens": result.real_tokens,
+        "train_s": result.train_s,
+        "diverged": diverged is not None,
+    }
+
+
+def _diverged_state(result: TrainResult) -> TrainState:
+    """A diverged stable run's saved point: its loss records and time, no weights (no branch trains from it)."""
+    return TrainState(
+        step=result.n_steps,
+        epoch=0,
+        start=0,
+        order_state=torch.Generator().get_state(),
+        logged=len(result.steps),
+        pending_losses=torch.empty(0),
+        steps=list(result.steps),
+        train_s=result.train_s,
+        skips=0.0,
+        model={},
+        optimizer={},
+        scaler={},
+        rng=torch.get_rng_state(),
     )
 
 
@@ -404,6 +552,7 @@ def trial_record(
         "epochs": settings.epochs,
         "batch_size": settings.batch_size,
         "data_order": settings.order,
+        "branch": branch_record(settings, m),
         "lr": settings.lr,
         "lr_schedule": settings.schedule.to_dict(),
         "lr_warmup_steps": result.warmup_steps,
@@ -466,6 +615,7 @@ def run_trial(
     log: Callable[[str], None] = print,
     nvml: Any = None,
     place: CheckpointPlace | None = None,
+    origin: Path | None = None,
 ) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Train the trial ``spec`` on ``data``, in three steps: set up (``set_up``), measure (``measure``), record
     (``trial_record``). The throughput checks (``spec.check``) taken right before and right after training are
@@ -474,7 +624,7 @@ def run_trial(
     trial keeps its checkpoint (``resume.py``), and resumes from one found there; None: no checkpoints."""
     t_start, started_at = time.perf_counter(), time.time()
     setup = set_up(spec, data, log)
-    measured = measure(spec, setup, log, nvml, place)
+    measured = measure(spec, setup, log, nvml, place, origin)
     curve = trial_curve(measured.points, measured.windows, data.subset["real_tokens"])
     metrics = trial_record(spec, data, setup, measured, started_at, nvml)
     metrics["run_s"] = time.perf_counter() - t_start
@@ -519,6 +669,21 @@ def trial_curve(
             }
         )
     return pl.DataFrame([{k: r.get(k) for k in CURVE_SCHEMA} for r in rows], schema=CURVE_SCHEMA, orient="row")
+
+
+def branch_record(settings: TrainSettings, m: TrialMeasurement) -> dict[str, Any] | None:
+    """A branched trial's ``branch`` (metrics.schema.yaml): the stable run's point it continued (point 0: none, it
+    trained from its first step) and the stable run's training energy and seconds, which its own include."""
+    if settings.schedule.branch_every is None:
+        return None
+    point = m.branch or {"every": settings.schedule.branch_every, "from_point": 0, "from_step": 0}
+    point = {"from_real_tokens": 0, "stable_train_s": 0.0, "stable_run_s": 0.0, "stable_windows": [], **point}
+    energies = [m.windows[name].energy_j for name in point.pop("stable_windows")]
+    return {
+        **point,
+        "stable_energy_j": None if None in energies else float(sum(energies)),
+        "cooldown_from_step": m.result.cooldown_from,
+    }
 
 
 def _segment(window: str) -> int:

@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 from markupsafe import Markup
 
+from ...analysis.aggregate import shared_by_branches
 from ...common.measures import budget_label, duration, si
 from ...plan.design import series_label
 from ..inputs import ReportInputs
@@ -85,9 +86,19 @@ def _energy(trials: pl.DataFrame, estimated: bool, cost: dict[str, Any]) -> list
     """What the study's training used, and what that emitted and cost; a total only when every trial was metered."""
     if "energy_j" in trials.columns and trials.height and trials["energy_j"].null_count() == 0:
         energy = float(trials["energy_j"].sum())  # every trial's, or no total (as in cost.json)
+        # branched trials' records each hold their stable run to their point: the study spent each run once
+        shared_j = shared_by_branches(trials, "branch_stable_energy_j")
+        train_s = float(trials["train_s"].sum()) - shared_by_branches(trials, "branch_stable_train_s")
+        once = (
+            f"; each stable run counted once, though the trials' records, each branched from one, hold "
+            f"{si(energy, 'J')} together"
+            if shared_j
+            else ""
+        )
         return [
-            f"Training used {si(energy / 3600, 'Wh')} ({si(energy, 'J')}{', ESTIMATED' if estimated else ''}) "
-            f"over {duration(float(trials['train_s'].sum()))} of training in {trials.height} trials.",
+            f"Training used {si((energy - shared_j) / 3600, 'Wh')} ({si(energy - shared_j, 'J')}"
+            f"{', ESTIMATED' if estimated else ''}) over {duration(train_s)} of training in {trials.height} trials"
+            f"{once}.",
             *cost_sentences(cost),
         ]
     if "energy_j" in trials.columns and trials["energy_j"].drop_nulls().len():
