@@ -506,3 +506,29 @@ def test_a_selection_levels_quality_rules_keep_the_order_they_are_written_in(sch
     rules = validate_config(cfg, schema)["design"]["selection"]["strict"]["filters"]
     assert list(rules) == ["min_words", "max_symbol_word_ratio"]
     assert type(rules["max_symbol_word_ratio"]) is float
+
+
+def _branched(default, **schedule):
+    return {**default, "train": {**default["train"], "schedule": {"kind": "wsd", "branch_every": 500, **schedule}}}
+
+
+def test_a_branched_schedule_is_accepted_with_a_wsd_cooldown_one_epoch_and_a_warmup_by_size(schema, default):
+    validate_config(_branched(default, warmup_tokens_per_parameter=1.0), schema)
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        (
+            {"schedule": {"kind": "cosine", "branch_every": 500}},
+            "a branch is a wsd cooldown; set train.schedule.kind: wsd",
+        ),
+        ({"epochs": 2}, "and train.epochs is 2 (a second epoch would repeat each budget's own subset)"),
+        ({"schedule": {"kind": "wsd", "branch_every": 500, "warmup_fraction": 0.1}}, "warm up by size instead"),
+        ({"stop": MARGINAL}, "a stopping rule (train.stop) would end the stable run every budget branches from"),
+    ],
+)
+def test_a_branched_schedule_that_budgets_could_not_share_is_refused_by_its_key(schema, default, change, said):
+    branched = _branched(default)
+    cfg = {**branched, "train": {**branched["train"], **change}, "eval": {"points": 5}}
+    assert "train.schedule.branch_every: " in _error(schema, cfg) and said in _error(schema, cfg)

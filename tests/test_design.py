@@ -273,3 +273,49 @@ def test_where_a_trial_saves_its_state_is_no_part_of_its_settings_so_changing_it
     after = Design(validate_config(config, load_schema(ROOT / "workflow/schemas/config.schema.yaml")))
     assert [after.train_config(c) for c in after.cells] == [before.train_config(c) for c in before.cells]
     assert not {"checkpoint_every", "keep_checkpoint"} & set(after.train_config(after.cells[0]))
+
+
+def _branched(every=4000, **design) -> Design:
+    config = copy.deepcopy(DEFAULT)
+    config["train"] = {**config["train"], "schedule": {"kind": "wsd", "cooldown_fraction": 0.2, "branch_every": every}}
+    return Design(validate_config({**config, "design": design}, SCHEMA))
+
+
+def test_a_branched_trial_continues_the_last_saved_point_before_its_cooldown():
+    d = _branched(model={"small": {"preset": "llama-tiny", "budget_scale": 2.0}, "big": {"preset": "llama-small"}})
+    points = {c.id: d.branch_point(c) for c in d.cells}  # floor(0.8 × tokens / 4000)
+    assert points == {
+        "model=small/b10000": 4,
+        "model=small/b20000": 8,
+        "model=small/b40000": 16,
+        "model=big/b10000": 2,
+        "model=big/b20000": 4,
+        "model=big/b40000": 8,
+    }
+    assert d.stable_points() == [("model=small/", p) for p in range(1, 17)] + [("model=big/", p) for p in range(1, 9)]
+    assert d.train_config(d.cell("model=big/b10000"))["order"] == "drawn"
+
+
+def test_a_stable_run_trains_at_the_peak_rate_and_none_of_the_cooldowns_keys_key_it():
+    a, b = _branched(), _branched()
+    b.config["train"]["schedule"]["cooldown_fraction"] = 0.3
+    assert a.stable_train_config("") == b.stable_train_config("")
+    assert a.stable_train_config("")["schedule"] == {"kind": "constant", "warmup_tokens_per_parameter": 0.0}
+
+
+def test_a_branched_studys_tokens_count_each_stable_run_once():
+    d = _branched()
+    # own: 10000 - 2·4000, 20000 - 4·4000, 40000 - 8·4000; the longest also trains the stable run, 8·4000
+    assert d.trained_tokens() == {"b10000": 2000, "b20000": 4000, "b40000": 8000 + 32000}
+    assert sum(d.trained_tokens().values()) == 32000 + 2000 + 4000 + 8000
+
+
+def test_a_branched_trials_inputs_are_its_subset_and_its_saved_point_and_a_stretchs_the_point_before():
+    from tokenwatt.plan.layout import Layout
+
+    d = _branched(every=9000)
+    layout = Layout({**d.config, "results": "r"}, d)
+    assert "origin" not in layout.trial_inputs("b10000", 1)  # 0.8 × 10000 < 9000: it trains from its first step
+    assert layout.trial_inputs("b40000", 2)["origin"] == "r/stable/t2/p3.pt"
+    assert layout.stable_inputs("", 2, 3)["origin"] == "r/stable/t2/p2.pt"
+    assert "origin" not in layout.stable_inputs("", 2, 1)

@@ -29,8 +29,17 @@ def test_a_schedule_comes_from_train_schedule_and_is_recorded_whole():
         "final_fraction": 0.0,
         "warmup_tokens_per_parameter": 0.0,
         "cooldown_fraction": 0.2,
+        "branch_every": None,
     }
     assert schedule_from_config(None) == Schedule()
+
+
+def test_a_branched_wsd_cools_down_from_the_step_its_tokens_reach_the_share_not_by_steps():
+    s = Schedule(kind="wsd", cooldown_fraction=0.25, final_fraction=0.1, branch_every=10)
+    assert s.cooldown_tokens(1000) == 750 and Schedule(kind="wsd").cooldown_tokens(1000) is None
+    rates = [s.factor(step, 100, 0, cooldown_from=80) for step in range(100)]
+    assert rates[:80] == [1.0] * 80 and rates[80] == pytest.approx(1 - 0.9 / 20) and rates[99] == pytest.approx(0.1)
+    assert [s.factor(step, 100, 0) for step in (74, 75)] == [1.0, pytest.approx(1 - 0.9 / 25)]  # by steps: 25 of them
 
 
 def test_the_training_loop_steps_at_the_scheduled_rate():
