@@ -19,7 +19,7 @@ COST = PerToken("power", 2e-9, 1.0)  # J per token: 2e-3 J at 1e6 parameters
 SIZES = tuple(np.geomspace(1e5, 1e7, 7))
 
 
-def ladder(rng=None, sizes=SIZES, trials=3, points=24, trial_sd=0.0, noise=0.0, law=TRUTH):
+def ladder(rng=None, sizes=SIZES, trials=3, points=24, trial_sd=0.0, noise=0.0, law=TRUTH, cost=COST):
     """Every size × trial id a constant-rate run from 3e4 to 3e9 tokens, evaluated at ``points`` log-spaced token counts;
     a trial id's seed effect (lognormal, ``trial_sd``) is shared by all its sizes, each point has its own."""
     rows = []
@@ -28,7 +28,7 @@ def ladder(rng=None, sizes=SIZES, trials=3, points=24, trial_sd=0.0, noise=0.0, 
         for n in sizes:
             D = np.geomspace(3e4, 3e9, points)
             eps = rng.normal(0, noise, points) if rng is not None else np.zeros(points)
-            rows.append((np.full(points, n), D, COST(n) * D, law.loss(n, D) * np.exp(effect + eps), np.full(points, t)))
+            rows.append((np.full(points, n), D, cost(n) * D, law.loss(n, D) * np.exp(effect + eps), np.full(points, t)))
     return FrontierPoints.of(*(np.concatenate(c) for c in zip(*rows, strict=True)))
 
 
@@ -199,6 +199,9 @@ def test_fit_frontier_writes_each_approach_per_energy_as_specified(tmp_path):
             assert {"energy_j", "n_opt", "n_low", "n_high", "d_opt", "loss_opt", "why"} <= set(e)
             assert (e["n_opt"] is None) == (e["why"] is not None)
     assert "agreement of N* intervals" in proc.stdout
+    versus = result["energy_vs_flop"]["estimates"]
+    assert len(versus) == 7 and all((e["ratio"] is None) == (e["why"] is not None) for e in versus)
+    assert "energy- / FLOP-optimal N* (slices)" in proc.stdout
 
 
 def test_fit_frontier_names_a_missing_column_and_exits_2(tmp_path):
@@ -212,3 +215,28 @@ def test_fit_frontier_names_a_missing_column_and_exits_2(tmp_path):
         *(tmp_path / "points.csv", "--params", "params", "--tokens", "tokens", "--energy", "J", "--loss", "loss"),
     )
     assert proc.returncode == 2 and "no column 'J' (--energy)" in proc.stderr
+
+
+def test_where_joules_go_as_flops_the_energy_and_flop_optimal_sizes_are_one_size():
+    rows = frontier(ladder(), MIDDLE)["energy_vs_flop"]["estimates"]  # e(N) ∝ N: a joule is a fixed number of FLOPs
+    assert [r["ratio"] for r in rows] == pytest.approx([1.0] * len(MIDDLE), rel=1e-9)
+    assert [r["compute_flop"] for r in rows] == pytest.approx(6 * MIDDLE / COST(1.0), rel=1e-9)
+
+
+def test_where_small_models_waste_joules_per_flop_the_energy_optimal_size_is_larger_as_the_law_says():
+    cost = PerToken("power", 2e-8, 0.5)  # e(N) ∝ N^0.5: a FLOP of a small model costs more joules
+    energies = np.geomspace(2.2, 5.0, 3)  # true N*_E 3.1e6 to 5e6, inside the sizes every slice reaches
+    got = frontier(ladder(cost=cost), energies)["energy_vs_flop"]
+    energy_opt = allocate(TRUTH, cost, energies)
+    compute = 6 * energy_opt.N * energy_opt.D
+    a, b = TRUTH.alpha, TRUTH.beta
+    flop_opt = (a * TRUTH.A / (b * TRUTH.B)) ** (1 / (a + b)) * (compute / 6) ** (b / (a + b))
+    assert [r["ratio"] for r in got["estimates"]] == pytest.approx(energy_opt.N / flop_opt, rel=0.1)  # 3.06
+    first = got["estimates"][0]
+    assert first["excludes_one"] and first["ratio_low"] < energy_opt.N[0] / flop_opt[0] < first["ratio_high"]
+    assert got["intervals"] == "jackknife over 3 trial ids and 7 model sizes"
+
+
+def test_the_energy_against_flop_ratio_is_refused_where_either_slice_refuses():
+    rows = frontier(ladder(sizes=SIZES[:3]), MIDDLE[:2])["energy_vs_flop"]["estimates"]
+    assert all(r["ratio"] is None and r["why"].startswith("no iso-energy optimum") for r in rows)

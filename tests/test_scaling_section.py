@@ -149,3 +149,19 @@ def test_a_frontier_computed_where_the_law_could_not_be_fitted_is_shown_with_the
     text = _text(scaling_html(unfitted))
     assert "The law cannot be fitted to these points" in text and "The energy-optimal frontier, three ways" in text
     assert "iso-energy slices" in text
+
+
+def test_the_energy_against_flop_optimal_size_off_the_slices_is_said_with_its_interval_or_why_not(scaling):
+    front = scaling["frontier"]
+    versus = front["energy_vs_flop"]
+    text = _text(scaling_html(scaling))
+    assert "Energy-optimal against FLOP-optimal, without the law." in text
+    found = [e for e in versus["estimates"] if e["ratio"] is not None]
+    if found:
+        assert f"({len(found)} of {len(versus['estimates'])} energies)" in text
+    row = {**versus["estimates"][0], "ratio": 2.5, "ratio_low": 1.5, "ratio_high": 4.0, "excludes_one": True}
+    row |= {"n_energy": 2.5e5, "n_flop": 1e5, "why": None}
+    shown = {**front, "energy_vs_flop": {**versus, "estimates": [row]}}
+    text = _text(scaling_html({**scaling, "frontier": shown}))
+    assert "N*_E 250.0 k against N*_C 100.0 k: 2.500× [1.500, 4.000], excludes 1 (1 of 1 energies)" in text
+    assert "excludes 1 at 1 of 1 energies with an interval: on this hardware the joules favour another split" in text

@@ -10,7 +10,8 @@ sizes, and the law L(N, D) with e(N); each with jackknife intervals over the mod
 --params) and, with --group, the trial ids (rows that share a seed). The energies default to seven log-spaced ones
 across the table's measured range; an energy outside it is refused. Prints one line per energy and approach; --json
 writes ``approaches`` → ``envelope`` | ``isoenergy`` | ``law`` → ``estimates``, a list of ``{energy_j, n_opt, n_low,
-n_high, d_opt, loss_opt, why, ...}`` (nulls with a ``why`` where an approach refuses), and their ``agreement``.
+n_high, d_opt, loss_opt, why, ...}`` (nulls with a ``why`` where an approach refuses), and their ``agreement``;
+``energy_vs_flop`` the slices' energy-optimal N* over the FLOP-optimal N* of the compute it trains, per energy.
 Input no estimator can use ends with a one-line message and exit code 2.
 """
 
@@ -52,6 +53,11 @@ def report(result: dict, source: Path) -> str:
         agreement = result["agreement"][j]
         verdict = agreement["why"] if agreement["agree"] is None else ("agree" if agreement["agree"] else "DISAGREE")
         lines.append(f"    agreement of N* intervals: {verdict}")
+        versus = result["energy_vs_flop"]["estimates"][j]
+        lines.append(
+            f"    energy- / FLOP-optimal N* (slices): {_shown(versus['ratio'], versus['ratio_low'], versus['ratio_high'])}"
+            + (f" ({versus['why']})" if versus["why"] else f" at {versus['compute_flop']:.4g} FLOPs")
+        )
     return "\n".join(lines)
 
 

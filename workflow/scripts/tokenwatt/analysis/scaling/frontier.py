@@ -21,6 +21,11 @@ depend on where it stopped (a constant rate, or a schedule's own last step): the
    tokens) as ``energy_per_token``
    chooses it, and the optimum along e(N)·D = J as ``allocation`` finds it; refused where α or β is not identified.
 
+Beside them, the survey's question without the law (``energy_vs_flop``): at each J, the iso-energy optimum N*_E, D*_E
+trains C = 6 N*_E D*_E FLOPs; the same slices on the compute axis (each point's C = 6 N D) give the FLOP-optimal N*_C
+of that compute off the same points, and N*_E / N*_C says whether this hardware's joules favour another split than
+its FLOPs; refused where either slice refuses, so it is reported only inside the sizes and energies measured.
+
 Each estimator is refitted without each trial id and each model size (``units``: the design's units, never
 the points), so every N*, D*, L* has a jackknife interval on the log scale; a refit that refuses leaves the
 interval out, with why. The approaches agree at J where all their intervals share a value. Energies are those
@@ -276,12 +281,11 @@ ESTIMATORS: dict[str, Callable[[FrontierPoints, np.ndarray], Estimate]] = {
 
 # ---------------------------------------------------------------- intervals and agreement
 def _rows(
-    approach: str,
+    estimate: Callable[[FrontierPoints], np.ndarray],
     points: FrontierPoints,
-    energies: np.ndarray,
     without: Callable[[str, Any], FrontierPoints] | None,
 ) -> tuple[dict[str, int], str | None, dict[str, list]]:
-    """The units, why there is no interval (or None), and per dimension the estimate's row refitted without each
+    """The units, why there is no interval (or None), and per dimension ``estimate``'s row refitted without each
     unit (``without``: the points chosen again without a unit, where choosing them looked at the data)."""
     counts = unit_counts(points.units)
     refused = interval_refusal(counts)
@@ -289,7 +293,7 @@ def _rows(
         return counts, refused, {}
 
     def refit(dim: str, unit: Any, keep: np.ndarray) -> np.ndarray:
-        return ESTIMATORS[approach](without(dim, unit) if without else points.keep(keep), energies).row
+        return estimate(without(dim, unit) if without else points.keep(keep))
 
     return counts, None, {d: [r for _, r in reps] for d, reps in leave_one_out(points.units, refit).items()}
 
@@ -302,7 +306,7 @@ def _approach(
 ) -> dict[str, Any]:
     """One approach's estimate and intervals, per energy in the JSON form of ``fit_frontier.py``."""
     est = ESTIMATORS[approach](points, energies)
-    counts, refused, replicates = _rows(approach, points, energies, without)
+    counts, refused, replicates = _rows(lambda p: ESTIMATORS[approach](p, energies).row, points, without)
     names = tuple(f"{q}[{j}]" for q in QUANTITIES for j in range(energies.size))
     jack = stack(names, est.row, np.ones(len(names), bool), replicates) if replicates else None
     lo_size, hi_size = float(points.N.min()), float(points.N.max())
@@ -326,6 +330,57 @@ def _approach(
     return {
         "estimates": rows,
         "details": est.details,
+        "intervals": refused or interval_units_note(counts),
+    }
+
+
+def _energy_vs_flop_row(points: FrontierPoints, energies: np.ndarray) -> tuple[np.ndarray, list[str | None]]:
+    """Per energy: the compute the iso-energy optimum trains, the iso-energy optimum N*_E, the iso-FLOP optimum N*_C
+    at that compute, and N*_E / N*_C (NaN where either slice refuses), as one row [compute…, n_energy…, n_flop…,
+    ratio…]; with why each refuses."""
+    by_energy = isoenergy(points, energies)
+    compute = 6.0 * by_energy.n * by_energy.d
+    flops = FrontierPoints(points.N, points.D, 6.0 * points.N * points.D, points.loss, points.trial)
+    found = np.isfinite(compute)
+    by_flops = isoenergy(flops, np.where(found, compute, 1.0))  # 1 FLOP where there is no compute: read, not used
+    n_flop = np.where(found, by_flops.n, np.nan)
+    why = [
+        f"no iso-energy optimum ({e})" if e else (f"no iso-FLOP optimum at its compute ({c})" if c else None)
+        for e, c in zip(by_energy.why, by_flops.why)
+    ]
+    return np.concatenate([compute, by_energy.n, n_flop, by_energy.n / n_flop]), why
+
+
+def energy_vs_flop(
+    points: FrontierPoints, energies: np.ndarray, without: Callable[[str, Any], FrontierPoints] | None = None
+) -> dict[str, Any]:
+    """The energy- against the FLOP-optimal size at each energy, read off the points by the slices (module
+    docstring), each with its jackknife interval over the same units as the approaches'."""
+    row, why = _energy_vs_flop_row(points, energies)
+    counts, refused, replicates = _rows(lambda p: _energy_vs_flop_row(p, energies)[0], points, without)
+    k = energies.size
+    quantities = ("compute_flop", "n_energy", "n_flop", "ratio")
+    names = tuple(f"{q}[{j}]" for q in quantities for j in range(k))
+    jack = stack(names, row, np.ones(len(names), bool), replicates) if replicates else None
+    rows = []
+    for j, energy in enumerate(energies):
+        values = {q: float(row[i * k + j]) for i, q in enumerate(quantities)}
+        out: dict[str, Any] = {
+            "energy_j": float(energy),
+            **{q: v if np.isfinite(v) else None for q, v in values.items()},
+        }
+        for q, offset in (("n_flop", 2 * k), ("ratio", 3 * k)):
+            iv = jack.interval(offset + j) if jack and np.isfinite(row[offset + j]) else None
+            out[f"{q}_low"], out[f"{q}_high"] = (iv["ci_low"], iv["ci_high"]) if iv else (None, None)
+            if q == "ratio":
+                out["interval_why"] = None if iv and iv["why"] is None else (iv["why"] if iv else refused or why[j])
+        low, high = out["ratio_low"], out["ratio_high"]
+        out["excludes_one"] = None if low is None else bool(high < 1 or low > 1)
+        out["why"] = why[j]
+        rows.append(out)
+    return {
+        "approach": "isoenergy",
+        "estimates": rows,
         "intervals": refused or interval_units_note(counts),
     }
 
@@ -384,4 +439,5 @@ def frontier(
         "measured_sizes": [float(points.N.min()), float(points.N.max())],
         "approaches": approaches,
         "agreement": _agreement(approaches, energies),
+        "energy_vs_flop": energy_vs_flop(points, energies, without),
     }

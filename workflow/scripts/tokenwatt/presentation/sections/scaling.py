@@ -40,6 +40,7 @@ def scaling_html(scaling: dict[str, Any]) -> Markup:
         "frontier": front,
         "frontier_table": _frontier(front) if front.get("status") == "ok" else None,
         "frontier_refusals": _frontier_refusals(front) if front.get("status") == "ok" else [],
+        "frontier_versus": _frontier_versus(front.get("energy_vs_flop")) if front.get("status") == "ok" else None,
     }
     if not scaling or scaling.get("status") != "ok":
         return render_template("sections/scaling_body.html.j2", scaling=scaling, **shown)
@@ -233,6 +234,47 @@ def _frontier(front: dict[str, Any]) -> Markup:
         verdict = "—" if agreement["agree"] is None else f"{'agree' if agreement['agree'] else 'disagree'} ({compared})"
         rows.append([si(energy, "J"), *(_frontier_cell(a["estimates"][j]) for a in approaches.values()), text(verdict)])
     return table(["energy", *(APPROACH_NAMES[k] for k in approaches), "N* intervals"], rows)
+
+
+def _frontier_versus(versus: dict[str, Any] | None) -> str | None:
+    """The slices' energy- against FLOP-optimal size at each energy where both are interior, in one paragraph."""
+    if not versus:
+        return None
+    found = [e for e in versus["estimates"] if e["ratio"] is not None]
+    intro = (
+        "At each energy, the iso-energy optimum N*_E trains C = 6 N*_E D*_E FLOPs; the same slices on the compute "
+        "axis (6ND of each point) give the FLOP-optimal N*_C of that compute from the same points. "
+    )
+    if not found:
+        whys = "; ".join(dict.fromkeys(e["why"] for e in versus["estimates"] if e["why"]))
+        return intro + f"Neither is interior at any energy reported: {whys}."
+    parts = []
+    for e in found:
+        band = (
+            f" [{fixed(e['ratio_low'])}, {fixed(e['ratio_high'])}]"
+            if e["ratio_low"] is not None
+            else f" (no interval: {e['interval_why']})"
+        )
+        verdict = "" if e["excludes_one"] is None else (", excludes 1" if e["excludes_one"] else ", includes 1")
+        parts.append(
+            f"at {si(e['energy_j'], 'J')} N*_E {si(e['n_energy'], '')} against N*_C {si(e['n_flop'], '')}: "
+            f"{fixed(e['ratio'])}×{band}{verdict}"
+        )
+    differ = [e for e in found if e["excludes_one"]]
+    judged = [e for e in found if e["excludes_one"] is not None]
+    verdict = (
+        f"The 95 % interval ({versus['intervals']}) excludes 1 at {len(differ)} of {len(judged)} energies with an "
+        "interval: "
+        + (
+            "on this hardware the joules favour another split than the FLOPs."
+            if differ
+            else "the data cannot tell the two splits apart there."
+        )
+        if judged
+        else "No energy has an interval."
+    )
+    listed = "; ".join(parts)
+    return intro + listed[0].upper() + listed[1:] + f" ({len(found)} of {len(versus['estimates'])} energies). " + verdict
 
 
 def _frontier_refusals(front: dict[str, Any]) -> list[str]:
