@@ -84,3 +84,43 @@ def test_a_stable_run_that_diverged_makes_the_branches_after_it_diverged_trials(
     metrics, *_ = run_trial(_branch_spec(lr=80.0), data, log=lambda s: None, origin=origin)
     assert metrics["status"] == "diverged" and metrics["eval_loss"] is None
     assert metrics["diverged_at_step"] <= metrics["branch"]["from_step"]  # where the stable run diverged
+    names = [w["name"] for w in metrics["windows"]]  # the stretch after the divergence trained no step
+    assert len(names) == len(set(names))
+
+
+def test_a_kill_of_a_branch_before_its_first_checkpoint_is_counted_from_the_point_it_continued(tmp_path, monkeypatch):
+    from tokenwatt.training.resume import CheckpointPlace, Checkpoints
+
+    data, _ = _inputs(600)
+    origin = _stable(tmp_path, 2)
+    place = CheckpointPlace(tmp_path / "own", "k" * 64)
+    beat = Checkpoints.beat
+
+    class Killed(Exception):
+        pass
+
+    def killed_later(self, step, train_s, energy_j, **pending):
+        beat(self, step, train_s, energy_j, **pending)
+        if step >= 45:  # past the point (step 31 or so), before the branch's end: no checkpoint of its own yet
+            raise Killed
+
+    with monkeypatch.context() as m:
+        m.setattr(Checkpoints, "beat", killed_later)
+        with pytest.raises(Killed):
+            run_trial(_branch_spec(log_every=5), data, log=lambda s: None, place=place, origin=origin)
+    metrics, *_ = run_trial(_branch_spec(log_every=5), data, log=lambda s: None, place=place, origin=origin)
+    (resume,) = metrics["resumes"]
+    point = metrics["branch"]
+    assert (resume["from_checkpoint"], resume["from_step"]) == (0, point["from_step"])
+    assert 0 < resume["lost_steps"] <= 45 - point["from_step"] and resume["lost_energy_j"] > 0
+    assert resume["lost_train_s"] < metrics["train_s"] - point["stable_train_s"] + 1.0  # not the stable run's seconds
+
+
+def test_a_cooldown_that_would_begin_after_the_last_step_is_refused_before_training():
+    from test_train import _model, _settings
+    from tokenwatt.training.train import TrainingError, train
+
+    ids, mask = _data(n=8)
+    schedule = Schedule(kind="wsd", cooldown_fraction=0.01, branch_every=EVERY)
+    with pytest.raises(TrainingError, match="its cooldown .* begins after its last step"):
+        train(_model(), ids, mask, torch.device("cpu"), _settings(epochs=1, schedule=schedule, order="drawn"))

@@ -526,6 +526,7 @@ def test_a_branched_schedule_is_accepted_with_a_wsd_cooldown_one_epoch_and_a_war
         ({"epochs": 2}, "and train.epochs is 2 (a second epoch would repeat each budget's own subset)"),
         ({"schedule": {"kind": "wsd", "branch_every": 500, "warmup_fraction": 0.1}}, "warm up by size instead"),
         ({"stop": MARGINAL}, "a stopping rule (train.stop) would end the stable run every budget branches from"),
+        ({"schedule": {"kind": "wsd", "branch_every": 100}}, "is under one optimizer step's 256 (batch_size × chunk"),
     ],
 )
 def test_a_branched_schedule_that_budgets_could_not_share_is_refused_by_its_key(schema, default, change, said):

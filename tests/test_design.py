@@ -283,16 +283,16 @@ def _branched(every=4000, **design) -> Design:
 
 def test_a_branched_trial_continues_the_last_saved_point_before_its_cooldown():
     d = _branched(model={"small": {"preset": "llama-tiny", "budget_scale": 2.0}, "big": {"preset": "llama-small"}})
-    points = {c.id: d.branch_point(c) for c in d.cells}  # floor(0.8 × tokens / 4000)
+    points = {c.id: d.branch_point(c) for c in d.cells}  # floor(0.8 × tokens / (4000 × budget_scale))
     assert points == {
-        "model=small/b10000": 4,
-        "model=small/b20000": 8,
-        "model=small/b40000": 16,
+        "model=small/b10000": 2,
+        "model=small/b20000": 4,
+        "model=small/b40000": 8,
         "model=big/b10000": 2,
         "model=big/b20000": 4,
         "model=big/b40000": 8,
     }
-    assert d.stable_points() == [("model=small/", p) for p in range(1, 17)] + [("model=big/", p) for p in range(1, 9)]
+    assert d.stable_points() == [("model=small/", p) for p in range(1, 9)] + [("model=big/", p) for p in range(1, 9)]
     assert d.train_config(d.cell("model=big/b10000"))["order"] == "drawn"
 
 
@@ -319,3 +319,20 @@ def test_a_branched_trials_inputs_are_its_subset_and_its_saved_point_and_a_stret
     assert layout.trial_inputs("b40000", 2)["origin"] == "r/stable/t2/p3.pt"
     assert layout.stable_inputs("", 2, 3)["origin"] == "r/stable/t2/p2.pt"
     assert "origin" not in layout.stable_inputs("", 2, 1)
+
+
+def test_a_branched_study_compiles_every_stretch_and_cooldown_alike_where_auto_compiles():
+    config = copy.deepcopy(DEFAULT)
+    config["train"] = {**config["train"], "compile_min_steps": 10, "schedule": {"kind": "wsd", "branch_every": 4000}}
+    d = Design(validate_config({**config, "design": {}}, SCHEMA))
+    assert d.auto_compiles
+    for train in (d.train_config(d.cells[0]), d.stable_train_config("")):  # not each stretch by its own steps
+        assert (train["compile"], train["compile_min_steps"]) == ("auto", 0)
+
+
+def test_a_model_levels_budget_scale_scales_its_stable_runs_points_as_its_budgets():
+    d = _branched(model={"small": {"preset": "llama-tiny", "budget_scale": 2.0}, "big": {"preset": "llama-small"}})
+    small, big = d.cell("model=small/b40000"), d.cell("model=big/b40000")
+    assert (d.branch_tokens(small), d.branch_tokens(big)) == (8000, 4000)
+    assert d.branch_point(small) == d.branch_point(big) == 8  # the same fractions of their budgets
+    assert d.train_config(small)["schedule"]["branch_every"] == 8000 and d.stable_tokens("model=small/", 3) == 24000

@@ -126,7 +126,9 @@ rule train_stable:
     params:
         # The stretch's identity (its end, in real tokens, as a trial's budget) and how it trains: its cells' settings
         # at the peak rate; no evaluation (only the budgets' cooldowns are evaluated).
-        budget=lambda wildcards: int(wildcards.point) * STUDY.design.branch_every,
+        budget=lambda wildcards: STUDY.design.stable_tokens(
+            wildcards.stable, int(wildcards.point)
+        ),
         trial=lambda wildcards: int(wildcards.trial),
         point=lambda wildcards: int(wildcards.point),
         cell=lambda wildcards: f"stable/{wildcards.stable}p{wildcards.point}",

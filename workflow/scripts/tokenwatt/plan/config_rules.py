@@ -119,6 +119,15 @@ def _branch_problems(cfg: dict[str, Any]) -> list[str]:
             f"{key}: train.schedule.warmup_fraction is a share of each trial's steps, so the budgets' warmups would "
             "differ inside one stable run; warm up by size instead (train.schedule.warmup_tokens_per_parameter)"
         )
+    scales = [v.get("budget_scale", 1.0) for v in cfg["design"].get("model", {}).values()] or [1.0]
+    batches = cfg["design"].get("batch_size") or [cfg["train"]["batch_size"]]
+    step = max(batches if isinstance(batches, list) else batches.values()) * cfg["chunk"]["length"]
+    if schedule["branch_every"] * min(scales) < step:
+        problems.append(
+            f"{key}: {schedule['branch_every']} real tokens (× the smallest budget_scale, {min(scales):g}) is under one "
+            f"optimizer step's {step} (batch_size × chunk.length), so a stretch of the stable run could train no step; "
+            "raise it"
+        )
     stops = [k for k, rule in [("train.stop", cfg["train"]["stop"])] if rule != "none"]
     stops += [f"design.stopping.{k}" for k in cfg["design"].get("stopping", {})]
     if stops:

@@ -166,8 +166,10 @@ class Design:
         """The real tokens a cell's trials train on: its budget, times its model level's ``budget_scale`` (an
         equal-energy ladder gives each size tokens ∝ 1/e(N)); the cell keeps the budget as its name and factor level,
         so the design stays crossed."""
-        spec = self._level(cell, "model") or {}
-        return max(1, round(cell.budget * spec.get("budget_scale", 1.0)))
+        return max(1, round(cell.budget * self._scale(cell)))
+
+    def _scale(self, cell: Cell) -> float:
+        return (self._level(cell, "model") or {}).get("budget_scale", 1.0)
 
     def tokens_of(self, cell_id: str) -> int:
         return self.tokens(self._by_id[cell_id])
@@ -229,6 +231,10 @@ class Design:
         train = self._train_settings(cell)
         if train["compile"] == "auto" and not self.auto_compiles:
             train["compile"] = False
+        if train["compile"] == "auto" and self.branch_every is not None:
+            # decided for the study (auto_compiles), not by each stable run's stretch on its own steps: one mode for
+            # every stretch and cooldown (on a GPU it compiles, on a CPU auto never does)
+            train["compile_min_steps"] = 0
         return train
 
     def _train_settings(self, cell: Cell) -> dict[str, Any]:
@@ -244,6 +250,7 @@ class Design:
             train["order"] = "given"  # the subset in its level's order, every epoch (tokenwatt.data.order)
         if self.branch_every is not None:
             train["order"] = "drawn"  # the subset as drawn, whose head every smaller budget's subset is
+            train["schedule"] = {**train["schedule"], "branch_every": self.branch_tokens(cell)}
         return train
 
     # --- branched cooldowns (train.schedule.branch_every): one stable run per trial and every level but the budget
@@ -251,6 +258,17 @@ class Design:
     def branch_every(self) -> int | None:
         """The stable run's saved points' spacing in real tokens; None: every trial trains alone."""
         return self.config["train"]["schedule"]["branch_every"]
+
+    def branch_tokens(self, cell: Cell) -> int:
+        """The real tokens between a cell's stable run's saved points: ``branch_every`` in the budgets' tokens, scaled
+        as its model level scales the budgets (``budget_scale``), so an equal-energy ladder's sizes branch at the same
+        fractions of their budgets."""
+        assert self.branch_every is not None
+        return max(1, round(self.branch_every * self._scale(cell)))
+
+    def stable_tokens(self, key: str, point: int) -> int:
+        """The real tokens at a stable run's saved point."""
+        return point * self.branch_tokens(self.stable_cell(key))
 
     def stable_key(self, cell: Cell) -> str:
         """The stable run a cell's trials branch from: its levels but the budget (``""``, or ``model=small/``)."""
@@ -260,9 +278,8 @@ class Design:
         """The stable run's saved point a cell's trial resumes (0: none, it trains from its first step): the last at
         or before (1 − cooldown_fraction) of its tokens, so its cooldown starts after it (train.py finds that step
         on the subset's real tokens, which reach the cell's at least)."""
-        assert self.branch_every is not None
         share = 1.0 - self.config["train"]["schedule"]["cooldown_fraction"]
-        return math.floor(share * self.tokens(cell) / self.branch_every)
+        return math.floor(share * self.tokens(cell) / self.branch_tokens(cell))
 
     def stable_points(self) -> list[tuple[str, int]]:
         """Every (stable run, saved point) the study's trials branch from or pass through on the way."""
@@ -277,10 +294,10 @@ class Design:
         past its point, and one cell per stable run (its longest) the stable run's too, so the sum is the study's."""
         if self.branch_every is None:
             return {c.id: self.tokens(c) for c in self.cells}
-        own = {c.id: self.tokens(c) - self.branch_point(c) * self.branch_every for c in self.cells}
+        own = {c.id: self.tokens(c) - self.branch_point(c) * self.branch_tokens(c) for c in self.cells}
         for key in {self.stable_key(c) for c in self.cells}:
             longest = max((c for c in self.cells if self.stable_key(c) == key), key=self.branch_point)
-            own[longest.id] += self.branch_point(longest) * self.branch_every
+            own[longest.id] += self.branch_point(longest) * self.branch_tokens(longest)
         return own
 
     def stable_cell(self, key: str) -> Cell:

@@ -95,7 +95,7 @@ def cost_preview(
         "(a trial whose code, settings or inputs changed trains again too: the job table counts every job)."
     ]
     # a branched trial's own job: its record's training less the stable run's, which other jobs trained
-    timed = [_own(m) for m in finished.values() if m.get("run_s") and m.get("real_tokens")]
+    timed = [own_job(m) for m in finished.values() if m.get("run_s") and m.get("real_tokens")]
     timed = [m for m in timed if m["real_tokens"] > 0]
     if not todo:
         return lines[0]
@@ -115,7 +115,7 @@ def cost_preview(
     return "\n".join([*lines, PROGRESS_NOTE])
 
 
-def _own(m: dict[str, Any]) -> dict[str, Any]:
+def own_job(m: dict[str, Any]) -> dict[str, Any]:
     """A finished trial's record as its own job trained it: a branched trial's (train.schedule.branch_every) without
     the stable run it continued (its tokens, seconds and energy are other jobs'); any other record as it is."""
     branch = m.get("branch")

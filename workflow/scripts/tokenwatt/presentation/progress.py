@@ -16,7 +16,7 @@ from ..analysis.quality import assess, diagnose
 from ..common.measures import duration
 from ..plan.config import quality_settings
 from ..plan.design import Design, condition_name, parse_cell, series_of
-from ..plan.preview import pilot_of
+from ..plan.preview import own_job, pilot_of
 
 
 def _condition(budget: int, levels: dict[str, str]) -> str:
@@ -81,7 +81,7 @@ def study_progress(finished: dict[tuple[str, int], dict[str, Any]], expected: di
     line = f"  study: {len(expected) - len(todo)} of {len(expected)} trials done"
     if not todo:
         return line + "."
-    done = list(finished.values())
+    done = [own_job(m) for m in finished.values()]  # a branched trial's own job, not its stable run's
     tokens_per_asked = [m["real_tokens"] / expected[key] for key, m in finished.items() if key in expected]
     if not done:
         return line + "; time to go unknown until a trial finishes."

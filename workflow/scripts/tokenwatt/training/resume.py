@@ -63,29 +63,24 @@ class Checkpoints:
     def resume(self) -> Checkpoint | None:
         """The state to continue from: the trial's own checkpoint (``resume_own``), else the stable run's saved point
         it branches from; None where there is neither."""
-        own = self.resume_own()
-        if own is not None or self.origin is None:
+        origin = store.read(self.origin) if self.origin is not None else None
+        own = self.resume_own(origin)
+        if own is not None or origin is None:
             return own
-        saved = store.read(self.origin)
-        # A process of this job stopped before its first checkpoint: its heartbeat's resume, continued from the
-        # saved point, not the first step (its loss counted from there).
-        killed = [
-            {**r, "from_checkpoint": saved.number, "from_step": saved.train.step}
-            | ({"lost_steps": max(0, r["lost_steps"] - saved.train.step)} if r["lost_steps"] is not None else {})
-            for r in self.resumes[-1:]
-        ]
-        # the stable run's history is the trial's: its checkpoints and resumes (a kill of one of its jobs), kept
-        self.written = list(saved.session["checkpoints"])
-        self.resumes = [*saved.session["resumes"], *killed]
-        self.number, self.branched = saved.number, True
-        tokens = saved.train.steps[-1]["tokens"] if saved.train.steps else 0
+        # the stable run's history is the trial's: its checkpoints, and its resumes (a kill of one of its jobs), with
+        # a kill of this job's before its first checkpoint after them (``resume_own`` took them from its heartbeat)
+        self.written = list(origin.session["checkpoints"])
+        self.resumes = self.resumes or list(origin.session["resumes"])
+        self.number, self.branched = origin.number, True
+        tokens = origin.train.steps[-1]["tokens"] if origin.train.steps else 0
         self.next_tokens = self._after(tokens) if self.every > 0 else self.every
-        self.log(f"BRANCHED from the stable run's point at step {saved.train.step} ({tokens:,} real tokens)")
-        return saved
+        self.log(f"BRANCHED from the stable run's point at step {origin.train.step} ({tokens:,} real tokens)")
+        return origin
 
-    def resume_own(self) -> Checkpoint | None:
+    def resume_own(self, origin: Checkpoint | None = None) -> Checkpoint | None:
         """The trial's own checkpoint, with the work the killed process did after it counted from its heartbeat;
-        None where there is none (a stale one is removed, and said)."""
+        None where there is none (a stale one is removed, and said). Without one, a killed process's work is counted
+        from where it started: the first step, or the stable run's point ``origin`` it continued."""
         if self.place is None:
             return None
         saved, why = store.load(self.place.folder, self.place.key)
@@ -93,7 +88,8 @@ class Checkpoints:
         pending = beat.get("pending") or {}
         if saved is not None and pending.get("checkpoint") == saved.number:
             beat = {**beat, **pending}  # killed after the rename, before the heartbeat that follows it
-        number, step, train_s = (saved.number, saved.train.step, saved.train.train_s) if saved else (0, 0, 0.0)
+        base = saved or origin
+        number, step, train_s = (base.number, base.train.step, base.train.train_s) if base else (0, 0, 0.0)
         same = beat.get("key") == self.place.key and beat.get("checkpoint") == number
         if saved is None and not same:
             if why != "no checkpoint":
@@ -127,7 +123,13 @@ class Checkpoints:
             if same
             else "what the stopped process did after it is not known (no heartbeat of it): recorded as unknown"
         )
-        where = f"checkpoint {number} at step {step}" if saved else "its first step (no checkpoint had been saved)"
+        where = (
+            f"checkpoint {number} at step {step}"
+            if saved
+            else f"the stable run's point at step {step} (no checkpoint of its own had been saved)"
+            if origin
+            else "its first step (no checkpoint had been saved)"
+        )
         self.log(f"RESUMED from {where} (resume {len(self.resumes)}); {lost_said}")
         return saved
 

@@ -319,7 +319,12 @@ def train(
     if (cooldown_tokens := cfg.schedule.cooldown_tokens(int(n_real_host.sum()))) is not None:
         # the first step whose real tokens reach the cooldown's share (one epoch in the drawn order: a branched trial)
         reached = _pause_steps(n_real_host, torch.arange(len(ids)), cfg.batch_size, 0, 0, [cooldown_tokens])
-        result.cooldown_from = next(iter(reached), total_steps - 1)
+        result.cooldown_from = next(iter(reached), total_steps)
+        if result.cooldown_from >= total_steps:
+            raise TrainingError(
+                f"train.schedule: its cooldown (the last {cfg.schedule.cooldown_fraction:g} of its real tokens) begins "
+                "after its last step; raise train.schedule.cooldown_fraction or the budget"
+            )
     losses = torch.empty(total_steps, device=device)
     logged = 0  # steps whose losses are in the loss curve
     step = 0

@@ -155,12 +155,14 @@ class _Session:
 
     def train(self, resume: TrainState | None = None, keep_state: bool = False) -> tuple[TrainResult, Diverged | None]:
         """Training, from the window train_1 on (each evaluation switches to the next segment's, each checkpoint to
-        a part of it: train_<segment>.<checkpoint>, a branch from a stable run's point: train_<segment>.s<step>), or
+        a part of it: train_<segment>.<checkpoint>, the continuation of a stable run's point: train_<segment>.p<k>), or
         from a checkpoint's state; a diverged run (a non-finite loss, or one past ``blowup_loss``; a stable run that
         diverged before the branch) is recorded as a result or fails the trial, as train.on_divergence says."""
         meter, saved = self.meter, self.checkpoints
         diverged = None
-        part = f"s{resume.step}" if saved.branched else str(saved.number)
+        # a continued saved point by its number (one per lineage: a stretch and the branch from the same point are
+        # in different trials), a trial's own checkpoint by its
+        part = f"p{self.before.get('continued', 0)}" if saved.branched else str(saved.number)
         meter.begin(f"train_{len(self.points) + 1}.{part}" if resume else "train_1")
         saved.start(resume.step if resume else 0, resume.train_s if resume else 0.0, meter)
         try:
@@ -240,6 +242,7 @@ class _Session:
                 "check_before",
                 "branch",
                 "stable_run_s",
+                "continued",
             )
         }
         self.diverged_before = session.get("diverged")
@@ -350,10 +353,10 @@ def begin(
     meter, settings = session.meter, spec.meter
     here = {"device_name": device_name(setup.device), "meter_kind": meter.kind}
     saved = session.checkpoints.resume()
-    if session.checkpoints.branched and saved is not None and saved.train.start > len(setup.ids):
+    if session.checkpoints.branched and saved is not None and saved.train.start >= len(setup.ids):
         raise TrainingError(
-            f"{spec.name}: its stable run's saved point ({origin}) lies past the chunks it trains on, so its cooldown "
-            "is under one step: raise train.schedule.cooldown_fraction or the budget"
+            f"{spec.name}: its stable run's saved point ({origin}) is at or past the last of the chunks it trains on, "
+            "so it has no step left to cool down in: raise train.schedule.cooldown_fraction or the budget"
         )
     if saved is not None and (there := {k: saved.session.get(k) for k in here}) != here:
         if session.checkpoints.branched:  # the stable run is other jobs' measurement: never silently redone here
@@ -388,6 +391,7 @@ def begin(
         meter.open(session.pace, carried=session.checkpoints.carried(saved.session["meter"]))
         if session.checkpoints.branched:
             session.before["branch"] = branch_point(spec, saved)
+            session.before["continued"] = saved.session.get("stable_point", 0)
     time.sleep(meter.settle_s)
     return session, saved
 
@@ -464,6 +468,13 @@ def run_stable(
     the stretch trained, for its log."""
     t_start = time.perf_counter()
     setup = set_up(spec, data, log)
+    parameters = sum(p.numel() for p in setup.model.parameters())
+    per_step = spec.train.batch_size * setup.ids.shape[1]
+    if why := spec.train.schedule.room_after_warmup(setup.steps_planned, parameters, per_step):
+        raise TrainingError(
+            f"the stable run's stretch to {spec.budget:,} real tokens: {why}; every stretch must reach the peak rate, "
+            "so raise train.schedule.branch_every above the warmup (or lower train.schedule.warmup_tokens_per_parameter)"
+        )
     session, saved = begin(spec, setup, log, nvml, place, origin)
     result, diverged = session.train(saved.train if saved else None, keep_state=True)
     payload = {

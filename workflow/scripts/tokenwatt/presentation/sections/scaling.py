@@ -274,7 +274,9 @@ def _frontier_versus(versus: dict[str, Any] | None) -> str | None:
         else "No energy has an interval."
     )
     listed = "; ".join(parts)
-    return intro + listed[0].upper() + listed[1:] + f" ({len(found)} of {len(versus['estimates'])} energies). " + verdict
+    return (
+        intro + listed[0].upper() + listed[1:] + f" ({len(found)} of {len(versus['estimates'])} energies). " + verdict
+    )
 
 
 def _frontier_refusals(front: dict[str, Any]) -> list[str]:
