@@ -240,3 +240,18 @@ def test_where_small_models_waste_joules_per_flop_the_energy_optimal_size_is_lar
 def test_the_energy_against_flop_ratio_is_refused_where_either_slice_refuses():
     rows = frontier(ladder(sizes=SIZES[:3]), MIDDLE[:2])["energy_vs_flop"]["estimates"]
     assert all(r["ratio"] is None and r["why"].startswith("no iso-energy optimum") for r in rows)
+
+
+def test_the_ratio_is_refused_where_the_flop_optimum_of_the_energy_optimums_compute_lies_beyond_the_sizes():
+    cost = PerToken("power", 2e-8, 0.5)
+    energies = np.geomspace(2.2, 5.0, 3)
+    points = ladder(cost=cost)
+    # the same points with each size's FLOPs per token growing as N^2 (not 6N): the FLOP-optimal size at the energy
+    # optimum's compute falls to the smallest size measured there
+    skewed = FrontierPoints.of(points.N, points.D, points.J, points.loss, points.trial, flops=points.N**2 * points.D)
+    rows = frontier(skewed, energies, flops="N²D")["energy_vs_flop"]
+    assert rows["flops"] == "N²D"
+    assert all(
+        r["ratio"] is None and r["why"].startswith("no iso-FLOP optimum at its compute") for r in rows["estimates"]
+    )
+    assert all(r["n_energy"] is not None for r in rows["estimates"])  # the energy optimum still stands, said

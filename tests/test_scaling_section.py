@@ -164,4 +164,4 @@ def test_the_energy_against_flop_optimal_size_off_the_slices_is_said_with_its_in
     shown = {**front, "energy_vs_flop": {**versus, "estimates": [row]}}
     text = _text(scaling_html({**scaling, "frontier": shown}))
     assert "N*_E 250.0 k against N*_C 100.0 k: 2.500× [1.500, 4.000], excludes 1 (1 of 1 energies)" in text
-    assert "excludes 1 at 1 of 1 energies with an interval: on this hardware the joules favour another split" in text
+    assert "no correction for several): 1 of 1 exclude 1 (1 with N*_E above N*_C, 0 below)." in text

@@ -48,6 +48,7 @@ SCALING_TABLES = {
         "tokens": pl.Int64,
         "eval_loss": pl.Float64,
         "train_energy_j": pl.Float64,
+        "flops_per_token": pl.Float64,
         "hardware": pl.String,
     },
     "scaling_sizes": {
@@ -60,6 +61,7 @@ SCALING_TABLES = {
         "non_embedding_params": pl.Int64,
         "joules_per_token": pl.Float64,
         "dynamic_joules_per_token": pl.Float64,
+        "flops_per_token": pl.Float64,
         "hardware": pl.String,
     },
 }

@@ -22,9 +22,11 @@ depend on where it stopped (a constant rate, or a schedule's own last step): the
    chooses it, and the optimum along e(N)·D = J as ``allocation`` finds it; refused where α or β is not identified.
 
 Beside them, the survey's question without the law (``energy_vs_flop``): at each J, the iso-energy optimum N*_E, D*_E
-trains C = 6 N*_E D*_E FLOPs; the same slices on the compute axis (each point's C = 6 N D) give the FLOP-optimal N*_C
-of that compute off the same points, and N*_E / N*_C says whether this hardware's joules favour another split than
-its FLOPs; refused where either slice refuses, so it is reported only inside the sizes and energies measured.
+trains C = f(N*_E)·D*_E FLOPs (f a size's FLOPs per token, from its points' C/D, interpolated in log N as D* is); the
+same slices on the compute axis (each point's C) give the FLOP-optimal N*_C of that compute off the same points, and
+N*_E / N*_C says whether this hardware's joules and its FLOPs pick different sizes; refused where either slice refuses,
+so it is reported only inside the sizes and energies measured. How C is counted moves N*_C (6·N·D with N total
+counts an untied input embedding's lookup as FLOPs): the caller names its convention.
 
 Each estimator is refitted without each trial id and each model size (``units``: the design's units, never
 the points), so every N*, D*, L* has a jackknife interval on the log scale; a refit that refuses leaves the
@@ -57,30 +59,42 @@ ENERGIES = 7  # log-spaced energies across the measured range, where none are gi
 @dataclass(frozen=True)
 class FrontierPoints:
     """One row per evaluation point: N parameters, D tokens so far, J cumulative training energy (J), eval loss
-    (nats), and the trial id the point belongs to (its seed and data subset, shared across sizes)."""
+    (nats), the trial id the point belongs to (its seed and data subset, shared across sizes), and C its training
+    FLOPs so far (6·N·D unless counted otherwise: ``energy_vs_flop``'s compute axis)."""
 
     N: np.ndarray
     D: np.ndarray
     J: np.ndarray
     loss: np.ndarray
     trial: np.ndarray
+    C: np.ndarray
 
     @classmethod
-    def of(cls, N: ArrayLike, D: ArrayLike, J: ArrayLike, loss: ArrayLike, trial: ArrayLike | None = None):
+    def of(
+        cls,
+        N: ArrayLike,
+        D: ArrayLike,
+        J: ArrayLike,
+        loss: ArrayLike,
+        trial: ArrayLike | None = None,
+        flops: ArrayLike | None = None,
+    ):
         """Checked points: positive finite numbers of one length (ScalingInputError naming the column if not);
-        without ``trial`` every point is one trial id."""
+        without ``trial`` every point is one trial id, without ``flops`` each point's compute is 6·N·D."""
         N, D, J, loss = (check_positive(v, name) for v, name in ((N, "N"), (D, "D"), (J, "energy"), (loss, "loss")))
         if N.size == 0:
             raise ScalingInputError("no points: the frontier needs at least one evaluation point per run")
         trial = np.zeros(N.size, int) if trial is None else np.asarray(trial).ravel()
-        if not N.size == D.size == J.size == loss.size == trial.size:
+        C = 6.0 * N * D if flops is None else check_positive(flops, "flops")
+        if not N.size == D.size == J.size == loss.size == trial.size == C.size:
             raise ScalingInputError(
-                f"N, D, energy, loss and trial differ in length: {N.size}, {D.size}, {J.size}, {loss.size}, {trial.size}"
+                f"N, D, energy, loss, trial and flops differ in length: {N.size}, {D.size}, {J.size}, {loss.size}, "
+                f"{trial.size}, {C.size}"
             )
-        return cls(N, D, J, loss, trial)
+        return cls(N, D, J, loss, trial, C)
 
     def keep(self, rows: np.ndarray) -> FrontierPoints:
-        return FrontierPoints(self.N[rows], self.D[rows], self.J[rows], self.loss[rows], self.trial[rows])
+        return FrontierPoints(self.N[rows], self.D[rows], self.J[rows], self.loss[rows], self.trial[rows], self.C[rows])
 
     @property
     def units(self) -> dict[str, np.ndarray]:
@@ -339,8 +353,11 @@ def _energy_vs_flop_row(points: FrontierPoints, energies: np.ndarray) -> tuple[n
     at that compute, and N*_E / N*_C (NaN where either slice refuses), as one row [compute…, n_energy…, n_flop…,
     ratio…]; with why each refuses."""
     by_energy = isoenergy(points, energies)
-    compute = 6.0 * by_energy.n * by_energy.d
-    flops = FrontierPoints(points.N, points.D, 6.0 * points.N * points.D, points.loss, points.trial)
+    sizes = np.unique(points.N)
+    per_token = np.array([np.median(points.C[points.N == s] / points.D[points.N == s]) for s in sizes])
+    f = np.exp(np.interp(np.log(by_energy.n), np.log(sizes), np.log(per_token)))  # NaN where no optimum
+    compute = f * by_energy.d
+    flops = FrontierPoints(points.N, points.D, points.C, points.loss, points.trial, points.C)
     found = np.isfinite(compute)
     by_flops = isoenergy(flops, np.where(found, compute, 1.0))  # 1 FLOP where there is no compute: read, not used
     n_flop = np.where(found, by_flops.n, np.nan)
@@ -352,10 +369,14 @@ def _energy_vs_flop_row(points: FrontierPoints, energies: np.ndarray) -> tuple[n
 
 
 def energy_vs_flop(
-    points: FrontierPoints, energies: np.ndarray, without: Callable[[str, Any], FrontierPoints] | None = None
+    points: FrontierPoints,
+    energies: np.ndarray,
+    without: Callable[[str, Any], FrontierPoints] | None = None,
+    flops: str = "6ND",
 ) -> dict[str, Any]:
     """The energy- against the FLOP-optimal size at each energy, read off the points by the slices (module
-    docstring), each with its jackknife interval over the same units as the approaches'."""
+    docstring), each with its jackknife interval over the same units as the approaches'; ``flops`` names how the
+    points' compute was counted."""
     row, why = _energy_vs_flop_row(points, energies)
     counts, refused, replicates = _rows(lambda p: _energy_vs_flop_row(p, energies)[0], points, without)
     k = energies.size
@@ -380,6 +401,7 @@ def energy_vs_flop(
         rows.append(out)
     return {
         "approach": "isoenergy",
+        "flops": flops,
         "estimates": rows,
         "intervals": refused or interval_units_note(counts),
     }
@@ -416,11 +438,12 @@ def frontier(
     energies: ArrayLike | None = None,
     without: Callable[[str, Any], FrontierPoints] | None = None,
     law_doubt: str | None = None,
+    flops: str = "6ND",
 ) -> dict[str, Any]:
     """The three approaches at each energy, with intervals and their agreement; energies outside the points'
     measured range are refused (ScalingInputError) rather than extrapolated to. ``law_doubt``: why the law itself is
     in doubt (its lack-of-fit screen, which the caller runs), said beside the law's column with any of E, A, B the
-    fit does not identify."""
+    fit does not identify; ``flops``: how the points' compute (``FrontierPoints.C``) was counted."""
     energies = default_energies(points) if energies is None else check_positive(energies, "energies")
     lo, hi = float(points.J.min()), float(points.J.max())
     if outside := [float(e) for e in energies if not lo <= e <= hi]:
@@ -439,5 +462,5 @@ def frontier(
         "measured_sizes": [float(points.N.min()), float(points.N.max())],
         "approaches": approaches,
         "agreement": _agreement(approaches, energies),
-        "energy_vs_flop": energy_vs_flop(points, energies, without),
+        "energy_vs_flop": energy_vs_flop(points, energies, without, flops),
     }

@@ -52,7 +52,7 @@ N_COUNTS = {"total": "params", "non_embedding": "non_embedding_params"}
 
 def sizes(trials: pl.DataFrame) -> pl.DataFrame:
     """Per trial: N counted both ways (a head tied to the embedding is one matrix; untied, the head is a second
-    vocabulary-sized one, also excluded from the non-embedding count) and joules per real token."""
+    vocabulary-sized one, also excluded from the non-embedding count), joules and training FLOPs per real token."""
     tied = pl.col("tied_embeddings").fill_null(False) if "tied_embeddings" in trials.columns else pl.lit(False)
     return trials.select(
         "cell",
@@ -68,6 +68,10 @@ def sizes(trials: pl.DataFrame) -> pl.DataFrame:
         (pl.col("dynamic_energy_j") / pl.col("real_tokens")).alias("dynamic_joules_per_token")
         if "dynamic_energy_j" in trials.columns
         else pl.lit(None, pl.Float64).alias("dynamic_joules_per_token"),
+        # the trial's training FLOPs per real token (analysis/efficiency.py), the frontier's compute axis; 6N without
+        (pl.col("flops") / pl.col("real_tokens") if "flops" in trials.columns else 6.0 * pl.col("params")).alias(
+            "flops_per_token"
+        ),
         (pl.col("device_profile") if "device_profile" in trials.columns else pl.lit("")).alias("hardware"),
     )
 
@@ -183,6 +187,7 @@ def points(curves: pl.DataFrame, trials: pl.DataFrame, which: str) -> pl.DataFra
         pl.col("real_tokens").alias("tokens"),
         "eval_loss",
         "train_energy_j",
+        "flops_per_token",
         "hardware",
     )
 
@@ -420,12 +425,20 @@ def _fits(
 
 
 def _frontier_points(chosen: pl.DataFrame) -> FrontierPoints:
-    """The frontier's points: each chosen point's N (total), tokens, cumulative training energy and eval loss; a point
-    without a finite loss (a diverged run's) is never on the frontier and is left out (``_frontier`` counts them)."""
+    """The frontier's points: each chosen point's N (total), tokens, cumulative training energy, eval loss and
+    training FLOPs so far (its trial's FLOPs per real token, ``FLOPS``, times its tokens); a point without a finite
+    loss (a diverged run's) is never on the frontier and is left out (``_frontier`` counts them)."""
     finite = chosen.filter(pl.col("eval_loss").is_finite())
-    return FrontierPoints.of(
-        *(finite[c].to_numpy() for c in ("params", "tokens", "train_energy_j", "eval_loss", "trial"))
-    )
+    columns = ("params", "tokens", "train_energy_j", "eval_loss", "trial")
+    flops = (finite["flops_per_token"] * finite["tokens"]).to_numpy()
+    return FrontierPoints.of(*(finite[c].to_numpy() for c in columns), flops=flops)
+
+
+# How the frontier's compute axis counts a point's FLOPs (the trials' own count, as PE's: analysis/efficiency.py).
+FLOPS = (
+    "the trials' training FLOPs per real token (6 × the parameters a step multiplies, the input embedding's lookup "
+    "left out, plus attention, padded positions included: analysis/efficiency.py) × the point's tokens"
+)
 
 
 def _frontier(
@@ -466,7 +479,7 @@ def _frontier(
         return _frontier_points(retuned(dim, unit)[0])
 
     try:
-        got = frontier(_frontier_points(chosen), without=without if retuned else None, law_doubt=law_doubt)
+        got = frontier(_frontier_points(chosen), without=without if retuned else None, law_doubt=law_doubt, flops=FLOPS)
     except ScalingInputError as err:
         return {"status": "not computed", "message": f"The frontier cannot be estimated from these points: {err}"}
     return {"status": "ok", "notes": notes, **got}

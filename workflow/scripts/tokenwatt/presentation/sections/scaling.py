@@ -237,17 +237,18 @@ def _frontier(front: dict[str, Any]) -> Markup:
 
 
 def _frontier_versus(versus: dict[str, Any] | None) -> str | None:
-    """The slices' energy- against FLOP-optimal size at each energy where both are interior, in one paragraph."""
+    """The slices' energy- against FLOP-optimal size at each energy where both are interior, in one paragraph: what
+    each interval says, energy by energy, and no verdict beyond them (the energies share their points)."""
     if not versus:
         return None
     found = [e for e in versus["estimates"] if e["ratio"] is not None]
     intro = (
-        "At each energy, the iso-energy optimum N*_E trains C = 6 N*_E D*_E FLOPs; the same slices on the compute "
-        "axis (6ND of each point) give the FLOP-optimal N*_C of that compute from the same points. "
+        "At each energy, the iso-energy optimum N*_E trains some number of FLOPs; the same slices on the compute "
+        f"axis (FLOPs counted as {versus['flops']}) give the FLOP-optimal N*_C of that compute from the same points. "
     )
     if not found:
         whys = "; ".join(dict.fromkeys(e["why"] for e in versus["estimates"] if e["why"]))
-        return intro + f"Neither is interior at any energy reported: {whys}."
+        return intro + f"No ratio at any energy reported: {whys}."
     parts = []
     for e in found:
         band = (
@@ -260,23 +261,19 @@ def _frontier_versus(versus: dict[str, Any] | None) -> str | None:
             f"at {si(e['energy_j'], 'J')} N*_E {si(e['n_energy'], '')} against N*_C {si(e['n_flop'], '')}: "
             f"{fixed(e['ratio'])}×{band}{verdict}"
         )
-    differ = [e for e in found if e["excludes_one"]]
     judged = [e for e in found if e["excludes_one"] is not None]
-    verdict = (
-        f"The 95 % interval ({versus['intervals']}) excludes 1 at {len(differ)} of {len(judged)} energies with an "
-        "interval: "
-        + (
-            "on this hardware the joules favour another split than the FLOPs."
-            if differ
-            else "the data cannot tell the two splits apart there."
-        )
+    above = sum(bool(e["excludes_one"]) and e["ratio"] > 1 for e in judged)
+    below = sum(bool(e["excludes_one"]) and e["ratio"] < 1 for e in judged)
+    said = (
+        f"Each 95 % interval ({versus['intervals']}) stands for its own energy (the energies share their points; no "
+        f"correction for several): {above + below} of {len(judged)} exclude 1"
+        + (f" ({above} with N*_E above N*_C, {below} below)" if above + below else "")
+        + "."
         if judged
         else "No energy has an interval."
     )
     listed = "; ".join(parts)
-    return (
-        intro + listed[0].upper() + listed[1:] + f" ({len(found)} of {len(versus['estimates'])} energies). " + verdict
-    )
+    return intro + listed[0].upper() + listed[1:] + f" ({len(found)} of {len(versus['estimates'])} energies). " + said
 
 
 def _frontier_refusals(front: dict[str, Any]) -> list[str]:
