@@ -54,8 +54,17 @@ def trial_finished(m: dict[str, Any], look: str = "") -> str:
     )
     return (
         f"■ {_condition(m['budget'], m.get('levels', {}))} · trial {m['trial']}: {m['real_tokens'] / m['train_s']:,.0f} tokens/s, {power}{energy}, "
-        f"{loss}, {m['train_s']:.1f} s training / {m['run_s']:.1f} s in all" + (f"; {look}" if look else "")
+        f"{loss}, {m['train_s']:.1f} s training / {m['run_s']:.1f} s in all{_branched(m)}"
+        + (f"; {look}" if look else "")
     )
+
+
+def _branched(m: dict[str, Any]) -> str:
+    """A branched trial's share of those seconds that its stable run's jobs trained (not in its job's ``in all``)."""
+    branch = m.get("branch") or {}
+    if not branch.get("from_point"):
+        return ""
+    return f" ({branch['stable_train_s']:.1f} s of the training in its stable run's jobs, point {branch['from_point']})"
 
 
 def expected_trials(config: dict[str, Any]) -> dict[tuple[str, int], int]:
