@@ -7,6 +7,7 @@ evaluated at log-spaced points, so every point may stand for its budget."""
 import json
 
 import numpy as np
+import polars as pl
 import pytest
 from tokenwatt.analysis.scaling.allocation import allocate
 from tokenwatt.analysis.scaling.energy_per_token import PerToken
@@ -255,3 +256,18 @@ def test_the_ratio_is_refused_where_the_flop_optimum_of_the_energy_optimums_comp
         r["ratio"] is None and r["why"].startswith("no iso-FLOP optimum at its compute") for r in rows["estimates"]
     )
     assert all(r["n_energy"] is not None for r in rows["estimates"])  # the energy optimum still stands, said
+
+
+def test_fit_frontier_counts_compute_from_a_flops_per_token_column(tmp_path):
+    table = tmp_path / "points.csv"
+    write_table(table, ladder())
+    pl.read_csv(table).with_columns(fpt=pl.col("params") * 6.0).write_csv(table)  # 6N: the default, given as a column
+    out, default = tmp_path / "with.json", tmp_path / "without.json"
+    args = ["--params", "params", "--tokens", "tokens", "--energy", "joules", "--loss", "loss", "--group", "seed"]
+    for json_out, extra in ((out, ["--flops-per-token", "fpt"]), (default, [])):
+        proc = run_script("fit_frontier.py", table, *args, *extra, "--energies", *map(str, MIDDLE), "--json", json_out)
+        assert proc.returncode == 0, proc.stderr
+    given, assumed = (json.loads(f.read_text())["energy_vs_flop"] for f in (out, default))
+    assert given["flops"] == "the column fpt × tokens" and assumed["flops"] == "6ND"
+    assert [e["ratio"] for e in given["estimates"]] == pytest.approx([e["ratio"] for e in assumed["estimates"]])
+    assert all(e["ratio"] == pytest.approx(1.0) for e in given["estimates"])  # e(N) ∝ N in this ladder

@@ -1,7 +1,7 @@
 """The energy-optimal frontier of a table of points: N*, D*, L* at each training energy by three estimators.
 
 Usage: python workflow/scripts/fit_frontier.py TABLE.csv --params COL --tokens COL --energy COL --loss COL
-       [--group COL] [--flops COL] [--energies J [J ...]] [--json OUT]
+       [--group COL] [--flops-per-token COL] [--energies J [J ...]] [--json OUT]
 
 Each row is one point: a run's parameter count, its tokens so far, its cumulative training energy (J) and its eval
 loss (nats), at a point that may stand for its budget (a constant learning rate, or a schedule's own last step).
@@ -12,7 +12,8 @@ across the table's measured range; an energy outside it is refused. Prints one l
 writes ``approaches`` → ``envelope`` | ``isoenergy`` | ``law`` → ``estimates``, a list of ``{energy_j, n_opt, n_low,
 n_high, d_opt, loss_opt, why, ...}`` (nulls with a ``why`` where an approach refuses), and their ``agreement``;
 ``energy_vs_flop`` the slices' energy-optimal N* over the FLOP-optimal N* of the compute it trains, per energy, its
-compute each point's training FLOPs so far (--flops COL; without it 6·N·D, N as --params counts it).
+compute each point's training FLOPs so far: its FLOPs per token (--flops-per-token COL, as scaling_points.csv's
+flops_per_token) times its tokens; without it 6·N·D, N as --params counts it.
 Input no estimator can use ends with a one-line message and exit code 2.
 """
 
@@ -70,14 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--energy", required=True, help="column of the cumulative training energy (J)")
     ap.add_argument("--loss", required=True, help="column of the eval loss (nats)")
     ap.add_argument("--group", help="column of the trial ids (rows that share a seed) for the intervals")
-    ap.add_argument("--flops", help="column of each point's training FLOPs so far (default: 6 × N × D)")
+    ap.add_argument("--flops-per-token", help="column of each point's training FLOPs per token (default: 6 × N)")
     ap.add_argument("--energies", type=float, nargs="+", help="energies (J) to report at, inside the table's range")
     ap.add_argument("--json", type=Path, help="write the frontier here")
     args = ap.parse_args(argv)
     try:
         columns = {"--params": args.params, "--tokens": args.tokens, "--energy": args.energy, "--loss": args.loss}
-        if args.flops:
-            columns["--flops"] = args.flops
+        if args.flops_per_token:
+            columns["--flops-per-token"] = args.flops_per_token
         values, labels = read_columns(args.table, columns, {"--group": args.group})
         points = FrontierPoints.of(
             values["--params"],
@@ -85,16 +86,17 @@ def main(argv: list[str] | None = None) -> int:
             values["--energy"],
             values["--loss"],
             labels.get("--group"),
-            values.get("--flops"),
+            None if not args.flops_per_token else values["--flops-per-token"] * values["--tokens"],
         )
-        result = frontier(points, args.energies, flops=f"the column {args.flops}" if args.flops else "6ND")
+        counted = f"the column {args.flops_per_token} × tokens" if args.flops_per_token else "6ND"
+        result = frontier(points, args.energies, flops=counted)
     except ScalingInputError as e:
         print(f"fit_frontier: error: {e}", file=sys.stderr)
         return 2
     print(report(result, args.table))
     if args.json:
         columns = {"N": args.params, "D": args.tokens, "energy": args.energy, "loss": args.loss, "group": args.group}
-        columns["flops"] = args.flops
+        columns["flops_per_token"] = args.flops_per_token
         args.json.write_text(json.dumps({"table": str(args.table), "columns": columns, **result}, indent=2))
     return 0
 

@@ -68,8 +68,8 @@ def sizes(trials: pl.DataFrame) -> pl.DataFrame:
         (pl.col("dynamic_energy_j") / pl.col("real_tokens")).alias("dynamic_joules_per_token")
         if "dynamic_energy_j" in trials.columns
         else pl.lit(None, pl.Float64).alias("dynamic_joules_per_token"),
-        # the trial's training FLOPs per real token (analysis/efficiency.py), the frontier's compute axis; 6N without
-        (pl.col("flops") / pl.col("real_tokens") if "flops" in trials.columns else 6.0 * pl.col("params")).alias(
+        # the trial's training FLOPs per real token (analysis/efficiency.py), the frontier's compute axis
+        (pl.col("flops") / pl.col("real_tokens") if "flops" in trials.columns else pl.lit(None, pl.Float64)).alias(
             "flops_per_token"
         ),
         (pl.col("device_profile") if "device_profile" in trials.columns else pl.lit("")).alias("hardware"),
@@ -430,8 +430,15 @@ def _frontier_points(chosen: pl.DataFrame) -> FrontierPoints:
     loss (a diverged run's) is never on the frontier and is left out (``_frontier`` counts them)."""
     finite = chosen.filter(pl.col("eval_loss").is_finite())
     columns = ("params", "tokens", "train_energy_j", "eval_loss", "trial")
-    flops = (finite["flops_per_token"] * finite["tokens"]).to_numpy()
+    counted = finite["flops_per_token"].null_count() == 0
+    flops = (finite["flops_per_token"] * finite["tokens"]).to_numpy() if counted else None  # None: 6·N·D
     return FrontierPoints.of(*(finite[c].to_numpy() for c in columns), flops=flops)
+
+
+def _flops_label(chosen: pl.DataFrame) -> str:
+    """How ``_frontier_points`` counted the points' compute: the trials' own FLOPs, or 6·N·D where a trial has none."""
+    finite = chosen.filter(pl.col("eval_loss").is_finite())
+    return FLOPS if finite["flops_per_token"].null_count() == 0 else "6ND (N total: some trials carry no FLOP count)"
 
 
 # How the frontier's compute axis counts a point's FLOPs (the trials' own count, as PE's: analysis/efficiency.py).
@@ -479,7 +486,12 @@ def _frontier(
         return _frontier_points(retuned(dim, unit)[0])
 
     try:
-        got = frontier(_frontier_points(chosen), without=without if retuned else None, law_doubt=law_doubt, flops=FLOPS)
+        got = frontier(
+            _frontier_points(chosen),
+            without=without if retuned else None,
+            law_doubt=law_doubt,
+            flops=_flops_label(chosen),
+        )
     except ScalingInputError as err:
         return {"status": "not computed", "message": f"The frontier cannot be estimated from these points: {err}"}
     return {"status": "ok", "notes": notes, **got}

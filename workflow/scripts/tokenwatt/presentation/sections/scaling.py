@@ -244,7 +244,7 @@ def _frontier_versus(versus: dict[str, Any] | None) -> str | None:
     found = [e for e in versus["estimates"] if e["ratio"] is not None]
     intro = (
         "At each energy, the iso-energy optimum N*_E trains some number of FLOPs; the same slices on the compute "
-        f"axis (FLOPs counted as {versus['flops']}) give the FLOP-optimal N*_C of that compute from the same points. "
+        f"axis (FLOPs counted as {versus.get('flops', '6ND')}) give the FLOP-optimal N*_C of that compute from the same points. "
     )
     if not found:
         whys = "; ".join(dict.fromkeys(e["why"] for e in versus["estimates"] if e["why"]))
