@@ -243,19 +243,19 @@ def test_the_energy_against_flop_ratio_is_refused_where_either_slice_refuses():
     assert all(r["ratio"] is None and r["why"].startswith("no iso-energy optimum") for r in rows)
 
 
-def test_the_ratio_is_refused_where_the_flop_optimum_of_the_energy_optimums_compute_lies_beyond_the_sizes():
+def test_how_flops_are_counted_moves_the_flop_optimal_size_and_is_named_beside_the_ratio():
     cost = PerToken("power", 2e-8, 0.5)
     energies = np.geomspace(2.2, 5.0, 3)
     points = ladder(cost=cost)
-    # the same points with each size's FLOPs per token growing as N^2 (not 6N): the FLOP-optimal size at the energy
-    # optimum's compute falls to the smallest size measured there
+    # the same points with each size's FLOPs per token growing as N^2, not 6N: another count, another N*_C
     skewed = FrontierPoints.of(points.N, points.D, points.J, points.loss, points.trial, flops=points.N**2 * points.D)
-    rows = frontier(skewed, energies, flops="N²D")["energy_vs_flop"]
-    assert rows["flops"] == "N²D"
-    assert all(
-        r["ratio"] is None and r["why"].startswith("no iso-FLOP optimum at its compute") for r in rows["estimates"]
+    counted, assumed = (
+        frontier(skewed, energies, flops="N²D")["energy_vs_flop"],
+        frontier(points, energies)["energy_vs_flop"],
     )
-    assert all(r["n_energy"] is not None for r in rows["estimates"])  # the energy optimum still stands, said
+    assert (counted["flops"], assumed["flops"]) == ("N²D", "6ND")
+    ratios = [(c["ratio"], a["ratio"]) for c, a in zip(counted["estimates"], assumed["estimates"], strict=True)]
+    assert all(c is not None and a is not None and c > 1.3 * a for c, a in ratios)
 
 
 def test_fit_frontier_counts_compute_from_a_flops_per_token_column(tmp_path):
