@@ -211,6 +211,29 @@ def test_the_same_ramp_in_a_longer_trial_passes_and_a_real_step_there_is_caught(
     assert verdicts[0]["power_step"] < 0.1
 
 
+def test_a_last_window_its_samples_cover_less_than_half_of_is_no_level():
+    """An estimate meter that shortened its interval to 34 ms for a 4-s trial at ~31 W (one of two cores, 65 W TDP):
+    its last window holds 5 samples over the final 0.17 s, where a stall read 20 W. Counted as a 0.5-s level, such
+    samples flagged a quiet trial of a real-text ladder ("power stepped by 45 %"); standing for a third of their
+    window, they are none. The same stall over 0.4 s of the last window is a level, and caught."""
+    rng = np.random.default_rng(10)
+
+    def stalled_at_the_end(seconds):
+        t = np.arange(0.0, seconds, 0.034)
+        quiet = np.minimum(31.0 + rng.normal(0, 1.0, t.size), 32.5)
+        power = np.where(t >= 4.0, 20.0 + rng.normal(0, 1.5, t.size), quiet)
+        return pl.DataFrame(
+            {"t_s": t, "power_w": power, "temperature_c": [None] * t.size},
+            schema_overrides={"temperature_c": pl.Float64},
+        )
+
+    short_stall, long_stall = stalled_at_the_end(4.16), stalled_at_the_end(4.4)
+    assert (short_stall["t_s"] >= 4.0).sum() == 5
+    verdicts = judge([record(), record(trial=2)], traces=[short_stall, long_stall], power_step_tolerance=0.35)
+    assert [v["flag_power_step"] for v in verdicts] == [False, True]
+    assert verdicts[0]["power_step"] < 0.15
+
+
 def test_too_few_power_samples_are_flagged_with_the_floor():
     verdicts = judge([record(samples=12)])
     assert verdicts[0]["flag_few_samples"] and "only 12 power samples (at least 60" in verdicts[0]["quality_reasons"]

@@ -80,24 +80,33 @@ def power_step(trace: pl.DataFrame, window_s: float, min_samples: int) -> float 
     """Level change of the polled power during training, in windows of ``window_s`` seconds of training time (or
     of ``min_samples`` sampling intervals where the meter polls more slowly, as a GPU meter at 1 Hz does): the
     first window (the device ramping from idle to load) left out, each later one's median taken where it holds at
-    least ``min_samples`` samples, every window against the next two (a step inside one still separates its
-    neighbours), as the higher over the lower minus 1. Or why it cannot be judged: fewer than two such windows, as
-    in a trial of a second or two, whose power ramp is no disturbance."""
-    samples = training_samples(trace)
+    least ``min_samples`` samples standing for at least half of its seconds, every window against the next two (a
+    step inside one still separates its neighbours), as the higher over the lower minus 1. Or why it cannot be
+    judged: fewer than two such windows, as in a trial of a second or two, whose power ramp is no disturbance.
+
+    A sample stands for the time since the one before it in the whole trace (a poll covers the interval before it).
+    The half matters where the meter polls fast: a poller that shortened its interval to 34 ms for a 4-s trial puts
+    5 samples in its last 0.17 s, and their median would stand for a 0.5-s level while reading a stall of a tenth of
+    a second."""
+    spans = trace.sort("t_s").with_columns(span_s=pl.col("t_s").diff().fill_null(0.0))
+    samples = training_samples(spans)
     if samples.height == 0:
         return Unjudged("no power samples during training")
-    t, power = samples["t_s"].to_numpy(), samples["power_w"].to_numpy()
+    t, power, span = samples["t_s"].to_numpy(), samples["power_w"].to_numpy(), samples["span_s"].to_numpy()
     steps = np.diff(t)
     interval = float(np.median(steps[steps > 0])) if (steps > 0).any() else 0.0
     window_s = max(window_s, min_samples * interval)
     bins = np.floor(t / window_s).astype(int)
     levels = [
-        float(np.median(power[bins == b])) for b in range(1, int(bins.max()) + 1) if (bins == b).sum() >= min_samples
+        float(np.median(power[bins == b]))
+        for b in range(1, int(bins.max()) + 1)
+        if (bins == b).sum() >= min_samples and span[bins == b].sum() >= window_s / 2
     ]
     if len(levels) < 2:
         return Unjudged(
             f"{t.max():.2f} s of training power: after the first {window_s:.3g} s (the ramp from idle), fewer than two "
-            f"{window_s:.3g}-s windows of ≥ {min_samples} samples (quality.power_step_window_s, quality.power_step_window)"
+            f"{window_s:.3g}-s windows of ≥ {min_samples} samples standing for at least half of it "
+            "(quality.power_step_window_s, quality.power_step_window)"
         )
     levels = np.asarray(levels)
     pairs = [(a, b) for lag in (1, 2) for a, b in zip(levels[:-lag], levels[lag:])]
