@@ -98,7 +98,9 @@ def test_nvml_is_not_asked_when_nothing_needs_a_gpu():
         def __getattr__(self, name):
             raise AssertionError("NVML was asked")
 
-    assert preflight.machine_findings({"kind": "estimate", "rapl_root": "/x"}, ["cpu", "auto"], Untouchable()) == []
+    assert (
+        preflight.machine_findings({"kind": "estimate", "rapl_root": "/x"}, {"cpu": 1, "auto": 1}, Untouchable()) == []
+    )
 
 
 def test_nvml_with_train_device_auto_is_accepted_where_a_gpu_is_visible():

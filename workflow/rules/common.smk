@@ -74,6 +74,18 @@ def cell_of(wildcards):
     return STUDY.design.cell(wildcards.cell)
 
 
+def devices_of(wildcards):
+    """The devices a trial's job trains on (train.devices, or its cell's devices level)."""
+    return STUDY.design.devices(cell_of(wildcards))
+
+
+def trial_threads(wildcards):
+    """A metered trial's cores: every local core unless train.run_alone is false (then train.threads per device)."""
+    if config["train"]["run_alone"]:
+        return workflow.cores
+    return config["train"]["threads"] * devices_of(wildcards)
+
+
 def analysis_input(file, interim):
     """A file an analysis product reads (tokenwatt.analysis.products): the aggregate's or another product's under
     results/analysis/ (results/interim/analysis/ for the interim twin), or the selection steps' records (the interim

@@ -69,14 +69,16 @@ rule train_trial:
     conda:
         "../envs/train.yaml"
     # Metered: alone on the machine unless train.run_alone is false (nothing else loads the measurement).
-    threads: workflow.cores if config["train"]["run_alone"] else config["train"]["threads"]
+    threads: trial_threads
     resources:
         **STUDY.hardware_resources("cell"),
-        gpu=1,
-        mem_mb=8000,
+        # one per device the trial's ranks train on (train.devices; SLURM's --gpus)
+        gpu=devices_of,
+        mem_mb=lambda wildcards: 8000 * devices_of(wildcards),
         runtime=lambda wildcards: STUDY.trial_runtime(wildcards.cell),
-        # SLURM's CPUs for the job: the threads the trial trains with (a batch-1 step is host-bound).
-        cpus_per_task=config["train"]["threads"],
+        # SLURM's CPUs for the job: the threads each rank trains with (a batch-1 step is host-bound).
+        cpus_per_task=lambda wildcards: config["train"]["threads"]
+        * devices_of(wildcards),
     params:
         # The job's identity; it also keys the between-workflow cache, which hashes params and
         # inputs but not wildcards.

@@ -37,6 +37,7 @@ from tokenwatt.plan.design import JOB_TRAIN_KEYS  # noqa: E402
 from tokenwatt.plan.layout import checkpoint_folder  # noqa: E402
 from tokenwatt.presentation.progress import expected_trials, first_look, study_progress, trial_finished, trial_started  # noqa: E402
 from tokenwatt.training.checkpoint import remove  # noqa: E402
+from tokenwatt.training.launch import run_on_devices  # noqa: E402
 from tokenwatt.training.resume import CheckpointPlace  # noqa: E402
 from tokenwatt.training.spec import TrialData, TrialSpec  # noqa: E402
 from tokenwatt.training.trial import run_trial  # noqa: E402
@@ -63,7 +64,10 @@ with logged(snakemake.log[0], append=True, job=job_label(snakemake.rule, snakema
         job = {k: snakemake.config["train"][k] for k in JOB_TRAIN_KEYS if k in snakemake.config["train"]}
         spec = TrialSpec.from_params(p, job)
         origin = Path(snakemake.input.origin) if hasattr(snakemake.input, "origin") else None  # a branched trial's
-        metrics, power, steps, curve = run_trial(spec, TrialData.read(snakemake.input), place=place, origin=origin)
+        if spec.train.devices > 1:  # one process per device, started by the torch launcher (no checkpoints yet)
+            metrics, power, steps, curve = run_on_devices(spec, named_paths(snakemake.input))
+        else:
+            metrics, power, steps, curve = run_trial(spec, TrialData.read(snakemake.input), place=place, origin=origin)
         check_record(metrics, load_validator(snakemake.input.schema), out.metrics)
         write_parquet(out.power, power)
         write_parquet(out.steps, steps)

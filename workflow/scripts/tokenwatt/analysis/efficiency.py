@@ -95,7 +95,9 @@ def efficiency_record(
 
 
 def derived_metrics(trial: dict[str, Any], *, cs_tflops: float | None, K: float, tt_scale: float) -> dict[str, Any]:
-    """Everything the analysis derives from one trial's record: FLOPs, idle and dynamic energy, PE and its layers."""
+    """Everything the analysis derives from one trial's record: FLOPs, idle and dynamic energy, PE and its layers.
+    ``cs_tflops`` is one device's (its profile's); a trial on several devices had their sum to compute with, which
+    its PE and MFU divide by (its power and energy are the devices' sums too)."""
     flops = training_flops(
         trial["params"],
         trial["embedding_params"],
@@ -124,7 +126,7 @@ def derived_metrics(trial: dict[str, Any], *, cs_tflops: float | None, K: float,
             train_s=trial["train_s"],
             energy_j=energy,
             rms_w=trial["power_rms_w"],
-            cs_tflops=cs_tflops,
+            cs_tflops=None if cs_tflops is None else cs_tflops * (trial.get("devices") or 1),
             K=K,
             tt_scale=tt_scale,
         ),

@@ -100,6 +100,17 @@ PRODUCTS: tuple[Product, ...] = (
         table_category="Tests",
     ),
     Product(
+        name="devices",
+        function="tokenwatt.analysis.devices:devices_product",
+        reads={"trials": "trials.parquet"},
+        settings="design.devices",
+        section="devices",
+        what="device-count comparison",
+        tables=("devices",),
+        table_category="Tests",
+        requires="design.devices",
+    ),
+    Product(
         name="curves",
         function="tokenwatt.analysis.curves.summary:curves_product",
         reads={"trials": "trials.parquet", "curves": "curves.parquet", "cost": "cost.json"},

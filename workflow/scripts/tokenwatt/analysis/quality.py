@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..measurement.traces import training_samples
+from ..measurement.traces import by_rank, training_samples
 from ..plan.design import per_profile, profile_key_of
 from .efficiency import finite, ratio
 
@@ -77,6 +77,14 @@ def steady_deviation(steps: pl.DataFrame, window: int) -> float | Unjudged:
 
 
 def power_step(trace: pl.DataFrame, window_s: float, min_samples: int) -> float | Unjudged:
+    """``device_power_step`` of every device the trial trained on: the largest of those judged (a step on any device
+    is a disturbance), or why none could be."""
+    judged = [device_power_step(part, window_s, min_samples) for part in by_rank(trace)]
+    steps = [j for j in judged if not isinstance(j, Unjudged)]
+    return max(steps) if steps else judged[0]
+
+
+def device_power_step(trace: pl.DataFrame, window_s: float, min_samples: int) -> float | Unjudged:
     """Level change of the polled power during training, in windows of ``window_s`` seconds of training time (or
     of ``min_samples`` sampling intervals where the meter polls more slowly, as a GPU meter at 1 Hz does): the
     first window (the device ramping from idle to load) left out, each later one's median taken where it holds at
@@ -115,7 +123,9 @@ def power_step(trace: pl.DataFrame, window_s: float, min_samples: int) -> float 
 
 
 def first_temperature(trace: pl.DataFrame) -> float | None:
-    temps = trace["temperature_c"].drop_nulls()
+    """The device's first temperature reading (on several devices, the hottest of their first readings)."""
+    firsts = [t["temperature_c"].drop_nulls() for t in by_rank(trace)]
+    temps = pl.Series([f[0] for f in firsts if len(f)], dtype=pl.Float64).sort(descending=True)
     return float(temps[0]) if len(temps) else None
 
 

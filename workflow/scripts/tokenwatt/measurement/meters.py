@@ -45,13 +45,23 @@ def make_meter(
     gpu_uuid: str | None = None,
     nvml=None,
     sync: Callable[[], None] = no_sync,
+    ranks: int = 1,
 ) -> tuple[Meter, str]:
     """The meter ``settings`` ask for and a line saying why it was chosen (logged and recorded as ``meter_choice``).
 
     ``auto`` on a CUDA device takes NVML and nothing else: a CPU meter there would measure the host, not the GPU
     doing the work, so an NVML that does not work fails the trial with the reason rather than falling back. On a
     CPU it takes RAPL if readable, else the estimate (NVML would measure a GPU that is not doing the work).
+
+    A trial on several devices (``ranks`` > 1) has one meter per rank, each of its own device (NVML by its UUID, the
+    estimate of its own process): RAPL reads the whole CPU package, which every rank would count again, so it is
+    refused there (the config check refuses it before any job) and ``auto`` takes the estimate.
     """
+    if ranks > 1 and settings.kind == "rapl":
+        raise MeterError(
+            f"meter.kind rapl reads the whole CPU package, and each of this trial's {ranks} ranks would count it: "
+            "use meter.kind estimate (or auto) for a trial on several CPU ranks"
+        )
     # Sampling sized to the trial: about target_samples samples over training, whatever its length.
     polling = (settings.interval_s, sync, settings.target_samples)
 
@@ -84,6 +94,11 @@ def make_meter(
                 "host, not the GPU, so none is taken in its place: check the driver and nvidia-ml-py (nvidia-smi must "
                 "list the GPU), or set meter.kind: none to train without energy"
             ) from err
+    if ranks > 1:
+        return makers["estimate"](), (
+            f"meter.kind auto chose estimate, an ESTIMATE, per rank: RAPL reads the whole package, which each of "
+            f"the {ranks} ranks would count"
+        )
     try:
         return makers["rapl"](), "meter.kind auto chose rapl"
     except Exception as err:

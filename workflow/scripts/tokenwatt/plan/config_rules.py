@@ -31,6 +31,7 @@ def requirements(cfg: dict[str, Any], schema: dict[str, Any]) -> list[str]:
         )
     problems += _stopping_problems(cfg)
     problems += _branch_problems(cfg)
+    problems += _devices_problems(cfg)
     problems += _eval_window_problems(cfg)
     base = model_problems(cfg["model"], cfg["tokenizer"], "")
     base += architecture_problems(cfg["model"], lambda f: base_key(cfg["model"], f), "")
@@ -96,6 +97,42 @@ def _stopping_problems(cfg: dict[str, Any]) -> list[str]:
             stop_rule(rule)
         except StopRuleError as err:
             problems.append(f"analysis.stopping.{name}: {err}")
+    return problems
+
+
+def _devices_problems(cfg: dict[str, Any]) -> list[str]:
+    """What a trial on several devices (train.devices, design.devices) cannot do yet or would measure wrong: resume or
+    branch from a checkpoint (one rank's state and meter session would stand for all), read RAPL (the whole package,
+    counted by every rank), or train a global batch with fewer chunks than ranks (a rank idle at every step)."""
+    levels = cfg["design"].get("devices")
+    most = max([cfg["train"]["devices"], *(levels or [])])
+    if most <= 1:
+        return []
+    key = "design.devices" if levels and max(levels) > cfg["train"]["devices"] else "train.devices"
+    problems = []
+    if cfg["train"]["checkpoint_every"]:
+        problems.append(
+            f"{key}: a trial on {most} devices saves no checkpoint (not built: each rank's state and meter session "
+            "would have to be saved together); set train.checkpoint_every: 0 (a stopped trial then trains again from "
+            "its first step)"
+        )
+    if cfg["train"]["schedule"]["branch_every"] is not None:
+        problems.append(
+            f"{key}: train.schedule.branch_every branches from saved points, which a trial on {most} devices does not "
+            "write yet; remove one of the two"
+        )
+    if cfg["meter"]["kind"] == "rapl":
+        problems.append(
+            f"{key}: meter.kind rapl reads the whole CPU package, which each of {most} ranks would count again; use "
+            "meter.kind: estimate or auto (each rank then meters its own process)"
+        )
+    batches = [cfg["train"]["batch_size"], *(cfg["design"].get("batch_size") or [])]
+    if min(batches) < most:
+        problems.append(
+            f"{key}: a trial on {most} devices splits each global batch among them, so train.batch_size (and every "
+            f"design.batch_size level) must be at least {most}; {min(batches)} would leave a device without a chunk at "
+            "every step"
+        )
     return problems
 
 

@@ -1,7 +1,7 @@
 """The study's design as data: the config turned into cells, their settings and their paths.
 
 The budget is the within-subject factor every study has (``study.budgets``); ``design`` adds
-further within-subject factors (selection, model, precision, lr, batch_size, hardware, stopping), each a named list of
+further within-subject factors (selection, model, precision, lr, batch_size, hardware, devices, stopping), each a named list of
 levels. A cell is one level of every factor; trial *i* runs under every cell (the subject of the
 repeated-measures design), on the data subset of its budget and trial alone, so every level trains
 on the same tokens in the same order; except a selection level (its own documents), whose subset is the same order of
@@ -26,7 +26,7 @@ from typing import Any
 from ..common.measures import budget_label
 
 # The further factors, in the order of path parts, columns and labels.
-FACTORS = ("selection", "model", "precision", "lr", "batch_size", "hardware", "stopping")
+FACTORS = ("selection", "model", "precision", "lr", "batch_size", "hardware", "devices", "stopping")
 # Column prefix of a factor's level in the analysis tables (a record's nested ``levels`` flattened).
 LEVEL_PREFIX = "levels_"
 # Snakemake wildcard patterns of the path fragments below.
@@ -239,7 +239,7 @@ class Design:
 
     def _train_settings(self, cell: Cell) -> dict[str, Any]:
         train = {k: v for k, v in self.config["train"].items() if k not in JOB_TRAIN_KEYS}
-        for factor in ("precision", "lr", "batch_size"):
+        for factor in ("precision", "lr", "batch_size", "devices"):
             if (value := self._level(cell, factor)) is not None:
                 train[factor] = value
         if (hardware := self._level(cell, "hardware")) is not None:
@@ -365,6 +365,10 @@ class Design:
         train = self.train_config(self.profile_cell(key))
         named = [part.removeprefix("precision=") for part in key.split("/") if part.startswith("precision=")]
         return {"device": train["device"], "precision": named[0] if named else train["precision"]}
+
+    def devices(self, cell: Cell) -> int:
+        """The devices a cell's trials train on (train.devices, or its devices level): its job asks for that many."""
+        return int(self._train_settings(cell)["devices"])
 
     def resources(self, cell: Cell) -> dict[str, Any]:
         """Scheduler resources of a cell's trials: its hardware level's GPU model, partition and constraint."""

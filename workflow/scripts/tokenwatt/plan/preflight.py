@@ -140,6 +140,40 @@ def training_devices(devices: Iterable[str], cuda_count: int) -> list[Finding]:
     return found
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, as SLURM's cpus_per_task or taskset set it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def rank_devices(wanted: Mapping[str, int], cuda_count: int, cpus: int) -> list[Finding]:
+    """Each training device whose trials ask for more devices (train.devices, a design.devices level) than this machine
+    has: GPUs for a CUDA trial (auto trains on CUDA where a GPU is visible), CPUs for a CPU trial's ranks (one core
+    each at least). A level pinned to one GPU (cuda:K) cannot have several."""
+    found = []
+    for name, count in sorted(wanted.items()):
+        if count <= 1:
+            continue
+        if name.startswith("cuda:"):
+            why = f"{name} is one GPU"
+        elif name == "cuda" or (name == "auto" and cuda_count):
+            if count <= cuda_count:
+                continue
+            why = f"only {cuda_count} CUDA device(s) are visible here"
+        else:
+            if count <= cpus:
+                continue
+            why = f"its ranks train on the CPU, and only {cpus} CPU(s) are usable here"
+        found.append(
+            Finding(
+                "train.devices",
+                f"train.devices (or a design.devices level) asks for {count} devices on {name}, but {why}; lower it, or "
+                "run the study where that many are (and pass --resources gpu=N to a local run)",
+                on_node=True,
+            )
+        )
+    return found
+
+
 def meter_kind(meter: Mapping[str, Any], devices: Iterable[str], cuda_count: int) -> list[Finding]:
     """Whether ``meter.kind`` can be read here: RAPL counters readable under meter.rapl_root, NVML with a GPU to read.
     The estimate and none always can; auto takes measurement.kinds.auto_choice's kind: on a CPU it falls back to the
@@ -178,12 +212,23 @@ def meter_kind(meter: Mapping[str, Any], devices: Iterable[str], cuda_count: int
     return []
 
 
-def machine_findings(meter: Mapping[str, Any], devices: Iterable[str], nvml: Any = None) -> list[Finding]:
-    """The device and meter findings (asks NVML only when a GPU or NVML is configured)."""
-    devices = list(devices)
-    wants_gpu = meter["kind"] == "nvml" or any(d.startswith("cuda") for d in devices)
+def machine_findings(
+    meter: Mapping[str, Any], devices: Mapping[str, int], nvml: Any = None, cpus: int | None = None
+) -> list[Finding]:
+    """The device and meter findings; ``devices``: each training device and the most devices its trials ask for (asks
+    NVML only when a GPU or NVML is configured, or several devices on auto)."""
+    names = list(devices)
+    wants_gpu = (
+        meter["kind"] == "nvml"
+        or any(d.startswith("cuda") for d in names)
+        or any(d == "auto" and n > 1 for d, n in devices.items())
+    )
     cuda_count = visible_cuda_devices(nvml) if wants_gpu else 0
-    return training_devices(devices, cuda_count) + meter_kind(meter, devices, cuda_count)
+    return (
+        training_devices(names, cuda_count)
+        + rank_devices(devices, cuda_count, usable_cpus() if cpus is None else cpus)
+        + meter_kind(meter, names, cuda_count)
+    )
 
 
 def report(findings: list[Finding]) -> str:

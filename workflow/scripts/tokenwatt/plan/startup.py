@@ -24,7 +24,10 @@ WEIGHED_RULES = ("corpus", "subset", "device_profile", "train_trial")
 
 
 def _machine(study: Study) -> list[preflight.Finding]:
-    devices = [study.design.train_config(c)["device"] for c in study.design.cells]
+    devices: dict[str, int] = {}
+    for cell in study.design.cells:  # each training device, and the most devices its trials ask for
+        device = study.design.train_config(cell)["device"]
+        devices[device] = max(devices.get(device, 1), study.design.devices(cell))
     return preflight.machine_findings(study.config["meter"], devices)
 
 

@@ -13,7 +13,7 @@ import polars as pl  # noqa: E402
 from ..analysis.frame import frame  # noqa: E402
 from ..analysis.tables import series_blocks  # noqa: E402
 from ..common.measures import LOG_MAX_FLOAT, MEASURES, budget_label, display_exponent, label, power_of_ten, scale_of  # noqa: E402
-from ..measurement.traces import training_samples  # noqa: E402
+from ..measurement.traces import by_rank, training_samples  # noqa: E402
 from ..plan.design import LEVEL_PREFIX, condition_name, factor_name, parse_cell, series_label  # noqa: E402
 
 
@@ -254,8 +254,11 @@ def power_traces(traces: dict[tuple[str, int], pl.DataFrame], estimated: bool):
     """The polled power of one trial per cell over its training window; ``traces`` maps (cell id, trial) to a trace."""
     fig, ax = plt.subplots(figsize=(8, 4.5), layout="constrained")
     for (cell, trial), trace in traces.items():
-        valid = training_samples(trace)
-        ax.plot(valid["t_s"], valid["power_w"], lw=1.2, label=f"{_cell_name(cell)} (trial {trial})")
+        devices = by_rank(trace)
+        for rank, part in enumerate(devices):  # a trial on several devices: one line per device
+            valid = training_samples(part)
+            device = f", device {rank + 1} of {len(devices)}" if len(devices) > 1 else ""
+            ax.plot(valid["t_s"], valid["power_w"], lw=1.2, label=f"{_cell_name(cell)} (trial {trial}{device})")
     ax.set_xlabel("Time since training started (s)")
     ax.set_ylabel("Power (W)" + (" — estimated" if estimated else ""))
     ax.set_title("Power during training, one trial per condition" + _estimate_note(estimated), fontsize=10)

@@ -113,7 +113,7 @@ class Attention(nn.Module):
         out = F.scaled_dot_product_attention(
             q, k, v, is_causal=t > 1, scale=self.head_dim**-0.5, enable_gqa=self.kv_heads != self.heads
         )
-        return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+        return self.o_proj(out.transpose(1, 2).reshape(b, t, self.heads * self.head_dim))
 
 
 class MLP(nn.Module):

@@ -1,5 +1,5 @@
 """A trial's setup, everything fixed before its meter opens: the device, the trial's chunks as tensors and the model
-(compiled when train.compile says so)."""
+(compiled when train.compile says so; wrapped for data-parallel training on several devices)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ..measurement.devices import device_sync, make_deterministic, resolve_devic
 from .evalplan import eval_thresholds, subset_chunks
 from .llama import check_right_padded
 from .model import build_model, check_tokenizer_matches, describe, load_pretrained, preset_sizes
+from .ranks import ONE, Ranks
 from .spec import TrialData, TrialSpec
 from .train import check_precision, compile_model, should_compile
 
@@ -72,10 +73,19 @@ class TrialSetup:
     compiling: bool
     steps_planned: int
     last_work: float  # monotonic time the device last worked (load, compile): the idle baseline waits after it
+    ranks: Ranks = ONE  # this process's place among the trial's devices (train.devices)
+
+    def meter_sync(self) -> None:
+        """A meter window's end: the device's queue done and, on several devices, every rank there (a barrier), so
+        the ranks' windows begin and end together and their energies add up to the trial's."""
+        self.sync()
+        self.ranks.barrier()
 
 
-def set_up(spec: TrialSpec, data: TrialData, log: Callable[[str], None]) -> TrialSetup:
-    """The device, the trial's chunks and the model (compiled when train.compile says so)."""
+def set_up(spec: TrialSpec, data: TrialData, log: Callable[[str], None], ranks: Ranks = ONE) -> TrialSetup:
+    """The device, the trial's chunks and the model (compiled when train.compile says so). On several devices
+    (``ranks``) the steps call the model through PyTorch's DistributedDataParallel, built from the same seed on every
+    rank (and rank 0's weights broadcast, as DDP does), whose backward adds the ranks' gradients."""
     train = spec.train
     torch.set_num_threads(train.threads)
     device = resolve_device(train.device)
@@ -94,8 +104,14 @@ def set_up(spec: TrialSpec, data: TrialData, log: Callable[[str], None]) -> Tria
         check_right_padded(eval_mask, "the eval chunks")
     model.to(device)
     forward, compile_s = None, None
+    if ranks.many:
+        forward = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None
+        )
     if compiling:
-        forward, compile_s = compile_model(model, ids, mask, device, train.precision, train.batch_size)
+        forward, compile_s = compile_model(
+            forward or model, ids, mask, device, train.precision, train.batch_size, ranks
+        )
         log(f"torch.compile: {compile_s:.1f} s before the metered window (train.compile: {train.compile})")
     sync()
     last_work = time.monotonic()
@@ -115,4 +131,5 @@ def set_up(spec: TrialSpec, data: TrialData, log: Callable[[str], None]) -> Tria
         compiling=compiling,
         steps_planned=steps_planned,
         last_work=last_work,
+        ranks=ranks,
     )

@@ -20,6 +20,7 @@ from ..measurement.devices import PRECISIONS
 from ..plan.stopping import StopRule, stop_rule
 from .checkpoint import TrainState
 from .optim import FusedAdamW
+from .ranks import ONE, Ranks
 from .schedule import Schedule, schedule_from_config
 
 IGNORE = -100
@@ -75,6 +76,7 @@ class TrainSettings:
     z_loss: float = 0.0  # the auxiliary loss's weight on log²Z per target (0: none; the recorded loss is always CE)
     device: str = "auto"
     threads: int = 1
+    devices: int = 1  # data-parallel ranks, one per device (``ranks.py``, ``launch.py``)
     compile: bool | str = "auto"
     compile_min_steps: int = 1000
     on_divergence: str = "record"
@@ -205,22 +207,29 @@ def z_loss_sum(
 
 @torch.no_grad()
 def evaluate(
-    model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, device: torch.device, precision: str, batch_size: int
+    model: torch.nn.Module,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    device: torch.device,
+    precision: str,
+    batch_size: int,
+    ranks: Ranks = ONE,
 ) -> float:
-    """Token-weighted mean loss over the whole eval set (every real target counts once)."""
+    """Token-weighted mean loss over the whole eval set (every real target counts once); on several devices each rank
+    evaluates its share of the rows and the sums are added over the ranks."""
     was_training = model.training
     model.eval()
     total = torch.zeros((), device=device)
     count = torch.zeros((), device=device, dtype=torch.long)
-    for start in range(0, len(ids), batch_size):
+    share = ranks.rows(0, len(ids))
+    for start in range(share.start, share.stop, batch_size):
+        end = min(start + batch_size, share.stop)
         with autocast(device, precision):
-            loss, n = token_loss_sum(
-                model, ids[start : start + batch_size].to(device), mask[start : start + batch_size].to(device)
-            )
+            loss, n = token_loss_sum(model, ids[start:end].to(device), mask[start:end].to(device))
         total += loss
         count += n
     model.train(was_training)
-    return (total / count).item()
+    return (ranks.sum(total) / ranks.sum(count)).item()
 
 
 def should_compile(setting: bool | str, device: torch.device, steps: int, min_steps: int) -> bool:
@@ -238,15 +247,22 @@ def batch_sizes(n_chunks: int, batch_size: int) -> list[int]:
 
 
 def compile_model(
-    model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, device: torch.device, precision: str, batch_size: int
+    model: torch.nn.Module,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    device: torch.device,
+    precision: str,
+    batch_size: int,
+    ranks: Ranks = ONE,
 ) -> tuple[Callable[..., Any], float]:
-    """``torch.compile`` the model and compile it now, for every batch shape the trial will run,
-    so that no compile happens inside the metered training window. Returns the compiled model
-    and the seconds compiling took. The warm-up's gradients are discarded: weights are untouched."""
+    """``torch.compile`` the model and compile it now, for every batch shape the trial will run (on several devices,
+    this rank's shares of them), so that no compile happens inside the metered training window. Returns the compiled
+    model and the seconds compiling took. The warm-up's gradients are discarded: weights are untouched."""
     compiled = torch.compile(model, dynamic=False)
     t0 = time.perf_counter()
     model.to(device).train()
-    for size in batch_sizes(len(ids), batch_size):
+    shares = {len(range(len(ids))[ranks.rows(0, size)]) for size in batch_sizes(len(ids), batch_size)}
+    for size in sorted(shares - {0}):
         with autocast(device, precision):
             loss, _ = token_loss_sum(compiled, ids[:size].to(device), mask[:size].to(device))
         loss.backward()
@@ -271,6 +287,7 @@ def train(
     checkpoints: Checkpointing | None = None,
     resume: TrainState | None = None,
     keep_state: bool = False,
+    ranks: Ranks = ONE,
 ) -> TrainResult:
     """Train in place; the data order of each epoch is a permutation drawn from ``cfg.seed`` (``cfg.order`` shuffled),
     or the order of ``ids`` (given).
@@ -285,6 +302,8 @@ def train(
     one such state, and the run then goes on exactly as the one that saved it (on CPU, bit for bit: the loss
     records, the evaluations' pauses and the final weights). ``keep_state`` returns the state after the last step
     (``TrainResult.state``): a stable run's, which a longer stream with the same head continues as if never stopped.
+    ``ranks``: on several devices (``ranks.py``), this rank's share of every global batch; ``forward`` is then the
+    data-parallel model, which sums the ranks' gradients, and each loss record the ranks' shares added.
 
     A step runs only what training needs: targets are made once, each epoch's order is applied
     once, and a step's loss goes into a device buffer that is read (one sync) every ``log_every``
@@ -385,18 +404,30 @@ def train(
         epoch_ids, epoch_mask, epoch_targets = ids[order], mask[order], targets[order]
         for start in range(skip, len(order), cfg.batch_size):
             end = start + cfg.batch_size
+            mine = ranks.rows(start, min(end, len(order)))  # the whole batch on one device
+            idle = mine.start == mine.stop  # a short last batch with fewer chunks than ranks
+            if idle:  # one of the batch's rows, weighted 0 below: this rank's backward still reaches every weight
+                mine = slice(start, start + 1)
             with autocast(device, cfg.precision):
                 if cfg.z_loss:
                     loss_sum, n_targets, z_sum = z_loss_sum(
-                        forward, epoch_ids[start:end], epoch_mask[start:end], epoch_targets[start:end]
+                        forward, epoch_ids[mine], epoch_mask[mine], epoch_targets[mine]
                     )
                 else:  # the plain loss, exactly as without the key: no operation more, the same bits
                     loss_sum, n_targets = token_loss_sum(
-                        forward, epoch_ids[start:end], epoch_mask[start:end], epoch_targets[start:end]
+                        forward, epoch_ids[mine], epoch_mask[mine], epoch_targets[mine]
                     )
+            if ranks.many:  # this rank's share of the global batch's mean: over the whole batch's targets
+                n_targets = (epoch_targets[start:end] != IGNORE).sum()
+                if idle:
+                    loss_sum = loss_sum * 0.0
+                    if cfg.z_loss:
+                        z_sum = z_sum * 0.0
             loss = loss_sum / n_targets.clamp(min=1)
             optimizer.zero_grad()
             objective = loss + cfg.z_loss * z_sum / n_targets.clamp(min=1) if cfg.z_loss else loss
+            if ranks.many:  # data-parallel averages the ranks' gradients; the shares' sum is the batch's
+                objective = objective * ranks.world
             scaler.scale(objective).backward()
             optimizer.lr = cfg.lr * cfg.schedule.factor(step, total_steps, warmup, result.cooldown_from)
             scaler.step(optimizer)
@@ -411,7 +442,7 @@ def train(
             if step % cfg.log_every == 0 or (step in pause_steps and step > logged):
                 _log_window(
                     result,
-                    losses[logged:step],
+                    _record_losses(losses, logged, step, ranks),
                     logged,
                     epoch,
                     clock,
@@ -442,7 +473,16 @@ def train(
                     pace.paused = paused
         if step > logged:
             _log_window(
-                result, losses[logged:step], logged, epoch, clock, n_real_per_chunk, order, sync, on_log, diverged_above
+                result,
+                _record_losses(losses, logged, step, ranks),
+                logged,
+                epoch,
+                clock,
+                n_real_per_chunk,
+                order,
+                sync,
+                on_log,
+                diverged_above,
             )
             logged = step
         if stopped:
@@ -461,6 +501,13 @@ def train(
     )
     result.final_train_loss = result.steps[-1]["loss"] if result.steps else None
     return result
+
+
+def _record_losses(losses: torch.Tensor, logged: int, step: int, ranks: Ranks) -> torch.Tensor:
+    """The steps' losses since the last record: on several devices the ranks' shares added (one collective per
+    record, none per step), so every rank records, and judges divergence on, the same global losses."""
+    window = losses[logged:step]
+    return ranks.sum(window.clone()) if ranks.many else window
 
 
 def _pause_steps(

@@ -33,6 +33,7 @@ from ..measurement.throughput import measure_throughput
 from ..plan.stopping import should_stop
 from . import checkpoint as store
 from .checkpoint import Checkpoint, TrainState
+from .ranks import ONE, Ranks
 from .resume import CheckpointPlace, Checkpoints
 from .setup import TrialSetup, set_up
 from .spec import TrialData, TrialSpec
@@ -120,7 +121,12 @@ class _Session:
         self.diverged_before: dict[str, Any] | None = None  # the stable run it branches from diverged: where
         device = setup.device
         self.meter, self.why = make_meter(
-            spec.meter, device.type, gpu_uuid=gpu_uuid(device, nvml), nvml=nvml, sync=setup.sync
+            spec.meter,
+            device.type,
+            gpu_uuid=gpu_uuid(device, nvml),
+            nvml=nvml,
+            sync=setup.meter_sync,
+            ranks=setup.ranks.world,
         )
         log(self.why)
         self.pace = Pace(setup.steps_planned)
@@ -215,6 +221,7 @@ class _Session:
             checkpoints=Checkpointing(due=self.checkpoints.due, save=self.save_checkpoint),
             resume=resume,
             keep_state=keep_state,
+            ranks=s.ranks,
         )
 
     def save_checkpoint(self, state: TrainState, real_tokens: int) -> None:
@@ -263,7 +270,7 @@ class _Session:
         trained_j = meter.energy_so_far("train")
         t = time.perf_counter()
         ids, mask = s.eval_ids[: s.n_sub], s.eval_mask[: s.n_sub]
-        loss = evaluate(s.model, ids, mask, s.device, settings.precision, settings.eval_batch_size)
+        loss = evaluate(s.model, ids, mask, s.device, settings.precision, settings.eval_batch_size, s.ranks)
         eval_s = time.perf_counter() - t
         # NVML's counter updates about every 100 ms: an evaluation shorter than it can resolve is refused at the
         # first point rather than measured as rounding for the rest of the study (the CPU meters resolve ms).
@@ -302,11 +309,11 @@ class _Session:
         self.meter.begin("eval_final")
         t_eval = time.perf_counter()
         precision, batch = settings.precision, settings.eval_batch_size
-        eval_loss = evaluate(s.model, s.eval_ids, s.eval_mask, s.device, precision, batch)
+        eval_loss = evaluate(s.model, s.eval_ids, s.eval_mask, s.device, precision, batch, s.ranks)
         curve_loss = (
             eval_loss
             if s.n_sub == len(s.eval_ids)
-            else evaluate(s.model, s.eval_ids[: s.n_sub], s.eval_mask[: s.n_sub], s.device, precision, batch)
+            else evaluate(s.model, s.eval_ids[: s.n_sub], s.eval_mask[: s.n_sub], s.device, precision, batch, s.ranks)
         )
         eval_s = time.perf_counter() - t_eval
         self.meter.end()
@@ -594,7 +601,9 @@ def trial_record(
         "device_name": device_name(s.device),
         "device_uuid": m.meter.static_info().get("meter_device_uuid") or gpu_uuid(s.device, nvml),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "job": job_identity(),
         "threads": settings.threads,
+        "devices": s.ranks.world,
         **s.arch,
         "compiled": s.compiling,
         "compile_s": s.compile_s,
@@ -606,6 +615,16 @@ def trial_record(
         "check_before_tflops": m.check_before,
         "check_after_tflops": m.check_after,
         "versions": versions(),
+    }
+
+
+def job_identity() -> dict[str, Any]:
+    """Where the trial ran, to join its record with the scheduler's accounting: the node, and under SLURM its job id
+    and step (null elsewhere)."""
+    return {
+        "node": os.environ.get("SLURMD_NODENAME") or platform.node(),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "slurm_step_id": os.environ.get("SLURM_STEP_ID"),
     }
 
 
@@ -627,14 +646,17 @@ def run_trial(
     nvml: Any = None,
     place: CheckpointPlace | None = None,
     origin: Path | None = None,
+    ranks: Ranks = ONE,
 ) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Train the trial ``spec`` on ``data``, in three steps: set up (``set_up``), measure (``measure``), record
     (``trial_record``). The throughput checks (``spec.check``) taken right before and right after training are
     diagnostics of drift against the device profile; ``spec.evaluation`` schedules the evaluations (none: the final
     one only). ``nvml``: the NVML module the meter reads (a test's fake), pynvml when None. ``place``: where the
-    trial keeps its checkpoint (``resume.py``), and resumes from one found there; None: no checkpoints."""
+    trial keeps its checkpoint (``resume.py``), and resumes from one found there; None: no checkpoints. ``ranks``:
+    this process's place among a trial's devices (``launch.py`` starts one process per device; each returns its own
+    record, which ``combine.py`` makes the trial's)."""
     t_start, started_at = time.perf_counter(), time.time()
-    setup = set_up(spec, data, log)
+    setup = set_up(spec, data, log, ranks)
     measured = measure(spec, setup, log, nvml, place, origin)
     curve = trial_curve(measured.points, measured.windows, data.subset["real_tokens"])
     metrics = trial_record(spec, data, setup, measured, started_at, nvml)

@@ -1,0 +1,128 @@
+"""A trial on several devices (``train.devices``): its job starts one process per device with the torch launcher
+(``torch.distributed.run``, torchrun's module, standalone on the job's node), each process trains and meters as a
+rank (``ranks.py``), and the job makes their records the trial's (``combine.py``).
+
+The job writes what the ranks need (the trial's spec and the paths of its inputs) to a work folder; each rank reads
+them, joins the process group (NCCL on CUDA, gloo on a CPU), trains on its device (CUDA device ``LOCAL_RANK``: the
+launcher numbers the job's visible devices, so a remapped CUDA_VISIBLE_DEVICES is followed, and the meter finds the
+GPU by its UUID), and writes its outputs, or the sentence its error ended with, beside them. Run as
+``python -m tokenwatt.training.launch FOLDER`` by the launcher only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import polars as pl
+
+from .combine import combine_ranks
+from .ranks import Ranks
+from .spec import TrialData, TrialSpec
+from .train import TrainingError
+
+JOB = "job.pkl"
+
+Outputs = tuple[dict[str, Any], pl.DataFrame, pl.DataFrame, pl.DataFrame]
+
+
+def _rank_file(folder: Path, rank: int, what: str) -> Path:
+    return folder / f"rank{rank}.{what}"
+
+
+def launcher_command(devices: int, folder: Path) -> list[str]:
+    """torchrun's command for a trial of ``devices`` ranks on this node: standalone (a rendezvous on a free local
+    port, so two jobs on one node never meet), no restarts (a failed rank fails the trial, which names it)."""
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes=1",
+        f"--nproc-per-node={devices}",
+        "--max-restarts=0",
+        "-m",
+        "tokenwatt.training.launch",
+        str(folder),
+    ]
+
+
+def run_on_devices(spec: TrialSpec, inputs: Mapping[str, str], log: Callable[[str], None] = print) -> Outputs:
+    """Train ``spec`` on ``spec.train.devices`` devices and return the trial's outputs as ``run_trial`` does: its
+    ranks' records combined (``combine_ranks``). ``inputs``: the paths of the trial's data (``TrialData.read``'s
+    names). A rank that fails fails the trial with its own sentence; the launcher's output goes to ``log``."""
+    devices = spec.train.devices
+    with tempfile.TemporaryDirectory(prefix="tokenwatt-ranks-") as work:
+        folder = Path(work)
+        with open(folder / JOB, "wb") as fh:
+            pickle.dump({"spec": spec, "inputs": dict(inputs)}, fh)
+        package = str(Path(__file__).resolve().parents[2])  # the folder tokenwatt is in
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [package, os.environ.get("PYTHONPATH")])),
+            # torchrun sets one thread per rank unless told; each rank trains with train.threads
+            "OMP_NUM_THREADS": str(spec.train.threads),
+        }
+        proc = subprocess.Popen(
+            launcher_command(devices, folder), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+        )
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log(line.rstrip("\n"))
+        if proc.wait() != 0:
+            errors = [p.read_text() for r in range(devices) if (p := _rank_file(folder, r, "error")).exists()]
+            raise TrainingError(
+                errors[0]
+                if errors
+                else f"{spec.name}: the launcher of its {devices} ranks exited with status {proc.returncode} "
+                "(its output is in this log)"
+            )
+        outputs = []
+        for rank in range(devices):
+            with open(_rank_file(folder, rank, "pkl"), "rb") as fh:
+                outputs.append(pickle.load(fh))
+    return combine_ranks(outputs)
+
+
+def rank_main(folder: Path) -> None:
+    """One rank: the launcher's environment says which; train, meter and write this rank's outputs."""
+    import torch
+    import torch.distributed as dist
+
+    from .trial import run_trial
+
+    rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
+    with open(folder / JOB, "rb") as fh:
+        job = pickle.load(fh)
+    spec: TrialSpec = job["spec"]
+    cuda = spec.train.device.startswith("cuda") or (spec.train.device == "auto" and torch.cuda.is_available())
+    if cuda:  # this rank's device: the launcher's local rank among the job's visible devices
+        torch.cuda.set_device(local)
+        spec = dataclasses.replace(spec, train=dataclasses.replace(spec.train, device=f"cuda:{local}"))
+    dist.init_process_group("nccl" if cuda else "gloo")
+    # rank 0 writes the trial's log lines; the others only their errors
+    log = print if rank == 0 else (lambda line: None)
+    try:
+        outputs = run_trial(spec, TrialData.read(SimpleNamespace(**job["inputs"])), log, ranks=Ranks(rank, world))
+    except Exception as err:
+        _rank_file(folder, rank, "error").write_text(f"rank {rank} of {world}: {err}")
+        if not type(err).__module__.startswith("tokenwatt"):
+            raise  # a bug: its traceback goes to the job's log
+        raise SystemExit(1) from None
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    with open(_rank_file(folder, rank, "pkl"), "wb") as fh:
+        pickle.dump(outputs, fh)
+
+
+if __name__ == "__main__":
+    rank_main(Path(sys.argv[1]))
