@@ -15,7 +15,12 @@ def start_checks():
     cannot do for them. Once per run: a project that uses tokenwatt as a module may call it from its own onstart after
     tokenwatt did."""
     planned = startup.planned_by_rule(workflow.dag.needrun_jobs(), rules)
-    if why := startup.refusal(STUDY, planned, workflow.local_exec, DOWNLOADS_NEEDED):
+    # --resources gpu=N; absent: not limited
+    gpus = workflow.global_resources.get("gpu")
+    gpus = getattr(gpus, "value", gpus)  # Snakemake 9 keeps a Resource, earlier a number
+    if why := startup.refusal(
+        STUDY, planned, workflow.local_exec, DOWNLOADS_NEEDED, gpus
+    ):
         raise WorkflowError(why)
 
 

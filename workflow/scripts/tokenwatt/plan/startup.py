@@ -72,15 +72,27 @@ def disk_plan_of(study: Study, planned: Mapping[str, int]) -> disk.DiskPlan:
     )
 
 
-def refusal(study: Study, planned: Mapping[str, int], local_exec: bool, downloads: list[str]) -> str | None:
+def refusal(
+    study: Study, planned: Mapping[str, int], local_exec: bool, downloads: list[str], gpus: int | None = None
+) -> str | None:
     """Why a real run cannot start (``planned``: its jobs by tokenwatt's rule names), or None: weights a job would
     download mid-study, then what this machine cannot do for the jobs; the device and meter only where the jobs run
-    here (``local_exec``: a cluster's node checks its own)."""
+    here (``local_exec``: a cluster's node checks its own). ``gpus``: the run's ``--resources gpu=N`` (None: not
+    limited), which a local trial on more devices would wait for forever."""
     if downloads:
         return "tokenwatt cannot start this study:\n  " + "\n  ".join(downloads)
     found = _files(study, planned)
     if local_exec and (planned.get("train_trial") or planned.get("device_profile")):
         found += _machine(study)
+        most = max(study.design.devices(c) for c in study.design.cells)
+        if planned.get("train_trial") and gpus is not None and most > gpus:
+            found.append(
+                preflight.Finding(
+                    "train.devices",
+                    f"train.devices (or a design.devices level) asks for {most} devices, each trial's job gpu={most}, "
+                    f"but this run allows gpu={gpus}: run it with --resources gpu={most}",
+                )
+            )
     return "tokenwatt cannot start this study here:\n  " + preflight.report(found) if found else None
 
 
