@@ -1,6 +1,7 @@
 """The study on a real single-node SLURM (cluster/slurm-up.sh), every job through sbatch."""
 
 import functools
+import json
 import os
 import re
 import shutil
@@ -206,6 +207,31 @@ def test_a_hardware_factor_puts_each_levels_trials_on_its_gpu_type(slurm, tmp_pa
     assert {path: (work / path).stat().st_mtime_ns for path in trials} == measured  # the analysis only: no trial again
     records = pl.read_parquet(work / "results/analysis/trials.parquet")
     assert sorted(records["levels_hardware"].to_list()) == ["a100", "a100", "h100", "h100"]
+
+
+def test_a_two_device_trial_asks_slurm_for_two_gpus_and_records_its_job(slurm, tmp_path):
+    """config/devices.yaml's two-device level on this cluster's two (fake) GPUs, trained as two CPU ranks: the trial's
+    job is given both GPUs, and its record names the SLURM job it ran as, to be joined with the accounting."""
+    work = clone(tmp_path)
+    (work / "two.yaml").write_text(
+        "design: {devices: [2]}\ntrain: {batch_size: 2}\nstudy: {name: devices, seed: 11, budgets: [1000], trials: 1}\n"
+    )
+    config = [*TINY, "config/devices.yaml", "two.yaml"]
+    snakemake(work, *config, "--cores", "2", "data")
+    trial = "results-devices/trials/devices=2/b1000/t1/metrics.json"
+    snakemake(work, *config, *PROFILE, "--", trial)
+    out = subprocess.run(["scontrol", "-d", "show", "job", "-o"], capture_output=True, text=True).stdout
+    [line] = [
+        line
+        for line in out.splitlines()
+        if "rule_train_trial" in line and f"WorkDir={os.path.realpath(work)} " in line and "JobState=COMPLETED" in line
+    ]
+    assert "TresPerJob=gres:gpu:2" in line  # asked for
+    gres = re.search(r"JOB_GRES=(\S+)", line).group(1)  # given
+    assert sum(int(n) for n in re.findall(r"gpu:\w+:(\d+)", gres)) == 2, gres
+    record = json.loads((work / trial).read_text())
+    assert record["devices"] == 2 and record["job"]["slurm_job_id"] == re.search(r"JobId=(\d+)", line).group(1)
+    assert len(record["cuda_visible_devices"].split(",")) == 2
 
 
 def test_a_github_release_runs_its_jobs_on_slurm_and_restores_what_was_not_forced(slurm, released, tmp_path):
