@@ -9,6 +9,9 @@ Each line: PASS, FAIL or INFO (a figure to read, with no band), the check, its f
                     the evaluation windows against the counter's period, energy above idle
   CS_TFLOPS         the matmul profile of each precision against the datasheet's dense peak
   repeatability     the same trial again: loss curve bit for bit, energy per step within 2 %
+  two devices       where two GPUs are visible, the same trial as two ranks (train.devices: 2): each rank metered on
+                    its own GPU (two UUIDs, both NVML's), their energies summing to the record's, the loss against one
+                    device's, and what the second GPU did to seconds and joules per step
 Last line: GPU VALIDATION PASSED or FAILED (the exit status says the same). The README ("Validate a first GPU")
 says what to do with each figure.
 
@@ -21,11 +24,13 @@ Usage: python benchmarks/gpu_validate.py [--config config/paper.yaml] [--steps 3
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -46,6 +51,7 @@ from tokenwatt.measurement.throughput import ThroughputCheck, profile_device  # 
 from tokenwatt.plan.preview import trial_runtime_min  # noqa: E402
 from tokenwatt.training import trial as trial_module  # noqa: E402
 from tokenwatt.training.evalplan import EvalSchedule  # noqa: E402
+from tokenwatt.training.launch import run_on_devices  # noqa: E402
 from tokenwatt.training.spec import TrialData, TrialSpec  # noqa: E402
 from tokenwatt.training.train import TrainingError, TrainSettings  # noqa: E402
 
@@ -307,6 +313,13 @@ def eval_seconds_per_token(s: dict[str, Any], probe_tokens: int = 4096, repeats:
 
 def stack_trial(s: dict[str, Any], args: argparse.Namespace, nvml: Any, steps: int) -> tuple[dict, pl.DataFrame]:
     """A shortened trial of the study's stack through ``run_trial``, the workflow's own code path."""
+    spec, trial_data = stack_spec(s, args, steps)
+    metrics, _, steps_table, _ = trial_module.run_trial(spec, trial_data, log=lambda line: None, nvml=nvml)
+    return metrics, steps_table
+
+
+def stack_spec(s: dict[str, Any], args: argparse.Namespace, steps: int) -> tuple[TrialSpec, TrialData]:
+    """The shortened trial's spec and data."""
     n_eval = math.ceil(s["eval_tokens"] / 64)
     data, evals = chunks(steps * s["batch_size"], s["vocab"]), chunks(n_eval, s["vocab"], seed=1)
     train = dict(
@@ -350,8 +363,55 @@ def stack_trial(s: dict[str, Any], args: argparse.Namespace, nvml: Any, steps: i
         eval_chunks=evals,
         tokenizer={"vocab_size": s["vocab"], "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
     )
-    metrics, _, steps_table, _ = trial_module.run_trial(spec, trial_data, log=lambda line: None, nvml=nvml)
-    return metrics, steps_table
+    return spec, trial_data
+
+
+def two_devices(s: dict[str, Any], args: argparse.Namespace, nvml: Any, one: dict[str, Any]) -> list[Check]:
+    """The shortened trial again as two ranks on the first two visible GPUs (``launch.py``, the workflow's path),
+    against ``one``, the same trial's record on one GPU."""
+    if args.fake_nvml or torch.cuda.device_count() < 2:
+        why = "not run against the fake NVML" if args.fake_nvml else f"{torch.cuda.device_count()} GPU visible"
+        return [Check("two devices", f"skipped ({why})", "two GPUs", None)]
+    spec, data = stack_spec(s, args, args.steps)
+    spec = dataclasses.replace(spec, train=dataclasses.replace(spec.train, devices=2))
+    with tempfile.TemporaryDirectory() as work:
+        folder = Path(work)
+        data.train_chunks.write_parquet(folder / "train.parquet")
+        data.eval_chunks.write_parquet(folder / "eval.parquet")
+        (folder / "subset.json").write_text(json.dumps({"budget": spec.budget, "trial": 1, **data.subset}))
+        (folder / "tokenizer").mkdir()
+        (folder / "tokenizer" / "tokenwatt.json").write_text(json.dumps(data.tokenizer))
+        files = {"subset": "subset.json", "train": "train.parquet", "eval": "eval.parquet", "tokenizer": "tokenizer"}
+        try:
+            two = run_on_devices(spec, {k: str(folder / v) for k, v in files.items()}, lambda line: None)[0]
+        except TrainingError as err:
+            return [Check("two devices: the study stack on two ranks", str(err)[:120], "trains", False)]
+    uuids = [r["device_uuid"] for r in two["ranks"]]
+    known = all(_try(lambda u=u: nvml.nvmlDeviceGetHandleByUUID(u)) is not None for u in uuids)
+    summed = sum(r["energy_j"] for r in two["ranks"])
+    loss = abs(two["final_train_loss"] / one["final_train_loss"] - 1)
+    per_step = lambda m, k: m[k] / m["steps"]  # noqa: E731
+    return [
+        Check(
+            "two devices: each rank's GPU by UUID", ", ".join(uuids), "two, both NVML's", len(set(uuids)) == 2 and known
+        ),
+        Check(
+            "two devices: ranks' energy / record's",
+            f"{summed / two['energy_j']:.6f}",
+            "1.000000",
+            abs(summed / two["energy_j"] - 1) < 1e-9,
+        ),
+        Check(
+            "two devices: final train loss vs one device",
+            f"{100 * loss:.3f} %",
+            "< 1 % (sums in another order)",
+            loss < 0.01,
+        ),
+        Check("two devices: s/step two ÷ one", f"{per_step(two, 'train_s') / per_step(one, 'train_s'):.3f}", "", None),
+        Check(
+            "two devices: J/step two ÷ one", f"{per_step(two, 'energy_j') / per_step(one, 'energy_j'):.3f}", "", None
+        ),
+    ]
 
 
 def stack(s: dict[str, Any], metrics: dict[str, Any], device: torch.device, period_s: float) -> list[Check]:
@@ -523,6 +583,9 @@ def main() -> None:
             checks += found
         if len(runs) == 3:
             _print(found := repeat(*runs[1:], on_gpu=device.type == "cuda"))
+            checks += found
+        if runs:
+            _print(found := two_devices(settings, args, nvml, runs[-1][0]))
             checks += found
     precisions = ["fp32"] if args.fake_nvml else [p for p in PRECISIONS if p != "bf16-mixed" or _bf16(device)]
     _print(found := throughput(device, precisions, nvml, args.fake_nvml))

@@ -51,7 +51,11 @@ def test_shipped_configs_validate(root, schema, hub_cache):
     hub_cache("TinyLlama/TinyLlama_v1.1")  # paper*.yaml fine-tune it: downloaded first
     # Overlays are added to a study (--configfile study.yaml overlay.yaml), not run alone: each is checked over its study,
     # merged as Snakemake merges config files (mappings key by key).
-    overlays = {"hardware-slurm.yaml": "config.yaml", "selection-curriculum.yaml": "selection.yaml"}
+    overlays = {
+        "hardware-slurm.yaml": "config.yaml",
+        "selection-curriculum.yaml": "selection.yaml",
+        "devices.yaml": "config.yaml",
+    }
     shipped = sorted(p.name for p in (root / "config").glob("*.yaml") if p.name not in overlays)
     assert {"config.yaml", "paper.yaml", "scaling.yaml", "paper-scaling.yaml", "trajectory.yaml"} <= set(shipped)
     read = lambda name: yaml.safe_load((root / "config" / name).read_text())  # noqa: E731
@@ -533,3 +537,31 @@ def test_a_branched_schedule_that_budgets_could_not_share_is_refused_by_its_key(
     branched = _branched(default)
     cfg = {**branched, "train": {**branched["train"], **change}, "eval": {"points": 5}}
     assert "train.schedule.branch_every: " in _error(schema, cfg) and said in _error(schema, cfg)
+
+
+def test_a_devices_factor_is_accepted_with_a_batch_every_device_gets_a_share_of(schema, default):
+    cfg = {**default, "design": {"devices": [1, 2]}, "train": {**default["train"], "batch_size": 4}}
+    assert validate_config(cfg, schema)["design"]["devices"] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        ({"meter": {"kind": "rapl"}}, "meter.kind rapl reads the whole CPU package, which each of 2 ranks would count"),
+        ({"train": {"checkpoint_every": 10000}}, "a trial on 2 devices saves no checkpoint"),
+        ({"train": {"batch_size": 1}}, "train.batch_size (and every design.batch_size level) must be at least 2"),
+        (
+            {"train": {"batch_size": 4}, "design": {"devices": [1, 2], "batch_size": [1, 4]}},
+            "must be at least 2; 1 would leave a device without a chunk",
+        ),
+    ],
+)
+def test_what_a_multi_device_trial_would_measure_wrong_is_refused_by_its_key(schema, default, change, said):
+    cfg = {
+        **default,
+        "design": change.get("design", {"devices": [1, 2]}),
+        "train": {**default["train"], "batch_size": 4, **change.get("train", {})},
+        "meter": {**default["meter"], **change.get("meter", {})},
+    }
+    error = _error(schema, cfg)
+    assert "design.devices: " in error and said in error

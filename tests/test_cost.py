@@ -86,3 +86,10 @@ def test_a_study_without_prices_or_intensity_is_told_how_to_get_co2_and_money_be
     trials, _ = aggregate([raw_record(1000, 1, eval_energy_j=100.0)], [(1000, 1)], cost=unpriced, intensity=None)
     text = " ".join(cost_sentences(cost_summary(trials, unpriced, (None, "not set (cost.carbon_intensity)"))))
     assert "The evaluations used 100.0 J more" in text and "set cost.carbon_intensity and the prices" in text
+
+
+def test_a_trial_on_two_devices_pays_two_device_hours_for_its_time():
+    cost = {"pue": 1.0, "electricity_price_per_kwh": None, "device_hour_price": 2.0}
+    one = trial_cost({"energy_j": 3.6e6, "run_s": 1800.0}, cost, None)
+    two = trial_cost({"energy_j": 3.6e6, "run_s": 1800.0, "devices": 2}, cost, None)
+    assert (one["device_cost"], two["device_cost"]) == (1.0, 2.0)

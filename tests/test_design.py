@@ -106,6 +106,16 @@ def test_precision_lr_batch_size_and_hardware_levels_set_the_training_settings_a
     assert d.resources(cell) == {"gpu_model": "a100", "slurm_partition": "gpu"}
 
 
+def test_a_devices_level_sets_the_trials_device_count_and_its_path_and_shares_the_device_profile():
+    d = _design(devices=[1, 2], hardware={"a100": {"device": "cuda", "gpu_model": "a100"}})
+    two = next(c for c in d.cells if dict(c.levels)["devices"] == "2")
+    assert two.id == "hardware=a100/devices=2/b10000"
+    assert (d.train_config(two)["devices"], d.devices(two)) == (2, 2)
+    assert d.devices(d.cells[0]) == 1
+    # one device profile per hardware level and precision: CS_TFLOPS is one device's, PE multiplies it by the count
+    assert len({profile_key_of(dict(c.levels)) for c in d.cells}) == 1
+
+
 def test_each_hardware_level_and_precision_has_its_own_device_profile():
     d = _design(precision=["fp32", "bf16-mixed"], hardware={"a": {"device": "cpu"}, "b": {"device": "cpu"}})
     assert d.profile_keys() == [

@@ -113,3 +113,24 @@ def test_a_tied_transformers_llama_is_described_as_tied():
     )
     assert describe(LlamaForCausalLM(LlamaConfig(**cfg, tie_word_embeddings=True)))["tied_embeddings"] is True
     assert describe(LlamaForCausalLM(LlamaConfig(**cfg, tie_word_embeddings=False)))["tied_embeddings"] is False
+
+
+def test_a_trial_on_two_devices_had_twice_one_devices_compute_for_its_pe_and_mfu():
+    rec = {
+        "params": 2_000_000,
+        "embedding_params": 130_000,
+        "n_layers": 4,
+        "hidden_size": 128,
+        "context": 64,
+        "real_tokens": 200_000,
+        "energy_j": 5_400.0,
+        "idle_power_w": 60.0,
+        "duration_s": 40.0,
+        "eval_loss": 3.9,
+        "train_s": 40.0,
+        "power_rms_w": 140.0,
+    }
+    one = derived_metrics(rec, cs_tflops=50.0, K=1.0, tt_scale=1.0)
+    two = derived_metrics({**rec, "devices": 2}, cs_tflops=50.0, K=1.0, tt_scale=1.0)
+    assert two["mfu"] == pytest.approx(one["mfu"] / 2) and two["pe"] == pytest.approx(2 * one["pe"])
+    assert two["cs_tflops"] == one["cs_tflops"] == 50.0  # the profile's, one device's

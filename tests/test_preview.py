@@ -79,3 +79,12 @@ def test_a_finished_trial_calibrates_the_plan_instead_of_the_pilot():
         pilot={"tokens_per_s": 1.0, "source": "elsewhere"},
     )
     assert "plan.tokens_per_s" not in text and "from 1 finished trial" in text
+
+
+def test_a_trial_on_several_devices_is_another_workload_and_one_device_keeps_its_key():
+    from tokenwatt.plan.preview import workload_key
+
+    base = {"train": {"batch_size": 4, "precision": "fp32", "device": "cpu", "threads": 1, "compile": "auto"}}
+    one = {"train": {**base["train"], "devices": 1}}
+    two = {"train": {**base["train"], "devices": 2}}
+    assert workload_key(one) == workload_key(base) != workload_key(two)

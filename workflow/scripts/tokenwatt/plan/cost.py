@@ -46,6 +46,8 @@ def trial_cost(trial: dict[str, Any], cost: dict[str, Any], intensity_g_per_kwh:
     # a branched trial's time on the device includes its stable run's processes (train.schedule.branch_every)
     seconds = trial.get("run_s")
     seconds = None if seconds is None else seconds + (trial.get("branch_stable_run_s") or 0.0)
+    # device-hours: a trial on several devices holds each of them for its time
+    seconds = None if seconds is None else seconds * (trial.get("devices") or 1)
     device = (
         None if cost["device_hour_price"] is None or seconds is None else seconds / 3600 * cost["device_hour_price"]
     )

@@ -43,6 +43,9 @@ def workload_key(config: dict[str, Any]) -> str:
         section: config.get(section) if keys is None else {k: (config.get(section) or {}).get(k) for k in keys}
         for section, keys in WORKLOAD_KEYS.items()
     }
+    # a trial on several devices is another workload; one device keeps the key it always had (and its pilots)
+    if ((config.get("train") or {}).get("devices") or 1) > 1:
+        parts["devices"] = config["train"]["devices"]
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
