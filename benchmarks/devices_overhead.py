@@ -13,7 +13,7 @@ It prints, per device count, medians over the repeats:
 Two CPU ranks on a 2-core machine share its cores with each other, the meters and the launcher, so the ratio here
 is the gloo all-reduce and the process split, not what two GPUs would do; a GPU's is gpu_validate.sh's two-GPU step.
 
-Usage: .venv/bin/python benchmarks/devices_overhead.py [--chunks 400] [--batch 8] [--repeats 3]
+Usage: .venv/bin/python benchmarks/devices_overhead.py [--chunks 1600] [--batch 8] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def one_run(base: TrialSpec, files: dict[str, str], devices: int) -> dict[str, f
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--chunks", type=int, default=400)
+    ap.add_argument("--chunks", type=int, default=1600)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()

@@ -196,3 +196,26 @@ def test_a_power_step_on_either_device_is_the_trials():
 
 def test_settings_default_to_one_device():
     assert _settings().devices == 1
+
+
+def test_auto_on_a_cpu_with_readable_rapl_mixing_one_and_two_devices_is_refused_for_comparing_two_meters(tmp_path):
+    package = tmp_path / "intel-rapl:0"
+    package.mkdir()
+    (package / "energy_uj").write_text("1000\n")
+    (package / "max_energy_range_uj").write_text("262143328850\n")
+    meter = {"kind": "auto", "rapl_root": str(tmp_path)}
+    found = preflight.mixed_meters(meter, ["cpu"], cuda_count=0, mixed=True)
+    assert len(found) == 1 and "set meter.kind: estimate" in found[0].sentence
+    assert preflight.mixed_meters(meter, ["cpu"], cuda_count=0, mixed=False) == []
+    assert preflight.mixed_meters({**meter, "kind": "estimate"}, ["cpu"], cuda_count=0, mixed=True) == []
+    assert preflight.mixed_meters(meter, ["auto"], cuda_count=2, mixed=True) == []  # NVML for every trial
+
+
+def test_every_rank_warms_a_compile_up_with_as_many_passes_in_the_shapes_it_trains():
+    from tokenwatt.training.train import warmup_sizes
+
+    # 25 chunks in batches of 8: full batches and a last one of 1, which rank 1 trains as its zero-weighted row
+    assert [warmup_sizes(25, 8, Ranks(r, 2)) for r in range(2)] == [[1, 4], [1, 4]]
+    assert [warmup_sizes(30, 8, Ranks(r, 2)) for r in range(2)] == [[3, 4], [3, 4]]
+    assert [warmup_sizes(27, 8, Ranks(r, 2)) for r in range(2)] == [[2, 4], [1, 4]]
+    assert warmup_sizes(25, 8) == [1, 8]

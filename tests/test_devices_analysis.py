@@ -32,6 +32,7 @@ def _study(rng, trials=5, time_ratio=0.6, energy_ratio=1.15, models=("small",)):
                             "levels_model": model,
                             "levels_devices": str(devices),
                             "status": "ok",
+                            "meter": "estimate",
                             "train_s": train_s,
                             "energy_j": energy,
                             "quality_per_kj": math.exp(-loss) / (energy / 1e3),
@@ -73,17 +74,23 @@ def test_a_second_device_that_saves_time_and_costs_energy_is_said_to_buy_time_pa
     c = devices_product(None, _study(np.random.default_rng(3), trials=6)).data["comparisons"][0]
     assert c["measures"]["train_s"]["verdict"] == "lower" and c["measures"]["quality_per_kj"]["verdict"] == "lower"
     assert c["answer"].endswith("The extra devices bought time, paid for in quality per joule.")
+    assert "saved training time, lowered quality per joule" in c["answer"]
 
 
-def test_a_diverged_trial_leaves_its_pair_out_and_is_counted():
-    trials = _study(np.random.default_rng(4))
-    trials = trials.with_columns(
-        status=pl.when((pl.col("trial") == 2) & (pl.col("budget") == 20_000) & (pl.col("levels_devices") == "2"))
-        .then(pl.lit("diverged"))
-        .otherwise(pl.col("status"))
+def test_it_reads_the_analysis_frame_and_names_the_trial_ids_left_out():
+    trials = _study(np.random.default_rng(4)).with_columns(in_frame=pl.col("trial") != 2)
+    result = devices_product(None, trials).data
+    assert result["comparisons"][0]["pairs"] == 4 * 3 and result["trial_ids_left_out"] == [2]
+
+
+def test_a_pair_metered_by_two_meters_is_left_out_and_counted():
+    trials = _study(np.random.default_rng(6)).with_columns(
+        meter=pl.when((pl.col("trial") == 1) & (pl.col("levels_devices") == "1"))
+        .then(pl.lit("rapl"))
+        .otherwise("meter")
     )
     c = devices_product(None, trials).data["comparisons"][0]
-    assert c["pairs"] == 5 * 3 - 1 and c["left_out"] == 1
+    assert (c["pairs"], c["other_meter"], c["trial_ids"]) == (4 * 3, 3, 4)
 
 
 def test_one_trial_id_gives_no_interval_and_no_answer():
@@ -94,12 +101,17 @@ def test_one_trial_id_gives_no_interval_and_no_answer():
 @pytest.mark.parametrize(
     ("time", "quality", "bought"),
     [
-        ("lower", "not told apart", "time only"),
-        ("lower", "higher", "time and quality per joule"),
-        ("not told apart", "lower", "neither time nor quality per joule"),
-        ("higher", "higher", "quality per joule"),
+        ("lower", "no difference shown", "bought time; whether they changed quality per joule is not shown"),
+        ("lower", "higher", "bought time and quality per joule"),
+        ("no difference shown", "lower", "cost quality per joule and bought nothing shown"),
+        ("higher", "higher", "bought quality per joule, paid for in time"),
+        (
+            "no difference shown",
+            "no difference shown",
+            "bought nothing shown: neither difference is told apart from none",
+        ),
     ],
 )
 def test_the_answer_says_what_the_extra_devices_bought(time, quality, bought):
     measures = {"train_s": {"verdict": time}, "quality_per_kj": {"verdict": quality}}
-    assert answer(2, 1, measures).endswith(f"The extra devices bought {bought}.")
+    assert answer(2, 1, measures).endswith(f"The extra devices {bought}.")

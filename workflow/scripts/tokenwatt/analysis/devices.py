@@ -6,8 +6,8 @@ the same trial id, budget and every other level, so the two trials trained the s
 batches from the same initial weights, and differ only by how many devices shared each step. Per measure, the log
 ratio of each such pair; the pairs of one trial id (its budgets and other levels) are averaged first, because trial
 ids are the replicates (the data drawn, the weights initialised), budgets and other levels are not; the geometric
-mean ratio over trial ids has a t interval with n − 1 degrees of freedom, n the trial ids. A diverged trial leaves
-its pair out, counted. Quality per joule is invPPL per kJ (the efficiency layer), training time the slowest rank's
+mean ratio over trial ids has a t interval with n − 1 degrees of freedom, n the trial ids. It reads the analysis
+frame (complete subjects: a trial id with a diverged or missing trial is left out, named). Quality per joule is invPPL per kJ (the efficiency layer), training time the slowest rank's
 seconds, energy the devices' sum.
 """
 
@@ -21,6 +21,7 @@ import polars as pl
 from scipy import stats
 
 from ..plan.design import LEVEL_PREFIX, within_factors
+from .frame import frame
 from .products import Result
 
 COLUMN = LEVEL_PREFIX + "devices"
@@ -46,18 +47,18 @@ def _interval(values: np.ndarray) -> dict[str, Any]:
 def _verdict(c: dict[str, Any]) -> str:
     if c["low"] is None:
         return "not judged"
-    return "lower" if c["high"] < 1 else "higher" if c["low"] > 1 else "not told apart"
+    return "lower" if c["high"] < 1 else "higher" if c["low"] > 1 else "no difference shown"
 
 
 def compare(trials: pl.DataFrame, devices: int, reference: int) -> dict[str, Any]:
-    """``devices`` against ``reference`` devices, paired by trial id, budget and every other level."""
+    """``devices`` against ``reference`` devices, paired by trial id, budget and every other level; a pair whose two
+    trials were metered by different meters is left out (their ratio would be the meters')."""
     keys = ["trial", *(c for c in within_factors(trials.columns) if c != COLUMN)]
-    ok = trials.filter(pl.col("status") == "ok")
-    columns = [*keys, *MEASURES]
-    more = ok.filter(pl.col(COLUMN) == str(devices)).select(columns)
-    fewer = ok.filter(pl.col(COLUMN) == str(reference)).select(columns)
-    pairs = more.join(fewer, on=keys, suffix="_ref")
-    expected = trials.filter(pl.col(COLUMN) == str(devices)).height
+    columns = [*keys, "meter", *MEASURES]
+    more = trials.filter(pl.col(COLUMN) == str(devices)).select(columns)
+    fewer = trials.filter(pl.col(COLUMN) == str(reference)).select(columns)
+    joined = more.join(fewer, on=keys, suffix="_ref")
+    pairs = joined.filter(pl.col("meter") == pl.col("meter_ref"))
     measures = {}
     for measure, words in MEASURES.items():
         logged = pairs.filter((pl.col(measure) > 0) & (pl.col(f"{measure}_ref") > 0)).with_columns(
@@ -76,7 +77,7 @@ def compare(trials: pl.DataFrame, devices: int, reference: int) -> dict[str, Any
         "devices": devices,
         "reference": reference,
         "pairs": pairs.height,
-        "left_out": expected - pairs.height,
+        "other_meter": joined.height - pairs.height,
         "trial_ids": pairs["trial"].n_unique(),
         "measures": measures,
         "answer": answer(devices, reference, measures),
@@ -84,43 +85,64 @@ def compare(trials: pl.DataFrame, devices: int, reference: int) -> dict[str, Any
 
 
 def answer(devices: int, reference: int, measures: dict[str, dict[str, Any]]) -> str:
-    """The reference study's question in words: what the extra devices bought, each part only as far as measured."""
+    """The reference study's question in words: what the extra devices bought, each part only as far as its interval
+    shows; a difference not shown is said as such, never as an absence."""
     time, quality = measures["train_s"]["verdict"], measures["quality_per_kj"]["verdict"]
     if "not judged" in (time, quality):
         return (
-            f"{devices} devices against {reference}: not judged (fewer than two trial ids have both), so whether the "
-            "extra devices buy quality per joule or only time is not answered."
+            f"{devices} devices against {reference}: not judged (fewer than two trial ids with both trials measured), "
+            "so whether the extra devices buy quality per joule or only time is not answered."
         )
     said_time = {
         "lower": "saved training time",
         "higher": "cost training time",
-        "not told apart": "training time not told apart",
+        "no difference shown": "no difference in training time shown",
     }[time]
     said_quality = {
         "higher": "raised quality per joule",
         "lower": "lowered quality per joule",
-        "not told apart": "quality per joule not told apart",
+        "no difference shown": "no difference in quality per joule shown",
     }[quality]
-    bought = [what for what, yes in (("time", time == "lower"), ("quality per joule", quality == "higher")) if yes]
-    verdict = " and ".join(bought) or "neither time nor quality per joule"
-    if bought == ["time"]:
-        verdict = "time, paid for in quality per joule" if quality == "lower" else "time only"
-    return f"{devices} devices against {reference}: {said_time}, {said_quality}. The extra devices bought {verdict}."
+    if time == "lower":
+        verdict = {
+            "higher": "bought time and quality per joule",
+            "lower": "bought time, paid for in quality per joule",
+            "no difference shown": "bought time; whether they changed quality per joule is not shown",
+        }[quality]
+    elif quality == "higher":
+        verdict = "bought quality per joule" + (", paid for in time" if time == "higher" else "")
+    elif time == "higher" or quality == "lower":
+        verdict = "cost " + " and ".join(
+            w for w, yes in (("time", time == "higher"), ("quality per joule", quality == "lower")) if yes
+        )
+        verdict += " and bought nothing shown"
+    else:
+        verdict = "bought nothing shown: neither difference is told apart from none"
+    return f"{devices} devices against {reference}: {said_time}, {said_quality}. The extra devices {verdict}."
 
 
 def devices_product(settings: Any, trials: pl.DataFrame) -> Result:
-    """The devices product: every level with more devices against the fewest-device level."""
+    """The devices product: every level with more devices against the fewest-device level, on the analysis frame
+    (complete subjects; flagged ones out where quality.exclude_flagged says so), as every test of the study."""
     if COLUMN not in trials.columns or trials.height == 0:
         return Result({"comparisons": [], "reference": None}, {"devices": pl.DataFrame()}, "no devices factor")
+    used = frame(trials)
+    left_out = sorted(set(trials["trial"].to_list()) - set(used["trial"].to_list()))
     levels = sorted({int(v) for v in trials[COLUMN].unique().to_list()})
-    comparisons = [compare(trials, n, levels[0]) for n in levels[1:]]
+    comparisons = [compare(used, n, levels[0]) for n in levels[1:]]
     rows = [
         {"devices": c["devices"], "reference": c["reference"], "measure_key": key, **m}
         for c in comparisons
         for key, m in c["measures"].items()
     ]
     return Result(
-        {"reference": levels[0], "levels": levels, "confidence": CONFIDENCE, "comparisons": comparisons},
+        {
+            "reference": levels[0],
+            "levels": levels,
+            "confidence": CONFIDENCE,
+            "trial_ids_left_out": left_out,
+            "comparisons": comparisons,
+        },
         {"devices": pl.DataFrame(rows)},
         " ".join(c["answer"] for c in comparisons),
     )

@@ -209,20 +209,20 @@ def diagnose(
     """The numbers the rules judge, per trial (same order as ``trials``); ``reference_tflops`` is the
     matmul checks' reference from ``profile_verdict``, one per device profile (by profile key) or one for all.
     A trial's throughput is judged against its cell's median, its idle power against that of the trials
-    measured on the same device profile (hardware level and precision). ``profile_devices`` names, per trial, the
+    measured on the same device profile (hardware level and precision) and device count. ``profile_devices`` names, per trial, the
     device its CS_TFLOPS profile ran on (None: no profile)."""
     by_condition: dict[Any, list[float]] = {}
     by_device: dict[str, list[float]] = {}
     # A trial without training time, or without a finite idle power, has no throughput or idle figure to judge.
     for t in trials:
         by_condition.setdefault(t["cell"], []).append(ratio(t["real_tokens"], t["train_s"]))
-        by_device.setdefault(profile_key_of(t["levels"]), []).append(finite(t["idle_power_w"]))
+        by_device.setdefault(_idle_group(t), []).append(finite(t["idle_power_w"]))
     condition_tps = {c: _median(v) for c, v in by_condition.items()}
     idle_medians = {k: _median(v) for k, v in by_device.items()}
     out = []
     for t, trace, st, measured_on in zip(trials, traces, steps, profile_devices or [None] * len(trials)):
         tps, idle_w = ratio(t["real_tokens"], t["train_s"]), finite(t["idle_power_w"])
-        device = profile_key_of(t["levels"])
+        device = _idle_group(t)
         reference = per_profile(reference_tflops, t["levels"])
         vs_reference = lambda x: None if x is None or not reference else x / reference  # noqa: E731
         idle_median = idle_medians[device]
@@ -243,6 +243,12 @@ def diagnose(
             }
         )
     return out
+
+
+def _idle_group(trial: dict[str, Any]) -> str:
+    """The trials whose idle powers are one level: the same device profile and the same device count (a trial on
+    several devices records their summed idle power)."""
+    return f"{profile_key_of(trial['levels'])}devices={trial.get('devices') or 1}"
 
 
 Rule = Callable[[dict[str, Any], Diagnostics, dict[str, Any]], "str | None"]

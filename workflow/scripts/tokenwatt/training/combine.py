@@ -14,9 +14,9 @@ from typing import Any
 
 import polars as pl
 
-# metrics.json's keys a trial's devices add up: energies, the devices' power (the total's mean exactly, since the
-# ranks' windows are the same spans; its RMS and maximum as sums, which bound the total's from above) and the
-# devices' power limits, and what the meters' own work cost.
+# metrics.json's keys a trial's devices add up: energies, the devices' power (the total's mean, to within the skew
+# of the ranks' boundary samples after each barrier; its RMS and maximum as sums, which bound the total's from above)
+# and the devices' power limits, and what the meters' own work cost.
 SUMMED = (
     "energy_j",
     "eval_energy_j",
@@ -87,11 +87,13 @@ def combine_windows(per_rank: list[list[dict[str, Any]]]) -> list[dict[str, Any]
     combined = []
     for same in zip(*per_rank):
         first = same[0]
+        duration = max(w["duration_s"] for w in same)
         combined.append(
             {
                 **first,
+                "end_s": first["start_s"] + duration,  # on rank 0's clock
                 "energy_j": _total([w["energy_j"] for w in same]),
-                "duration_s": max(w["duration_s"] for w in same),
+                "duration_s": duration,
                 "samples": min(w["samples"] for w in same),
                 "note": "; ".join(sorted({w["note"] for w in same if w["note"]})),
             }
@@ -118,6 +120,10 @@ def combine_ranks(outputs: Sequence[Outputs]) -> Outputs:
         f"rank {rank}: {m}" for rank, r in enumerate(records) for m in r.get("sample_error_messages", [])
     ][:20]
     metrics["ranks"] = [{"rank": rank, **{k: r.get(k) for k in PER_RANK}} for rank, r in enumerate(records)]
+    if len(names := {r.get("device_name") for r in records}) > 1:  # CS_TFLOPS × N assumes N of one kind
+        metrics["meter_note"] = "; ".join(
+            filter(None, [first.get("meter_note"), f"the ranks' devices differ: {', '.join(sorted(map(str, names)))}"])
+        )
     power = pl.concat([o[1].with_columns(rank=pl.lit(rank, pl.Int64)) for rank, o in enumerate(outputs)])
     curves = [o[3] for o in outputs]
     curve = curves[0].with_columns(

@@ -17,6 +17,7 @@ import pickle
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import SimpleNamespace
@@ -30,6 +31,7 @@ from .spec import TrialData, TrialSpec
 from .train import TrainingError
 
 JOB = "job.pkl"
+OWN = "tokenwatt: "  # an error file's mark: the rank's own error, not a consequence of another rank's
 
 Outputs = tuple[dict[str, Any], pl.DataFrame, pl.DataFrame, pl.DataFrame]
 
@@ -70,26 +72,50 @@ def run_on_devices(spec: TrialSpec, inputs: Mapping[str, str], log: Callable[[st
             "PYTHONPATH": os.pathsep.join(filter(None, [package, os.environ.get("PYTHONPATH")])),
             # torchrun sets one thread per rank unless told; each rank trains with train.threads
             "OMP_NUM_THREADS": str(spec.train.threads),
+            "PYTHONUNBUFFERED": "1",  # rank 0's lines reach the log as they happen, and survive a kill
         }
+        t_start = time.perf_counter()
         proc = subprocess.Popen(
             launcher_command(devices, folder), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
         )
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            log(line.rstrip("\n"))
-        if proc.wait() != 0:
-            errors = [p.read_text() for r in range(devices) if (p := _rank_file(folder, r, "error")).exists()]
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                log(line.rstrip("\n"))
+            returncode = proc.wait()
+        finally:  # a job stopped meanwhile (a signal, an error here) never leaves its ranks on the devices
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        if returncode != 0:
             raise TrainingError(
-                errors[0]
-                if errors
-                else f"{spec.name}: the launcher of its {devices} ranks exited with status {proc.returncode} "
-                "(its output is in this log)"
+                _first_cause(folder, devices)
+                or (
+                    f"{spec.name}: the launcher of its {devices} ranks exited with status {returncode} "
+                    "(its output is in this log)"
+                )
             )
         outputs = []
         for rank in range(devices):
             with open(_rank_file(folder, rank, "pkl"), "rb") as fh:
                 outputs.append(pickle.load(fh))
-    return combine_ranks(outputs)
+    metrics, power, steps, curve = combine_ranks(outputs)
+    metrics["run_s"] = time.perf_counter() - t_start  # the job's, the launcher and every rank's start-up included
+    return metrics, power, steps, curve
+
+
+def _first_cause(folder: Path, devices: int) -> str | None:
+    """The sentence a failed trial ends with: a rank's own error (tokenwatt's, which names the key and the fix) before
+    another rank's consequence of it (gloo's "connection closed by peer"), the earliest of each kind."""
+    found = [
+        (p.stat().st_mtime, p.read_text()) for r in range(devices) if (p := _rank_file(folder, r, "error")).exists()
+    ]
+    own = sorted(f for f in found if f[1].startswith(OWN))
+    first = own or sorted(found)
+    return first[0][1].removeprefix(OWN) if first else None
 
 
 def rank_main(folder: Path) -> None:
@@ -113,9 +139,10 @@ def rank_main(folder: Path) -> None:
     try:
         outputs = run_trial(spec, TrialData.read(SimpleNamespace(**job["inputs"])), log, ranks=Ranks(rank, world))
     except Exception as err:
-        _rank_file(folder, rank, "error").write_text(f"rank {rank} of {world}: {err}")
-        if not type(err).__module__.startswith("tokenwatt"):
-            raise  # a bug: its traceback goes to the job's log
+        own = type(err).__module__.startswith("tokenwatt")
+        _rank_file(folder, rank, "error").write_text(f"{OWN if own else ''}rank {rank} of {world}: {err}")
+        if not own:
+            raise  # a bug, or another rank's failure seen from here: its traceback goes to the job's log
         raise SystemExit(1) from None
     finally:
         if dist.is_initialized():

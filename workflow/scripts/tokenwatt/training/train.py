@@ -246,6 +246,16 @@ def batch_sizes(n_chunks: int, batch_size: int) -> list[int]:
     return sorted({min(batch_size, n_chunks)} | ({n_chunks % batch_size} if n_chunks % batch_size else set()))
 
 
+def warmup_sizes(n_chunks: int, batch_size: int, ranks: Ranks = ONE) -> list[int]:
+    """The batch shapes a compile warms up, one pass each: the epoch's batch sizes; on several devices, this rank's
+    share of each (one row where it has none: the zero-weighted row it trains then), so that every rank runs as many
+    passes as every other (each backward is a collective) and compiles the shapes it will train."""
+    sizes = batch_sizes(n_chunks, batch_size)
+    if not ranks.many:
+        return sizes
+    return [len(range(size)[ranks.rows(0, size)]) or 1 for size in sizes]
+
+
 def compile_model(
     model: torch.nn.Module,
     ids: torch.Tensor,
@@ -261,8 +271,7 @@ def compile_model(
     compiled = torch.compile(model, dynamic=False)
     t0 = time.perf_counter()
     model.to(device).train()
-    shares = {len(range(len(ids))[ranks.rows(0, size)]) for size in batch_sizes(len(ids), batch_size)}
-    for size in sorted(shares - {0}):
+    for size in warmup_sizes(len(ids), batch_size, ranks):
         with autocast(device, precision):
             loss, _ = token_loss_sum(compiled, ids[:size].to(device), mask[:size].to(device))
         loss.backward()

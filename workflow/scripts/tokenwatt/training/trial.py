@@ -267,7 +267,7 @@ class _Session:
         unless the stopping rule (train.stop) says the last segments no longer paid for their energy."""
         s, settings, meter, k = self.setup, self.spec.train, self.meter, len(self.points) + 1
         meter.switch(f"eval_{k}")
-        trained_j = meter.energy_so_far("train")
+        trained_j = self.devices_energy(meter.energy_so_far("train"))
         t = time.perf_counter()
         ids, mask = s.eval_ids[: s.n_sub], s.eval_mask[: s.n_sub]
         loss = evaluate(s.model, ids, mask, s.device, settings.precision, settings.eval_batch_size, s.ranks)
@@ -300,6 +300,17 @@ class _Session:
             return True
         meter.switch(f"train_{k + 1}")
         return False
+
+    def devices_energy(self, own: float | None) -> float | None:
+        """This rank's energy so far summed over the trial's devices (every rank gets the same sum, so a stopping rule
+        decides the same on all of them); its own on one device; None where any device has none."""
+        ranks = self.setup.ranks
+        if not ranks.many:
+            return own
+        total = ranks.sum(
+            torch.tensor([math.nan if own is None else own], dtype=torch.float64, device=self.setup.device)
+        )
+        return None if math.isnan(total.item()) else total.item()
 
     def final_evaluation(self, result: TrainResult) -> tuple[float, float]:
         """The whole eval set's loss, the trial's result, and the curve's last point on the tokens of its others (so no

@@ -20,6 +20,7 @@ def render(inputs: ReportInputs) -> Markup:
         estimate=inputs.estimated,
         comparisons=devices.get("comparisons", []),
         confidence=devices.get("confidence", 0.95),
+        left_out=devices.get("trial_ids_left_out", []),
         table=_table(devices.get("comparisons", [])),
     )
 
