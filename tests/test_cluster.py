@@ -219,7 +219,9 @@ def test_a_two_device_trial_asks_slurm_for_two_gpus_and_records_its_job(slurm, t
     config = [*TINY, "config/devices.yaml", "two.yaml"]
     snakemake(work, *config, "--cores", "2", "data")
     trial = "results-devices/trials/devices=2/b1000/t1/metrics.json"
-    snakemake(work, *config, *PROFILE, "--", trial)
+    # The suite's one-node cluster has the CPUs nproc gives under the suite's one-thread pools (OMP_NUM_THREADS=1:
+    # one), and the rule asks train.threads × 2; the two ranks share that one here.
+    snakemake(work, *config, *PROFILE, "--set-resources", "train_trial:cpus_per_task=1", "--", trial)
     out = subprocess.run(["scontrol", "-d", "show", "job", "-o"], capture_output=True, text=True).stdout
     [line] = [
         line

@@ -15,9 +15,9 @@ def start_checks():
     cannot do for them. Once per run: a project that uses tokenwatt as a module may call it from its own onstart after
     tokenwatt did."""
     planned = startup.planned_by_rule(workflow.dag.needrun_jobs(), rules)
-    # --resources gpu=N; absent: not limited
+    # --resources gpu=N (absent: not limited); Snakemake 9 keeps a Resource, earlier a number
     gpus = workflow.global_resources.get("gpu")
-    gpus = getattr(gpus, "value", gpus)  # Snakemake 9 keeps a Resource, earlier a number
+    gpus = getattr(gpus, "value", gpus)
     if why := startup.refusal(
         STUDY, planned, workflow.local_exec, DOWNLOADS_NEEDED, gpus
     ):
