@@ -198,17 +198,15 @@ def test_settings_default_to_one_device():
     assert _settings().devices == 1
 
 
-def test_auto_on_a_cpu_with_readable_rapl_mixing_one_and_two_devices_is_refused_for_comparing_two_meters(tmp_path):
-    package = tmp_path / "intel-rapl:0"
+def test_auto_meters_every_trial_of_a_study_with_multi_device_trials_alike_one_device_trials_included(tmp_path):
+    package = tmp_path / "intel-rapl:0"  # a readable RAPL, which a one-device study's auto would take
     package.mkdir()
     (package / "energy_uj").write_text("1000\n")
     (package / "max_energy_range_uj").write_text("262143328850\n")
-    meter = {"kind": "auto", "rapl_root": str(tmp_path)}
-    found = preflight.mixed_meters(meter, ["cpu"], cuda_count=0, mixed=True)
-    assert len(found) == 1 and "set meter.kind: estimate" in found[0].sentence
-    assert preflight.mixed_meters(meter, ["cpu"], cuda_count=0, mixed=False) == []
-    assert preflight.mixed_meters({**meter, "kind": "estimate"}, ["cpu"], cuda_count=0, mixed=True) == []
-    assert preflight.mixed_meters(meter, ["auto"], cuda_count=2, mixed=True) == []  # NVML for every trial
+    settings = MeterSettings(kind="auto", interval_s=0.1, cpu_tdp_w=65.0, rapl_root=str(tmp_path))
+    assert make_meter(settings, "cpu")[0].kind == "rapl"
+    meter, why = make_meter(dataclasses.replace(settings, study_devices=2), "cpu")
+    assert meter.kind == "estimate" and "every trial of this study" in why
 
 
 def test_every_rank_warms_a_compile_up_with_as_many_passes_in_the_shapes_it_trains():
@@ -219,3 +217,23 @@ def test_every_rank_warms_a_compile_up_with_as_many_passes_in_the_shapes_it_trai
     assert [warmup_sizes(30, 8, Ranks(r, 2)) for r in range(2)] == [[3, 4], [3, 4]]
     assert [warmup_sizes(27, 8, Ranks(r, 2)) for r in range(2)] == [[2, 4], [1, 4]]
     assert warmup_sizes(25, 8) == [1, 8]
+
+
+def test_a_failed_trial_ends_with_a_ranks_own_error_before_another_ranks_consequence_of_it(tmp_path):
+    import os
+
+    from tokenwatt.training.launch import OWN, _first_cause
+
+    (tmp_path / "rank0.error").write_text("rank 0 of 2: Connection closed by peer")
+    (tmp_path / "rank1.error").write_text(f"{OWN}rank 1 of 2: eval.max_tokens: the evaluation is too short")
+    os.utime(tmp_path / "rank1.error", (1e9, 1e9))  # written later than rank 0's would not change the choice
+    assert _first_cause(tmp_path, 2, "exit 1") == "rank 1 of 2: eval.max_tokens: the evaluation is too short"
+    (tmp_path / "rank1.error").unlink()  # a rank the system killed writes nothing: the consequence, with the exit
+    assert _first_cause(tmp_path, 2, "exit 1") == "rank 0 of 2: Connection closed by peer (exit 1)"
+
+
+def test_ranks_on_devices_of_two_kinds_are_marked_for_the_reports_warning():
+    a, b = _rank_outputs(130.0, 10.0, 80), _rank_outputs(70.0, 12.5, 61)
+    assert combine_ranks([a, b])[0]["devices_differ"] is False
+    b[0]["device_name"] = "NVIDIA A100"
+    assert combine_ranks([a, b])[0]["devices_differ"] is True

@@ -89,7 +89,8 @@ rule train_trial:
         study_seed=lookup(dpath="study/seed", within=config),
         model=lambda wildcards: STUDY.design.model_config(cell_of(wildcards)),
         train=lambda wildcards: STUDY.design.train_config(cell_of(wildcards)),
-        meter=lookup(dpath="meter", within=config),
+        # meter.*, and in a study with multi-device trials the most devices any trains on: auto decides once for it
+        meter={**config["meter"], **STUDY.design.meter_extra},
         check={
             "matmul_size": config["profile"]["matmul_size"],
             "window_s": config["profile"]["window_s"],

@@ -308,7 +308,8 @@ def _idle(t, d, q):
     limit = max(q["idle_tolerance"] * median, q["idle_floor_w"])
     if abs(dev) > limit:
         return (
-            f"idle power {t['idle_power_w']:.1f} W against the study's median {median:.1f} W (tolerance ±{limit:.1f} W)"
+            f"idle power {t['idle_power_w']:.1f} W against the median {median:.1f} W of its device profile and device "
+            f"count (tolerance ±{limit:.1f} W)"
         )
     return None
 

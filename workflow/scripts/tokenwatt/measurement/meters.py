@@ -36,6 +36,8 @@ class MeterSettings:
     cooldown_s: float = 0.0
     cooldown_below_c: float | None = None
     cooldown_timeout_s: float = 0.0
+    # the most devices any trial of the study trains on (Design.meter_extra): auto decides by it, once for the study
+    study_devices: int = 1
 
 
 def make_meter(
@@ -55,7 +57,9 @@ def make_meter(
 
     A trial on several devices (``ranks`` > 1) has one meter per rank, each of its own device (NVML by its UUID, the
     estimate of its own process): RAPL reads the whole CPU package, which every rank would count again, so it is
-    refused there (the config check refuses it before any job) and ``auto`` takes the estimate.
+    refused there (the config check refuses it before any job) and ``auto`` takes the estimate, on a CPU for every
+    trial of a study with multi-device trials (``settings.study_devices``), one-device ones included: its device
+    levels are compared metered alike.
     """
     if ranks > 1 and settings.kind == "rapl":
         raise MeterError(
@@ -94,10 +98,10 @@ def make_meter(
                 "host, not the GPU, so none is taken in its place: check the driver and nvidia-ml-py (nvidia-smi must "
                 "list the GPU), or set meter.kind: none to train without energy"
             ) from err
-    if ranks > 1:
+    if max(ranks, settings.study_devices) > 1:
         return makers["estimate"](), (
-            f"meter.kind auto chose estimate, an ESTIMATE, per rank: RAPL reads the whole package, which each of "
-            f"the {ranks} ranks would count"
+            "meter.kind auto chose estimate, an ESTIMATE, per rank, for every trial of this study: RAPL reads the "
+            f"whole package, which each of a trial's ranks would count (up to {settings.study_devices} here)"
         )
     try:
         return makers["rapl"](), "meter.kind auto chose rapl"

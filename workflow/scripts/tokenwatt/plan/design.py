@@ -366,6 +366,13 @@ class Design:
         named = [part.removeprefix("precision=") for part in key.split("/") if part.startswith("precision=")]
         return {"device": train["device"], "precision": named[0] if named else train["precision"]}
 
+    @property
+    def meter_extra(self) -> dict[str, int]:
+        """What a trial's meter settings add to meter.*: in a study with multi-device trials, the most devices any
+        trains on (``MeterSettings.study_devices``); nothing otherwise, so one-device studies keep their params."""
+        most = max(self.devices(c) for c in self.cells)
+        return {"study_devices": most} if most > 1 else {}
+
     def devices(self, cell: Cell) -> int:
         """The devices a cell's trials train on (train.devices, or its devices level): its job asks for that many."""
         return int(self._train_settings(cell)["devices"])

@@ -220,35 +220,14 @@ def rapl_readable(root: str | Path) -> bool:
     return bool(counters) and all(os.access(c, os.R_OK) for c in counters)
 
 
-def mixed_meters(meter: Mapping[str, Any], devices: Iterable[str], cuda_count: int, mixed: bool) -> list[Finding]:
-    """A CPU study whose device counts mix one and several under ``meter.kind: auto`` where RAPL is readable: auto
-    would meter the one-device trials with RAPL (the package) and the others with each rank's estimate, two meters
-    whose ratio the devices comparison would read as the devices' effect."""
-    on_cpu = any(d == "cpu" or (d == "auto" and not cuda_count) for d in devices)
-    if not (mixed and on_cpu and meter["kind"] == "auto" and rapl_readable(meter["rapl_root"])):
-        return []
-    return [
-        Finding(
-            "meter.kind",
-            "meter.kind is auto, RAPL is readable here and the study's trials train on one CPU process and on several "
-            "ranks: auto would meter the first with RAPL and the others with each rank's estimate (RAPL reads the "
-            "whole package, which every rank would count), and the devices comparison would compare two meters; set "
-            "meter.kind: estimate for the whole study",
-            on_node=True,
-        )
-    ]
-
-
 def machine_findings(
     meter: Mapping[str, Any],
     devices: Mapping[str, int],
     nvml: Any = None,
     cpus: int | None = None,
-    mixed: bool = False,
 ) -> list[Finding]:
-    """The device and meter findings; ``devices``: each training device and the most devices its trials ask for,
-    ``mixed``: whether the study's device counts include one and several (asks NVML only when a GPU or NVML is
-    configured, or several devices on auto)."""
+    """The device and meter findings; ``devices``: each training device and the most devices its trials ask for (asks
+    NVML only when a GPU or NVML is configured, or several devices on auto)."""
     names = list(devices)
     wants_gpu = (
         meter["kind"] == "nvml"
@@ -260,7 +239,6 @@ def machine_findings(
         training_devices(names, cuda_count)
         + rank_devices(devices, cuda_count, usable_cpus() if cpus is None else cpus)
         + meter_kind(meter, names, cuda_count)
-        + mixed_meters(meter, names, cuda_count, mixed)
     )
 
 

@@ -28,8 +28,7 @@ def _machine(study: Study) -> list[preflight.Finding]:
     for cell in study.design.cells:  # each training device, and the most devices its trials ask for
         device = study.design.train_config(cell)["device"]
         devices[device] = max(devices.get(device, 1), study.design.devices(cell))
-    counts = {study.design.devices(cell) for cell in study.design.cells}
-    return preflight.machine_findings(study.config["meter"], devices, mixed=1 in counts and len(counts) > 1)
+    return preflight.machine_findings(study.config["meter"], devices)
 
 
 def _files(study: Study, planned: Mapping[str, int]) -> list[preflight.Finding]:

@@ -34,6 +34,13 @@ def meter_provenance(trials: pl.DataFrame) -> list[list[Any]]:
 def meter_warnings(trials: pl.DataFrame) -> list[str]:
     """The report's warnings about how energy was read, each the HTML inside one warning box."""
     out = []
+    if "devices_differ" in trials.columns and trials["devices_differ"].fill_null(False).any():
+        cells = _values(trials.filter(pl.col("devices_differ").fill_null(False)), "cell")
+        out.append(
+            "<b>Devices of more than one kind in one trial</b> (" + html.escape(", ".join(cells)) + "): its ranks "
+            "trained on devices with different names, and its PE and MFU take one device profile's CS_TFLOPS × its "
+            "devices: read them as approximate."
+        )
     if "mig" in trials.columns and trials["mig"].fill_null(False).any():
         out.append(
             "<b>Trained on a MIG slice</b>: NVML has no power sensor or energy counter per slice, so energy and power "

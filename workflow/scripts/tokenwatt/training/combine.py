@@ -120,10 +120,8 @@ def combine_ranks(outputs: Sequence[Outputs]) -> Outputs:
         f"rank {rank}: {m}" for rank, r in enumerate(records) for m in r.get("sample_error_messages", [])
     ][:20]
     metrics["ranks"] = [{"rank": rank, **{k: r.get(k) for k in PER_RANK}} for rank, r in enumerate(records)]
-    if len(names := {r.get("device_name") for r in records}) > 1:  # CS_TFLOPS × N assumes N of one kind
-        metrics["meter_note"] = "; ".join(
-            filter(None, [first.get("meter_note"), f"the ranks' devices differ: {', '.join(sorted(map(str, names)))}"])
-        )
+    # PE's CS_TFLOPS × N assumes N devices of one kind (the report warns where they were not)
+    metrics["devices_differ"] = len({r.get("device_name") for r in records}) > 1
     power = pl.concat([o[1].with_columns(rank=pl.lit(rank, pl.Int64)) for rank, o in enumerate(outputs)])
     curves = [o[3] for o in outputs]
     curve = curves[0].with_columns(

@@ -85,19 +85,15 @@ def run_on_devices(spec: TrialSpec, inputs: Mapping[str, str], log: Callable[[st
             returncode = proc.wait()
         finally:  # a job stopped meanwhile (a signal, an error here) never leaves its ranks on the devices
             if proc.poll() is None:
-                proc.terminate()
+                proc.terminate()  # torchrun passes it to the ranks and kills them after its own 30 s
                 try:
-                    proc.wait(timeout=30)
+                    proc.wait(timeout=60)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+                    proc.wait()
         if returncode != 0:
-            raise TrainingError(
-                _first_cause(folder, devices)
-                or (
-                    f"{spec.name}: the launcher of its {devices} ranks exited with status {returncode} "
-                    "(its output is in this log)"
-                )
-            )
+            said = f"the launcher of its {devices} ranks exited with status {returncode} (its output is in this log)"
+            raise TrainingError(_first_cause(folder, devices, said) or f"{spec.name}: {said}")
         outputs = []
         for rank in range(devices):
             with open(_rank_file(folder, rank, "pkl"), "rb") as fh:
@@ -107,15 +103,17 @@ def run_on_devices(spec: TrialSpec, inputs: Mapping[str, str], log: Callable[[st
     return metrics, power, steps, curve
 
 
-def _first_cause(folder: Path, devices: int) -> str | None:
+def _first_cause(folder: Path, devices: int, said: str) -> str | None:
     """The sentence a failed trial ends with: a rank's own error (tokenwatt's, which names the key and the fix) before
-    another rank's consequence of it (gloo's "connection closed by peer"), the earliest of each kind."""
+    another rank's consequence of it (gloo's "connection closed by peer"), the earliest of each kind; a consequence
+    alone (a rank killed by the system writes none) comes with ``said``, the launcher's exit."""
     found = [
         (p.stat().st_mtime, p.read_text()) for r in range(devices) if (p := _rank_file(folder, r, "error")).exists()
     ]
     own = sorted(f for f in found if f[1].startswith(OWN))
-    first = own or sorted(found)
-    return first[0][1].removeprefix(OWN) if first else None
+    if own:
+        return own[0][1].removeprefix(OWN)
+    return f"{sorted(found)[0][1]} ({said})" if found else None
 
 
 def rank_main(folder: Path) -> None:

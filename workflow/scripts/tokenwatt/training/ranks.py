@@ -41,6 +41,12 @@ class Ranks:
             torch.distributed.all_reduce(tensor)
         return tensor
 
+    def largest(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor``'s largest value over the ranks, in place; itself on one device."""
+        if self.many:
+            torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.MAX)
+        return tensor
+
     def barrier(self) -> None:
         """Wait until every rank is here (a meter window's end); nothing on one device."""
         if self.many:

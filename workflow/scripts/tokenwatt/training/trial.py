@@ -276,6 +276,8 @@ class _Session:
         # first point rather than measured as rounding for the rest of the study (the CPU meters resolve ms).
         if k == 1 and meter.coarse_counter:
             tokens = int(mask.sum())
+            if s.ranks.many:  # every rank decides on the same seconds: the slowest rank's, and the whole set's tokens
+                eval_s = s.ranks.largest(torch.tensor([eval_s], dtype=torch.float64, device=s.device)).item()
             if problem := short_eval_window(eval_s, tokens, meter.update_period_s, "measured at the first point"):
                 raise TrainingError(problem)
         self.points.append(
