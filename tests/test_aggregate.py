@@ -5,7 +5,7 @@ import pytest
 from tokenwatt.analysis.aggregate import cs_tflops_of
 from tokenwatt.analysis.conditions import changes_table, conditions_table
 from tokenwatt.common.measures import budget_label
-from trial_records import aggregate, raw_record
+from trial_records import aggregate, raw_record, steady_steps
 
 
 def test_missing_failed_and_unreadable_trials_are_named_not_averaged():
@@ -70,9 +70,10 @@ def test_every_trial_carries_a_quality_verdict_and_its_place_in_the_run_order():
     recs = [
         raw_record(1000, 1, started_at_unix_s=30.0),
         raw_record(1000, 2, started_at_unix_s=10.0),
-        raw_record(1000, 3, started_at_unix_s=20.0, train_s=0.6),
+        raw_record(1000, 3, started_at_unix_s=20.0),
     ]
-    trials, _ = aggregate(recs, expected)
+    slow = steady_steps().with_columns(pl.col("elapsed_s") * 2)
+    trials, _ = aggregate(recs, expected, steps=[steady_steps(), steady_steps(), slow])
     assert trials["run_position"].to_list() == [3, 1, 2]
     assert trials["quality"].to_list() == ["ok", "ok", "flagged"]
     assert "throughput" in trials["quality_reasons"][2]

@@ -12,6 +12,7 @@ from tokenwatt.analysis.quality import (
     power_step,
     profile_verdict,
     steady_deviation,
+    trial_pace,
     window_rates,
 )
 
@@ -51,14 +52,15 @@ def trace(power, temperature=None, interval=0.5):
     )
 
 
-def record(budget=1000, trial=1, tokens_per_s=1000.0, idle_w=10.0, samples=100, checks=(1.0, 1.0), **extra):
+def record(budget=1000, trial=1, idle_w=10.0, samples=100, checks=(1.0, 1.0), levels=None, **extra):
+    levels = levels or {}
     return {
         "budget": budget,
         "trial": trial,
-        "levels": {},
-        "cell": f"b{budget}",
+        "levels": levels,
+        "cell": "".join(f"{f}={v}/" for f, v in levels.items()) + f"b{budget}",
         "real_tokens": 10_000,
-        "train_s": 10_000 / tokens_per_s,
+        "train_s": 10.0,
         "idle_power_w": idle_w,
         "meter": "estimate",
         "samples_with_power": samples,
@@ -72,6 +74,11 @@ def record(budget=1000, trial=1, tokens_per_s=1000.0, idle_w=10.0, samples=100, 
 
 
 STEADY_STEPS = steps([800, 1000, 1010, 990, 1000, 1005, 995])
+
+
+def paced(rate, warm_up=None):
+    """A steady loss curve at ``rate`` steps per second after a warm-up window at ``warm_up`` (default 0.8 × rate)."""
+    return steps([warm_up or 0.8 * rate] + [rate] * 6)
 STEADY_TRACE = trace(30 + np.sin(np.arange(100)) * 0.5, interval=0.05)
 
 
@@ -89,16 +96,48 @@ def test_a_steady_trial_like_its_peers_is_ok():
     assert all(v["quality_reasons"] == "" for v in verdicts)
 
 
-def test_a_trial_slower_than_its_condition_is_flagged_with_the_size_of_the_gap():
-    verdicts = judge([record(trial=1), record(trial=2), record(trial=3, tokens_per_s=700.0)])
+def test_a_trial_slower_than_its_series_is_flagged_with_the_size_of_the_gap():
+    verdicts = judge([record(trial=t) for t in (1, 2, 3)], curves=[paced(1000), paced(1000), paced(700)])
     assert [v["flag_throughput"] for v in verdicts] == [False, False, True]
-    assert "throughput -30 % against its condition's median" in verdicts[2]["quality_reasons"]
+    assert "pace 0.70 × the median optimizer steps per second of its series" in verdicts[2]["quality_reasons"]
 
 
-def test_throughput_is_compared_within_its_condition_only():
-    slow_budget = [record(budget=2000, trial=t, tokens_per_s=600.0) for t in (1, 2, 3)]
-    verdicts = judge([record(trial=t) for t in (1, 2, 3)] + slow_budget)
+def test_a_budget_whose_every_trial_ran_slow_is_flagged_against_the_other_budgets():
+    """A hog beside every trial of one budget (as the repeatability benchmark's run order can place it): against its
+    own condition's median no trial of that budget was slow; against its series every one of them was."""
+    budgets = [1000] * 3 + [2000] * 3 + [4000] * 3
+    curves = [paced(650)] * 3 + [paced(1000)] * 6
+    verdicts = judge([record(budget=b, trial=t % 3 + 1) for t, b in enumerate(budgets)], curves=curves)
+    assert [v["flag_throughput"] for v in verdicts] == [True] * 3 + [False] * 6
+
+
+def test_pace_is_compared_within_its_series_only():
+    small, large = {"model": "small"}, {"model": "large"}
+    recs = [record(budget=b, trial=t, levels=lv) for lv in (small, large) for b in (1000, 2000) for t in (1, 2)]
+    verdicts = judge(recs, curves=[paced(1000)] * 4 + [paced(300)] * 4)
     assert not any(v["flag_throughput"] for v in verdicts)
+
+
+def test_a_trial_twice_as_fast_scores_what_one_half_as_fast_does():
+    slow = judge([record(trial=t) for t in (1, 2, 3)], curves=[paced(1000)] * 2 + [paced(500)])[2]
+    fast = judge([record(trial=t) for t in (1, 2, 3)], curves=[paced(1000)] * 2 + [paced(2000)])[2]
+    assert slow["flag_throughput"] and fast["flag_throughput"]
+    assert judge([record(trial=t) for t in (1, 2, 3)], curves=[paced(1000)] * 2 + [paced(1090)])[2]["quality"] == "ok"
+
+
+def test_the_warm_up_before_the_first_loss_record_is_left_out_of_the_pace():
+    """A short trial spends more of its time warming up: its pace after the first record is its series'."""
+    assert trial_pace(paced(1000, warm_up=50)) == pytest.approx(1000.0)
+    verdicts = judge([record(trial=t) for t in (1, 2, 3)], curves=[paced(1000)] * 2 + [paced(1000, warm_up=50)])
+    assert not any(v["flag_throughput"] for v in verdicts)
+
+
+def test_a_trial_with_one_loss_record_has_no_pace_and_says_why():
+    one = steps([1000])
+    assert trial_pace(one) is None
+    verdict = judge([record(trial=t) for t in (1, 2, 3)], curves=[paced(1000)] * 2 + [one])[2]
+    assert not verdict["flag_throughput"]
+    assert verdict["unjudged_throughput"].startswith("fewer than two loss records")
 
 
 def test_the_warm_up_window_is_left_out_of_the_steady_state():
@@ -137,13 +176,14 @@ def test_too_few_loss_curve_windows_give_no_steadiness_verdict_and_say_why():
 
 def test_a_pace_halved_over_a_third_of_a_trial_is_a_load_change():
     """80 steps/s, then 40 for a third of the windows: against the whole trial's median (the fast level) that was a
-    change of 50 %, under the tolerance, and the trial's mean throughput fell 25 %, under its tolerance too."""
+    change of 50 %, under the tolerance, and the trial's pace fell to 0.75 × its series' (1.33 × slower), under its
+    tolerance too."""
     fast = steps([60] + [80] * 12, window_steps=100)
     slow = steps([60] + [80] * 4 + [40] * 4 + [80] * 4, window_steps=100)
     verdicts = judge(
-        [record(trial=t) for t in (1, 2, 3, 4)] + [record(trial=5, tokens_per_s=750.0)],
+        [record(trial=t) for t in (1, 2, 3, 4, 5)],
         curves=[fast] * 4 + [slow],
-        throughput_tolerance=0.3,
+        throughput_tolerance=0.35,
         steady_tolerance=0.75,
     )
     assert [v["flag_unsteady"] for v in verdicts] == [False] * 4 + [True]
@@ -239,6 +279,28 @@ def test_too_few_power_samples_are_flagged_with_the_floor():
     assert verdicts[0]["flag_few_samples"] and "only 12 power samples (at least 60" in verdicts[0]["quality_reasons"]
 
 
+def short_trial(samples=30, achieved=0.0115, final=0.01):
+    """A scaling study's smallest trial as a quiet CPU run measured it: 0.35 s of training, the estimate's poller at
+    its fastest (10 ms)."""
+    return record(samples=samples, train_s=0.35, interval_achieved_s=achieved, interval_final_s=final)
+
+
+def test_a_trial_too_short_for_the_floor_at_its_meters_fastest_interval_is_not_judged_by_it_and_says_why():
+    (verdict,) = judge([short_trial()], target_samples=120)
+    assert not verdict["flag_few_samples"] and verdict["quality"] == "ok"
+    assert verdict["unjudged_few_samples"].startswith("30 power samples: it trained 0.35 s, under 60 of the 12-ms")
+
+
+def test_a_short_trial_whose_poller_fell_behind_its_pace_is_flagged_for_few_samples():
+    (verdict,) = judge([short_trial(samples=10, achieved=0.035)], target_samples=120)
+    assert verdict["flag_few_samples"]
+
+
+def test_a_short_trial_whose_study_asked_for_fewer_samples_than_the_floor_is_flagged_for_few_samples():
+    (verdict,) = judge([short_trial(final=0.0115)], target_samples=30)
+    assert verdict["flag_few_samples"] and "raise meter.target_samples" in verdict["quality_reasons"]
+
+
 def test_meter_none_is_never_flagged_for_having_no_samples():
     verdicts = judge([record(samples=0, meter="none", idle_w=None)], traces=[trace([None] * 3)])
     assert not verdicts[0]["flag_few_samples"] and not verdicts[0]["flag_power_step"]
@@ -267,10 +329,10 @@ def test_every_rule_has_a_flag_column_and_an_unjudged_column():
     assert {f"flag_{name}" for name in RULES} | {f"unjudged_{name}" for name in RULES} <= set(verdict)
 
 
-def test_a_condition_of_fewer_than_three_trials_gives_no_throughput_verdict():
-    verdicts = judge([record(), record(trial=2, tokens_per_s=500.0)])
+def test_a_series_of_fewer_than_three_paced_trials_gives_no_throughput_verdict():
+    verdicts = judge([record(), record(trial=2)], curves=[paced(1000), paced(500)])
     assert not any(v["flag_throughput"] for v in verdicts)
-    assert all("2 trial(s) in its condition" in v["unjudged_throughput"] for v in verdicts)
+    assert all("2 paced trial(s) in its series" in v["unjudged_throughput"] for v in verdicts)
 
 
 def _profile(cs=1.0, cv=0.02):

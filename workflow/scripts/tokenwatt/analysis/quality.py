@@ -20,8 +20,8 @@ import numpy as np
 import polars as pl
 
 from ..measurement.traces import by_rank, training_samples
-from ..plan.design import per_profile, profile_key_of
-from .efficiency import finite, ratio
+from ..plan.design import per_profile, profile_key_of, series_of
+from .efficiency import finite
 
 Diagnostics = dict[str, Any]
 
@@ -39,6 +39,17 @@ def window_rates(steps: pl.DataFrame) -> np.ndarray:
     dt, dsteps = np.diff(elapsed), np.diff(done)
     ok = dt > 0
     return (dsteps[ok] / dt[ok]).astype(float)
+
+
+def trial_pace(steps: pl.DataFrame) -> float | None:
+    """Optimizer steps per second from the trial's first loss record to its last: its pace with the warm-up before the
+    first record (allocation, first kernels) left out, a share of the trial that grows as its budget shrinks. None
+    with fewer than two records or no time between them."""
+    if steps.height < 2:
+        return None
+    done, elapsed = steps["step"].to_numpy(), steps["elapsed_s"].to_numpy()
+    seconds = float(elapsed[-1] - elapsed[0])
+    return float(done[-1] - done[0]) / seconds if seconds > 0 else None
 
 
 class Unjudged(str):
@@ -208,31 +219,37 @@ def diagnose(
 ) -> list[Diagnostics]:
     """The numbers the rules judge, per trial (same order as ``trials``); ``reference_tflops`` is the
     matmul checks' reference from ``profile_verdict``, one per device profile (by profile key) or one for all.
-    A trial's throughput is judged against its cell's median, its idle power against that of the trials
+    A trial's pace (``trial_pace``) is judged against the median of its series: the trials at every budget that share
+    its other levels, which train the same model on the same device in the same steps, so the budget leaves their pace
+    alone (a disturbance that slows every trial of one budget still stands out; a device that slows as its longer
+    trials heat it is flagged too, since its measurement conditions changed with the budget). Its idle power is judged
+    against that of the trials
     measured on the same device profile (hardware level and precision) and device count. ``profile_devices`` names, per trial, the
     device its CS_TFLOPS profile ran on (None: no profile)."""
-    by_condition: dict[Any, list[float]] = {}
+    paces = [trial_pace(st) for st in steps]
+    by_series: dict[str, list[float | None]] = {}
     by_device: dict[str, list[float]] = {}
-    # A trial without training time, or without a finite idle power, has no throughput or idle figure to judge.
-    for t in trials:
-        by_condition.setdefault(t["cell"], []).append(ratio(t["real_tokens"], t["train_s"]))
+    # A trial without two loss records, or without a finite idle power, has no pace or idle figure to judge.
+    for t, pace in zip(trials, paces):
+        by_series.setdefault(series_of(t["levels"]), []).append(pace)
         by_device.setdefault(_idle_group(t), []).append(finite(t["idle_power_w"]))
-    condition_tps = {c: _median(v) for c, v in by_condition.items()}
+    series_pace = {k: _median(v) for k, v in by_series.items()}
     idle_medians = {k: _median(v) for k, v in by_device.items()}
     out = []
-    for t, trace, st, measured_on in zip(trials, traces, steps, profile_devices or [None] * len(trials)):
-        tps, idle_w = ratio(t["real_tokens"], t["train_s"]), finite(t["idle_power_w"])
+    for t, pace, trace, st, measured_on in zip(
+        trials, paces, traces, steps, profile_devices or [None] * len(trials), strict=True
+    ):
+        idle_w, series = finite(t["idle_power_w"]), series_of(t["levels"])
         device = _idle_group(t)
         reference = per_profile(reference_tflops, t["levels"])
         vs_reference = lambda x: None if x is None or not reference else x / reference  # noqa: E731
         idle_median = idle_medians[device]
         out.append(
             {
-                "throughput_vs_condition": None
-                if tps is None or not condition_tps[t["cell"]]
-                else tps / condition_tps[t["cell"]] - 1.0,
+                "pace_steps_per_s": pace,
+                "pace_vs_series": None if pace is None or not series_pace[series] else pace / series_pace[series] - 1.0,
                 "throughput_steady_deviation": steady_deviation(st, q["steady_window"]),
-                "condition_trials": len(by_condition[t["cell"]]),
+                "series_trials": sum(p is not None for p in by_series[series]),
                 "check_before_ratio": vs_reference(_check_median(t, "before")),
                 "check_after_ratio": vs_reference(_check_median(t, "after")),
                 "idle_power_deviation_w": None if idle_w is None or idle_median is None else idle_w - idle_median,
@@ -255,14 +272,20 @@ Rule = Callable[[dict[str, Any], Diagnostics, dict[str, Any]], "str | None"]
 
 
 def _throughput(t, d, q):
-    dev = d["throughput_vs_condition"]
+    dev = d["pace_vs_series"]
     if dev is None:
-        return Unjudged("no training time")
-    if d["condition_trials"] < 3:
-        return Unjudged(f"{d['condition_trials']} trial(s) in its condition: a median of fewer than 3 is no reference")
-    if abs(dev) > q["throughput_tolerance"]:
+        return Unjudged("fewer than two loss records, or no time between them: no pace after the warm-up")
+    if d["series_trials"] < 3:
+        return Unjudged(
+            f"{d['series_trials']} paced trial(s) in its series (every budget at its other levels): a median of fewer "
+            "than 3 is no reference"
+        )
+    # Judged as the faster pace over the slower, as the steadiness rule judges a level change: a trial at half its
+    # series' pace scores what one at twice it does.
+    if max(1 + dev, 1 / (1 + dev)) - 1 > q["throughput_tolerance"]:
         return (
-            f"throughput {_pct(dev)} against its condition's median (tolerance ±{100 * q['throughput_tolerance']:g} %)"
+            f"throughput: pace {1 + dev:.2f} × the median optimizer steps per second of its series (every budget at "
+            f"its other levels; tolerance {100 * q['throughput_tolerance']:g} % either way)"
         )
     return None
 
@@ -328,9 +351,29 @@ def _step(t, d, q):
 def _samples(t, d, q):
     if t["meter"] == "none":
         return Unjudged("meter none: nothing was sampled, by design")
-    if t["samples_with_power"] < q["min_samples"]:
-        return f"only {t['samples_with_power']} power samples (at least {q['min_samples']}, MLPerf Power's floor; raise meter.target_samples, or lower meter.interval_s)"
-    return None
+    got, floor = t["samples_with_power"], q["min_samples"]
+    if got >= floor:
+        return None
+    # The poller aims at meter.target_samples by shortening its interval, down to the fastest its meter polls (10 ms
+    # for the CPU estimate, whose CPU-time accounting resolves no finer). A trial that asked for enough samples and
+    # kept the poller's pace but ended before `floor` of those intervals had passed is as short as its study made it:
+    # nothing disturbed it, and no setting would have given it more samples.
+    final, achieved = t.get("interval_final_s"), t["interval_achieved_s"]
+    if (
+        q.get("target_samples", 0) >= floor
+        and final
+        and achieved
+        and achieved <= q["max_interval_ratio"] * final
+        and t["train_s"] < floor * achieved
+    ):
+        return Unjudged(
+            f"{got} power samples: it trained {t['train_s']:.2f} s, under {floor} of the {1000 * achieved:.0f}-ms "
+            "intervals its meter polled at, the fastest it polls (its power figures rest on those samples)"
+        )
+    return (
+        f"only {got} power samples (at least {floor}, MLPerf Power's floor; raise meter.target_samples, or lower "
+        "meter.interval_s)"
+    )
 
 
 def _interval(t, d, q):
@@ -430,7 +473,8 @@ QUALITY_COLUMNS = [
     "quality_reasons",
     *(f"flag_{name}" for name in RULES),
     *(f"unjudged_{name}" for name in RULES),
-    "throughput_vs_condition",
+    "pace_steps_per_s",
+    "pace_vs_series",
     "throughput_steady_deviation",
     "check_before_ratio",
     "check_after_ratio",

@@ -31,12 +31,14 @@ class ConfigError(ValueError):
 
 def quality_settings(config: dict[str, Any]) -> dict[str, Any]:
     """What the quality rules (``quality.py``) judge by: ``quality.*``, plus the cooldown target (the
-    start-temperature limit) and ``profile.max_cv`` (how steady the device profile must be). Here,
+    start-temperature limit), ``profile.max_cv`` (how steady the device profile must be) and the samples the poller
+    aims at (``meter.target_samples``: whether a trial with few samples asked for enough). Here,
     not there, so the Snakefile gets it without importing polars and numpy at every start."""
     return {
         **config["quality"],
         "start_below_c": config["meter"]["cooldown_below_c"],
         "profile_cv_max": config["profile"]["max_cv"],
+        "target_samples": config["meter"]["target_samples"],
     }
 
 

@@ -274,14 +274,14 @@ def _cell_name(cell: str) -> str:
 
 
 def measurement_quality(trials: pl.DataFrame, estimated: bool):
-    """Throughput, RMS power and the matmul checks of every trial in the order the trials ran;
-    flagged trials marked, so a disturbance shows as a point off its condition's level."""
+    """Pace (the steps per second the throughput rule judges), RMS power and the matmul checks of every trial in the
+    order the trials ran; flagged trials marked, so a disturbance shows as a point off its series' level."""
     order = trials.sort("run_position")
     flagged = (order["quality"] == "flagged").to_numpy()
     cells = list(dict.fromkeys(order.sort("series", "budget")["cell"].to_list())) if "cell" in order.columns else []
     fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True, layout="constrained")
     panels = [
-        ("tokens_per_s", "Throughput (tokens/s)"),
+        ("pace_steps_per_s", "Pace (optimizer steps/s)"),
         ("power_rms_w", "RMS power (W)" + (" — estimated" if estimated else "")),
         (None, "Matmul check ÷ reference"),
     ]
