@@ -79,6 +79,8 @@ STEADY_STEPS = steps([800, 1000, 1010, 990, 1000, 1005, 995])
 def paced(rate, warm_up=None):
     """A steady loss curve at ``rate`` steps per second after a warm-up window at ``warm_up`` (default 0.8 × rate)."""
     return steps([warm_up or 0.8 * rate] + [rate] * 6)
+
+
 STEADY_TRACE = trace(30 + np.sin(np.arange(100)) * 0.5, interval=0.05)
 
 
