@@ -139,7 +139,14 @@ def test_a_trial_with_one_loss_record_has_no_pace_and_says_why():
     assert trial_pace(one) is None
     verdict = judge([record(trial=t) for t in (1, 2, 3)], curves=[paced(1000)] * 2 + [one])[2]
     assert not verdict["flag_throughput"]
-    assert verdict["unjudged_throughput"].startswith("fewer than two loss records")
+    assert verdict["unjudged_throughput"].startswith("its loss records after the first span less than half its steps")
+
+
+def test_records_after_the_first_that_span_only_the_last_steps_give_no_pace():
+    """Recorded every 100 steps, a trial of 104 steps has records at 100 and 104: four steps say nothing of its pace."""
+    last_few = pl.DataFrame({"step": [100, 104], "tokens": [38_696, 40_055], "elapsed_s": [5.35, 5.56]})
+    assert trial_pace(last_few) is None
+    assert trial_pace(last_few.with_columns(pl.Series("step", [50, 104]))) == pytest.approx(54 / 0.21)
 
 
 def test_the_warm_up_window_is_left_out_of_the_steady_state():

@@ -44,12 +44,13 @@ def window_rates(steps: pl.DataFrame) -> np.ndarray:
 def trial_pace(steps: pl.DataFrame) -> float | None:
     """Optimizer steps per second from the trial's first loss record to its last: its pace with the warm-up before the
     first record (allocation, first kernels) left out, a share of the trial that grows as its budget shrinks. None
-    with fewer than two records or no time between them."""
+    where the records after the first span less than half the trial's steps (a pace over the last few steps of a
+    trial recorded every 100 is noise) or no time."""
     if steps.height < 2:
         return None
     done, elapsed = steps["step"].to_numpy(), steps["elapsed_s"].to_numpy()
-    seconds = float(elapsed[-1] - elapsed[0])
-    return float(done[-1] - done[0]) / seconds if seconds > 0 else None
+    seconds, span = float(elapsed[-1] - elapsed[0]), float(done[-1] - done[0])
+    return span / seconds if seconds > 0 and span >= done[-1] / 2 else None
 
 
 class Unjudged(str):
@@ -274,7 +275,10 @@ Rule = Callable[[dict[str, Any], Diagnostics, dict[str, Any]], "str | None"]
 def _throughput(t, d, q):
     dev = d["pace_vs_series"]
     if dev is None:
-        return Unjudged("fewer than two loss records, or no time between them: no pace after the warm-up")
+        return Unjudged(
+            "its loss records after the first span less than half its steps (train.log_every): no pace after the "
+            "warm-up to judge"
+        )
     if d["series_trials"] < 3:
         return Unjudged(
             f"{d['series_trials']} paced trial(s) in its series (every budget at its other levels): a median of fewer "
