@@ -300,6 +300,29 @@ def test_a_trial_too_short_for_the_floor_at_its_meters_fastest_interval_is_not_j
     assert verdict["unjudged_few_samples"].startswith("30 power samples: it trained 0.35 s, under 60 of the 12-ms")
 
 
+def test_a_trial_its_stopping_rule_ended_early_is_flagged_for_few_samples():
+    """Its poller sized the interval to the planned length: a shorter interval would have given it more samples."""
+    (verdict,) = judge([{**short_trial(), "stopped": True}], target_samples=120)
+    assert verdict["flag_few_samples"]
+
+
+def test_a_trial_polled_at_meter_interval_s_itself_is_flagged_for_few_samples():
+    (verdict,) = judge(
+        [{**short_trial(samples=3, achieved=0.1, final=0.1), "interval_requested_s": 0.1}], target_samples=120
+    )
+    assert verdict["flag_few_samples"]
+
+
+def test_a_branched_trial_is_paced_over_its_own_jobs_steps():
+    """Its records before the branch point are its stable run's: a cooldown slowed to 0.5 × over the last 200 of
+    1 000 steps is 0.82 × over the whole curve, under the tolerance, and 0.5 × over its own."""
+    done = np.arange(100, 1001, 100)
+    elapsed = np.cumsum(np.where(done <= 800, 1.0, 2.0))
+    curve = pl.DataFrame({"step": done, "tokens": done * 100, "elapsed_s": elapsed})
+    assert trial_pace(curve) == pytest.approx(900 / 11)
+    assert trial_pace(curve, from_step=800) == pytest.approx(50.0)
+
+
 def test_a_short_trial_whose_poller_fell_behind_its_pace_is_flagged_for_few_samples():
     (verdict,) = judge([short_trial(samples=10, achieved=0.035)], target_samples=120)
     assert verdict["flag_few_samples"]

@@ -41,16 +41,19 @@ def window_rates(steps: pl.DataFrame) -> np.ndarray:
     return (dsteps[ok] / dt[ok]).astype(float)
 
 
-def trial_pace(steps: pl.DataFrame) -> float | None:
-    """Optimizer steps per second from the trial's first loss record to its last: its pace with the warm-up before the
-    first record (allocation, first kernels) left out, a share of the trial that grows as its budget shrinks. None
-    where the records after the first span less than half the trial's steps (a pace over the last few steps of a
-    trial recorded every 100 is noise) or no time."""
-    if steps.height < 2:
+def trial_pace(steps: pl.DataFrame, from_step: int = 0) -> float | None:
+    """Optimizer steps per second from the trial's first loss record after ``from_step`` to its last: its pace with
+    the warm-up before that record (allocation, first kernels) left out, a share of the trial that grows as its budget
+    shrinks. ``from_step``: where a branched trial's own job began (its records before are its stable run's, shared
+    with the other budgets branched from it, whose pace would dilute a slow-down of its own). None where the records
+    after the first span less than half the steps after ``from_step`` (a pace over the last few steps of a trial
+    recorded every 100 is noise) or no time."""
+    own = steps.filter(pl.col("step") > from_step)
+    if own.height < 2:
         return None
-    done, elapsed = steps["step"].to_numpy(), steps["elapsed_s"].to_numpy()
+    done, elapsed = own["step"].to_numpy(), own["elapsed_s"].to_numpy()
     seconds, span = float(elapsed[-1] - elapsed[0]), float(done[-1] - done[0])
-    return span / seconds if seconds > 0 and span >= done[-1] / 2 else None
+    return span / seconds if seconds > 0 and span >= (done[-1] - from_step) / 2 else None
 
 
 class Unjudged(str):
@@ -220,14 +223,15 @@ def diagnose(
 ) -> list[Diagnostics]:
     """The numbers the rules judge, per trial (same order as ``trials``); ``reference_tflops`` is the
     matmul checks' reference from ``profile_verdict``, one per device profile (by profile key) or one for all.
-    A trial's pace (``trial_pace``) is judged against the median of its series: the trials at every budget that share
-    its other levels, which train the same model on the same device in the same steps, so the budget leaves their pace
-    alone (a disturbance that slows every trial of one budget still stands out; a device that slows as its longer
-    trials heat it is flagged too, since its measurement conditions changed with the budget). Its idle power is judged
+    A trial's pace (``trial_pace``; a branched trial's own job's) is judged against the median of its series: the
+    trials at every budget that share its other levels, which train the same model on the same device in the same
+    steps, so the budget leaves their pace alone (a disturbance that slows every trial of one budget still stands out;
+    a device that slows as its longer trials heat it is flagged too, since its measurement conditions changed with the
+    budget). Its idle power is judged
     against that of the trials
     measured on the same device profile (hardware level and precision) and device count. ``profile_devices`` names, per trial, the
     device its CS_TFLOPS profile ran on (None: no profile)."""
-    paces = [trial_pace(st) for st in steps]
+    paces = [trial_pace(st, (t.get("branch") or {}).get("from_step") or 0) for t, st in zip(trials, steps, strict=True)]
     by_series: dict[str, list[float | None]] = {}
     by_device: dict[str, list[float]] = {}
     # A trial without two loss records, or without a finite idle power, has no pace or idle figure to judge.
@@ -361,11 +365,14 @@ def _samples(t, d, q):
     # The poller aims at meter.target_samples by shortening its interval, down to the fastest its meter polls (10 ms
     # for the CPU estimate, whose CPU-time accounting resolves no finer). A trial that asked for enough samples and
     # kept the poller's pace but ended before `floor` of those intervals had passed is as short as its study made it:
-    # nothing disturbed it, and no setting would have given it more samples.
+    # nothing disturbed it, and no setting would have given it more samples. Not so for a trial its stopping rule
+    # ended early (the poller sized its interval to the planned length) or one polled at meter.interval_s itself.
     final, achieved = t.get("interval_final_s"), t["interval_achieved_s"]
     if (
         q.get("target_samples", 0) >= floor
+        and not t.get("stopped")
         and final
+        and final < t["interval_requested_s"]
         and achieved
         and achieved <= q["max_interval_ratio"] * final
         and t["train_s"] < floor * achieved
