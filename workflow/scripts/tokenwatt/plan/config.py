@@ -38,7 +38,7 @@ def quality_settings(config: dict[str, Any]) -> dict[str, Any]:
         **config["quality"],
         "start_below_c": config["meter"]["cooldown_below_c"],
         "profile_cv_max": config["profile"]["max_cv"],
-        "target_samples": config["meter"]["target_samples"],
+        "target_samples": config["meter"].get("target_samples", 0),
     }
 
 

@@ -220,8 +220,12 @@ def make_scaling(scaling: dict[str, Any], points: pl.DataFrame, sized: pl.DataFr
     total = [e for e in scaling["energy_per_token"] if e["energy"] == "joules_per_token" and e["status"] == "ok"]
     no_alloc = scaling.get("allocation_message") or "no energy-optimal allocation: e(N) was not fitted"
     fits = [e for e in scaling["energy_per_token"] if e["status"] == "ok"]
+    # A coefficient the fit left unbounded is stored as null (JSON has no inf): no curve to draw through the points.
+    unbounded = [k for k in ("E", "A", "B", "alpha", "beta") if not isinstance(law.get(k), int | float)]
     return {
-        "scaling_loss": loss_vs_tokens(points, law),
+        "scaling_loss": loss_vs_tokens(points, law)
+        if not unbounded
+        else placeholder("Scaling loss", f"the law's {', '.join(unbounded)} not finite: no fitted curve to draw"),
         "scaling_energy": energy_per_token(sized, fits, estimated)
         if fits
         else placeholder(
