@@ -104,3 +104,14 @@ def test_a_degenerate_law_a_float_power_overflows_on_is_drawn_from_its_terms_log
     got = _law(law, 36_000.0, np.array([1e4, 1e5]))
     expected = 3.9 + np.exp(np.log(5.4e260) - 64.2 * np.log(36_000.0)) + 51.4 / np.array([1e4, 1e5]) ** 0.67
     np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_a_law_whose_coefficient_overflowed_past_a_float_gets_a_loss_figure_saying_so(drawn):
+    """The tiny scaling study once fitted alpha ~ 435 (named not identified): A ~ e^(thousands) left the float range
+    and the JSON holds null, on which the loss figure crashed the report."""
+    scaling, _ = drawn
+    curves, trials = _study()
+    broken = {**scaling, "law_total": {**scaling["law_total"], "A": None}}
+    made = draw(broken, fitted_points(curves, trials, scaling["points"]), estimated=False)
+    assert list(made) == SCALING_FIGURES
+    assert all("the law's A not finite" in _texts(made[name]) for name in ("scaling_loss", "scaling_contours"))

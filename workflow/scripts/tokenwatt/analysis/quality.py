@@ -227,24 +227,24 @@ def diagnose(
     trials at every budget that share its other levels, which train the same model on the same device in the same
     steps, so the budget leaves their pace alone (a disturbance that slows every trial of one budget still stands out;
     a device that slows as its longer trials heat it is flagged too, since its measurement conditions changed with the
-    budget). Its idle power is judged
-    against that of the trials
-    measured on the same device profile (hardware level and precision) and device count. ``profile_devices`` names, per trial, the
-    device its CS_TFLOPS profile ran on (None: no profile)."""
+    budget). Its idle power is judged against that of the trials measured on the same device profile (hardware level
+    and precision) and device count. ``profile_devices`` names, per trial, the device its CS_TFLOPS profile ran on
+    (None: no profile)."""
     paces = [trial_pace(st, (t.get("branch") or {}).get("from_step") or 0) for t, st in zip(trials, steps, strict=True)]
+    series_keys = [series_of(t["levels"]) for t in trials]
     by_series: dict[str, list[float | None]] = {}
     by_device: dict[str, list[float]] = {}
     # A trial without two loss records, or without a finite idle power, has no pace or idle figure to judge.
-    for t, pace in zip(trials, paces):
-        by_series.setdefault(series_of(t["levels"]), []).append(pace)
+    for t, pace, series in zip(trials, paces, series_keys):
+        by_series.setdefault(series, []).append(pace)
         by_device.setdefault(_idle_group(t), []).append(finite(t["idle_power_w"]))
     series_pace = {k: _median(v) for k, v in by_series.items()}
     idle_medians = {k: _median(v) for k, v in by_device.items()}
     out = []
-    for t, pace, trace, st, measured_on in zip(
-        trials, paces, traces, steps, profile_devices or [None] * len(trials), strict=True
+    for t, pace, series, trace, st, measured_on in zip(
+        trials, paces, series_keys, traces, steps, profile_devices or [None] * len(trials), strict=True
     ):
-        idle_w, series = finite(t["idle_power_w"]), series_of(t["levels"])
+        idle_w = finite(t["idle_power_w"])
         device = _idle_group(t)
         reference = per_profile(reference_tflops, t["levels"])
         vs_reference = lambda x: None if x is None or not reference else x / reference  # noqa: E731

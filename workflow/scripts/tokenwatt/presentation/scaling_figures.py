@@ -220,12 +220,11 @@ def make_scaling(scaling: dict[str, Any], points: pl.DataFrame, sized: pl.DataFr
     total = [e for e in scaling["energy_per_token"] if e["energy"] == "joules_per_token" and e["status"] == "ok"]
     no_alloc = scaling.get("allocation_message") or "no energy-optimal allocation: e(N) was not fitted"
     fits = [e for e in scaling["energy_per_token"] if e["status"] == "ok"]
-    # A coefficient the fit left unbounded is stored as null (JSON has no inf): no curve to draw through the points.
+    # A coefficient past the float range is stored as null (JSON has no inf): no law to draw its loss from.
     unbounded = [k for k in ("E", "A", "B", "alpha", "beta") if not isinstance(law.get(k), int | float)]
+    no_law = f"the law's {', '.join(unbounded)} not finite: no fitted loss to draw"
     return {
-        "scaling_loss": loss_vs_tokens(points, law)
-        if not unbounded
-        else placeholder("Scaling loss", f"the law's {', '.join(unbounded)} not finite: no fitted curve to draw"),
+        "scaling_loss": placeholder("Scaling loss", no_law) if unbounded else loss_vs_tokens(points, law),
         "scaling_energy": energy_per_token(sized, fits, estimated)
         if fits
         else placeholder(
@@ -235,7 +234,9 @@ def make_scaling(scaling: dict[str, Any], points: pl.DataFrame, sized: pl.DataFr
         "scaling_frontier": frontier(alloc, scaling.get("allocation_flops"))
         if alloc
         else placeholder("Scaling frontier", no_alloc),
-        "scaling_contours": contours(points, law, total[0], alloc)
+        "scaling_contours": placeholder("Scaling contours", no_law)
+        if unbounded
+        else contours(points, law, total[0], alloc)
         if alloc and len(total) == 1
         else placeholder("Scaling contours", no_alloc),
     }
