@@ -12,6 +12,11 @@ left-censored. The last two cases censor both budgets (the larger stops only 15 
 80 % of a run, so left-censored runs and trial ids censored under both budgets occur; each row says how many. Truth: the ratio of the larger budget's energy to the smaller's is 1 (no effect) or 1/1.1 (the
 small budget needs 10 % more).
 
+The workflow's model assumes normal log energies. ``--noise`` draws the trial-id and run effects from other laws of
+the same SD, to see what its size and coverage are worth when that assumption is wrong: ``t4`` (Student's t on 4
+degrees of freedom: now and then a run far off, either way) and ``skewed`` (a centred exponential: now and then a
+run far costlier, as a disturbed one is).
+
 For each case the benchmark prints how often the workflow's paired censored-normal ratio
 (``tokenwatt.analysis.curves.censored.paired_ratio``) rejected a ratio of 1 at p < .05 (the type-I error where the truth
 is 1, the power where it is not), how often its 95 % interval held the true ratio, and how often no ratio could be
@@ -19,7 +24,7 @@ given (fewer than 3 trial ids reached the target under both budgets); beside it,
 workflow used before (the geometric mean ratio and a paired t-test over the trial ids that reached the target under
 both budgets), which conditions on the outcome. Seeds are fixed: the same run prints the same table.
 
-Usage: .venv/bin/python benchmarks/censored_energy.py [--sims 200] [--rows 8 9]
+Usage: .venv/bin/python benchmarks/censored_energy.py [--sims 200] [--rows 8 9] [--noise normal|t4|skewed]
 """
 
 from __future__ import annotations
@@ -39,17 +44,32 @@ from tokenwatt.analysis.curves.censored import ABOVE, BELOW, EXACT, paired_ratio
 TRIAL_SD, RUN_SD = 0.10, (0.08, 0.12)  # log-scale SDs: trial id, run under the small and the large budget
 STOP_SD = 0.02  # a run's total energy about its budget's
 FIRST_POINT = 1 / 8  # where the first eval point sits, as a share of the run's total energy
+# each effect's law, as unit-SD draws: the model's own, a heavy-tailed and a right-skewed one
+NOISE = {
+    "normal": lambda rng, m: rng.normal(0.0, 1.0, m),
+    "t4": lambda rng, m: rng.standard_t(4, m) / math.sqrt(2.0),  # t4's variance is 2
+    "skewed": lambda rng, m: rng.exponential(1.0, m) - 1.0,
+}
 
 
 def one_study(
-    rng: np.random.Generator, m: int, reach: float, log_ratio: float, gap: float = 2.0, first: float = FIRST_POINT
+    rng: np.random.Generator,
+    m: int,
+    reach: float,
+    log_ratio: float,
+    gap: float = 2.0,
+    first: float = FIRST_POINT,
+    noise: str = "normal",
 ) -> tuple[np.ndarray, ...]:
     """Log energies (reached, or the bound) and their censoring, small budget then large, for m trial ids; the
-    larger budget stops at ``gap`` × the smaller's energy, each run's first eval point at ``first`` of its own."""
+    larger budget stops at ``gap`` × the smaller's energy, each run's first eval point at ``first`` of its own;
+    each effect drawn from ``NOISE[noise]``."""
+    draw = NOISE[noise]
     spread = math.hypot(TRIAL_SD, RUN_SD[0])
-    stop_small = stats.norm.ppf(reach) * spread  # so that a share ``reach`` of small-budget runs get there
-    trial = rng.normal(0.0, TRIAL_SD, m)
-    true = (trial + rng.normal(0.0, RUN_SD[0], m), trial + log_ratio + rng.normal(0.0, RUN_SD[1], m))
+    # so that about a share ``reach`` of small-budget runs get there (exactly, under normal noise)
+    stop_small = stats.norm.ppf(reach) * spread
+    trial = TRIAL_SD * draw(rng, m)
+    true = (trial + RUN_SD[0] * draw(rng, m), trial + log_ratio + RUN_SD[1] * draw(rng, m))
     out = []
     for y, stop in zip(true, (stop_small, stop_small + math.log(gap))):
         total = stop + rng.normal(0.0, STOP_SD, m)
@@ -70,7 +90,7 @@ def survivors(y_s, s_s, y_l, s_l) -> tuple[float, float] | None:
     return math.exp(d.mean()), float(p)
 
 
-def run(sims: int, rows: list[int] | None = None) -> None:
+def run(sims: int, rows: list[int] | None = None, noise: str = "normal") -> None:
     # (trial ids, share of the small budget's runs that get there, true log ratio, the large budget's stop over the
     # small's, where the first eval point sits): the last two rows censor both budgets (the large one stops only 15 %
     # later) and put the first point at 80 % of a run, so runs are censored to the left too
@@ -86,7 +106,10 @@ def run(sims: int, rows: list[int] | None = None) -> None:
         (10, 0.6, 0.0, 1.15, 0.8),
         (20, 0.6, 0.0, 1.15, 0.8),
     ]
-    print(f"{sims} simulated studies per row; true ratio = energy under 100K / under 50K; nominal 5 % / 95 %")
+    print(
+        f"{sims} simulated studies per row; true ratio = energy under 100K / under 50K; nominal 5 % / 95 %;"
+        f" trial-id and run effects {noise}"
+    )
     print(
         f"{'trial ids':>9} {'small reach':>11} {'true ratio':>10} | {'no ratio':>8} {'reject':>7} {'covered':>8}"
         f" {'median ratio':>12} | survivors only: {'reject':>7} {'mean ratio':>10}"
@@ -101,7 +124,7 @@ def run(sims: int, rows: list[int] | None = None) -> None:
         kinds = {ABOVE: 0, BELOW: 0, "both": 0}
         started = time.perf_counter()
         for _ in range(sims):
-            y_s, s_s, y_l, s_l = one_study(rng, m, reach, log_ratio, gap, first)
+            y_s, s_s, y_l, s_l = one_study(rng, m, reach, log_ratio, gap, first, noise)
             kinds[ABOVE] += int((s_s == ABOVE).sum() + (s_l == ABOVE).sum())
             kinds[BELOW] += int((s_s == BELOW).sum() + (s_l == BELOW).sum())
             kinds["both"] += int(((s_s != EXACT) & (s_l != EXACT)).sum())
@@ -130,8 +153,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sims", type=int, default=200)
     ap.add_argument("--rows", type=int, nargs="*", help="run only these rows of the table (0-based); each has its seed")
+    ap.add_argument("--noise", choices=sorted(NOISE), default="normal", help="the law of the trial-id and run effects")
     args = ap.parse_args()
-    run(args.sims, args.rows)
+    run(args.sims, args.rows, args.noise)
 
 
 if __name__ == "__main__":

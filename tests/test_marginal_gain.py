@@ -27,17 +27,28 @@ def test_the_fall_below_point_is_the_first_whose_segment_gained_less_than_the_fr
             "fall_point": 3,
             "fall_real_tokens": 7e4,
             "fall_energy_j": 700.0,
+            "last_real_tokens": 1.5e5,
+            "last_energy_j": 1500.0,
         }
     )
     assert gain_falls(curves_table(GAINS), 0.05)["fall_point"].to_list() == [4]  # 0.5 ≥ 0.25; 0.05 < 0.25
     assert gain_falls(curves_table(GAINS), 0.001)["fell"].to_list() == [False]
 
 
-def test_a_cell_summary_of_falls_counts_runs_that_never_fell():
-    falls = gain_falls(
-        curves_table(GAINS, run_rows(100_000, 2, [1e4, 3e4, 7e4], [5.0, 4.0, 3.1], [100.0, 300.0, 700.0])), 0.2
-    )
-    row = gain_falls_summary(falls).row(0, named=True)
-    assert (row["n"], row["n_defined"], row["n_fell"]) == (2, 2, 1) and row["fall_energy_geomean_j"] == pytest.approx(
-        700.0
-    )
+# fell at 300 J (gains 10 then 1 per kJ, below a fifth of 10); never fell (5, 2.25, 1.375 per kJ, none below 1)
+FELL_EARLY = run_rows(100_000, 2, [1e4, 3e4, 7e4, 1.5e5], [5.0, 4.0, 3.9, 3.89], [100.0, 200.0, 300.0, 1500.0])
+NEVER_FELL = run_rows(100_000, 3, [1e4, 3e4, 7e4, 1.5e5], [5.0, 4.0, 3.1, 2.0], [100.0, 300.0, 700.0, 1500.0])
+
+
+def test_a_run_that_never_fell_counts_as_censored_at_its_last_energy_in_the_cells_median():
+    row = gain_falls_summary(gain_falls(curves_table(GAINS, FELL_EARLY, NEVER_FELL), 0.2)).row(0, named=True)
+    assert (row["n"], row["n_defined"], row["n_fell"], row["n_censored"]) == (3, 3, 2, 1)
+    # Kaplan–Meier: 2/3 still unfallen after 300 J, 1/3 after 700 J; the runs that fell alone would give 500 J
+    assert row["fall_energy_median_j"] == pytest.approx(700.0)
+    assert row["fall_real_tokens_median"] == pytest.approx(7e4)
+
+
+def test_a_cell_where_fewer_than_half_fell_has_no_median_energy_where_it_fell():
+    never_again = run_rows(100_000, 4, [1e4, 3e4, 7e4, 1.5e5], [5.0, 4.0, 3.1, 2.0], [100.0, 300.0, 700.0, 1500.0])
+    row = gain_falls_summary(gain_falls(curves_table(GAINS, NEVER_FELL, never_again), 0.2)).row(0, named=True)
+    assert (row["n_fell"], row["n_censored"]) == (1, 2) and row["fall_energy_median_j"] is None

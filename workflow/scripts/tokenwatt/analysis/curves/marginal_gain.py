@@ -4,14 +4,20 @@ Per segment between two eval points, the loss fallen per kJ spent (``stopping.se
 energy-aware stopping rule judges); per run, the first point whose segment gained less than a fraction
 (``analysis.gain_fraction``) of its first segment's, with that point's tokens and energy; per cell, how many runs
 fell there and where.
+
+Where a run's gain fell is right-censored data: a run whose gain never fell below the fraction would have fallen
+past its last point, so it enters the cell's Kaplan–Meier median (``censored.km_median``) as censored at its last
+energy and tokens. A centre over the runs that fell would leave out the costly ones: it would be biased low.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from ...plan.stopping import segment_gain
-from .runs import RUN_SCHEMA, CurvesError, centre, centre_schema, nullable, rows_table, runs_of
+from .censored import ABOVE, EXACT, km_median
+from .runs import RUN_SCHEMA, CurvesError, nullable, rows_table, runs_of
 
 SEGMENT_SCHEMA = {
     **RUN_SCHEMA,
@@ -54,13 +60,16 @@ FALL_SCHEMA = {
     "fall_point": pl.Int64,
     "fall_real_tokens": pl.Float64,
     "fall_energy_j": pl.Float64,
+    "last_real_tokens": pl.Float64,
+    "last_energy_j": pl.Float64,
 }
 
 
 def gain_falls(curves: pl.DataFrame, fraction: float = 0.1) -> pl.DataFrame:
     """Per run: its first segment's gain per kJ and the first later point whose segment gained less than
     ``fraction`` of it (where a joule had stopped paying), with that point's tokens and energy; ``fell`` false
-    if none did, null where the first gain is not a positive number (a fraction of it means nothing)."""
+    if none did, null where the first gain is not a positive number (a fraction of it means nothing). The run's
+    last point's tokens and energy beside: where a run that never fell is censored."""
     if not 0 < fraction < 1:
         raise CurvesError(
             f"fraction {fraction!r}: a fraction of the first segment's gain lies strictly between 0 and 1"
@@ -70,7 +79,12 @@ def gain_falls(curves: pl.DataFrame, fraction: float = 0.1) -> pl.DataFrame:
         points = run.rule_points()
         gains = [segment_gain(p, q) for p, q in zip(points, points[1:])]
         first = gains[0] if gains else None
-        row = {**run.key(), "first_gain_per_kj": first}
+        row = {
+            **run.key(),
+            "first_gain_per_kj": first,
+            "last_real_tokens": nullable(run.tokens[-1]),
+            "last_energy_j": nullable(run.energy[-1]),
+        }
         if first is None or first <= 0:
             rows.append(row)
             continue
@@ -94,32 +108,59 @@ FALL_SUMMARY_SCHEMA = {
     "n": pl.Int64,
     "n_defined": pl.Int64,
     "n_fell": pl.Int64,
+    "n_censored": pl.Int64,
     "first_gain_median_per_kj": pl.Float64,
-    "fall_point_median": pl.Float64,
-    "fall_real_tokens_median": pl.Float64,
-    **centre_schema("fall_energy", "_j"),
+    **{
+        f"fall_{m}_{k}{u}": pl.Float64
+        for m, u in (("energy", "_j"), ("real_tokens", ""))
+        for k in ("median", "ci95_low", "ci95_high")
+    },
 }
 
 
+def _km(runs: pl.DataFrame, quantity: str, suffix: str) -> dict[str, float | None]:
+    """The Kaplan–Meier median of where the runs fell, and its 95 % interval: a run that fell exact at its fall
+    point, one that never fell censored at its last point (None where fewer than half fell, or a bound is not
+    reached)."""
+    runs = runs.filter(
+        pl.when(pl.col("fell"))
+        .then(pl.col(f"fall_{quantity}{suffix}"))
+        .otherwise(pl.col(f"last_{quantity}{suffix}"))
+        .is_not_null()
+    )
+    at = np.where(
+        runs["fell"],
+        runs[f"fall_{quantity}{suffix}"].fill_null(np.nan),
+        runs[f"last_{quantity}{suffix}"].fill_null(np.nan),
+    )
+    got = km_median(at, [EXACT if f else ABOVE for f in runs["fell"]])
+    return {
+        f"fall_{quantity}_median{suffix}": got.median,
+        f"fall_{quantity}_ci95_low{suffix}": got.ci95_low,
+        f"fall_{quantity}_ci95_high{suffix}": got.ci95_high,
+    }
+
+
 def gain_falls_summary(falls: pl.DataFrame) -> pl.DataFrame:
-    """Per cell (of ``gain_falls``' table): how many runs had a defined first gain and how many fell below the
-    fraction, the median first gain, and where the fall came (median point and tokens; energy as median and
-    geometric mean with its 95 % interval) among those that fell."""
+    """Per cell (of ``gain_falls``' table): how many runs had a defined first gain, how many fell below the
+    fraction and how many never did (censored at their last point), the median first gain, and the energy and
+    tokens where the gain fell as Kaplan–Meier medians with their 95 % intervals, over every run with a defined
+    first gain."""
     rows = []
     for (cell,), block in falls.partition_by("cell", as_dict=True, maintain_order=True).items():
-        fell = block.filter(pl.col("fell"))
+        defined = block.filter(pl.col("fell").is_not_null())
         rows.append(
             {
                 "cell": cell,
                 "series": block["series"][0],
                 "budget": block["budget"][0],
                 "n": block.height,
-                "n_defined": block["fell"].is_not_null().sum(),
-                "n_fell": fell.height,
+                "n_defined": defined.height,
+                "n_fell": int(defined["fell"].sum()),
+                "n_censored": int((~defined["fell"]).sum()),
                 "first_gain_median_per_kj": block["first_gain_per_kj"].median(),
-                "fall_point_median": fell["fall_point"].median(),
-                "fall_real_tokens_median": fell["fall_real_tokens"].median(),
-                **centre(fell["fall_energy_j"].drop_nulls().to_numpy(), "fall_energy", "_j"),
+                **_km(defined, "energy", "_j"),
+                **_km(defined, "real_tokens", ""),
             }
         )
     return rows_table(rows, FALL_SUMMARY_SCHEMA)

@@ -25,7 +25,6 @@ import numpy as np
 import polars as pl
 
 from ...common.measures import exp_of_loss
-from ..scale import summary
 
 REQUIRED = (
     "cell",
@@ -110,23 +109,6 @@ def nullable(x: float) -> float | None:
 def rows_table(rows: list[dict[str, Any]], schema: Mapping[str, Any]) -> pl.DataFrame:
     """The rows as a table of ``schema``'s columns in its order; a column a row lacks is null there."""
     return pl.DataFrame([{k: r.get(k) for k in schema} for r in rows], schema=dict(schema), orient="row")
-
-
-def centre(values: np.ndarray, prefix: str, suffix: str = "") -> dict[str, Any]:
-    """Median, and the geometric mean with its 95 % interval (``scale.summary`` on log values): energies and
-    times are ratio-scale measures."""
-    s = summary(values, "log")
-    return {
-        f"{prefix}_median{suffix}": float(np.median(values)) if len(values) else None,
-        f"{prefix}_geomean{suffix}": s["center"],
-        f"{prefix}_ci95_low{suffix}": s["ci95_low"],
-        f"{prefix}_ci95_high{suffix}": s["ci95_high"],
-    }
-
-
-def centre_schema(prefix: str, suffix: str = "") -> dict[str, Any]:
-    """The columns ``centre`` writes."""
-    return {f"{prefix}_{k}{suffix}": pl.Float64 for k in ("median", "geomean", "ci95_low", "ci95_high")}
 
 
 def perplexity_change_pct(x: float | None) -> float | None:

@@ -38,22 +38,20 @@ def render(inputs: ReportInputs) -> Markup:
     )
 
 
-def _centre_ci(r: dict[str, Any], prefix: str, unit: str = "J", suffix: str = "") -> Markup:
-    """A geometric mean and its interval (``{prefix}_geomean{suffix}``, ``_ci95_low``, ``_ci95_high``) with an SI
-    prefix."""
-    got = r.get(f"{prefix}_geomean{suffix}")
-    if got is None:
-        return text("—")
-    low, high = r.get(f"{prefix}_ci95_low{suffix}"), r.get(f"{prefix}_ci95_high{suffix}")
-    return noted(si(got, unit), f"[{si(low, unit)}, {si(high, unit)}]" if low is not None else None)
-
-
-def _median_ci(r: dict[str, Any], prefix: str, unit: str = "J", factor: float = 1.0, suffix: str = "") -> Markup:
+def _median_ci(
+    r: dict[str, Any],
+    prefix: str,
+    unit: str = "J",
+    factor: float = 1.0,
+    suffix: str = "",
+    undefined: str = "not reached by half",
+) -> Markup:
     """A Kaplan–Meier median and its interval (``{prefix}_median{suffix}``, ``_ci95_low``, ``_ci95_high``) with an SI
-    prefix; a median the censored runs leave undefined, or an interval without an upper bound, said in words."""
+    prefix; a median the censored runs leave undefined (``undefined``), or an interval without an upper bound, said
+    in words."""
     got = r.get(f"{prefix}_median{suffix}")
     if got is None:
-        return text("not reached by half" if r.get("n") and r.get("n_censored") else "—")
+        return text(undefined if r.get("n") and r.get("n_censored") else "—")
     low, high = r.get(f"{prefix}_ci95_low{suffix}"), r.get(f"{prefix}_ci95_high{suffix}")
     shown = lambda x: si(x * factor, unit) if x is not None else "∞"  # noqa: E731
     return noted(
@@ -201,11 +199,11 @@ def _falls(falls: list[dict[str, Any]]) -> Markup | None:
         [
             condition_name(r["series"], r["budget"]),
             f"{r['n_fell']} of {r['n_defined']}",
-            _centre_ci(r, "fall_energy", suffix="_j"),
+            _median_ci(r, "fall_energy", suffix="_j", undefined="fewer than half fell"),
         ]
         for r in falls
     ]
-    return table(["condition", "fell", "energy where it fell [95 % CI]"], rows) if rows else None
+    return table(["condition", "fell", "energy where it fell: Kaplan–Meier median [95 % CI]"], rows) if rows else None
 
 
 def _uneven(trials: list[dict[str, Any]]) -> bool:
