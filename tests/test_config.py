@@ -244,6 +244,12 @@ def test_a_number_yaml_reads_as_text_says_how_to_write_it(schema, default, text,
     assert message in _error(schema, _yaml(default, text))
 
 
+def test_a_gain_fraction_of_one_is_refused_by_the_schema_not_left_for_the_analysis(schema, default):
+    # a fraction of the first segment's gain lies strictly between 0 and 1: at 1 every run would "fall" at once
+    assert "analysis.gain_fraction" in _error(schema, _yaml(default, "analysis: {gain_fraction: 1}"))
+    validate_config(_yaml(default, "analysis: {gain_fraction: 0.99}"), schema)
+
+
 def test_a_quoted_number_is_named_as_a_string(schema, default):
     assert "train.lr: '0.5' is a string, not a number" in _error(schema, _yaml(default, "train: {lr: '0.5'}"))
 

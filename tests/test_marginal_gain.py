@@ -52,3 +52,12 @@ def test_a_cell_where_fewer_than_half_fell_has_no_median_energy_where_it_fell():
     never_again = run_rows(100_000, 4, [1e4, 3e4, 7e4, 1.5e5], [5.0, 4.0, 3.1, 2.0], [100.0, 300.0, 700.0, 1500.0])
     row = gain_falls_summary(gain_falls(curves_table(GAINS, NEVER_FELL, never_again), 0.2)).row(0, named=True)
     assert (row["n_fell"], row["n_censored"]) == (1, 2) and row["fall_energy_median_j"] is None
+
+
+def test_a_run_that_never_fell_is_censored_at_its_last_point_the_meter_saw_energy_at():
+    unmetered_end = run_rows(100_000, 4, [1e4, 3e4, 7e4, 1.5e5], [5.0, 4.0, 3.1, 2.0], [100.0, 300.0, 700.0, None])
+    falls = gain_falls(curves_table(GAINS, FELL_EARLY, unmetered_end), 0.2)
+    assert falls.filter(falls["trial"] == 4)["last_energy_j"].to_list() == [700.0]
+    row = gain_falls_summary(falls).row(0, named=True)
+    # kept in the median, censored at 700 J: 2/3 after 300 J, and at 700 J the run that fell there
+    assert row["n_censored"] == 1 and row["fall_energy_median_j"] == pytest.approx(700.0)

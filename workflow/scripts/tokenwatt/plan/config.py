@@ -168,7 +168,7 @@ def schema_reference(schema: dict[str, Any]) -> str:
                 allowed = " or ".join(allowed)
             bounds = [
                 f"{op} {sub[k]}"
-                for k, op in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"))
+                for k, op in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<"))
                 if k in sub
             ]
             default = (

@@ -7,7 +7,10 @@ fell there and where.
 
 Where a run's gain fell is right-censored data: a run whose gain never fell below the fraction would have fallen
 past its last point, so it enters the cell's Kaplan–Meier median (``censored.km_median``) as censored at its last
-energy and tokens. A centre over the runs that fell would leave out the costly ones: it would be biased low.
+energy and tokens. A centre over the runs that fell would leave out the costly ones: it would be biased low. A run
+a stopping rule ended before its gain fell counts the same way, censored where it stopped: its fall lay beyond, but
+if the rule stopped it for a low gain, probably not far beyond, so there the median leans high (the one direction
+the data can bound).
 """
 
 from __future__ import annotations
@@ -65,11 +68,17 @@ FALL_SCHEMA = {
 }
 
 
+def _last_finite(values: np.ndarray) -> float | None:
+    """The last finite value (a point the meter saw no energy at leaves the one before as the run's last known)."""
+    finite = np.flatnonzero(np.isfinite(values))
+    return float(values[finite[-1]]) if finite.size else None
+
+
 def gain_falls(curves: pl.DataFrame, fraction: float = 0.1) -> pl.DataFrame:
     """Per run: its first segment's gain per kJ and the first later point whose segment gained less than
     ``fraction`` of it (where a joule had stopped paying), with that point's tokens and energy; ``fell`` false
     if none did, null where the first gain is not a positive number (a fraction of it means nothing). The run's
-    last point's tokens and energy beside: where a run that never fell is censored."""
+    last tokens and energy beside (its last point that has each): where a run that never fell is censored."""
     if not 0 < fraction < 1:
         raise CurvesError(
             f"fraction {fraction!r}: a fraction of the first segment's gain lies strictly between 0 and 1"
@@ -82,8 +91,8 @@ def gain_falls(curves: pl.DataFrame, fraction: float = 0.1) -> pl.DataFrame:
         row = {
             **run.key(),
             "first_gain_per_kj": first,
-            "last_real_tokens": nullable(run.tokens[-1]),
-            "last_energy_j": nullable(run.energy[-1]),
+            "last_real_tokens": _last_finite(run.tokens),
+            "last_energy_j": _last_finite(run.energy),
         }
         if first is None or first <= 0:
             rows.append(row)
@@ -120,8 +129,8 @@ FALL_SUMMARY_SCHEMA = {
 
 def _km(runs: pl.DataFrame, quantity: str, suffix: str) -> dict[str, float | None]:
     """The Kaplan–Meier median of where the runs fell, and its 95 % interval: a run that fell exact at its fall
-    point, one that never fell censored at its last point (None where fewer than half fell, or a bound is not
-    reached)."""
+    point, one that never fell censored at its last point (None where the curve never falls below one half, or a
+    bound is not reached)."""
     runs = runs.filter(
         pl.when(pl.col("fell"))
         .then(pl.col(f"fall_{quantity}{suffix}"))

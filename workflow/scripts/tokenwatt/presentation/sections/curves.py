@@ -38,20 +38,12 @@ def render(inputs: ReportInputs) -> Markup:
     )
 
 
-def _median_ci(
-    r: dict[str, Any],
-    prefix: str,
-    unit: str = "J",
-    factor: float = 1.0,
-    suffix: str = "",
-    undefined: str = "not reached by half",
-) -> Markup:
+def _median_ci(r: dict[str, Any], prefix: str, unit: str = "J", factor: float = 1.0, suffix: str = "") -> Markup:
     """A Kaplan–Meier median and its interval (``{prefix}_median{suffix}``, ``_ci95_low``, ``_ci95_high``) with an SI
-    prefix; a median the censored runs leave undefined (``undefined``), or an interval without an upper bound, said
-    in words."""
+    prefix; a median the censored runs leave undefined, or an interval without an upper bound, said in words."""
     got = r.get(f"{prefix}_median{suffix}")
     if got is None:
-        return text(undefined if r.get("n") and r.get("n_censored") else "—")
+        return text("not reached by half" if r.get("n") and r.get("n_censored") else "—")
     low, high = r.get(f"{prefix}_ci95_low{suffix}"), r.get(f"{prefix}_ci95_high{suffix}")
     shown = lambda x: si(x * factor, unit) if x is not None else "∞"  # noqa: E731
     return noted(
@@ -199,7 +191,7 @@ def _falls(falls: list[dict[str, Any]]) -> Markup | None:
         [
             condition_name(r["series"], r["budget"]),
             f"{r['n_fell']} of {r['n_defined']}",
-            _median_ci(r, "fall_energy", suffix="_j", undefined="fewer than half fell"),
+            _median_ci(r, "fall_energy", suffix="_j"),
         ]
         for r in falls
     ]
