@@ -141,6 +141,10 @@ def config_hash(cfg: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+# a schema bound as the reference table writes it
+_BOUNDS = (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<"))
+
+
 def schema_reference(schema: dict[str, Any]) -> str:
     """The key reference table of config/README.md, generated so it cannot drift from the schema."""
     rows = ["| key | type / allowed | default | meaning |", "| --- | --- | --- | --- |"]
@@ -158,19 +162,14 @@ def schema_reference(schema: dict[str, Any]) -> str:
                     "enum": [
                         o["const"]
                         if "const" in o
-                        else o["type"]
-                        + "".join(f" {op} {o[k]}" for k, op in (("minimum", "≥"), ("exclusiveMinimum", ">")) if k in o)
+                        else o["type"] + "".join(f" {op} {o[k]}" for k, op in _BOUNDS if k in o)
                         for o in sub["oneOf"]
                     ],
                 }
             allowed = " \\| ".join(map(str, sub["enum"])) if "enum" in sub else sub.get("type", "")
             if isinstance(allowed, list):
                 allowed = " or ".join(allowed)
-            bounds = [
-                f"{op} {sub[k]}"
-                for k, op in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<"))
-                if k in sub
-            ]
+            bounds = [f"{op} {sub[k]}" for k, op in _BOUNDS if k in sub]
             default = (
                 f"`{json.dumps(sub['default'])}`"
                 if "default" in sub
