@@ -131,18 +131,14 @@ def _km(runs: pl.DataFrame, quantity: str, suffix: str) -> dict[str, float | Non
     """The Kaplan–Meier median of where the runs fell, and its 95 % interval: a run that fell exact at its fall
     point, one that never fell censored at its last point (None where the curve never falls below one half, or a
     bound is not reached)."""
-    runs = runs.filter(
+    at = runs.select(
+        "fell",
         pl.when(pl.col("fell"))
         .then(pl.col(f"fall_{quantity}{suffix}"))
         .otherwise(pl.col(f"last_{quantity}{suffix}"))
-        .is_not_null()
-    )
-    at = np.where(
-        runs["fell"],
-        runs[f"fall_{quantity}{suffix}"].fill_null(np.nan),
-        runs[f"last_{quantity}{suffix}"].fill_null(np.nan),
-    )
-    got = km_median(at, [EXACT if f else ABOVE for f in runs["fell"]])
+        .alias("at"),
+    ).drop_nulls("at")  # only a run with no such value at all: a fall needs both ends' energies
+    got = km_median(at["at"].to_numpy(), [EXACT if f else ABOVE for f in at["fell"]])
     return {
         f"fall_{quantity}_median{suffix}": got.median,
         f"fall_{quantity}_ci95_low{suffix}": got.ci95_low,
