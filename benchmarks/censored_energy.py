@@ -33,16 +33,20 @@ import argparse
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scripts"))
 
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
+from tokenwatt.analysis.curves import paired_rank  # noqa: E402
 from tokenwatt.analysis.curves.censored import ABOVE, BELOW, EXACT, paired_ratio  # noqa: E402
+from tokenwatt.analysis.curves.paired_rank import RunsToTarget, paired_rank_test  # noqa: E402
 
 TRIAL_SD, RUN_SD = 0.10, (0.08, 0.12)  # log-scale SDs: trial id, run under the small and the large budget
-STOP_SD = 0.02  # a run's total energy about its budget's
+STOP_SD = 0.02  # a run's total tokens about its budget's
+RATE_SD = 0.05  # a run's J/token about the others', where it varies (--bound dependent)
 FIRST_POINT = 1 / 8  # where the first eval point sits, as a share of the run's total energy
 # each effect's law, as unit-SD draws: the model's own, a heavy-tailed and a right-skewed one
 NOISE = {
@@ -52,6 +56,17 @@ NOISE = {
 }
 
 
+@dataclass(frozen=True)
+class World:
+    """What the simulated runs are like beyond their budgets: the law of the effects (``NOISE``), whether the
+    budgets' run effects have unequal SDs (``RUN_SD``) or both the small one's, and whether a run's J/token varies
+    and so enters both its energy to the target and its censoring bound (``dependent``) or is the same for all."""
+
+    noise: str = "normal"
+    spread: str = "unequal"
+    bound: str = "independent"
+
+
 def one_study(
     rng: np.random.Generator,
     m: int,
@@ -59,92 +74,123 @@ def one_study(
     log_ratio: float,
     gap: float = 2.0,
     first: float = FIRST_POINT,
-    noise: str = "normal",
-) -> tuple[np.ndarray, ...]:
-    """Log energies (reached, or the bound) and their censoring, small budget then large, for m trial ids; the
-    larger budget stops at ``gap`` × the smaller's energy, each run's first eval point at ``first`` of its own;
-    each effect drawn from ``NOISE[noise]``."""
-    draw = NOISE[noise]
-    spread = math.hypot(TRIAL_SD, RUN_SD[0])
+    world: World = World(),
+) -> tuple[RunsToTarget, RunsToTarget]:
+    """The small budget's runs and the large budget's, for m trial ids: each run's tokens to the target (its
+    trial id's effect and its own, each drawn from ``NOISE[world.noise]``), its J/token (1, or lognormal of SD
+    ``RATE_SD`` with ``world.bound`` dependent) and its budget in tokens (±2 %); the larger budget ``gap`` × the
+    smaller, each run's first eval point at ``first`` of its own tokens."""
+    draw = NOISE[world.noise]
+    run_sd = RUN_SD if world.spread == "unequal" else (RUN_SD[0], RUN_SD[0])
+    spread = math.hypot(TRIAL_SD, run_sd[0])
     # so that about a share ``reach`` of small-budget runs get there (exactly, under normal noise)
     stop_small = stats.norm.ppf(reach) * spread
     trial = TRIAL_SD * draw(rng, m)
-    true = (trial + RUN_SD[0] * draw(rng, m), trial + log_ratio + RUN_SD[1] * draw(rng, m))
+    true = (trial + run_sd[0] * draw(rng, m), trial + log_ratio + run_sd[1] * draw(rng, m))
     out = []
-    for y, stop in zip(true, (stop_small, stop_small + math.log(gap))):
-        total = stop + rng.normal(0.0, STOP_SD, m)
-        start = total + math.log(first)
-        status = np.where(y > total, ABOVE, np.where(y <= start, BELOW, EXACT))
-        out += [np.where(status == ABOVE, total, np.where(status == BELOW, start, y)), status]
-    return tuple(out)
+    for log_t, stop in zip(true, (stop_small, stop_small + math.log(gap))):
+        last = stop + rng.normal(0.0, STOP_SD, m)  # log tokens at the run's last point
+        log_rate = rng.normal(0.0, RATE_SD, m) if world.bound == "dependent" else np.zeros(m)
+        start = last + math.log(first)
+        status = np.where(log_t > last, ABOVE, np.where(log_t <= start, BELOW, EXACT))
+        tokens = np.exp(np.where(status == ABOVE, last, np.where(status == BELOW, start, log_t)))
+        out.append(
+            RunsToTarget(status, np.exp(log_rate) * tokens, tokens, np.exp(start), np.exp(last), np.exp(log_rate))
+        )
+    return out[0], out[1]
 
 
-def survivors(y_s, s_s, y_l, s_l) -> tuple[float, float] | None:
+def survivors(small: RunsToTarget, large: RunsToTarget) -> tuple[float, float] | None:
     """The old analysis: ratio and paired-t p over the trial ids that reached the target between points under
     both budgets."""
-    both = (s_s == EXACT) & (s_l == EXACT)
+    both = (small.status == EXACT) & (large.status == EXACT)
     if both.sum() < 2:
         return None
-    d = y_l[both] - y_s[both]
+    d = np.log(large.energy_j[both]) - np.log(small.energy_j[both])
     p = stats.ttest_1samp(d, 0.0).pvalue if np.ptp(d) > 0 else 1.0
     return math.exp(d.mean()), float(p)
 
 
-def run(sims: int, rows: list[int] | None = None, noise: str = "normal") -> None:
-    # (trial ids, share of the small budget's runs that get there, true log ratio, the large budget's stop over the
-    # small's, where the first eval point sits): the last two rows censor both budgets (the large one stops only 15 %
-    # later) and put the first point at 80 % of a run, so runs are censored to the left too
-    cases = [
-        (5, 0.8, 0.0, 2.0, FIRST_POINT),
-        (5, 0.5, 0.0, 2.0, FIRST_POINT),
-        (10, 0.8, 0.0, 2.0, FIRST_POINT),
-        (10, 0.5, 0.0, 2.0, FIRST_POINT),
-        (20, 0.5, 0.0, 2.0, FIRST_POINT),
-        (50, 0.5, 0.0, 2.0, FIRST_POINT),
-        (10, 0.8, -math.log(1.1), 2.0, FIRST_POINT),
-        (20, 0.5, -math.log(1.1), 2.0, FIRST_POINT),
-        (10, 0.6, 0.0, 1.15, 0.8),
-        (20, 0.6, 0.0, 1.15, 0.8),
-    ]
+# (trial ids, share of the small budget's runs that get there, true log ratio, the large budget's stop over the small's,
+# where the first eval point sits): the last two rows censor both budgets (the large one stops only 15 % later) and put
+# the first point at 80 % of a run, so runs are censored to the left too
+CASES = [
+    (5, 0.8, 0.0, 2.0, FIRST_POINT),
+    (5, 0.5, 0.0, 2.0, FIRST_POINT),
+    (10, 0.8, 0.0, 2.0, FIRST_POINT),
+    (10, 0.5, 0.0, 2.0, FIRST_POINT),
+    (20, 0.5, 0.0, 2.0, FIRST_POINT),
+    (50, 0.5, 0.0, 2.0, FIRST_POINT),
+    (10, 0.8, -math.log(1.1), 2.0, FIRST_POINT),
+    (20, 0.5, -math.log(1.1), 2.0, FIRST_POINT),
+    (10, 0.6, 0.0, 1.15, 0.8),
+    (20, 0.6, 0.0, 1.15, 0.8),
+    (20, 0.8, 0.0, 2.0, FIRST_POINT),
+    (50, 0.8, 0.0, 2.0, FIRST_POINT),
+    (50, 0.5, -math.log(1.1), 2.0, FIRST_POINT),
+]
+
+
+def one_row(case: tuple, sims: int, seed: int, world: World) -> dict[str, float]:
+    """The row's rates over ``sims`` studies: no ratio, rejections and coverage of the censored-normal ratio,
+    rejections of the rank test, and the survivors-only analysis, with the censoring counts."""
+    m, reach, log_ratio, gap, first = case
+    rng = np.random.default_rng(seed)
+    truth = math.exp(log_ratio)
+    got = {"given": 0, "rejected": 0, "covered": 0, "rank_given": 0, "rank_rejected": 0, "old_given": 0}
+    got |= {"old_rejected": 0, ABOVE: 0, BELOW: 0, "both": 0}
+    ratios, old_ratios = [], []
+    for _ in range(sims):
+        small, large = one_study(rng, m, reach, log_ratio, gap, first, world)
+        for runs in (small, large):
+            got[ABOVE] += int((runs.status == ABOVE).sum())
+            got[BELOW] += int((runs.status == BELOW).sum())
+        got["both"] += int(((small.status != EXACT) & (large.status != EXACT)).sum())
+        bounded = [(np.log(r.energy_j), r.status) for r in (large, small)]
+        ratio = paired_ratio(*bounded[0], *bounded[1])
+        if ratio.ratio is not None:
+            got["given"] += 1
+            got["rejected"] += ratio.p < 0.05
+            got["covered"] += (ratio.ci95_low or 0.0) <= truth <= (ratio.ci95_high or math.inf)
+            ratios.append(ratio.ratio)
+        rank = paired_rank_test(small, large)
+        if rank.p is not None:
+            got["rank_given"] += 1
+            got["rank_rejected"] += rank.p < 0.05
+        old = survivors(small, large)
+        if old is not None:
+            got["old_given"] += 1
+            old_ratios.append(old[0])
+            got["old_rejected"] += old[1] < 0.05
+    got["median_ratio"] = float(np.median(ratios)) if ratios else math.nan
+    got["old_ratio"] = float(np.exp(np.mean(np.log(old_ratios)))) if old_ratios else math.nan
+    return got
+
+
+def run(sims: int, rows: list[int] | None = None, world: World = World()) -> None:
     print(
-        f"{sims} simulated studies per row; true ratio = energy under 100K / under 50K; nominal 5 % / 95 %;"
-        f" trial-id and run effects {noise}"
+        f"{sims} simulated studies per row; true ratio = energy under the large budget / under the small;"
+        f" nominal 5 % / 95 %; effects {world.noise}, run SDs {world.spread}, bound {world.bound};"
+        f" rank test over {paired_rank.FLIPS} sign flips past {paired_rank.EXACT_UP_TO} trial ids"
     )
     print(
-        f"{'trial ids':>9} {'small reach':>11} {'true ratio':>10} | {'no ratio':>8} {'reject':>7} {'covered':>8}"
-        f" {'median ratio':>12} | survivors only: {'reject':>7} {'mean ratio':>10}"
+        f"{'trial ids':>9} {'small reach':>11} {'true ratio':>10} | censored normal: {'no ratio':>8} {'reject':>7}"
+        f" {'covered':>8} {'median ratio':>12} | rank: {'no test':>7} {'reject':>7} |"
+        f" survivors only: {'reject':>7} {'mean ratio':>10}"
     )
-    for k, (m, reach, log_ratio, gap, first) in enumerate(cases):
+    for k, case in enumerate(CASES):
         if rows and k not in rows:
             continue
-        rng = np.random.default_rng(2026 + k)
-        truth = math.exp(log_ratio)
-        rejected = covered = given = 0
-        ratios, old_ratios, old_rejected, old_given = [], [], 0, 0
-        kinds = {ABOVE: 0, BELOW: 0, "both": 0}
         started = time.perf_counter()
-        for _ in range(sims):
-            y_s, s_s, y_l, s_l = one_study(rng, m, reach, log_ratio, gap, first, noise)
-            kinds[ABOVE] += int((s_s == ABOVE).sum() + (s_l == ABOVE).sum())
-            kinds[BELOW] += int((s_s == BELOW).sum() + (s_l == BELOW).sum())
-            kinds["both"] += int(((s_s != EXACT) & (s_l != EXACT)).sum())
-            got = paired_ratio(y_l, s_l, y_s, s_s)
-            if got.ratio is not None:
-                given += 1
-                rejected += got.p < 0.05
-                covered += (got.ci95_low or 0.0) <= truth <= (got.ci95_high or math.inf)
-                ratios.append(got.ratio)
-            old = survivors(y_s, s_s, y_l, s_l)
-            if old is not None:
-                old_given += 1
-                old_ratios.append(old[0])
-                old_rejected += old[1] < 0.05
+        got = one_row(case, sims, 2026 + k, world)
+        given, rank_given = max(got["given"], 1), max(got["rank_given"], 1)
         print(
-            f"{m:>9} {reach:>11.0%} {truth:>10.3f} | {1 - given / sims:>8.1%} {rejected / max(given, 1):>7.1%}"
-            f" {covered / max(given, 1):>8.1%} {np.median(ratios) if ratios else float('nan'):>12.3f} |"
-            f" {'':16}{old_rejected / max(old_given, 1):>7.1%} {np.exp(np.mean(np.log(old_ratios))):>10.3f}"
-            f"   (censored per study: {kinds[ABOVE] / sims:.1f} above, {kinds[BELOW] / sims:.1f} below, "
-            f"{kinds['both'] / sims:.1f} trial ids in both; {time.perf_counter() - started:.0f} s)",
+            f"{case[0]:>9} {case[1]:>11.0%} {math.exp(case[2]):>10.3f} | {'':17}{1 - got['given'] / sims:>8.1%}"
+            f" {got['rejected'] / given:>7.1%} {got['covered'] / given:>8.1%} {got['median_ratio']:>12.3f} |"
+            f" {'':6}{1 - got['rank_given'] / sims:>7.1%} {got['rank_rejected'] / rank_given:>7.1%} |"
+            f" {'':16}{got['old_rejected'] / max(got['old_given'], 1):>7.1%} {got['old_ratio']:>10.3f}"
+            f"   (censored per study: {got[ABOVE] / sims:.1f} above, {got[BELOW] / sims:.1f} below, "
+            f"{got['both'] / sims:.1f} trial ids in both; {time.perf_counter() - started:.0f} s)",
             flush=True,
         )
 
@@ -154,8 +200,17 @@ def main() -> None:
     ap.add_argument("--sims", type=int, default=200)
     ap.add_argument("--rows", type=int, nargs="*", help="run only these rows of the table (0-based); each has its seed")
     ap.add_argument("--noise", choices=sorted(NOISE), default="normal", help="the law of the trial-id and run effects")
+    ap.add_argument("--spread", choices=("unequal", "equal"), default="unequal", help="the budgets' run SDs")
+    ap.add_argument(
+        "--bound",
+        choices=("independent", "dependent"),
+        default="independent",
+        help="dependent: each run's J/token varies and sets both its energy to the target and its censoring bound",
+    )
+    ap.add_argument("--flips", type=int, default=2000, help="the rank test's random sign flips (the workflow: 20 000)")
     args = ap.parse_args()
-    run(args.sims, args.rows, args.noise)
+    paired_rank.FLIPS = args.flips
+    run(args.sims, args.rows, World(args.noise, args.spread, args.bound))
 
 
 if __name__ == "__main__":

@@ -123,3 +123,27 @@ def test_a_cooldown_that_would_begin_after_the_last_step_is_refused_before_train
     schedule = Schedule(kind="wsd", cooldown_fraction=0.01, branch_every=EVERY)
     with pytest.raises(TrainingError, match="its cooldown .* begins after its last step"):
         train(_model(), ids, mask, torch.device("cpu"), _settings(epochs=1, schedule=schedule, order="drawn"))
+
+
+def test_a_stretch_record_holds_what_a_branch_from_its_point_inherits(tmp_path):
+    from tokenwatt.training.stretch import stretch_record
+
+    _, head = _inputs(1)
+    first, second = tmp_path / "p1.pt", tmp_path / "p2.pt"
+    run_stable(_stable_spec(), head(EVERY), first, 1, log=lambda s: None)
+    done = run_stable(_stable_spec(), head(2 * EVERY), second, 2, log=lambda s: None, origin=first)
+    record = stretch_record(
+        done["session"],
+        series="",
+        trial=SEED,
+        point=2,
+        real_tokens=done["real_tokens"],
+        train_s=done["train_s"],
+        diverged=done["diverged"],
+    )
+    metrics, *_ = run_trial(_branch_spec(), _inputs(600)[0], log=lambda s: None, origin=second)
+    point = metrics["branch"]
+    # the same windows and seconds: a total taking the stable run from its records counts what the branches hold
+    assert record["energy_j"] == point["stable_energy_j"] > 0
+    assert (record["train_s"], record["run_s"]) == (point["stable_train_s"], point["stable_run_s"])
+    assert record["checkpoint_energy_j"] == metrics["checkpoint_energy_j"] == 0.0 and record["lost_energy_j"] == 0.0

@@ -331,6 +331,17 @@ def test_a_branched_trials_inputs_are_its_subset_and_its_saved_point_and_a_stret
     assert "origin" not in layout.stable_inputs("", 2, 1)
 
 
+def test_each_saved_point_has_its_stretch_record_beside_it_and_an_unbranched_study_has_none():
+    from tokenwatt.plan.layout import Layout
+
+    d = _branched(every=9000)
+    layout = Layout({**d.config, "results": "r"}, d)
+    assert layout.stretch("", 2, 3) == "r/stable/t2/p3.json"
+    assert sorted(layout.stretch_records()) == sorted(f"r/stable/t{t}/p{p}.json" for t in d.trials for p in (1, 2, 3))
+    plain = Design(validate_config(copy.deepcopy(DEFAULT), SCHEMA))
+    assert Layout({**plain.config, "results": "r"}, plain).stretch_records() == []
+
+
 def test_a_branched_study_compiles_every_stretch_and_cooldown_alike_where_auto_compiles():
     config = copy.deepcopy(DEFAULT)
     config["train"] = {**config["train"], "compile_min_steps": 10, "schedule": {"kind": "wsd", "branch_every": 4000}}

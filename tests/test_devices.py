@@ -86,6 +86,14 @@ def test_the_ranks_energies_sum_to_the_records_and_the_slowest_rank_is_its_time(
     assert curve["train_energy_j"][-1] == pytest.approx(metrics["energy_j"], rel=1e-9)
 
 
+def test_the_trials_rms_power_is_its_ranks_summed_trace_and_each_ranks_own_is_kept(two_ranks):
+    (metrics, _, _, _), _ = two_ranks[0]
+    each = [r["power_rms_w"] for r in metrics["ranks"]]
+    assert metrics["power_rms_from"] == "summed_trace" and all(w > 0 for w in each)
+    # at most the sum of each device's (to the 1 % the ranks' slightly different training spans allow)
+    assert max(each) < metrics["power_rms_w"] <= sum(each) * 1.01
+
+
 def test_every_rank_measured_the_same_windows_which_began_at_barriers(two_ranks):
     (metrics, power, _, _), _ = two_ranks[0]
     names = [w["name"] for w in metrics["windows"]]

@@ -156,14 +156,51 @@ def test_every_approach_counts_trial_ids_and_sizes_and_the_laws_intervals_hold_t
         assert e["n_high"] / e["n_low"] < 1.5  # an interval, not the whole range of sizes
 
 
-def test_approaches_agree_where_their_intervals_share_a_value():
+def misspecified(shifts=(0.9, 1.0, 1.1), bend=2.0, points=24):
+    """A noise-free ladder the law's form does not describe: each trial id moves every size's effective N by its
+    own factor (``shifts``, shared by all its sizes, so leaving it out moves every approach's N* together), and a
+    term in (log N)² that the law lacks bends the loss across the sizes."""
+    rows = []
+    for t, shift in enumerate(shifts):
+        for n in SIZES:
+            D = np.geomspace(3e4, 3e9, points)
+            loss = TRUTH.loss(n * shift, D) + bend * np.log(n * shift / 1e6) ** 2 / np.log(D)
+            rows.append((np.full(points, n), D, COST(n) * D, loss, np.full(points, t)))
+    return FrontierPoints.of(*(np.concatenate(c) for c in zip(*rows, strict=True)))
+
+
+def _overlap(result, j):
+    """The rule agreement used to be: the approaches' N* intervals at energy j share a value."""
+    bands = [(a["estimates"][j]["n_low"], a["estimates"][j]["n_high"]) for a in result["approaches"].values()]
+    return all(lo is not None for lo, _ in bands) and max(lo for lo, _ in bands) <= min(hi for _, hi in bands)
+
+
+def test_two_approaches_whose_n_star_differ_contradict_though_their_intervals_overlap():
+    result = frontier(misspecified(), [MIDDLE[1]])
+    assert _overlap(result, 0)  # what the old rule printed as "agree"
+    pair = next(t for t in result["agreement"][0]["pairs"] if t["approaches"] == ["isoenergy", "law"])
+    # the slices' N* about 1.4 × the law's, and the paired interval of the difference of log N* excludes 0
+    assert pair["log_difference"] == pytest.approx(0.33, abs=0.05) and pair["log_low"] > 0
+    assert pair["contradict"] is True and pair["verdict"] == "contradict"
+    assert result["agreement"][0]["contradict"] is True
+
+
+def test_a_pair_whose_paired_interval_holds_zero_is_no_contradiction_detected_with_the_intervals_width():
     result = frontier(ladder(np.random.default_rng(4), trial_sd=0.01, noise=0.005), MIDDLE)
-    for j, row in enumerate(result["agreement"]):
-        bands = [result["approaches"][a]["estimates"][j] for a in row["with_intervals"]]
-        if len(bands) >= 2:
-            assert row["agree"] == (max(b["n_low"] for b in bands) <= min(b["n_high"] for b in bands))
-        else:
-            assert row["agree"] is None and row["why"]
+    held = [t for row in result["agreement"] for t in row["pairs"] if t["contradict"] is False]
+    assert held
+    for t in held:
+        assert t["log_low"] <= 0 <= t["log_high"]
+        assert t["width_factor"] == pytest.approx(np.exp(t["log_high"] - t["log_low"]))
+        assert t["verdict"] == f"no contradiction detected (intervals ×{t['width_factor']:.3g} wide)"
+
+
+def test_a_law_in_doubt_is_left_out_of_the_paired_test_and_said_to_be():
+    row = frontier(misspecified(), [MIDDLE[1]], law_doubt="its lack-of-fit screen rejects it")["agreement"][0]
+    assert [t["approaches"] for t in row["pairs"]] == [["envelope", "isoenergy"]]
+    assert row["left_out"] == {
+        "law": "the law is in doubt (its lack-of-fit screen rejects it): left out of the comparison"
+    }
 
 
 def test_an_energy_outside_the_measured_range_is_refused_not_extrapolated():
@@ -199,7 +236,7 @@ def test_fit_frontier_writes_each_approach_per_energy_as_specified(tmp_path):
         for e in approach["estimates"]:
             assert {"energy_j", "n_opt", "n_low", "n_high", "d_opt", "loss_opt", "why"} <= set(e)
             assert (e["n_opt"] is None) == (e["why"] is not None)
-    assert "agreement of N* intervals" in proc.stdout
+    assert "paired test of log N*, envelope − isoenergy" in proc.stdout
     versus = result["energy_vs_flop"]["estimates"]
     assert len(versus) == 7 and all((e["ratio"] is None) == (e["why"] is not None) for e in versus)
     assert "energy- / FLOP-optimal N* (slices)" in proc.stdout

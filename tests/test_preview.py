@@ -1,4 +1,5 @@
-from tokenwatt.plan.preview import cost_preview
+import pytest
+from tokenwatt.plan.preview import budgets_share_one_process, cost_preview, shared_process_note
 from tokenwatt.plan.runorder import run_order, trial_priorities
 
 
@@ -88,3 +89,39 @@ def test_a_trial_on_several_devices_is_another_workload_and_one_device_keeps_its
     one = {"train": {**base["train"], "devices": 1}}
     two = {"train": {**base["train"], "devices": 2}}
     assert workload_key(one) == workload_key(base) != workload_key(two)
+
+
+def _study(epochs=1, budgets=(50_000, 200_000), design=None, **schedule):
+    return {
+        "study": {"budgets": list(budgets)},
+        "train": {"epochs": epochs, "schedule": {"kind": "constant", "warmup_fraction": 0.0, **schedule}},
+        "design": design or {},
+    }
+
+
+def test_budgets_at_a_constant_rate_over_one_epoch_are_said_to_compare_only_the_meter_and_the_eval_grid():
+    note = shared_process_note(_study())
+    assert note.startswith("The budgets share one process") and "tests only the meter and the eval grid" in note
+    # what to set instead: a schedule that ends with each trial
+    assert "train.schedule.kind cosine" in note and "wsd" in note and "branch_every" in note
+    assert budgets_share_one_process(_study(warmup_tokens_per_parameter=1.0))  # a warmup by size is every budget's
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        _study(kind="cosine"),  # a decay to each trial's own end
+        _study(kind="wsd"),  # a cooldown over each trial's last steps
+        _study(warmup_fraction=0.1),  # a warmup by share of each trial's steps
+        _study(epochs=3),  # a smaller budget repeats its own subset
+        _study(budgets=(50_000,)),  # nothing to compare
+        {"study": {"budgets": [50_000, 200_000]}},  # a report's partial config: not asserted
+    ],
+)
+def test_budgets_whose_schedule_or_epochs_end_with_the_budget_get_no_such_note(config):
+    assert not budgets_share_one_process(config) and shared_process_note(config) is None
+
+
+def test_a_selection_level_with_an_order_of_its_own_is_named_as_the_exception():
+    note = shared_process_note(_study(design={"selection": {"easy_first": {"order": {"by": "length"}}, "all": "none"}}))
+    assert "selection levels easy_first excepted" in note

@@ -287,3 +287,77 @@ def test_a_comparison_with_a_run_a_rule_stopped_short_of_the_target_gives_no_rat
         if (c.budget_a, c.budget_b) == (100_000, 200_000)
     )
     assert pair.ratio is None and pair.n_never == 1 and "stopped by a rule" in pair.status
+
+
+def _same_process_study(grid_of) -> pl.DataFrame:
+    """Two budgets of one process: each trial id's loss 2.6 + 25 · tokens^−0.3 (convex in log tokens) plus its own
+    offset, and its own J/token, the same at both budgets up to the smaller's end; evaluated where ``grid_of(budget)``
+    says, and at its end."""
+    rng = np.random.default_rng(3)
+    runs = []
+    for trial in range(1, 6):
+        offset, joules_per_token = rng.normal(0, 0.02), 1e-3 * rng.lognormal(0, 0.2)
+        for budget in (50_000, 200_000):
+            tokens = np.array([*grid_of(budget), budget], dtype=float)
+            loss = 2.6 + 25 * tokens**-0.3 + offset
+            runs.append(run_rows(budget, trial, tokens, loss, (joules_per_token * tokens).tolist()))
+    return curves_table(*runs)
+
+
+def test_a_shared_eval_grid_makes_no_energy_to_target_difference_between_two_budgets_of_one_process():
+    import yaml
+    from tokenwatt.plan.config import load_schema, validate_config
+    from tokenwatt.plan.design import Design
+    from tokenwatt.training.evalplan import EvalSchedule, eval_thresholds
+    from workflow_helpers import ROOT
+
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    config["study"]["budgets"], config["eval"] = [50_000, 200_000], {"points": 8, "first_fraction": 0.01}
+    design = Design(validate_config(config, load_schema(ROOT / "workflow/schemas/config.schema.yaml")))
+    grids = {
+        # each budget's points log-spaced over its own tokens, as every trial had them before the study's grid
+        "own": lambda b: eval_thresholds(b, EvalSchedule(points=8, first_fraction=0.01)),
+        "shared": lambda b: eval_thresholds(b, EvalSchedule(**design.eval_config(design.cell(f"b{b}")))),
+    }
+    # qualities crossed early, mid-way and in the smaller budget's last segment, before its end
+    targets = [{"loss": 2.6 + 25 * t**-0.3} for t in (2_000, 10_000, 25_000, 40_000)]
+    ratios = {}
+    for name, grid_of in grids.items():
+        got = energy_to_target(_same_process_study(grid_of), targets).filter(pl.col("reached"))
+        energy = got.pivot(on="budget", index=["target", "trial"], values="energy_j")
+        ratios[name] = (energy["200000"] / energy["50000"]).to_list()
+    # the same curve interpolated over each budget's own segments: the grid alone makes a difference
+    assert len(ratios["own"]) == 20 and max(abs(r - 1) for r in ratios["own"]) > 1e-3
+    # over the same segments the crossing is the same: exactly, every trial id and target
+    assert len(ratios["shared"]) == 20 and ratios["shared"] == [1.0] * 20
+
+
+@pytest.mark.parametrize("kind", ["constant", "cosine"])
+def test_the_report_says_a_budget_comparison_of_one_process_tests_only_the_meter_and_the_grid(kind):
+    from tokenwatt.analysis.curves.summary import analyse_curves
+    from tokenwatt.presentation.inputs import ReportInputs
+    from tokenwatt.presentation.sections.curves import render, target_sentence
+
+    config = {"study": {"budgets": BUDGETS}, "train": {"epochs": 1, "schedule": {"kind": kind, "warmup_fraction": 0}}}
+    curves = analyse_curves(budget_study(n=4, points=5), {"targets": [], "gain_fraction": 0.1, "stopping": {}})
+    page = render(ReportInputs(config=config, trials=pl.DataFrame(), products={"curves": curves}))
+    summary = target_sentence(curves, same_process=kind == "constant")
+    said = "tests only the meter and the eval grid, not the budget"
+    assert (said in page) == (kind == "constant") and ("train.schedule.kind cosine" in page) == (kind == "constant")
+    assert ("this ratio tests the meter and the eval grid, not the budget" in summary) == (kind == "constant")
+
+
+def test_a_ratio_whose_interval_holds_one_says_the_smallest_ratio_the_design_would_detect():
+    from tokenwatt.analysis.curves.censored import detectable_ratio, paired_ratio
+    from tokenwatt.presentation.sections.curves import ratio_text
+
+    rng = np.random.default_rng(11)
+    a = rng.normal(math.log(300.0), 0.1, 20)
+    b = a + rng.normal(0.0, 0.05, 20)
+    got = paired_ratio(b, ["exact"] * 20, a, ["exact"] * 20)
+    assert got.ci95_low < 1 < got.ci95_high
+    # the paired t design: SE from the interval, (t.975 + t.80) SEs
+    se = (math.log(got.ci95_high) - math.log(got.ci95_low)) / (2 * sps.t.ppf(0.975, 19))
+    assert got.detectable == pytest.approx(math.exp((sps.t.ppf(0.975, 19) + sps.t.ppf(0.8, 19)) * se))
+    assert f"×{got.detectable:.2f} detectable at 80 % power" in ratio_text(got.to_dict())
+    assert detectable_ratio(None, 1.2, 20) is None

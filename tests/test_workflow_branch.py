@@ -39,7 +39,10 @@ def _record(work, budget, trial):
 
 
 def test_each_trial_has_one_stable_run_saved_at_each_point_its_budgets_branch_from_or_pass(branched):
-    assert sorted(p.name for p in (branched / "results/stable/t1").iterdir()) == ["p1.pt", "p2.pt", "p3.pt"]
+    # each saved point with its stretch record beside it (what the stable run spent up to it)
+    assert sorted(p.name for p in (branched / "results/stable/t1").iterdir()) == [
+        f"p{k}.{ext}" for k in (1, 2, 3) for ext in ("json", "pt")
+    ]
     for trial in (1, 2):
         short, long = _record(branched, 1000, trial), _record(branched, 2000, trial)
         assert (short["branch"]["from_point"], long["branch"]["from_point"]) == (1, 3)
@@ -70,4 +73,5 @@ def test_the_studys_totals_count_each_stable_run_once(branched):
     shared = trials["branch_stable_energy_j"].sum() - longest
     assert cost["branch_shared_energy_j"] == pytest.approx(shared, rel=1e-12) and shared > 0
     assert cost["total_energy_j"] == pytest.approx(trials["energy_j"].sum() - shared, rel=1e-12)
+    assert cost["stable_from"] == "stretch records" and cost["stable_runs"] == 2
     assert "each stable run counted once" in (branched / "results/report.html").read_text()

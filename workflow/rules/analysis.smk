@@ -9,6 +9,8 @@ rule aggregate:
         steps=[LAYOUT.trial(c, t).steps for c, t in LAYOUT.expected],
         curves=[LAYOUT.trial(c, t).curve for c, t in LAYOUT.expected],
         profile=STUDY.device_profiles,
+        # the stable runs' stretch records: the totals count each stretch once (train.schedule.branch_every)
+        stretches=LAYOUT.stretch_records(),
     output:
         **{
             name: report(

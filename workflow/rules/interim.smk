@@ -17,6 +17,7 @@ use rule aggregate as interim_aggregate with:
         steps=finished_files("steps"),
         curves=finished_files("curve"),
         profile=existing(*STUDY.device_profiles),
+        stretches=existing(*LAYOUT.stretch_records()),
     output:
         **interim_files(rules.aggregate.output),
     log:

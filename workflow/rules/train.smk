@@ -96,7 +96,8 @@ rule train_trial:
             "window_s": config["profile"]["window_s"],
             "windows": config["profile"]["check_windows"],
         },
-        evaluation=lookup(dpath="eval", within=config),
+        # eval.* with the study's shared grid: every budget evaluated at the same token counts
+        evaluation=lambda wildcards: STUDY.design.eval_config(cell_of(wildcards)),
         code=STUDY.code("train_trial.py"),
     script:
         "../scripts/train_trial.py"
@@ -111,7 +112,13 @@ rule train_stable:
             )
         ),
     output:
-        LAYOUT.stable("{stable}", "{trial}", "{point}"),
+        # the saved point, and its stretch record: what the stable run spent up to it, which the study's totals
+        # count once (multiext: the between-workflow cache takes several outputs only so)
+        multiext(
+            LAYOUT.stable_prefix("{stable}", "{trial}", "{point}"),
+            point=".pt",
+            record=".json",
+        ),
     log:
         LAYOUT.log("train_stable", "{stable}t{trial}", "p{point}"),
     cache: workflow.workflow_settings.cache is not None

@@ -6,9 +6,11 @@ from tokenwatt.analysis.conditions import changes_table, conditions_table
 from tokenwatt.analysis.frame import frame_note, mark
 from tokenwatt.analysis.quality import QUALITY_COLUMNS, profile_verdict
 from tokenwatt.common.files import (
+    RERUN,
     DamagedFileError,
     logged,
     read_curve,
+    read_json_checked,
     read_power_trace,
     read_profile,
     read_steps,
@@ -19,6 +21,7 @@ from tokenwatt.common.files import (
 from tokenwatt.common.records import RecordError, load_validator, read_record
 from tokenwatt.plan.cost import carbon_intensity
 from tokenwatt.plan.design import profile_key_of
+from tokenwatt.training.stretch import STRETCH_KEYS
 
 with logged(snakemake.log[0]):
     p, inp, out = snakemake.params, snakemake.input, snakemake.output
@@ -97,5 +100,12 @@ with logged(snakemake.log[0]):
     write_text(out.flagged, "".join(f"{path_of[(c, t)]}\n" for c, t in flagged.select("cell", "trial").iter_rows()))
     write_json(out.missing, missing)
     write_json(out.profile_check, verdicts)
-    write_json(out.cost, cost_summary(trials, p.cost, intensity))
+    # the stable runs' stretch records (train.schedule.branch_every): each stretch counted once, its cooldowns or not
+    fix = RERUN + "its stretch is restored from the store, or trained again if the store has none"
+    stretches = [read_json_checked(path, "stable run's stretch record", fix, STRETCH_KEYS) for path in inp.stretches]
+    totals = cost_summary(trials, p.cost, intensity, stretches)
+    write_json(out.cost, totals)
+    for name in ("totals_missing", "spent_missing"):
+        if totals[name]:
+            print(f"no {'spent' if name == 'spent_missing' else 'study'} total: {totals[name]}")
     print(f"{trials.height} trials aggregated, {flagged.height} flagged, {len(missing)} missing")

@@ -92,6 +92,10 @@ def _joules(x: float | None) -> str:
     return f"{x:.6g} J" if x is not None else "∞"
 
 
+def _p(x: float | None) -> str:
+    return f"{x:.3g}" if x is not None else "none"
+
+
 def report(summary: list[dict], pairs: list[dict], conditions: list[str], target: float, source: Path) -> str:
     lines = [
         f"energy to loss {target:g} from {source}: Kaplan–Meier median per condition, censored trials included",
@@ -107,7 +111,10 @@ def report(summary: list[dict], pairs: list[dict], conditions: list[str], target
             f"  {conditions[r['budget']]:20} {r['n']:>6} {r['n_reached']:>7} {r['n_censored']:>8} "
             f"{r['n_at_first_point']:>14}   {median}"
         )
-    lines.append("energy ratio, paired by trial id (later condition over earlier): ratio [95 % CI], p, p Holm")
+    lines.append(
+        "energy ratio, paired by trial id (later condition over earlier): ratio [95 % CI], p, p Holm under a normal "
+        "law of log energy; the rank test's p Holm assumes no law"
+    )
     for r in pairs:
         name = f"{conditions[r['budget_b']]} / {conditions[r['budget_a']]}"
         if r["ratio"] is None:
@@ -116,8 +123,9 @@ def report(summary: list[dict], pairs: list[dict], conditions: list[str], target
         low = f"{r['ci95_low']:.4g}" if r["ci95_low"] is not None else "0"
         high = f"{r['ci95_high']:.4g}" if r["ci95_high"] is not None else "∞"
         lines.append(
-            f"  {name}: {r['ratio']:.4g} [{low}, {high}], p = {r['p']:.3g}, p Holm = {r['p_holm']:.3g} "
-            f"({r['n_pairs']} trial ids, {r['n_exact']} crossed it between points in both)"
+            f"  {name}: {r['ratio']:.4g} [{low}, {high}], p = {r['p']:.3g}, p Holm = {r['p_holm']:.3g}, rank test "
+            f"p Holm = {_p(r['rank_p_holm'])} ({r['n_pairs']} trial ids, {r['n_exact']} crossed it between points in "
+            "both)"
         )
     return "\n".join(lines)
 

@@ -10,7 +10,9 @@ sizes, and the law L(N, D) with e(N); each with jackknife intervals over the mod
 --params) and, with --group, the trial ids (rows that share a seed). The energies default to seven log-spaced ones
 across the table's measured range; an energy outside it is refused. Prints one line per energy and approach; --json
 writes ``approaches`` → ``envelope`` | ``isoenergy`` | ``law`` → ``estimates``, a list of ``{energy_j, n_opt, n_low,
-n_high, d_opt, loss_opt, why, ...}`` (nulls with a ``why`` where an approach refuses), and their ``agreement``;
+n_high, d_opt, loss_opt, why, ...}`` (nulls with a ``why`` where an approach refuses), and ``agreement``: per
+energy, each pair's ``log_difference`` of N* with its paired jackknife interval (``log_low``, ``log_high``,
+``width_factor``), ``contradict`` where it excludes 0 and ``verdict``, and ``left_out`` (a law in doubt);
 ``energy_vs_flop`` the slices' energy-optimal N* over the FLOP-optimal N* of the compute it trains, per energy, its
 compute each point's training FLOPs so far: its FLOPs per token (--flops-per-token COL, as scaling_points.csv's
 flops_per_token) times its tokens; without it 6·N·D, N as --params counts it.
@@ -38,6 +40,20 @@ def _shown(value: float | None, low: float | None, high: float | None) -> str:
     return f"{value:.4g}{band}"
 
 
+def _paired_tests(agreement: dict) -> list[str]:
+    """Each pair's test of log N* at one energy: its verdict with the difference and its paired interval, or why it
+    was not tested; and each approach left out of the test, with why."""
+    lines = []
+    for t in agreement["pairs"]:
+        pair = " − ".join(t["approaches"])
+        if t["verdict"] is None:
+            lines.append(f"    paired test of log N*, {pair}: not tested ({t['why']})")
+        else:
+            band = f"{t['log_difference']:.3g} [{t['log_low']:.3g}, {t['log_high']:.3g}]"
+            lines.append(f"    paired test of log N*, {pair}: {band}: {t['verdict']}")
+    return lines + [f"    paired test of log N*: {why}" for why in agreement["left_out"].values()]
+
+
 def report(result: dict, source: Path) -> str:
     lines = [f"energy-optimal frontier of {source}: intervals {next(iter(result['approaches'].values()))['intervals']}"]
     for j, energy in enumerate(result["energies_j"]):
@@ -52,9 +68,7 @@ def report(result: dict, source: Path) -> str:
                     f"    {name:10} N* {_shown(e['n_opt'], e['n_low'], e['n_high'])}{beyond}, "
                     f"D* {_shown(e['d_opt'], e['d_low'], e['d_high'])}, L* {e['loss_opt']:.4g}"
                 )
-        agreement = result["agreement"][j]
-        verdict = agreement["why"] if agreement["agree"] is None else ("agree" if agreement["agree"] else "DISAGREE")
-        lines.append(f"    agreement of N* intervals: {verdict}")
+        lines += _paired_tests(result["agreement"][j])
         versus = result["energy_vs_flop"]["estimates"][j]
         lines.append(
             f"    energy- / FLOP-optimal N* (slices): {_shown(versus['ratio'], versus['ratio_low'], versus['ratio_high'])}"

@@ -1,5 +1,7 @@
 """Rule train_stable: one stretch of a stable run (train.schedule.branch_every), from the point before it (or the first
-step) to its own saved point, written with its whole meter session; or the same point restored from the result store.
+step) to its own saved point, written with its whole meter session and, beside it, its stretch record (what the stable
+run spent up to the point, which the study's totals count once: training/stretch.py); or both restored from the result
+store.
 
 The stretch trains the head of the trial's drawn order (``stream_head``) at the peak rate and evaluates nothing: only
 the budgets' cooldowns, which continue these points, are evaluated and recorded. Its kill-resume checkpoint lives
@@ -16,7 +18,7 @@ os.environ.setdefault(
 )
 
 from tokenwatt.common.failures import stop_with_a_sentence  # noqa: E402
-from tokenwatt.common.files import job_label, logged, read_chunks, read_tokenizer_info  # noqa: E402
+from tokenwatt.common.files import job_label, logged, read_chunks, read_tokenizer_info, write_json  # noqa: E402
 from tokenwatt.common.store import job_key, job_store, named_paths  # noqa: E402
 
 with logged(snakemake.log[0]):
@@ -26,14 +28,15 @@ if restored:
     os._exit(0)
 
 from tokenwatt.data.subsets import stream_head  # noqa: E402
-from tokenwatt.plan.design import JOB_TRAIN_KEYS  # noqa: E402
+from tokenwatt.plan.design import JOB_TRAIN_KEYS, series_of  # noqa: E402
 from tokenwatt.plan.layout import checkpoint_folder  # noqa: E402
 from tokenwatt.training.checkpoint import remove  # noqa: E402
 from tokenwatt.training.resume import CheckpointPlace  # noqa: E402
 from tokenwatt.training.spec import TrialData, TrialSpec  # noqa: E402
+from tokenwatt.training.stretch import stretch_record  # noqa: E402
 from tokenwatt.training.trial import run_stable  # noqa: E402
 
-p, out = snakemake.params, Path(snakemake.output[0])
+p, out, record = snakemake.params, Path(snakemake.output.point), Path(snakemake.output.record)
 place = CheckpointPlace(
     Path(checkpoint_folder(snakemake.config["results"], p.cell, p.trial)),
     store.key or job_key("train_stable", dict(p.items()), named_paths(snakemake.input)),
@@ -59,10 +62,24 @@ with logged(snakemake.log[0], append=True, job=job_label(snakemake.rule, snakema
             f"tokens, {done['train_s']:.1f} s of training so far)"
             + (" (diverged before it)" if done["diverged"] else "")
         )
+        # written after the point: a record only beside a point that is whole
+        write_json(
+            record,
+            stretch_record(
+                done["session"],
+                series=series_of(p.levels),
+                trial=p.trial,
+                point=p.point,
+                real_tokens=done["real_tokens"],
+                train_s=done["train_s"],
+                diverged=done["diverged"],
+            ),
+        )
         remove(place.folder)
     except BaseException:
-        if out.exists():
-            out.unlink()
+        for written in (out, record):
+            if written.exists():
+                written.unlink()
         raise
     store.save()
 os._exit(0)

@@ -7,10 +7,11 @@ from typing import Any
 
 import polars as pl
 
-from ..plan.cost import trial_cost
+from ..plan.cost import energy_cost, trial_cost
 from ..plan.design import cell_label, profile_key_of, series_of
 from .efficiency import derived_metrics, finite
 from .quality import assess, diagnose
+from .totals import study_totals
 
 
 def cs_tflops_of(metric: dict[str, Any], profile: dict[str, Any] | None) -> tuple[float | None, str]:
@@ -25,26 +26,23 @@ def cs_tflops_of(metric: dict[str, Any], profile: dict[str, Any] | None) -> tupl
     return float(metric["cs_tflops"]), "configured (metric.cs_tflops)"
 
 
-def cost_summary(trials: pl.DataFrame, cost: dict[str, Any], intensity: tuple[float | None, str]) -> dict[str, Any]:
-    """The study's totals of energy, CO2 and money, with the settings and where the carbon intensity came from."""
-
-    # A total over every trial or none: a sum that silently skipped the trials without a figure would be too low.
-    def total(c: str) -> float | None:
-        return float(trials[c].sum()) if c in trials.columns and trials.height and trials[c].null_count() == 0 else None
-
-    # Branched trials (train.schedule.branch_every) each count their stable run to their point, in energy and in device
-    # time: the study spent each stable run once, so the totals count it once (every cost is linear in the two).
-    energy, seconds = total("energy_j"), total("run_s")
-    shared_j = shared_by_branches(trials, "branch_stable_energy_j")
-    stable_s = shared_by_branches(trials, "branch_stable_run_s", once=True)
-    study = trial_cost(
-        {
-            "energy_j": None if energy is None else energy - shared_j,
-            "run_s": None if seconds is None else seconds + stable_s,
-        },
-        cost,
-        intensity[0],
-    )
+def cost_summary(
+    trials: pl.DataFrame,
+    cost: dict[str, Any],
+    intensity: tuple[float | None, str],
+    stretches: Iterable[dict[str, Any]] = (),
+) -> dict[str, Any]:
+    """The study's totals of energy, CO2 and money, with the settings and where the carbon intensity came from:
+    ``total_*``, what its training used, and ``spent_*``, that plus the work lost to resumes and the checkpoint
+    saves; each stable run once (its ``stretches``' records, training/stretch.py), each trial on its devices."""
+    totals = study_totals(trials, stretches) if trials.height else None
+    got = totals.values if totals else dict.fromkeys(("energy_j", "train_s", "device_s", *SPENT_BESIDE))
+    why = totals.missing if totals else dict.fromkeys(got, "no finished trial")
+    used = energy_cost(got["energy_j"], got["device_s"], cost, intensity[0])
+    # spent: the same device time (a trial's run_s already holds its checkpoint saves), more energy
+    beside = [got[k] for k in SPENT_BESIDE]
+    spent_j = None if got["energy_j"] is None or None in beside else got["energy_j"] + sum(beside)
+    spent = energy_cost(spent_j, got["device_s"], cost, intensity[0])
     return {
         "carbon_intensity_g_per_kwh": intensity[0],
         "carbon_intensity_source": intensity[1],
@@ -54,23 +52,51 @@ def cost_summary(trials: pl.DataFrame, cost: dict[str, Any], intensity: tuple[fl
         "device_hour_price": cost["device_hour_price"],
         "trials": trials.height,
         "is_estimate": bool(trials["cost_is_estimate"].any()) if "cost_is_estimate" in trials.columns else False,
-        "total_energy_j": None if energy is None else energy - shared_j,
-        "branch_shared_energy_j": shared_j,
-        **{f"total_{c}": study[c] for c in ("kwh", "kg_co2e", "electricity_cost", "device_cost", "total_cost")},
+        "total_energy_j": got["energy_j"],
+        "total_train_s": got["train_s"],
+        "total_device_s": got["device_s"],
+        "totals_missing": _first(why, ("energy_j", "device_s")),
+        # what the trials' records, each branched trial holding its stable run to its point, count more than once
+        "branch_shared_energy_j": shared_by_branches(trials, "branch_stable_energy_j"),
+        "stable_runs": totals.stable_runs if totals else 0,
+        "stable_energy_j": totals.stable.get("energy_j") if totals else 0.0,
+        "stable_from": totals.stable_from if totals else None,
+        **{f"total_{c}": used[c] for c in COSTS},
+        **{k: got[k] for k in SPENT_BESIDE},
+        "spent_energy_j": spent_j,
+        **{f"spent_{c}": spent[c] for c in COSTS},
+        "spent_missing": _first(why, ("energy_j", *SPENT_BESIDE)),
         # The evaluations' own energy, metered beside the training energy and never in it (nor in the totals above).
-        **_eval_costs(total("eval_energy_j"), cost, intensity[0]),
+        **_eval_costs(_column_total(trials, "eval_energy_j"), cost, intensity[0]),
     }
 
 
-def shared_by_branches(trials: pl.DataFrame, column: str, once: bool = False) -> float:
+# What the study spent beside its training: work lost to resumes and done again, and the checkpoint saves.
+SPENT_BESIDE = ("lost_energy_j", "checkpoint_energy_j")
+COSTS = ("kwh", "kg_co2e", "electricity_cost", "device_cost", "total_cost")
+
+
+def _first(why: dict[str, str], names: tuple[str, ...]) -> str | None:
+    """Why the first of ``names`` that has no total has none; None where every one has its total."""
+    return next((why[name] for name in names if name in why), None)
+
+
+def _column_total(trials: pl.DataFrame, column: str) -> float | None:
+    """A column's total over every trial or None: a sum that silently skipped the trials without a figure would be
+    too low."""
+    known = column in trials.columns and trials.height and trials[column].null_count() == 0
+    return float(trials[column].sum()) if known else None
+
+
+def shared_by_branches(trials: pl.DataFrame, column: str) -> float:
     """A stable run's ``column`` (its energy or its processes' seconds) that the trials branched from it count more than
     once: the sum over trials less the largest per run (a trial id and its levels but the budget; the largest point
-    passed through every smaller one). ``once``: the largest per run instead, the run counted once. 0 without
-    branches."""
+    passed through every smaller one). 0 without branches. (The study's totals count each run once from its stretch
+    records instead: analysis/totals.py.)"""
     if column not in trials.columns or trials[column].drop_nulls().len() == 0:
         return 0.0
     largest = float(trials.group_by("series", "trial").agg(pl.col(column).max())[column].sum())
-    return largest if once else float(trials[column].sum()) - largest
+    return float(trials[column].sum()) - largest
 
 
 def _eval_costs(joules: float | None, cost: dict[str, Any], intensity_g_per_kwh: float | None) -> dict[str, Any]:

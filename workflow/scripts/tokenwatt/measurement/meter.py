@@ -48,7 +48,8 @@ class WindowMeasurement:
 class Measurement:
     """A meter session's summary (``Meter.close``; Zeus's Measurement): every window's, and the training windows'
     (``train*``) energy, time and power, which is what a trial reports as its training measurement; the sampling
-    it rests on; what the meter says of its device (``device``: its kind's own keys); and the power trace."""
+    it rests on; what the meter says of its device (``device``: its kind's own keys); and the power trace, each
+    sample marked ``in_power_stats`` where the training power figures (RMS, mean, max) are over it."""
 
     meter: str
     meter_is_estimate: bool
@@ -62,6 +63,9 @@ class Measurement:
     power_rms_w: float | None
     power_mean_w: float | None
     power_max_w: float | None
+    # What each sample stands for (``Reader.covers``): with the trace's ``in_power_stats`` it places every sample's
+    # stretch on the clock, so that a multi-device trial's power can be summed (``combine.py``).
+    power_covers: str
     samples: int
     samples_with_power: int
     samples_settling: int
@@ -496,6 +500,10 @@ class Meter:
         wts = sample_weights(t_all, self.covers)[in_training]
         if len(p) and wts.sum() <= 0:  # every sample at one instant
             wts = np.ones(len(p))
+        # The trace says which samples the power figures are over, so that they can be recomputed from it alone
+        stats = np.zeros(trace.height, dtype=bool)
+        stats[trace["power_w"].is_not_null().to_numpy()] = in_training
+        trace = trace.with_columns(pl.Series("in_power_stats", stats))
         in_windows = trace.filter(pl.col("window").is_in(names).fill_null(False))
         times = in_windows["t_s"].to_numpy()
         # The polling interval within each training window: the pauses for evaluation between them are no late polls.
@@ -519,6 +527,7 @@ class Meter:
             power_rms_w=float(math.sqrt((wts * p**2).sum() / wts.sum())) if has_power else None,
             power_mean_w=float((wts * p).sum() / wts.sum()) if has_power else None,
             power_max_w=float(p.max()) if has_power else None,
+            power_covers=self.covers,
             samples=len(times),
             samples_with_power=with_power,
             samples_settling=int(settling.sum()),

@@ -38,31 +38,38 @@ def carbon_intensity(setting: float | str | None) -> tuple[float | None, str]:
 
 def trial_cost(trial: dict[str, Any], cost: dict[str, Any], intensity_g_per_kwh: float | None) -> dict[str, Any]:
     """kWh at the facility (energy × PUE), kgCO2e, electricity and device-hour cost, and cost per unit of quality."""
-    energy = trial["energy_j"]
-    kwh = None if energy is None else energy * cost["pue"] / 3.6e6
-    kg = None if kwh is None or intensity_g_per_kwh is None else kwh * intensity_g_per_kwh / 1000
-    price = cost["electricity_price_per_kwh"]
-    electricity = None if kwh is None or price is None else kwh * price
-    # a branched trial's time on the device includes its stable run's processes (train.schedule.branch_every)
-    seconds = trial.get("run_s")
-    seconds = None if seconds is None else seconds + (trial.get("branch_stable_run_s") or 0.0)
-    # device-hours: a trial on several devices holds each of them for its time
-    seconds = None if seconds is None else seconds * (trial.get("devices") or 1)
-    device = (
-        None if cost["device_hour_price"] is None or seconds is None else seconds / 3600 * cost["device_hour_price"]
-    )
-    # The sum of every priced part, or nothing: with energy unmeasured but a price set, the device cost alone
-    # is not "electricity + device".
-    parts = [(price, electricity), (cost["device_hour_price"], device)]
-    priced = [value for set_, value in parts if set_ is not None]
-    total = None if not priced or any(v is None for v in priced) else float(sum(priced))
+    priced = energy_cost(trial["energy_j"], device_seconds(trial), cost, intensity_g_per_kwh)
     quality = trial.get("inv_ppl")
+    total, kg = priced["total_cost"], priced["kg_co2e"]
     return {
-        "kwh": kwh,
-        "kg_co2e": kg,
-        "electricity_cost": electricity,
-        "device_cost": device,
-        "total_cost": total,
+        **priced,
         "cost_per_inv_ppl": None if total is None or not quality else total / quality,
         "kg_co2e_per_inv_ppl": None if kg is None or not quality else kg / quality,
     }
+
+
+def device_seconds(trial: dict[str, Any]) -> float | None:
+    """A trial's device-seconds: its job's time (a branched trial's with its stable run's processes,
+    train.schedule.branch_every) times the devices it held (a trial on several holds each of them for its time)."""
+    seconds = trial.get("run_s")
+    if seconds is None:
+        return None
+    return (seconds + (trial.get("branch_stable_run_s") or 0.0)) * (trial.get("devices") or 1)
+
+
+def energy_cost(
+    energy_j: float | None, device_s: float | None, cost: dict[str, Any], intensity_g_per_kwh: float | None
+) -> dict[str, Any]:
+    """kWh at the facility, kgCO2e, electricity, device-hour and total cost of ``energy_j`` joules and ``device_s``
+    device-seconds: a trial's, or a study total's (whose device-seconds already count every trial's devices)."""
+    kwh = None if energy_j is None else energy_j * cost["pue"] / 3.6e6
+    kg = None if kwh is None or intensity_g_per_kwh is None else kwh * intensity_g_per_kwh / 1000
+    price = cost["electricity_price_per_kwh"]
+    electricity = None if kwh is None or price is None else kwh * price
+    hour_price = cost["device_hour_price"]
+    device = None if hour_price is None or device_s is None else device_s / 3600 * hour_price
+    # The sum of every priced part, or nothing: with energy unmeasured but a price set, the device cost alone
+    # is not "electricity + device".
+    priced = [value for set_, value in ((price, electricity), (hour_price, device)) if set_ is not None]
+    total = None if not priced or any(v is None for v in priced) else float(sum(priced))
+    return {"kwh": kwh, "kg_co2e": kg, "electricity_cost": electricity, "device_cost": device, "total_cost": total}

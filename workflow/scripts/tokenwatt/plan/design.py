@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..common.measures import budget_label
+from .evalgrid import shared_grid
 
 # The further factors, in the order of path parts, columns and labels.
 FACTORS = ("selection", "model", "precision", "lr", "batch_size", "hardware", "devices", "stopping")
@@ -252,6 +253,20 @@ class Design:
             train["order"] = "drawn"  # the subset as drawn, whose head every smaller budget's subset is
             train["schedule"] = {**train["schedule"], "branch_every": self.branch_tokens(cell)}
         return train
+
+    def eval_config(self, cell: Cell) -> dict[str, Any]:
+        """A cell's eval.*: with log-spaced points (eval.points, no eval.at_tokens), ``grid``, its series' shared
+        points (``evalgrid.shared_grid`` over every budget's trained tokens at this cell's levels) below its own end,
+        so every budget is evaluated at the same token counts; eval.at_tokens (already absolute) or a single final
+        evaluation as the config has them."""
+        schedule = self.config["eval"]
+        if schedule["at_tokens"] or schedule["points"] <= 1:
+            return schedule
+        epochs = self._train_settings(cell)["epochs"]
+        ends = [self.tokens(Cell(b, cell.levels)) * epochs for b in self.budgets]
+        own = self.tokens(cell) * epochs
+        grid = shared_grid(ends, schedule["points"], schedule["first_fraction"])
+        return {**schedule, "grid": [t for t in grid if t < own]}
 
     # --- branched cooldowns (train.schedule.branch_every): one stable run per trial and every level but the budget
     @property

@@ -66,10 +66,24 @@ class Layout:
     def checkpoint(self, cell: str, trial: int | str) -> str:
         return checkpoint_folder(self.root, cell, trial)
 
+    def stable_prefix(self, key: str, trial: int | str, point: int | str) -> str:
+        """A stable run's saved point's files but their extension: the point (.pt) and its stretch record (.json)."""
+        return self.path("stable", f"{key}t{trial}", f"p{point}")
+
     def stable(self, key: str, trial: int | str, point: int | str) -> str:
         """A stable run's saved point (train.schedule.branch_every): its state and whole meter session, which the next
         stretch and every budget's cooldown continue."""
-        return self.path("stable", f"{key}t{trial}", f"p{point}.pt")
+        return self.stable_prefix(key, trial, point) + ".pt"
+
+    def stretch(self, key: str, trial: int | str, point: int | str) -> str:
+        """A stable run's stretch record beside its saved point: what the run spent up to it (training/stretch.py)."""
+        return self.stable_prefix(key, trial, point) + ".json"
+
+    def stretch_records(self) -> list[str]:
+        """Every stretch record of the study's stable runs (none without train.schedule.branch_every)."""
+        if self.design.branch_every is None:
+            return []
+        return [self.stretch(key, t, point) for key, point in self.design.stable_points() for t in self.design.trials]
 
     def stable_targets(self) -> list[str]:
         return [self.stable(key, t, point) for key, point in self.design.stable_points() for t in self.design.trials]

@@ -118,6 +118,41 @@ def cost_preview(
     return "\n".join([*lines, PROGRESS_NOTE])
 
 
+def budgets_share_one_process(config: dict[str, Any]) -> bool:
+    """Whether the study's budgets train one process cut at different lengths: a constant rate (no warmup by share of
+    the steps) over one epoch, so each trial's steps up to the smaller budget's tokens are the same in distribution
+    at every budget (the trial id's seed, the same rate, an exchangeable draw of chunks). A partial config (a report
+    made from records alone) is not asserted to be one."""
+    train = config.get("train") or {}
+    schedule = train.get("schedule") or {}
+    budgets = (config.get("study") or {}).get("budgets") or []
+    return (
+        len(budgets) > 1
+        and train.get("epochs") == 1
+        and schedule.get("kind", "constant") == "constant"
+        and not schedule.get("warmup_fraction")
+    )
+
+
+def shared_process_note(config: dict[str, Any]) -> str | None:
+    """What a budget comparison of energy to a target can show where the budgets share one process
+    (``budgets_share_one_process``), and the settings that tie the schedule to the budget; None elsewhere."""
+    if not budgets_share_one_process(config):
+        return None
+    selection = ((config.get("design") or {}).get("selection")) or {}
+    ordered = [k for k, v in selection.items() if isinstance(v, dict) and v.get("order", "shuffled") != "shuffled"]
+    except_ordered = f" (selection levels {', '.join(ordered)} excepted: their order is their own)" if ordered else ""
+    return (
+        "The budgets share one process: at a constant learning rate (train.schedule.kind constant) over one epoch "
+        "(train.epochs 1), up to a smaller budget's tokens a larger budget's trial is the smaller one's in "
+        f"distribution (the trial id's seed, the same rate, an exchangeable draw of chunks){except_ordered}. Between "
+        "budgets, energy to a target and quality at equal energy are then equal by construction: their comparison "
+        "tests only the meter and the eval grid, not the budget. To tie the schedule to the budget, set "
+        "train.schedule.kind cosine (a decay to each trial's own end) or wsd (a cooldown over each trial's last "
+        "cooldown_fraction; with train.schedule.branch_every, every budget a cooldown branched from one stable run)."
+    )
+
+
 def own_job(m: dict[str, Any]) -> dict[str, Any]:
     """A finished trial's record as its own job trained it: a branched trial's (train.schedule.branch_every) without
     the stable run it continued (its tokens, seconds and energy are other jobs'); any other record as it is."""

@@ -16,7 +16,7 @@ from typing import Any
 from ..common.files import read_json, traceback_file
 from . import disk, preflight
 from .design import condition_name
-from .preview import cost_preview, workload_key
+from .preview import cost_preview, shared_process_note, workload_key
 from .study import Study
 
 # The rules whose planned jobs the checks weigh: the corpus's files, the outputs' room, the training device and meter.
@@ -107,9 +107,9 @@ def dry_run_warnings(study: Study) -> list[str]:
 
 
 def preview(study: Study) -> tuple[list[str], list[str]]:
-    """The plan's lines (its cost preview, and the pilot's and compile notes where there are any) and a warning per
-    finished trial's record that cannot be read: named, never fatal here, so -n, --summary and --unlock still work
-    (aggregation reports it with the fix)."""
+    """The plan's lines (its cost preview, and the pilot's, compile and shared-process notes where there are any) and a
+    warning per finished trial's record that cannot be read: named, never fatal here, so -n, --summary and --unlock
+    still work (aggregation reports it with the fix)."""
     finished, warnings = {}, []
     for c, t in study.layout.expected:
         path = Path(study.layout.trial(c, t).metrics)
@@ -134,7 +134,8 @@ def preview(study: Study) -> tuple[list[str], list[str]]:
             workload_key(dict(config)),
         )
     ]
-    lines += [note for note in (study.pilot_note, design.compile_note()) if note is not None]
+    notes = (study.pilot_note, design.compile_note(), shared_process_note(dict(config)))
+    lines += [note for note in notes if note is not None]
     return lines, warnings
 
 

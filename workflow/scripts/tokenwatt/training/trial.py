@@ -485,7 +485,7 @@ def run_stable(
     with the cooldown, idle baseline and check a trial begins with) at the peak rate, and saved to ``out`` with its
     whole meter session, which the next stretch and every budget's branch continue. A stable run that diverged saves
     where, and the trials after it are its divergence, recorded or failed as train.on_divergence says. Returns what
-    the stretch trained, for its log."""
+    the stretch trained, for its log, and the saved session (``session``: its stretch record's source, stretch.py)."""
     t_start = time.perf_counter()
     setup = set_up(spec, data, log)
     parameters = sum(p.numel() for p in setup.model.parameters())
@@ -519,8 +519,9 @@ def run_stable(
     return {
         "step": result.n_steps,
         "real_tokens": result.real_tokens,
-        "train_s": result.train_s,
+        "train_s": state.train_s,  # the saved point's, which its branches inherit
         "diverged": diverged is not None,
+        "session": payload,
     }
 
 

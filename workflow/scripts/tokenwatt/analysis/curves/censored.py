@@ -187,7 +187,10 @@ class PairedRatio:
     """Energy under condition a over condition b, paired by trial id: ``ratio`` (geometric: exp of the difference of
     the censored-normal means of log energy), its 95 % interval (None: no bound on that side from these data) and
     p against a ratio of 1; ``n_pairs`` trial ids in both conditions, ``n_exact`` of them with both energies
-    measured, ``n_censored`` with one or both censored; ``status`` "ok" or why no ratio is given."""
+    measured, ``n_censored`` with one or both censored; ``status`` "ok" or why no ratio is given. ``detectable``:
+    the smallest ratio (above 1, or its inverse below) this design detects at p < .05 with 80 % power, from the
+    interval's width (``detectable_ratio``), so that an interval holding 1 says how large a difference it could
+    have shown."""
 
     n_pairs: int
     n_exact: int
@@ -198,9 +201,24 @@ class PairedRatio:
     ci95_high: float | None
     p: float | None
     status: str
+    detectable: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+POWER = 0.80  # of the detectable ratio
+
+
+def detectable_ratio(low: float | None, high: float | None, n: int) -> float | None:
+    """The smallest ratio a paired design of ``n`` trial ids with this 95 % interval detects with ``POWER``: the
+    standard error read off the interval's width on the log scale, times the t quantiles of the two-sided 5 % test
+    and of the power (the paired t-test's normal-shift approximation); None without both bounds."""
+    if low is None or high is None or n < 2 or not low < high:
+        return None
+    crit = stats.t.ppf(0.975, n - 1)
+    se = (math.log(high) - math.log(low)) / (2.0 * crit)
+    return math.exp((crit + stats.t.ppf(POWER, n - 1)) * se)
 
 
 MIN_EXACT_PAIRS = 3  # a correlation and two SDs need 3 pairs measured in full; with 2 the likelihood has no maximum
@@ -262,4 +280,6 @@ def paired_ratio(
     at_zero = lr(0.0) / n
     t_zero = math.sqrt((n - 1) * math.expm1(at_zero)) if at_zero < LOG_MAX_FLOAT - math.log(n) else math.inf
     p = float(2.0 * stats.t.sf(t_zero, n - 1))
-    return PairedRatio(**counts, ratio=math.exp(d_hat), ci95_low=bound(-1), ci95_high=bound(+1), p=p, status="ok")
+    low, high = bound(-1), bound(+1)
+    found = {"ratio": math.exp(d_hat), "ci95_low": low, "ci95_high": high, "p": p, "status": "ok"}
+    return PairedRatio(**counts, **found, detectable=detectable_ratio(low, high, n))

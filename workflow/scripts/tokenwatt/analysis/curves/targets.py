@@ -22,6 +22,7 @@ from ...plan.cost import trial_cost
 from ..stats import holm
 from ..tables import series_blocks
 from .censored import ABOVE, BELOW, EXACT, NEVER, PairedRatio, km_median, paired_ratio
+from .paired_rank import RankTest, paired_rank_test, runs_to_target
 from .runs import RUN_SCHEMA, CurvesError, Run, nullable, rows_table, runs_of
 
 TARGET_MEASURE = "energy_to_target_j"  # the measure (tokenwatt.common.measures) the energy-to-target test runs on
@@ -113,8 +114,27 @@ REACH_SCHEMA = {
     "real_tokens": pl.Float64,
     "energy_j": pl.Float64,
     "train_s": pl.Float64,
+    # the window the run observed (its first and last eval point's real tokens) and its own training J/token over
+    # the whole run: where the rank test censors a pair's runs again, on the token axis, and at what energy
+    "first_tokens": pl.Float64,
+    "last_tokens": pl.Float64,
+    "joules_per_token": pl.Float64,
     **{c: pl.Float64 for c in TARGET_COSTS},
 }
+
+
+def _window(run: Run) -> dict[str, Any]:
+    """The real tokens of the run's first and last eval point with a position on the axis, and its training J/token
+    (last point's energy over its tokens); nulls for a run without such a point."""
+    on = (run.tokens > 0) & (run.energy > 0)
+    if not on.any():
+        return {"first_tokens": None, "last_tokens": None, "joules_per_token": None}
+    tokens, energy = run.tokens[on], run.energy[on]
+    return {
+        "first_tokens": nullable(tokens[0]),
+        "last_tokens": nullable(tokens[-1]),
+        "joules_per_token": nullable(energy[-1] / tokens[-1]),
+    }
 
 
 def _crossing(run: Run, loss: float) -> dict[str, Any]:
@@ -197,6 +217,7 @@ def energy_to_target(
                 "target_loss": t.loss,
                 **run.key(),
                 **_crossing(run, t.loss),
+                **_window(run),
                 "stopped_by_rule": (run.cell, run.trial) in ruled,
             }
             if cost and row.get("energy_j") is not None:
@@ -294,8 +315,9 @@ def energy_to_target_summary(reached: pl.DataFrame) -> pl.DataFrame:
 @dataclass(frozen=True)
 class TargetComparison:
     """Energy to one target under budget b over budget a within one series, paired by trial id, every trial id in
-    both cells in it (``paired``: ``censored.paired_ratio``'s ratio, interval, p and counts), and ``p_holm`` over the
-    series' pairs."""
+    both cells in it (``paired``: ``censored.paired_ratio``'s ratio, interval, p and counts, under a normal law of
+    log energy; ``rank``: ``paired_rank.paired_rank_test``, the test that assumes no law and censors each pair on
+    its common token window), and ``p_holm`` and ``rank_p_holm`` over the series' pairs."""
 
     target: str
     target_loss: float
@@ -304,14 +326,21 @@ class TargetComparison:
     budget_b: int
     paired: PairedRatio
     p_holm: float | None
+    rank: RankTest
+    rank_p_holm: float | None
 
     def to_dict(self) -> dict[str, Any]:
-        """Flat, as the report and the command read it: the keys, the ratio's fields, ``p_holm``."""
-        return {**{k: v for k, v in asdict(self).items() if k != "paired"}, **self.paired.to_dict()}
+        """Flat, as the report and the command read it: the keys, the ratio's and the rank test's fields, the Holm
+        ps."""
+        return _flat(self)
 
 
-def _paired(a: pl.DataFrame, b: pl.DataFrame, label: str) -> PairedRatio:
-    """Energy to the target in ``b``'s runs over ``a``'s, paired by trial id (``paired_ratio``)."""
+Paired = tuple[PairedRatio, RankTest]
+
+
+def _paired(a: pl.DataFrame, b: pl.DataFrame, label: str) -> Paired:
+    """Energy to the target in ``b``'s runs over ``a``'s, paired by trial id: ``paired_ratio`` and
+    ``paired_rank_test`` on the same trial ids."""
     pair = (
         a.join(b, on="trial", suffix="_b")
         .filter(pl.col("energy_j").is_not_null() & pl.col("energy_j_b").is_not_null())
@@ -323,17 +352,27 @@ def _paired(a: pl.DataFrame, b: pl.DataFrame, label: str) -> PairedRatio:
         np.log(pair["energy_j"].to_numpy()),
         pair["censoring"].to_list(),
     )
+    columns = ("censoring", "energy_j", "real_tokens", "first_tokens", "last_tokens", "joules_per_token")
+    rank = paired_rank_test(*(runs_to_target(*(pair[f"{c}{end}"] for c in columns)) for end in ("", "_b")))
+    why = None
     if not a.height or not b.height:
-        return replace(got, status="no finished trial in one of the two cells")
-    if a["energy_j"].null_count() == a.height or b["energy_j"].null_count() == b.height:
-        got = replace(got, status=f"no training energy was measured (meter none): no energy to {label}")
-    return got
+        why = "no finished trial in one of the two cells"
+    elif a["energy_j"].null_count() == a.height or b["energy_j"].null_count() == b.height:
+        why = f"no training energy was measured (meter none): no energy to {label}"
+    if why:
+        return replace(got, status=why), replace(rank, status=why)
+    return got, rank
 
 
-def _holm_all(found: list[tuple[Any, PairedRatio]]) -> list[tuple[Any, PairedRatio, float | None]]:
-    """Each comparison with its Holm-adjusted p over the family ``found`` (those with a p)."""
-    adjusted = iter(holm([g.p for _, g in found if g.p is not None]))
-    return [(key, g, next(adjusted) if g.p is not None else None) for key, g in found]
+def _holm_all(found: list[tuple[Any, Paired]]) -> list[tuple[Any, PairedRatio, float | None, RankTest, float | None]]:
+    """Each comparison with its Holm-adjusted p over the family ``found`` (those with a p), for the ratio's p and
+    the rank test's each."""
+    adjusted = iter(holm([g.p for _, (g, _) in found if g.p is not None]))
+    ranked = iter(holm([r.p for _, (_, r) in found if r.p is not None]))
+    return [
+        (key, g, next(adjusted) if g.p is not None else None, r, next(ranked) if r.p is not None else None)
+        for key, (g, r) in found
+    ]
 
 
 def energy_to_target_comparisons(reached: pl.DataFrame) -> list[TargetComparison]:
@@ -347,9 +386,7 @@ def energy_to_target_comparisons(reached: pl.DataFrame) -> list[TargetComparison
             found = [
                 ((a, b), _paired(cells[a], cells[b], label)) for i, a in enumerate(cells) for b in list(cells)[i + 1 :]
             ]
-            out += [
-                TargetComparison(label, loss, series, a, b, got, p_holm) for (a, b), got, p_holm in _holm_all(found)
-            ]
+            out += [TargetComparison(label, loss, series, a, b, *rest) for (a, b), *rest in _holm_all(found)]
     return out
 
 
@@ -366,10 +403,18 @@ class LevelComparison:
     series_b: str
     paired: PairedRatio
     p_holm: float | None
+    rank: RankTest
+    rank_p_holm: float | None
 
     def to_dict(self) -> dict[str, Any]:
-        """Flat, as the report and the command read it: the keys, the ratio's fields, ``p_holm``."""
-        return {**{k: v for k, v in asdict(self).items() if k != "paired"}, **self.paired.to_dict()}
+        """Flat, as the report and the command read it: the keys, the ratio's and the rank test's fields, the Holm
+        ps."""
+        return _flat(self)
+
+
+def _flat(comparison: TargetComparison | LevelComparison) -> dict[str, Any]:
+    keys = {k: v for k, v in asdict(comparison).items() if k not in ("paired", "rank")}
+    return {**keys, **comparison.paired.to_dict(), **comparison.rank.to_dict()}
 
 
 def _one_factor_apart(a: str, b: str) -> bool:
@@ -393,5 +438,5 @@ def energy_to_target_level_comparisons(reached: pl.DataFrame) -> list[LevelCompa
                 for b in names[i + 1 :]
                 if _one_factor_apart(a, b)
             ]
-            out += [LevelComparison(label, loss, budget, a, b, got, p_holm) for (a, b), got, p_holm in _holm_all(found)]
+            out += [LevelComparison(label, loss, budget, a, b, *rest) for (a, b), *rest in _holm_all(found)]
     return out

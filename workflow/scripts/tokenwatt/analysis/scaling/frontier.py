@@ -30,14 +30,22 @@ counts an untied input embedding's lookup as FLOPs): the caller names its conven
 
 Each estimator is refitted without each trial id and each model size (``units``: the design's units, never
 the points), so every N*, D*, L* has a jackknife interval on the log scale; a refit that refuses leaves the
-interval out, with why. The approaches agree at J where all their intervals share a value. Energies are those
-inside the points' measured range only; an estimate outside the sizes measured is marked ``beyond_sizes``.
+interval out, with why. Energies are those inside the points' measured range only; an estimate outside the sizes
+measured is marked ``beyond_sizes``.
+
+Whether the approaches agree is a test, not an overlap of intervals (``_agreement``): for each pair at each J, the
+difference of their log N* with a jackknife interval over the same refits, each replicate the two approaches
+refitted without one and the same unit, so what moves both with a unit cancels. Where that interval excludes 0 the
+two contradict each other; where it holds 0 no contradiction is detected, which is said with the interval's width
+(a factor exp(high − low)), never as agreement. A law in doubt (its lack-of-fit screen, coefficients not identified)
+is left out of the comparison: approaches that agree with a wrong law would say nothing about the frontier.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from itertools import combinations
 from typing import Any
 
 import numpy as np
@@ -312,15 +320,29 @@ def _rows(
     return counts, None, {d: [r for _, r in reps] for d, reps in leave_one_out(points.units, refit).items()}
 
 
+def _joint_row(points: FrontierPoints, energies: np.ndarray) -> np.ndarray:
+    """Every approach's row, in the order of APPROACHES: one refit per deleted unit gives all three, so the
+    approaches' replicates pair up by unit (the agreement test's interval needs that)."""
+    return np.concatenate([ESTIMATORS[name](points, energies).row for name in APPROACHES])
+
+
+def _part(replicates: Mapping[str, list], index: int, width: int) -> dict[str, list]:
+    """One approach's slice of each joint replicate row (None stays None: a refit that failed)."""
+    return {
+        d: [None if r is None else np.asarray(r)[index * width : (index + 1) * width] for r in reps]
+        for d, reps in replicates.items()
+    }
+
+
 def _approach(
-    approach: str,
+    est: Estimate,
+    counts: dict[str, int],
+    refused: str | None,
+    replicates: Mapping[str, list],
     points: FrontierPoints,
     energies: np.ndarray,
-    without: Callable[[str, Any], FrontierPoints] | None,
 ) -> dict[str, Any]:
     """One approach's estimate and intervals, per energy in the JSON form of ``fit_frontier.py``."""
-    est = ESTIMATORS[approach](points, energies)
-    counts, refused, replicates = _rows(lambda p: ESTIMATORS[approach](p, energies).row, points, without)
     names = tuple(f"{q}[{j}]" for q in QUANTITIES for j in range(energies.size))
     jack = stack(names, est.row, np.ones(len(names), bool), replicates) if replicates else None
     lo_size, hi_size = float(points.N.min()), float(points.N.max())
@@ -407,22 +429,83 @@ def energy_vs_flop(
     }
 
 
-def _agreement(approaches: Mapping[str, dict[str, Any]], energies: np.ndarray) -> list[dict[str, Any]]:
-    """Per energy: the approaches with an interval for N*, and whether the intervals share a value."""
+PAIRS = tuple(combinations(APPROACHES, 2))
+
+
+def _pair_ratios(row: ArrayLike, k: int) -> np.ndarray:
+    """N*_a / N*_b of every pair (PAIRS) at each of k energies, from a joint row (NaN where either has no N*)."""
+    row, width = np.asarray(row, float), len(QUANTITIES) * k
+    n = {name: row[i * width : i * width + k] for i, name in enumerate(APPROACHES)}  # N* leads each approach's row
+    return np.concatenate([n[a] / n[b] for a, b in PAIRS])
+
+
+def _factor(width: float) -> str:
+    return f"{width:.3g}" if width < 1000 else f"{width:,.0f}"
+
+
+def _pair_test(a: str, b: str, iv: dict[str, Any] | None, why: str | None) -> dict[str, Any]:
+    """One pair at one energy: log N*_a − log N*_b, its paired 95 % interval, its width as a factor, and the verdict:
+    "contradict" where the interval excludes 0; where it holds 0, only that no contradiction was detected, with the
+    width that says how large a difference could have gone unseen."""
+    out: dict[str, Any] = {"approaches": [a, b], "log_difference": None, "log_low": None, "log_high": None}
+    out |= {"width_factor": None, "contradict": None, "verdict": None, "why": why}
+    if iv is None:
+        return out
+    out["log_difference"] = float(np.log(iv["estimate"]))
+    if iv["ci_low"] is None:
+        return {**out, "why": f"no paired interval: {iv['why']}"}
+    low, high = float(np.log(iv["ci_low"])), float(np.log(iv["ci_high"]))
+    width = float(iv["ci_high"] / iv["ci_low"])  # exp(high − low), without rounding the logs twice
+    contradict = low > 0 or high < 0
+    verdict = "contradict" if contradict else f"no contradiction detected (intervals ×{_factor(width)} wide)"
+    return {
+        **out,
+        "log_low": low,
+        "log_high": high,
+        "width_factor": width,
+        "contradict": contradict,
+        "verdict": verdict,
+    }
+
+
+def _agreement(
+    estimates: Mapping[str, Estimate],
+    replicates: Mapping[str, list],
+    energies: np.ndarray,
+    doubts: Mapping[str, str | None],
+    refused: str | None,
+) -> list[dict[str, Any]]:
+    """Per energy, each pair of approaches not in doubt, tested (module docstring): the difference of their log N*
+    with a jackknife interval whose replicates pair up by deleted unit (``replicates``: joint rows, ``_joint_row``).
+    Overlapping intervals are no test: two approaches that move together over the units overlap however far apart
+    they sit, and on misspecified laws that overlap was read as agreement almost always."""
+    k = energies.size
+    ratios = _pair_ratios(np.concatenate([estimates[name].row for name in APPROACHES]), k)
+    paired = {d: [None if r is None else _pair_ratios(r, k) for r in reps] for d, reps in replicates.items()}
+    names = tuple(f"{a}/{b}[{j}]" for a, b in PAIRS for j in range(k))
+    jack = stack(names, ratios, np.ones(len(names), bool), paired) if paired else None
+    left_out = {
+        name: f"the {name} is in doubt ({doubt}): left out of the comparison" for name, doubt in doubts.items() if doubt
+    }
     out = []
     for j, energy in enumerate(energies):
-        bands = {
-            name: (a["estimates"][j]["n_low"], a["estimates"][j]["n_high"])
-            for name, a in approaches.items()
-            if a["estimates"][j]["n_low"] is not None
-        }
-        agree = None if len(bands) < 2 else max(lo for lo, _ in bands.values()) <= min(hi for _, hi in bands.values())
+        pairs = []
+        for p, (a, b) in enumerate(PAIRS):
+            if a in left_out or b in left_out:
+                continue
+            missing = [name for name in (a, b) if not np.isfinite(estimates[name].n[j])]
+            why = f"no N* from {' or '.join(missing)}" if missing else None if jack else refused or "no units"
+            pairs.append(_pair_test(a, b, None if why else jack.interval(p * k + j), why))
+        tested = [t for t in pairs if t["contradict"] is not None]
         out.append(
             {
                 "energy_j": float(energy),
-                "with_intervals": sorted(bands),
-                "agree": agree,
-                "why": None if agree is not None else f"{len(bands)} approach(es) with an interval for N* here",
+                "pairs": pairs,
+                "left_out": left_out,
+                "contradict": any(t["contradict"] for t in tested) if tested else None,
+                "why": None
+                if tested
+                else "no pair tested: " + "; ".join(f"{'–'.join(t['approaches'])}: {t['why']}" for t in pairs),
             }
         )
     return out
@@ -440,7 +523,7 @@ def frontier(
     law_doubt: str | None = None,
     flops: str = "6ND",
 ) -> dict[str, Any]:
-    """The three approaches at each energy, with intervals and their agreement; energies outside the points'
+    """The three approaches at each energy, with intervals and the test of their agreement; energies outside the points'
     measured range are refused (ScalingInputError) rather than extrapolated to. ``law_doubt``: why the law itself is
     in doubt (its lack-of-fit screen, which the caller runs), said beside the law's column with any of E, A, B the
     fit does not identify; ``flops``: how the points' compute (``FrontierPoints.C``) was counted."""
@@ -451,16 +534,23 @@ def frontier(
             f"energies {', '.join(f'{e:.4g}' for e in outside)} J lie outside the points' measured energies "
             f"({lo:.4g}–{hi:.4g} J): the frontier is reported only where it was measured"
         )
-    approaches = {name: _approach(name, points, energies, without) for name in APPROACHES}
-    unpinned = [k for k in ("E", "A", "B") if k in approaches["law"]["details"].get("not_identified", [])]
-    doubts = [law_doubt] * bool(law_doubt) + [f"{', '.join(unpinned)} not identified"] * bool(unpinned)
+    estimates = {name: ESTIMATORS[name](points, energies) for name in APPROACHES}
+    counts, refused, replicates = _rows(lambda p: _joint_row(p, energies), points, without)
+    width = len(QUANTITIES) * energies.size
+    approaches = {
+        name: _approach(estimates[name], counts, refused, _part(replicates, i, width), points, energies)
+        for i, name in enumerate(APPROACHES)
+    }
+    unpinned = [k for k in ("E", "A", "B") if k in estimates["law"].details.get("not_identified", [])]
+    law_doubts = [law_doubt] * bool(law_doubt) + [f"{', '.join(unpinned)} not identified"] * bool(unpinned)
+    doubts = {name: "; ".join(law_doubts) if name == "law" and law_doubts else None for name in APPROACHES}
     for name, approach in approaches.items():
-        approach["doubt"] = "; ".join(doubts) if name == "law" and doubts else None
+        approach["doubt"] = doubts[name]
     return {
         "energies_j": energies.tolist(),
         "measured_energy_j": [lo, hi],
         "measured_sizes": [float(points.N.min()), float(points.N.max())],
         "approaches": approaches,
-        "agreement": _agreement(approaches, energies),
+        "agreement": _agreement(estimates, replicates, energies, doubts, refused),
         "energy_vs_flop": energy_vs_flop(points, energies, without, flops),
     }

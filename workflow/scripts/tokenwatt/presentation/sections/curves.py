@@ -11,6 +11,7 @@ from markupsafe import Markup
 from ...analysis.apa import fmt_p, p_value
 from ...common.measures import fixed, si
 from ...plan.design import condition_name, series_label
+from ...plan.preview import shared_process_note
 from ..html import noted, table, text
 from ..inputs import ReportInputs
 from ..templating import render_template
@@ -21,12 +22,15 @@ def render(inputs: ReportInputs) -> Markup:
     if curves.get("status") != "ok":
         return render_template("sections/curves.html.j2", curves=curves)
     trajectory = curves.get("trajectory") or {}
+    reach, pairs = _reach(curves), _pairs(curves.get("quality_at_energy_comparison") or [])
     return render_template(
         "sections/curves.html.j2",
         curves=curves,
-        **_reach(curves),
+        **reach,
+        # said where budgets are compared: a study whose budgets share one process compares it with itself
+        same_process=shared_process_note(inputs.config) if reach["ratios"] or pairs else None,
         equal=_equal(curves.get("quality_at_energy") or []),
-        pairs=_pairs(curves.get("quality_at_energy_comparison") or []),
+        pairs=pairs,
         falls=_falls(curves.get("gain_falls") or []),
         trajectory=_trajectory(trajectory.get("trials", [])),
         trajectory_smooth=bool(trajectory.get("trials")) and not _uneven(trajectory["trials"]),
@@ -93,9 +97,14 @@ def ratio_text(r: dict[str, Any]) -> str:
     if r.get("ratio") is None:
         return r["status"]
     low, high = r.get("ci95_low"), r.get("ci95_high")
-    return (
+    text = (
         f"{r['ratio']:.3f} [{f'{low:.3f}' if low is not None else '0'}, {f'{high:.3f}' if high is not None else '∞'}]"
     )
+    holds_one = (low is None or low <= 1.0) and (high is None or high >= 1.0)
+    if holds_one and r.get("detectable") is not None:
+        # an interval holding 1 is no finding of "no difference": say how large a one this design could have shown
+        text += f"; no difference shown, ×{r['detectable']:.2f} detectable at 80 % power"
+    return text
 
 
 def _ratios(rows: list[dict[str, Any]]) -> Markup | None:
@@ -103,7 +112,7 @@ def _ratios(rows: list[dict[str, Any]]) -> Markup | None:
     if not rows:
         return None
     return table(
-        ["target", "budgets", "trial ids (crossed under both)", "energy ratio [95 % CI]", "p", "p (Holm)"],
+        ["target", "budgets", "trial ids (crossed under both)", *PAIR_HEADER],
         [
             [
                 r["target"],
@@ -116,14 +125,38 @@ def _ratios(rows: list[dict[str, Any]]) -> Markup | None:
     )
 
 
+# The ratio and its p rest on a normal law of log energy (a censored run's energy read off its tail); the rank test
+# assumes no law and censors each pair on the token window both runs observed (``paired_rank``): it is the one to
+# trust where the two disagree.
+PAIR_HEADER = ("energy ratio [95 % CI], normal model", "p", "p (Holm)", "rank test p (Holm)")
+
+
 def _pair_cells(r: dict[str, Any]) -> list[Any]:
-    """A comparison's counts, ratio with its interval, p and Holm p, as table cells."""
+    """A comparison's counts, ratio with its interval, p and Holm p, and the rank test's Holm p, as table cells."""
     return [
         f"{r['n_pairs']} ({r['n_exact']})" + (f", {r['n_never']} stopped by a rule" if r.get("n_never") else ""),
         ratio_text(r),
         p_value(r["p"]) if r.get("p") is not None else "—",
         p_value(r["p_holm"]) if r.get("p_holm") is not None else "—",
+        _rank_cell(r),
     ]
+
+
+def _rank_words(r: dict[str, Any]) -> str:
+    """The rank test beside the model's p in a sentence: its p, or that its trial ids are too few to reject."""
+    if r.get("rank_p") is None:
+        return ""
+    if r.get("rank_min_p") is not None and r["rank_min_p"] > 0.05:
+        return f"; the rank test, which assumes no law, cannot reject with {r['rank_n_informative']} trial ids"
+    return f"; rank test (no law assumed) {fmt_p(r['rank_p'])}"
+
+
+def _rank_cell(r: dict[str, Any]) -> str:
+    """The rank test's Holm p, and where its trial ids are too few for any p below .05, that it cannot reject."""
+    if r.get("rank_p_holm") is None:
+        return "—"
+    few = r.get("rank_min_p") is not None and r["rank_min_p"] > 0.05
+    return p_value(r["rank_p_holm"]) + (f" (cannot reject with {r['rank_n_informative']} trial ids)" if few else "")
 
 
 def _level_ratios(rows: list[dict[str, Any]]) -> Markup | None:
@@ -131,7 +164,7 @@ def _level_ratios(rows: list[dict[str, Any]]) -> Markup | None:
     if not rows:
         return None
     return table(
-        ["target", "budget", "levels", "trial ids (crossed under both)", "energy ratio [95 % CI]", "p", "p (Holm)"],
+        ["target", "budget", "levels", "trial ids (crossed under both)", *PAIR_HEADER],
         [
             [
                 r["target"],
@@ -251,9 +284,10 @@ def _reached_text(r: dict[str, Any]) -> str:
     )
 
 
-def target_sentence(curves: dict[str, Any]) -> str:
+def target_sentence(curves: dict[str, Any], same_process: bool = False) -> str:
     """The study's question answered in joules: what each budget needed to reach the first target (Kaplan–Meier
-    medians, censored trials included), and the ratio of the largest budget's energy to the smallest's."""
+    medians, censored trials included), and the ratio of the largest budget's energy to the smallest's; with
+    ``same_process`` (``preview.budgets_share_one_process``), that this ratio cannot show a budget effect."""
     rows = curves.get("energy_to_target") or []
     if not rows:
         return ""
@@ -291,6 +325,11 @@ def target_sentence(curves: dict[str, Any]) -> str:
         else:
             sentence += (
                 f" Energy ratio {names[0]} / {names[1]}, paired by trial id with the censored trials in it: "
-                f"{ratio_text(widest)} (95 % CI), {fmt_p(widest['p'])}."
+                f"{ratio_text(widest)} (95 % CI, normal model), {fmt_p(widest['p'])}{_rank_words(widest)}."
+            )
+        if same_process:
+            sentence += (
+                " The budgets share one process (a constant learning rate over one epoch), so this ratio tests the "
+                "meter and the eval grid, not the budget (see Energy to quality)."
             )
     return sentence

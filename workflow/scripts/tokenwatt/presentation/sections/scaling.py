@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from markupsafe import Markup
 
 from ...analysis.products import product
@@ -137,6 +138,16 @@ def _band(alloc: dict[str, Any], key: str, j: int, scale: float) -> str | None:
     return f"[{fixed(band[0][j] / scale)}, {fixed(band[1][j] / scale)}]"
 
 
+def unsure(value: str, note: str = "(no interval)") -> Markup:
+    """An estimate without an interval: greyed, so a table's eye never reads it as a finding beside those that have
+    one."""
+    return Markup(f'<span class="no-interval">{text(value)}</span> <span class="ci">{text(note)}</span>')
+
+
+def _estimate(value: str, band: str | None) -> Markup:
+    return noted(value, band) if band else unsure(value)
+
+
 def _allocation(scaling: dict[str, Any]) -> Markup:
     """The energy-optimal N, D and loss per energy budget beside the FLOP-optimal split of the same compute."""
     alloc, flops, compare = scaling["allocation_energy"], scaling["allocation_flops"], scaling["energy_vs_flops"]
@@ -154,12 +165,12 @@ def _allocation(scaling: dict[str, Any]) -> Markup:
     rows = [
         [
             si(j, "J"),
-            noted(f"{fixed(n / 1e6)} M", _band(alloc, "N", i, 1e6)),
-            noted(f"{fixed(d / 1e6)} M", _band(alloc, "D", i, 1e6)),
-            noted(fixed(loss), _band(alloc, "loss", i, 1.0)),
+            _estimate(f"{fixed(n / 1e6)} M", _band(alloc, "N", i, 1e6)),
+            _estimate(f"{fixed(d / 1e6)} M", _band(alloc, "D", i, 1e6)),
+            _estimate(fixed(loss), _band(alloc, "loss", i, 1.0)),
             fixed(d / n),
             f"{fixed(fn / 1e6)} M / {fixed(fd / 1e6)} M",
-            noted(
+            _estimate(
                 fixed(c["ratio_N"]),
                 f"[{fixed(c['ci_low'])}, {fixed(c['ci_high'])}]" if c["ci_low"] is not None else None,
             ),
@@ -171,37 +182,66 @@ def _allocation(scaling: dict[str, Any]) -> Markup:
     return table(header, rows)
 
 
+def _wide(widths: list[float]) -> str:
+    """How wide the intervals that hold 1 are, as factors from end to end: what a difference could be and go unseen."""
+    if len(widths) == 1:
+        return f"the interval is ×{fixed(widths[0])} wide"
+    return f"the intervals are ×{fixed(min(widths))} to ×{fixed(max(widths))} wide"
+
+
+def _left_out(compare: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The budgets a verdict may rest on, and a clause for each kind left out: those without an interval (refusals,
+    never read), those not judged for another reason (the law in doubt, a budget outside the energies), and those
+    judged whose optimum lies beyond the measured sizes or tokens (the law's form carries them, not a measurement)."""
+    m = len(compare)
+    refused = [c for c in compare if c["ci_low"] is None]
+    other = [c for c in compare if c["ci_low"] is not None and c["differs"] is None]
+    beyond = [c for c in compare if c["differs"] is not None and c.get("extrapolated")]
+    judged = [c for c in compare if c["differs"] is not None and not c.get("extrapolated")]
+    said = []
+    if refused:
+        whys = "; ".join(
+            dict.fromkeys(c["not_judged"] for c in refused if c.get("not_judged") not in (None, "no interval"))
+        )
+        said.append(f"{len(refused)} of {m} budgets have no interval" + (f" ({whys})" if whys else "") + ": not read")
+    if other:
+        whys = "; ".join(dict.fromkeys(c["not_judged"] for c in other if c.get("not_judged")))
+        said.append(f"{len(other)} of {m} budgets not judged: {whys}")
+    if beyond:
+        said.append(
+            f"{len(beyond)} of {m} budgets left out of the verdict because an optimum lies beyond the measured model "
+            "sizes or tokens, where the law's form, not a measurement, carries it"
+        )
+    return judged, said
+
+
 def energy_vs_flops_sentence(compare: list[dict[str, Any]]) -> str:
-    """The survey's question in one sentence: does the energy-optimal split differ from the FLOP-optimal one here?"""
-    ratios = [c["ratio_N"] for c in compare]
-    judged = [c for c in compare if c["differs"] is not None]
+    """The survey's question in one sentence: does the energy-optimal split differ from the FLOP-optimal one here?
+    Read only at budgets with an interval and with both optima inside the measured sizes and tokens; the rest are
+    counted and said, never read."""
+    judged, left_out = _left_out(compare)
+    aside = " (" + "; ".join(left_out) + ")" if left_out else ""
+    if not judged:
+        return f"Whether the two splits differ is not judged at any of the {len(compare)} budgets{aside}."
+    ratios = [c["ratio_N"] for c in judged]
     lo, hi = min(ratios), max(ratios)
     span = f"{fixed(lo)}" if fixed(lo) == fixed(hi) else f"{fixed(lo)} to {fixed(hi)}"
     sentence = (
-        f"Over these budgets the energy-optimal N* is {span} × the FLOP-optimal N* of the same compute "
-        f"(tokens per parameter {fixed(compare[0]['tokens_per_parameter_energy'])} against "
-        f"{fixed(compare[0]['tokens_per_parameter_flops'])} at the first budget). "
+        f"At the {len(judged)} of {len(compare)} budgets judged{aside}, the energy-optimal N* is {span} × the "
+        f"FLOP-optimal N* of the same compute (tokens per parameter {fixed(judged[0]['tokens_per_parameter_energy'])} "
+        f"against {fixed(judged[0]['tokens_per_parameter_flops'])} at the first of them). "
     )
-    reasons = "; ".join(dict.fromkeys(c["not_judged"] for c in compare if c.get("not_judged")))
-    if not judged:
-        return sentence + f"Whether the two splits differ is not judged at any budget: {reasons}."
     differ = sum(c["differs"] for c in judged)
-    beyond = sum(bool(c.get("extrapolated")) for c in judged)
-    sentence += (
-        f"At {beyond} of the budgets judged an optimum lies beyond the measured model sizes or tokens, where the "
-        "law's form, not a measurement, carries it. "
-        if beyond
-        else ""
-    )
+    held = [c["ci_high"] / c["ci_low"] for c in judged if not c["differs"]]
     return sentence + (
-        f"The 95 % interval of the ratio excludes 1 at {differ} of the {len(judged)} budgets judged "
-        + (f"({len(compare) - len(judged)} not judged: {reasons}): " if reasons else ": ")
+        f"The 95 % interval of the ratio excludes 1 at {differ} of the {len(judged)}: "
         + (
             "on this hardware the energy-optimal split differs from the FLOP-optimal one."
             if differ == len(judged)
-            else "the two splits are not distinguishable at every budget."
+            else f"the two splits are not distinguishable at every budget; where the interval holds 1 no difference "
+            f"is shown ({_wide(held)})."
             if differ
-            else "the data cannot tell the two splits apart."
+            else f"no difference shown; {_wide(held)}."
         )
     )
 
@@ -209,75 +249,94 @@ def energy_vs_flops_sentence(compare: list[dict[str, Any]]) -> str:
 APPROACH_NAMES = {"envelope": "lower envelope", "isoenergy": "iso-energy slices", "law": "law with e(N)"}
 
 
+SHORT_NAMES = {"envelope": "envelope", "isoenergy": "slices", "law": "law"}
+
+
 def _frontier_cell(e: dict[str, Any]) -> Markup:
-    """One approach at one energy: N* with its interval, D* and L*, or "refused"."""
+    """One approach at one energy: N* with its interval (greyed without one), D* and L*, or "refused"."""
     if e["n_opt"] is None:
         return Markup('<span class="ci">refused</span>')
-    band = f"[{si(e['n_low'], '')}, {si(e['n_high'], '')}]" if e["n_low"] is not None else "(no interval)"
     beyond = "".join(
         f", beyond the {what} measured"
         for what, flag in (("sizes", e["beyond_sizes"]), ("tokens", e.get("beyond_tokens")))
         if flag
     )
-    return noted(si(e["n_opt"], ""), band + beyond) + Markup(
-        f"<br>D* {text(si(e['d_opt'], ''))}, L* {text(fixed(e['loss_opt']))}"
-    )
+    if e["n_low"] is None:
+        shown = unsure(si(e["n_opt"], ""), "(no interval" + beyond + ")")
+    else:
+        shown = noted(si(e["n_opt"], ""), f"[{si(e['n_low'], '')}, {si(e['n_high'], '')}]" + beyond)
+    return shown + Markup(f"<br>D* {text(si(e['d_opt'], ''))}, L* {text(fixed(e['loss_opt']))}")
+
+
+def _pair_verdict(t: dict[str, Any]) -> Markup:
+    """One pair's test at one energy: contradict (bold, with N*'s ratio and its paired interval), no contradiction
+    detected with the interval's width, or not tested (greyed; its reason is listed under Refused)."""
+    names = " – ".join(SHORT_NAMES[a] for a in t["approaches"])
+    if t["contradict"] is None:
+        return Markup(f'<span class="no-interval">{text(names)}: not tested</span>')
+    if not t["contradict"]:
+        return text(f"{names}: {t['verdict']}")
+    ratio = "N* ratio {} [{}, {}]".format(*(fixed(np.exp(t[k])) for k in ("log_difference", "log_low", "log_high")))
+    return Markup(f"<b>{text(names)}: contradict</b> ") + noted("", f"({ratio})")
 
 
 def _frontier(front: dict[str, Any]) -> Markup:
-    """Per energy: each approach's N* (interval), D* and L*, and whether the N* intervals agree."""
+    """Per energy: each approach's N* (interval), D* and L*, and the paired test of each pair's N*."""
     approaches = front["approaches"]
     rows = []
     for j, energy in enumerate(front["energies_j"]):
         agreement = front["agreement"][j]
-        compared = ", ".join(APPROACH_NAMES[a] for a in agreement["with_intervals"])
-        verdict = "—" if agreement["agree"] is None else f"{'agree' if agreement['agree'] else 'disagree'} ({compared})"
-        rows.append([si(energy, "J"), *(_frontier_cell(a["estimates"][j]) for a in approaches.values()), text(verdict)])
-    return table(["energy", *(APPROACH_NAMES[k] for k in approaches), "N* intervals"], rows)
+        tests = [_pair_verdict(t) for t in agreement["pairs"]]
+        tests += [text(f"{APPROACH_NAMES[a]} left out: in doubt") for a in agreement["left_out"]]
+        cells = [_frontier_cell(a["estimates"][j]) for a in approaches.values()]
+        rows.append([si(energy, "J"), *cells, Markup("<br>".join(tests))])
+    return table(["energy", *(APPROACH_NAMES[k] for k in approaches), "paired test of N* (difference of log N*)"], rows)
 
 
 def _frontier_versus(versus: dict[str, Any] | None) -> str | None:
-    """The slices' energy- against FLOP-optimal size at each energy where both are interior, in one paragraph: what
-    each interval says, energy by energy, and no verdict beyond them (the energies share their points)."""
+    """The slices' energy- against FLOP-optimal size at each energy with an interval, in one paragraph: what each
+    interval says, energy by energy, and no verdict beyond them (the energies share their points). An energy without
+    an interval is counted as a refusal with its reason and never read, not even as a lean."""
     if not versus:
         return None
-    found = [e for e in versus["estimates"] if e["ratio"] is not None]
+    rows = versus["estimates"]
+    with_interval = [e for e in rows if e["ratio_low"] is not None]
+    without = [e for e in rows if e["ratio_low"] is None]
+    whys = "; ".join(dict.fromkeys(e["interval_why"] or e["why"] for e in without if e["interval_why"] or e["why"]))
+    refusals = f"{len(without)} of {len(rows)} energies have no interval" + (f" ({whys})" if whys else "")
     intro = (
         "At each energy, the iso-energy optimum N*_E trains some number of FLOPs; the same slices on the compute "
         f"axis (FLOPs counted as {versus.get('flops', '6ND')}) give the FLOP-optimal N*_C of that compute from the same points. "
     )
-    if not found:
-        whys = "; ".join(dict.fromkeys(e["why"] for e in versus["estimates"] if e["why"]))
-        return intro + f"No ratio at any energy reported: {whys}."
+    if not with_interval:
+        return intro + refusals + ": nothing is read off them."
     parts = []
-    for e in found:
-        band = (
-            f" [{fixed(e['ratio_low'])}, {fixed(e['ratio_high'])}]"
-            if e["ratio_low"] is not None
-            else f" (no interval: {e['interval_why']})"
+    for e in with_interval:
+        found = f"{fixed(e['ratio'])}× [{fixed(e['ratio_low'])}, {fixed(e['ratio_high'])}]"
+        verdict = (
+            ", excludes 1"
+            if e["excludes_one"]
+            else f": no difference shown; the interval is ×{fixed(e['ratio_high'] / e['ratio_low'])} wide"
         )
-        verdict = "" if e["excludes_one"] is None else (", excludes 1" if e["excludes_one"] else ", includes 1")
         parts.append(
-            f"at {si(e['energy_j'], 'J')} N*_E {si(e['n_energy'], '')} against N*_C {si(e['n_flop'], '')}: "
-            f"{fixed(e['ratio'])}×{band}{verdict}"
+            f"at {si(e['energy_j'], 'J')} N*_E {si(e['n_energy'], '')} against N*_C {si(e['n_flop'], '')}: {found}{verdict}"
         )
-    judged = [e for e in found if e["excludes_one"] is not None]
-    above = sum(bool(e["excludes_one"]) and e["ratio"] > 1 for e in judged)
-    below = sum(bool(e["excludes_one"]) and e["ratio"] < 1 for e in judged)
+    above = sum(bool(e["excludes_one"]) and e["ratio"] > 1 for e in with_interval)
+    below = sum(bool(e["excludes_one"]) and e["ratio"] < 1 for e in with_interval)
     said = (
         f"Each 95 % interval ({versus['intervals']}) stands for its own energy (the energies share their points; no "
-        f"correction for several): {above + below} of {len(judged)} exclude 1"
+        f"correction for several): {above + below} of {len(with_interval)} exclude 1"
         + (f" ({above} with N*_E above N*_C, {below} below)" if above + below else "")
         + "."
-        if judged
-        else "No energy has an interval."
     )
     listed = "; ".join(parts)
-    return intro + listed[0].upper() + listed[1:] + f" ({len(found)} of {len(versus['estimates'])} energies). " + said
+    counted = f" ({len(with_interval)} of {len(rows)} energies with an interval). "
+    return intro + listed[0].upper() + listed[1:] + counted + said + (f" {refusals}: not read." if without else "")
 
 
 def _frontier_refusals(front: dict[str, Any]) -> list[str]:
-    """Each approach's reasons for refusing, once each, with at how many energies."""
+    """Each approach's reasons for refusing, and each pair's for going untested, once each, with at how many
+    energies."""
     out = []
     for name, approach in front["approaches"].items():
         whys: dict[str, int] = {}
@@ -287,4 +346,12 @@ def _frontier_refusals(front: dict[str, Any]) -> list[str]:
         out += [
             f"{APPROACH_NAMES[name]}, at {n} of {len(approach['estimates'])} energies: {w}" for w, n in whys.items()
         ]
-    return out
+    untested: dict[tuple[str, str], int] = {}
+    for agreement in front["agreement"]:
+        for t in agreement["pairs"]:
+            # A pair without an N* is already said by its approach's refusal above.
+            if t["why"] and not t["why"].startswith("no N* from"):
+                key = (" – ".join(SHORT_NAMES[a] for a in t["approaches"]), t["why"])
+                untested[key] = untested.get(key, 0) + 1
+    m = len(front["agreement"])
+    return out + [f"the paired test {pair}, at {n} of {m} energies: {why}" for (pair, why), n in untested.items()]

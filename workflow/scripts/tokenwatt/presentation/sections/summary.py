@@ -3,6 +3,7 @@ study cost (every trial), what to beware of."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import polars as pl
@@ -11,6 +12,7 @@ from markupsafe import Markup
 from ...analysis.aggregate import shared_by_branches
 from ...common.measures import budget_label, duration, si
 from ...plan.design import series_label
+from ...plan.preview import budgets_share_one_process
 from ..inputs import ReportInputs
 from ..templating import render_template
 from .curves import target_sentence
@@ -32,7 +34,7 @@ def sentences(inputs: ReportInputs) -> list[str]:
     trials = inputs.trials
     budgets = sorted(trials["budget"].unique().to_list())
     said = _changes(inputs.product("stats").get("headline"))
-    if in_joules := target_sentence(inputs.product("curves")):
+    if in_joules := target_sentence(inputs.product("curves"), budgets_share_one_process(inputs.config)):
         said.append(in_joules)
     a = inputs.product("stats")["anova"].get("pe", {})
     if a.get("effects"):
@@ -85,18 +87,23 @@ def _where(series: str) -> str:
 def _energy(trials: pl.DataFrame, estimated: bool, cost: dict[str, Any]) -> list[str]:
     """What the study's training used, and what that emitted and cost; a total only when every trial was metered."""
     if "energy_j" in trials.columns and trials.height and trials["energy_j"].null_count() == 0:
-        energy = float(trials["energy_j"].sum())  # every trial's, or no total (as in cost.json)
-        # branched trials' records each hold their stable run to their point: the study spent each run once
-        shared_j = shared_by_branches(trials, "branch_stable_energy_j")
-        train_s = float(trials["train_s"].sum()) - shared_by_branches(trials, "branch_stable_train_s")
+        held = float(trials["energy_j"].sum())  # every trial's record's, each branched one with its stable run's
+        # cost.json's totals count each stable run once, from its stretch records (analysis/totals.py)
+        used = cost.get("total_energy_j")
+        train_s = cost.get("total_train_s")
+        if used is None or train_s is None:  # a cost summary without them: the trials' records alone
+            used = held - shared_by_branches(trials, "branch_stable_energy_j")
+            train_s = float(trials["train_s"].sum()) - shared_by_branches(trials, "branch_stable_train_s")
         once = (
             f"; each stable run counted once, though the trials' records, each branched from one, hold "
-            f"{si(energy, 'J')} together"
-            if shared_j
+            f"{si(held, 'J')} together"
+            # the stable runs, counted once (and any stretch no finished trial's record holds)
+            if (cost.get("stable_runs") or shared_by_branches(trials, "branch_stable_energy_j"))
+            and not math.isclose(used, held, rel_tol=1e-9)
             else ""
         )
         return [
-            f"Training used {si((energy - shared_j) / 3600, 'Wh')} ({si(energy - shared_j, 'J')}"
+            f"Training used {si(used / 3600, 'Wh')} ({si(used, 'J')}"
             f"{', ESTIMATED' if estimated else ''}) over {duration(train_s)} of training in {trials.height} trials"
             f"{once}.",
             *cost_sentences(cost),
@@ -107,6 +114,27 @@ def _energy(trials: pl.DataFrame, estimated: bool, cost: dict[str, Any]) -> list
             "no study total."
         ]
     return ["Energy was not measured."]
+
+
+def spent_sentence(cost: dict[str, Any]) -> str | None:
+    """What the study spent beside what its training used: work lost to resumes and done again, checkpoint saves
+    (cost.json's spent_*), or why there is no such total; None where the cost summary says neither."""
+    label = " (ESTIMATED, from estimated energy)" if cost.get("is_estimate") else ""
+    if cost.get("spent_energy_j") is None:
+        why = cost.get("spent_missing")
+        return f"There is no total of what the study spent beside its training: {why}." if why else None
+    spent, lost, saves = cost["spent_energy_j"], cost["lost_energy_j"], cost["checkpoint_energy_j"]
+    if not lost and not saves:
+        return "No work was lost to resumes and no checkpoint was saved: what it spent on training is what its training used."
+    said = [si(spent, "J")]
+    if cost.get("spent_kg_co2e") is not None:
+        said.append(f"{si(cost['spent_kg_co2e'] * 1000, 'g')} CO2e")
+    if cost.get("spent_total_cost") is not None:
+        said.append(si(cost["spent_total_cost"], cost["currency"]))
+    return (
+        f"In all the study spent {si(spent / 3600, 'Wh')} ({', '.join(said)}){label}: its training's, plus "
+        f"{si(lost, 'J')} of work lost to resumes and done again and {si(saves, 'J')} saving checkpoints."
+    )
 
 
 def cost_sentences(cost: dict[str, Any]) -> list[str]:
@@ -132,6 +160,8 @@ def cost_sentences(cost: dict[str, Any]) -> list[str]:
     totals = ("total_kg_co2e", "total_total_cost", "total_device_cost")
     if cost and all(cost.get(k) is None for k in totals):
         out.append("No CO2 or money figures: set cost.carbon_intensity and the prices in the config.")
+    if spent := spent_sentence(cost):
+        out.append(spent)
     if cost.get("eval_energy_j") is not None:
         beside = [f"{si(cost['eval_energy_j'], 'J')}"]
         if cost.get("eval_kg_co2e") is not None:
