@@ -94,9 +94,10 @@ def one_study(
         start = last + math.log(first)
         status = np.where(log_t > last, ABOVE, np.where(log_t <= start, BELOW, EXACT))
         tokens = np.exp(np.where(status == ABOVE, last, np.where(status == BELOW, start, log_t)))
-        out.append(
-            RunsToTarget(status, np.exp(log_rate) * tokens, tokens, np.exp(start), np.exp(last), np.exp(log_rate))
-        )
+        # each run's curve: energy in proportion to its tokens, from its first eval point to its last
+        ends = np.exp(np.stack([start, last], axis=1))
+        curves = tuple((t, r * t) for t, r in zip(ends, np.exp(log_rate)))
+        out.append(RunsToTarget(status, np.exp(log_rate) * tokens, tokens, curves))
     return out[0], out[1]
 
 

@@ -1,6 +1,7 @@
 """The energy-to-target command: any table of eval points in, the workflow's censored medians and paired ratios out."""
 
 import json
+import math
 
 import polars as pl
 import pytest
@@ -70,3 +71,39 @@ def test_the_command_gives_the_workflows_medians_and_paired_ratios_and_writes_th
 def test_a_column_the_command_cannot_use_is_named_with_exit_code_2(table, args, says):
     done = run_cli(table, *args, "--target", 3.6)
     assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.fixture
+def curves_parquet(curves, tmp_path):
+    """The workflow's own table of eval points, written as aggregate.py writes results/analysis/curves.parquet."""
+    from tokenwatt.common.files import write_parquet
+
+    path = tmp_path / "curves.parquet"
+    write_parquet(path, curves)
+    return path
+
+
+def test_the_command_reads_the_workflows_own_curves_parquet_and_a_target_perplexity(curves, curves_parquet, tmp_path):
+    out = tmp_path / "e.json"
+    args = ("--condition", "budget", "--trial", "trial", "--energy", "train_energy_j", "--loss", "eval_loss")
+    done = run_cli(curves_parquet, *args, "--target-perplexity", math.exp(3.6), "--json", out)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(out.read_text())
+    assert got["target_loss"] == pytest.approx(3.6) and got["target_perplexity"] == pytest.approx(math.exp(3.6))
+    reached = energy_to_target(curves, [{"loss": 3.6}])
+    theirs = {r["budget"]: r for r in energy_to_target_summary(reached).to_dicts()}
+    for mine in got["conditions"]:
+        assert mine["energy_median_j"] == pytest.approx(theirs[int(mine["condition"])]["energy_median_j"], rel=1e-9)
+    assert f"energy to perplexity {math.exp(3.6):g} (loss 3.6 nats)" in done.stdout
+
+
+@pytest.mark.parametrize("targets", [(), ("--target", "3.6", "--target-perplexity", "36")])
+def test_exactly_one_target_is_asked_for(table, targets):
+    done = run_cli(table, *COLUMNS, *targets)
+    assert done.returncode == 2 and "--target" in done.stderr
+
+
+def test_help_names_the_table_it_reads_with_an_example():
+    done = run_cli("--help")
+    assert done.returncode == 0 and ".csv or .parquet" in done.stdout
+    assert "energy_to_target.py results/analysis/curves.parquet --condition budget" in done.stdout

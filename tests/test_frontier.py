@@ -308,3 +308,35 @@ def test_fit_frontier_counts_compute_from_a_flops_per_token_column(tmp_path):
     assert given["flops"] == "the column fpt × tokens" and assumed["flops"] == "6ND"
     assert [e["ratio"] for e in given["estimates"]] == pytest.approx([e["ratio"] for e in assumed["estimates"]])
     assert all(e["ratio"] == pytest.approx(1.0) for e in given["estimates"])  # e(N) ∝ N in this ladder
+
+
+def test_fit_frontier_reads_a_parquet_table_as_it_reads_the_csv(tmp_path):
+    from tokenwatt.common.files import write_parquet
+
+    write_table(tmp_path / "points.csv", ladder())
+    write_parquet(tmp_path / "points.parquet", pl.read_csv(tmp_path / "points.csv"))  # as the workflow writes tables
+    args = ["--params", "params", "--tokens", "tokens", "--energy", "joules", "--loss", "loss", "--group", "seed"]
+    outs = {}
+    for name in ("points.csv", "points.parquet"):
+        proc = run_script("fit_frontier.py", tmp_path / name, *args, "--energies", *map(str, MIDDLE))
+        assert proc.returncode == 0, proc.stderr
+        outs[name] = proc.stdout.split("\n", 1)[1]  # the first line names the file
+    assert outs["points.csv"] == outs["points.parquet"]
+
+
+def test_a_table_no_estimator_can_use_ends_in_one_line_and_exit_code_2(tmp_path):
+    write_table(tmp_path / "points.csv", ladder(sizes=SIZES[3:4]))  # one model size
+    args = ["--params", "params", "--tokens", "tokens", "--energy", "joules", "--loss", "loss", "--group", "seed"]
+    proc = run_script("fit_frontier.py", tmp_path / "points.csv", *args)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("fit_frontier: error: no estimator can use")
+    assert "1 model size(s) in column 'params'" in proc.stderr
+
+
+def test_fit_frontier_runs_on_the_example_table_the_docs_ship():
+    args = ["--params", "params", "--tokens", "tokens", "--energy", "joules", "--loss", "loss", "--group", "seed"]
+    proc = run_script("fit_frontier.py", "docs/examples/frontier-points.csv", *args, "--energies", "1277")
+    assert proc.returncode == 0, proc.stderr
+    envelope = next(line for line in proc.stdout.splitlines() if line.strip().startswith("envelope"))
+    assert "N* 1.69" in envelope  # the law it was made from puts N* at 1.73e6 (docs/scaling-laws.md)
+    assert "fit_frontier.py results/analysis/scaling_points.csv" in run_script("fit_frontier.py", "--help").stdout

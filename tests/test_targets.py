@@ -344,7 +344,7 @@ def test_the_report_says_a_budget_comparison_of_one_process_tests_only_the_meter
     summary = target_sentence(curves, same_process=kind == "constant")
     said = "tests only the meter and the eval grid, not the budget"
     assert (said in page) == (kind == "constant") and ("train.schedule.kind cosine" in page) == (kind == "constant")
-    assert ("this ratio tests the meter and the eval grid, not the budget" in summary) == (kind == "constant")
+    assert ("a ratio between them tests the meter and the eval grid, not the budget" in summary) == (kind == "constant")
 
 
 def test_a_ratio_whose_interval_holds_one_says_the_smallest_ratio_the_design_would_detect():

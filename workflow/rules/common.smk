@@ -29,19 +29,30 @@ from tokenwatt.selection.catalog import STEPS, step_records  # noqa: E402
 DOWNLOADS_NEEDED = []
 
 
+def stop_before_any_job(sentence):
+    """End Snakemake with ``sentence`` alone (exit code 1): a problem of the user's config or plan, which names the
+    file and key to fix. Raised as an error, it would be headed by this rule file's line and a traceback into it,
+    which say nothing the user can act on."""
+    print(sentence, file=sys.stderr)
+    sys.exit(1)
+
+
 def _validate_config():
     """The config replaced by its validated form: checked against the schema and its rules, and the files Snakemake
     read it from (--configfile, then the Snakefile's configfile:) re-read for duplicate keys; none when a module is
     given its config as a dict (its configfile: is skipped then)."""
+    # In the order Snakemake merges them: the Snakefile's configfile:, then --configfile's, which override it.
+    given = list(workflow.overwrite_configfiles or [])
+    files = [f for f in workflow.configfiles if f not in given] + given
     try:
         checked = checked_config(
             config,
             load_schema(WORKFLOW_DIR / "schemas/config.schema.yaml"),
-            [] if workflow.modifier.skip_configfile else workflow.configfiles,
+            [] if workflow.modifier.skip_configfile else files,
             DOWNLOADS_NEEDED,
         )
     except ConfigError as err:
-        raise WorkflowError(str(err)) from None
+        stop_before_any_job(str(err))
     for line in DOWNLOADS_NEEDED:
         print(
             f"WARNING: this study cannot run yet (a dry run is fine): {line}",

@@ -54,7 +54,8 @@ use rule report as interim_report with:
             corpus_source=existing(LAYOUT.path("data", "corpus_source.json")),
         ),
     output:
-        LAYOUT.interim("report.html"),
+        page=LAYOUT.interim("report.html"),
+        answer=answer_path(LAYOUT.interim("report.html")),
     log:
         LAYOUT.log("interim_report"),
     params:

@@ -85,11 +85,19 @@ def _said_at_parse():
 
         shown = output.show_failed_logs or "rich" in output.log_handler_settings
         os.environ[LOG_SHOWN_ENV] = "1" if shown else "0"
+        # a cluster's login node only plans and submits: the device and meter are the nodes' to check
+        remote = startup.submits_only(startup.intended_executor())
         if output.dryrun:
-            for warning in startup.dry_run_warnings(STUDY):
+            # a plan whose budgets the corpus on disk cannot fill is refused here; a real run, at its start checks
+            if why := startup.corpus_refusal(STUDY):
+                stop_before_any_job(why)
+            for warning in startup.dry_run_warnings(STUDY, remote):
                 print(warning, file=sys.stderr)
-    lines, unreadable = startup.preview(STUDY)
-    for warning in unreadable:
+        if remote:
+            for line in startup.runtime_lines(STUDY):
+                logger.info(line)
+    lines, warnings = startup.preview(STUDY)
+    for warning in warnings:
         logger.warning(warning)
     for line in lines:
         logger.info(line)

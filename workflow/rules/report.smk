@@ -1,4 +1,5 @@
 # Report stage: one self-contained HTML file with the answer, its evidence and provenance.
+from tokenwatt.presentation.finished import answer_path  # noqa: E402
 
 
 rule report:
@@ -27,7 +28,9 @@ rule report:
         decontaminate=LAYOUT.path("data", "decontaminate.json"),
         corpus_source=LAYOUT.path("data", "corpus_source.json"),
     output:
-        LAYOUT.report,
+        page=LAYOUT.report,
+        # the answer's few sentences, which the run prints at its end (Snakefile onsuccess)
+        answer=answer_path(LAYOUT.report),
     log:
         LAYOUT.log("report"),
     conda:

@@ -1,17 +1,20 @@
 """Energy to a target loss per condition, the censored trials counted, from any table of eval points.
 
-Usage: python workflow/scripts/energy_to_target.py TABLE.csv --condition COL --trial COL --energy COL --loss COL
-       --target VALUE [--json OUT]
+Usage: python workflow/scripts/energy_to_target.py TABLE --condition COL --trial COL --energy COL --loss COL
+       (--target NATS | --target-perplexity P) [--json OUT]
 
+TABLE is a .csv or .parquet file (read by its extension), e.g. the workflow's own results/analysis/curves.parquet.
 Each row is one eval point of one trial: its condition, its trial id (the rows that share a seed across
 conditions), the cumulative training energy at that point (J) and the eval loss there. A trial reached the target
-where its loss first fell to VALUE or below (log energy interpolated between the points around it, as the workflow
-does); one that never did is censored at its last point's energy (it needed more), one already there at its first
-point needed at most that point's energy. The analysis is the workflow's (``tokenwatt.analysis.curves.targets``): per
-condition the Kaplan–Meier median energy with its 95 % interval and how many reached the target; per pair of
-conditions (later over earlier, in the table's order) the energy ratio paired by trial id with its 95 % interval, p
-and Holm-adjusted p, every trial id in both conditions in it. Prints them; --json writes them. Input it cannot
-read ends with a one-line message naming the column or value, and exit code 2.
+where its loss first fell to the target or below (log energy interpolated between the points around it, as the
+workflow does); the target is a loss in the --loss column's units (nats, with --target) or a perplexity (with
+--target-perplexity, whose loss is its natural log). A trial that never reached it is censored at its last point's
+energy (it needed more), one already there at its first point needed at most that point's energy. The analysis is the
+workflow's (``tokenwatt.analysis.curves.targets``): per condition the Kaplan–Meier median energy with its 95 %
+interval and how many reached the target; per pair of conditions (later over earlier, in the table's order) the
+energy ratio paired by trial id with its 95 % interval, p and Holm-adjusted p, every trial id in both conditions in
+it. Prints them; --json writes them. Input it cannot read ends with a one-line message naming the column or value,
+and exit code 2.
 """
 
 from __future__ import annotations
@@ -31,6 +34,14 @@ from tokenwatt.analysis.curves.targets import (  # noqa: E402
     energy_to_target_comparisons,
     energy_to_target_summary,
 )
+from tokenwatt.common.tables import TableError, read_table_file  # noqa: E402
+
+EXAMPLE = """example, on the workflow's own table of eval points (a multi-factor study: --condition cell):
+  python workflow/scripts/energy_to_target.py results/analysis/curves.parquet --condition budget --trial trial \\
+      --energy train_energy_j --loss eval_loss --target-perplexity 9.45
+and on the example table that ships with the docs (five model sizes, 3 trial ids; synthetic):
+  python workflow/scripts/energy_to_target.py docs/examples/frontier-points.csv --condition params --trial seed \\
+      --energy joules --loss loss --target 4"""
 
 
 class InputError(ValueError):
@@ -40,12 +51,10 @@ class InputError(ValueError):
 def read_points(path: Path, columns: dict[str, str]) -> tuple[pl.DataFrame, list[str]]:
     """The table as the workflow's curves (one run per condition × trial, points in energy order) and the conditions
     in the order they first appear."""
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
     try:
-        table = pl.read_csv(path, infer_schema_length=None)
-    except pl.exceptions.PolarsError as e:
-        raise InputError(f"{path}: not a readable CSV table ({str(e).splitlines()[0]})") from e
+        table = read_table_file(path)
+    except TableError as e:
+        raise InputError(str(e)) from e
     for option, col in columns.items():
         if col not in table.columns:
             raise InputError(f"{path}: no column '{col}' ({option}); columns present: {', '.join(table.columns)}")
@@ -96,9 +105,17 @@ def _p(x: float | None) -> str:
     return f"{x:.3g}" if x is not None else "none"
 
 
-def report(summary: list[dict], pairs: list[dict], conditions: list[str], target: float, source: Path) -> str:
+def report(
+    summary: list[dict],
+    pairs: list[dict],
+    conditions: list[str],
+    target: float,
+    source: Path,
+    perplexity: float | None = None,
+) -> str:
+    named = f"perplexity {perplexity:g} (loss {target:.4g} nats)" if perplexity is not None else f"loss {target:g}"
     lines = [
-        f"energy to loss {target:g} from {source}: Kaplan–Meier median per condition, censored trials included",
+        f"energy to {named} from {source}: Kaplan–Meier median per condition, censored trials included",
         f"  {'condition':20} {'trials':>6} {'reached':>7} {'censored':>8} {'at first point':>14}   median [95 % CI]",
     ]
     for r in summary:
@@ -130,33 +147,64 @@ def report(summary: list[dict], pairs: list[dict], conditions: list[str], target
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("table", type=Path)
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "table",
+        type=Path,
+        help="the table of eval points, one row per point of one trial: .csv or .parquet (by its extension), e.g. "
+        "results/analysis/curves.parquet",
+    )
     ap.add_argument("--condition", required=True, help="column of the condition (e.g. the token budget)")
     ap.add_argument("--trial", required=True, help="column of the trial id (rows that share a seed across conditions)")
     ap.add_argument("--energy", required=True, help="column of the cumulative training energy at the point (J)")
-    ap.add_argument("--loss", required=True, help="column of the eval loss at the point")
-    ap.add_argument("--target", required=True, type=float, help="the loss to reach, in the --loss column's units")
+    ap.add_argument("--loss", required=True, help="column of the eval loss at the point (nats for --target-perplexity)")
+    target = ap.add_mutually_exclusive_group(required=True)
+    target.add_argument(
+        "--target", type=float, metavar="LOSS", help="the loss to reach, in the --loss column's units (nats)"
+    )
+    target.add_argument(
+        "--target-perplexity",
+        type=float,
+        metavar="P",
+        help="the perplexity to reach: the loss ln P, the --loss column in nats",
+    )
     ap.add_argument("--json", type=Path, help="write the medians and ratios here")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def target_loss(args: argparse.Namespace) -> float:
+    """The loss to reach: --target as given, or the natural log of --target-perplexity (a perplexity is e^loss)."""
+    if args.target_perplexity is not None:
+        if not (math.isfinite(args.target_perplexity) and args.target_perplexity > 1):
+            raise InputError(f"--target-perplexity {args.target_perplexity}: a perplexity to reach is a number above 1")
+        return math.log(args.target_perplexity)
+    if not math.isfinite(args.target):
+        raise InputError(f"--target {args.target}: the loss to reach is a finite number")
+    return args.target
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     columns = {"--condition": args.condition, "--trial": args.trial, "--energy": args.energy, "--loss": args.loss}
     try:
-        if not math.isfinite(args.target):
-            raise InputError(f"--target {args.target}: the loss to reach is a finite number")
+        target = target_loss(args)
         points, conditions = read_points(args.table, columns)
     except InputError as e:
         print(f"energy_to_target: error: {e}", file=sys.stderr)
         return 2
-    reached = energy_to_target(points, [Target("loss", args.target)])
+    reached = energy_to_target(points, [Target("loss", target)])
     summary = energy_to_target_summary(reached).to_dicts()
     pairs = [c.to_dict() for c in energy_to_target_comparisons(reached)]
-    print(report(summary, pairs, conditions, args.target, args.table))
+    print(report(summary, pairs, conditions, target, args.table, args.target_perplexity))
     if args.json:
         result = {
             "table": str(args.table),
             "columns": {k.removeprefix("--"): v for k, v in columns.items()},
-            "target_loss": args.target,
+            "target_loss": target,
+            "target_perplexity": args.target_perplexity,
             "conditions": [
                 {"condition": conditions[r["budget"]], **{k: v for k, v in r.items() if k.startswith(("n", "energy"))}}
                 for r in summary

@@ -1,8 +1,9 @@
 """The energy-optimal frontier of a table of points: N*, D*, L* at each training energy by three estimators.
 
-Usage: python workflow/scripts/fit_frontier.py TABLE.csv --params COL --tokens COL --energy COL --loss COL
+Usage: python workflow/scripts/fit_frontier.py TABLE --params COL --tokens COL --energy COL --loss COL
        [--group COL] [--flops-per-token COL] [--energies J [J ...]] [--json OUT]
 
+TABLE is a .csv or .parquet file (read by its extension), e.g. the workflow's results/analysis/scaling_points.csv.
 Each row is one point: a run's parameter count, its tokens so far, its cumulative training energy (J) and its eval
 loss (nats), at a point that may stand for its budget (a constant learning rate, or a schedule's own last step).
 The estimators (``tokenwatt.analysis.scaling.frontier``): the lower envelope of (energy, loss), iso-energy slices across the
@@ -16,7 +17,8 @@ energy, each pair's ``log_difference`` of N* with its paired jackknife interval 
 ``energy_vs_flop`` the slices' energy-optimal N* over the FLOP-optimal N* of the compute it trains, per energy, its
 compute each point's training FLOPs so far: its FLOPs per token (--flops-per-token COL, as scaling_points.csv's
 flops_per_token) times its tokens; without it 6·N·D, N as --params counts it.
-Input no estimator can use ends with a one-line message and exit code 2.
+Input no estimator can use (at no energy does any of the three give an N*: one model size, say) ends with a one-line
+message and exit code 2.
 """
 
 from __future__ import annotations
@@ -31,6 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fit_scaling import read_columns  # noqa: E402
 from tokenwatt.analysis.scaling.frontier import FrontierPoints, frontier  # noqa: E402
 from tokenwatt.analysis.scaling.law import ScalingInputError  # noqa: E402
+
+EXAMPLE = """example, on the points the workflow's scaling analysis fitted (a study of 3 or more model sizes):
+  python workflow/scripts/fit_frontier.py results/analysis/scaling_points.csv --params params --tokens tokens \\
+      --energy train_energy_j --loss eval_loss --group trial --flops-per-token flops_per_token
+and on the example table that ships with the docs (five model sizes, 3 trial ids; synthetic):
+  python workflow/scripts/fit_frontier.py docs/examples/frontier-points.csv --params params --tokens tokens \\
+      --energy joules --loss loss --group seed"""
 
 
 def _shown(value: float | None, low: float | None, high: float | None) -> str:
@@ -77,9 +86,26 @@ def report(result: dict, source: Path) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("table", type=Path)
+def unusable(result: dict, source: Path, sizes: int, params: str) -> str | None:
+    """Why no estimator gives an N* at any energy, in one line (each approach's first reason), or None where one does:
+    a table of one model size would otherwise print every approach's refusal at every energy."""
+    approaches = result["approaches"]
+    if any(e["n_opt"] is not None for a in approaches.values() for e in a["estimates"]):
+        return None
+    reasons = "; ".join(f"{name}: {a['estimates'][0]['why']}" for name, a in approaches.items())
+    return f"no estimator can use {source} ({sizes} model size(s) in column '{params}'): {reasons}"
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "table",
+        type=Path,
+        help="the table of points, one row per eval point of one run: .csv or .parquet (by its extension), e.g. "
+        "results/analysis/scaling_points.csv",
+    )
     ap.add_argument("--params", required=True, help="column of N, the parameter count")
     ap.add_argument("--tokens", required=True, help="column of D, the tokens trained so far")
     ap.add_argument("--energy", required=True, help="column of the cumulative training energy (J)")
@@ -88,7 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flops-per-token", help="column of each point's training FLOPs per token (default: 6 × N)")
     ap.add_argument("--energies", type=float, nargs="+", help="energies (J) to report at, inside the table's range")
     ap.add_argument("--json", type=Path, help="write the frontier here")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     try:
         columns = {"--params": args.params, "--tokens": args.tokens, "--energy": args.energy, "--loss": args.loss}
         if args.flops_per_token:
@@ -104,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         counted = f"the column {args.flops_per_token} × tokens" if args.flops_per_token else "6ND"
         result = frontier(points, args.energies, flops=counted)
+        if why := unusable(result, args.table, len(set(points.N.tolist())), args.params):
+            raise ScalingInputError(why)
     except ScalingInputError as e:
         print(f"fit_frontier: error: {e}", file=sys.stderr)
         return 2

@@ -1,7 +1,9 @@
 """Fit L(N, D) = E + A/N^alpha + B/D^beta to a table, with intervals over its trial ids and model sizes.
 
-Usage: python workflow/scripts/fit_scaling.py TABLE.csv --params COL --tokens COL --loss COL
+Usage: python workflow/scripts/fit_scaling.py TABLE --params COL --tokens COL --loss COL
        [--group COL [--cell COL] [--run COL]] [--json OUT]
+
+TABLE is a .csv or .parquet file (read by its extension), e.g. the workflow's results/analysis/scaling_points.csv.
 
 The intervals are the workflow's (``tokenwatt.analysis.scaling.units``): the law refitted without each model
 size (the distinct values of --params) and, with --group, without each trial id (the column whose rows
@@ -28,6 +30,7 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 from tokenwatt.analysis.scaling.law import LAW_SUMMARY, LawFit, ScalingInputError, check_positive, fit_law  # noqa: E402
 from tokenwatt.analysis.scaling.units import SIZE, TRIAL, lack_of_fit, law_uncertainty  # noqa: E402
+from tokenwatt.common.tables import TableError, read_table_file  # noqa: E402
 
 
 def read_columns(
@@ -35,12 +38,10 @@ def read_columns(
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """The numeric columns (option → values) and the label columns given (--group, --cell, --run → values as
     text), or a ScalingInputError that names the problem."""
-    if not path.is_file():
-        raise ScalingInputError(f"{path}: no such file")
     try:
-        table = pl.read_csv(path, infer_schema_length=None)
-    except pl.exceptions.PolarsError as e:
-        raise ScalingInputError(f"{path}: not a readable CSV table ({str(e).splitlines()[0]})") from e
+        table = read_table_file(path)  # CSV or Parquet, by its extension
+    except TableError as e:
+        raise ScalingInputError(str(e)) from e
     labels = {option: col for option, col in labels.items() if col}
     wanted = {**columns, **labels}
     for option, col in wanted.items():

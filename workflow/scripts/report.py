@@ -8,6 +8,7 @@ from tokenwatt.common.files import logged
 from tokenwatt.common.provenance import git_state, utc, versions
 from tokenwatt.presentation.inputs import load_report_inputs
 from tokenwatt.presentation.report import render_report
+from tokenwatt.presentation.sections.summary import answer_lines
 
 with logged(snakemake.log[0]):
     files, params = snakemake.input, snakemake.params
@@ -37,5 +38,7 @@ with logged(snakemake.log[0]):
         made={"at": utc(time.time()), "git": git_state(Path(snakemake.scriptdir)), "versions": versions()},
     )
     page = render_report(inputs)
-    Path(snakemake.output[0]).write_text(page, encoding="utf-8")
-    print(f"wrote {snakemake.output[0]} ({len(page) / 1e6:.1f} MB)")
+    Path(snakemake.output.page).write_text(page, encoding="utf-8")
+    # the answer's short form, a sentence a line: what the run prints at its end (tokenwatt.presentation.finished)
+    Path(snakemake.output.answer).write_text("\n".join(answer_lines(inputs)) + "\n", encoding="utf-8")
+    print(f"wrote {snakemake.output.page} ({len(page) / 1e6:.1f} MB) and {snakemake.output.answer}")

@@ -22,7 +22,7 @@ import polars as pl
 from scipy import linalg
 from scipy import stats as sps
 
-from ..common.measures import TESTED, scale_of
+from ..common.measures import FLAT_BY_METER, TESTED, scale_of
 from ..plan.design import factor_name, within_factors
 from .apa import anova_text, friedman_text
 from .frame import MIN_SUBJECTS, frame, sensitivity_set, subjects
@@ -417,11 +417,21 @@ POSTHOC_COLUMNS = [
 ]
 
 
+def tested_measures(trials: pl.DataFrame) -> tuple[list[str], dict[str, str]]:
+    """The measures to test (``TESTED``) and, apart, those that every trial's meter makes flat by construction
+    (``FLAT_BY_METER``), each with why it is not tested. A study whose trials were metered by different kinds tests
+    them all: its meters are in the tables for a reader to weigh."""
+    meters = set(trials["meter"].drop_nulls().to_list()) if "meter" in trials.columns else set()
+    flat, why = FLAT_BY_METER.get(next(iter(meters)), ((), "")) if len(meters) == 1 else ((), "")
+    return [m for m in TESTED if m not in flat], {m: why for m in TESTED if m in flat}
+
+
 def stats_product(trials: pl.DataFrame, settings: bool) -> Result:
     """The statistics product (``settings``: quality.exclude_flagged): every tested measure's analysis as JSON, with the
-    report's headline change (``headline``), and as tables one row per measure and effect (anova) and one per
-    post-hoc comparison (posthoc)."""
-    result = {**analyse_study(trials, TESTED, settings), "headline": headline(trials)}
+    report's headline change (``headline``) and the measures left untested with why (``not_tested``), and as tables one
+    row per measure and effect (anova) and one per post-hoc comparison (posthoc)."""
+    tested, not_tested = tested_measures(trials)
+    result = {**analyse_study(trials, tested, settings), "not_tested": not_tested, "headline": headline(trials)}
     # One row per measure and effect (the budget's main effect, the other factors', their interactions).
     flat = [
         {"dv": dv, **{k: v for k, v in e.items() if not isinstance(v, (dict, list))}}

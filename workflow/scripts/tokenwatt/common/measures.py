@@ -76,8 +76,24 @@ FAMILIES: dict[str, list[str]] = {
     "Carbon and money": ["kwh", "kg_co2e", "electricity_cost", "device_cost", "total_cost", "cost_per_inv_ppl"],
 }
 
+# A measure that is the sum of others: a table shows it only where every part is measured, since with one part
+# missing (one price not set) it is the other part's row again.
+SUMS: dict[str, tuple[str, ...]] = {"total_cost": ("electricity_cost", "device_cost")}
+
 # Measures tested with the repeated-measures ANOVA (the issue's list: PE, its layers, power, energy, time).
 TESTED = ["pe", "quality_per_mparam", "quality_per_pflop", "quality_per_kj", "power_rms_w", "energy_j", "train_s"]
+
+# Measures a meter makes flat by construction, by meter kind, with why: a test of one would test the meter's formula
+# (or the machine's other load), not the budget, so the analysis leaves it out and the report says why once.
+FLAT_BY_METER: dict[str, tuple[tuple[str, ...], str]] = {
+    "estimate": (
+        ("power_rms_w", "power_mean_w"),
+        "under the CPU estimate (meter estimate) power is the configured TDP × this process's share of the machine's "
+        "CPUs, so it says how many cores training kept busy, which no budget changes: it is flat by construction, and "
+        "a difference between budgets would be the machine's other load, not the model's work. Energy (CPU time × "
+        "that share) and time grow with the work and are tested; power's values stay in the tables and figures",
+    ),
+}
 
 
 # The figures of the aggregate's tables, in the report's order (an analysis product's figures are in its entry,
@@ -117,14 +133,61 @@ def fixed(x: Any, scale: int = 0) -> str:
 
 _PREFIXES = {-12: "p", -9: "n", -6: "µ", -3: "m", 0: "", 3: "k", 6: "M", 9: "G"}
 
+# Units a reader takes any SI prefix on (µJ, ng); any other (a currency, a count) stops at milli: 0.09 mEUR is a
+# price a reader reads, 90 µEUR is not.
+PHYSICAL_UNITS = frozenset({"J", "Wh", "W", "g", "s", "FLOP", "J/token"})
+
+
+def _prefix_exponent(x: float, finest: int) -> int:
+    """The multiple of 3 whose SI prefix writes x with one to three digits before the point, kept to [finest, 9]."""
+    if x == 0 or x != x or math.isinf(x):
+        return 0
+    return max(finest, min(9, int(math.floor(math.log10(abs(x)) / 3) * 3)))
+
 
 def si(x: float | None, unit: str) -> str:
-    """A quantity with an SI prefix and four significant digits: 0.2998 Wh -> "299.8 mWh", 8.994e-05 EUR ->
-    "89.94 µEUR"; never exponent notation."""
+    """A quantity with an SI prefix and four significant digits: 0.2998 Wh -> "299.8 mWh"; a currency's stops at
+    milli, 8.994e-05 EUR -> "0.08994 mEUR"; never exponent notation."""
     if x is None or x != x:
         return "—"
-    exponent = 0 if x == 0 else max(-12, min(9, int(math.floor(math.log10(abs(x)) / 3) * 3)))
+    exponent = _prefix_exponent(x, -12 if unit.split(" ")[0] in PHYSICAL_UNITS else -3)
     return f"{fixed(x, exponent)} {_PREFIXES[exponent]}{unit}"
+
+
+# A stored unit that tables and axes write with an SI prefix instead of a ×10ⁿ: the unit written, the factor from the
+# stored unit to it, and the finest prefix it takes (energy at the facility in J rather than "kWh ×10⁻⁶", money
+# to milli). A unit not here (PE's a.u., quality per unit, rates) keeps display_exponent's ×10ⁿ.
+PREFIXED_UNITS: dict[str, tuple[str, float, int]] = {
+    "J": ("J", 1.0, -12),
+    "W": ("W", 1.0, -12),
+    "J/token": ("J/token", 1.0, -12),
+    "kWh": ("J", 3.6e6, -12),
+    "kg CO2e": ("g CO2e", 1e3, -12),
+    "{currency}": ("{currency}", 1.0, -3),
+    "{currency} / invPPL": ("{currency} / invPPL", 1.0, -3),
+}
+
+
+class Display(NamedTuple):
+    """How a table or an axis writes a measure's values: each × ``factor``, in ``unit``; ``label`` names the measure
+    with that unit ("Energy (mJ)"), or with the stored unit and a ×10ⁿ where no prefix applies."""
+
+    factor: float
+    unit: str
+    label: str
+
+
+def display(name: str, values, currency: str = "") -> Display:
+    """The unit that writes ``values`` of measure ``name`` with one to three digits before the point."""
+    text, unit, _ = MEASURES[name]
+    finite = [abs(v) for v in values if v is not None and math.isfinite(v)]
+    if unit not in PREFIXED_UNITS:
+        exponent = display_exponent(finite)
+        return Display(10.0**-exponent, unit, label(name, currency) + power_of_ten(exponent))
+    written, factor, finest = PREFIXED_UNITS[unit]
+    exponent = _prefix_exponent(max(finite, default=0.0) * factor, finest)
+    shown = _PREFIXES[exponent] + written.format(currency=currency or "currency")
+    return Display(factor / 10**exponent, shown, f"{text} ({shown})")
 
 
 def duration(seconds: float) -> str:

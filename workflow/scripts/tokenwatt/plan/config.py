@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator
 
-from .config_files import duplicate_keys
+from .config_files import duplicate_keys, located, shown_name
 from .config_messages import message, non_finite
 from .config_models import NOT_CACHED
 from .config_rules import requirements
@@ -105,7 +105,7 @@ def validate_config(
         (e for e in Draft202012Validator(schema).iter_errors(cfg) if tuple(e.absolute_path) not in bad_paths),
         key=lambda e: [str(p) for p in e.absolute_path],
     )
-    problems = sorted([problem for _, problem in not_numbers] + [message(e) for e in errors])
+    problems = sorted([problem for _, problem in not_numbers] + [message(e, root=schema) for e in errors])
     if not problems:
         _fill_defaults(cfg, schema)
         problems = requirements(cfg, schema)
@@ -126,14 +126,24 @@ def checked_config(
     """``validate_config`` after the config files' duplicate keys, every problem in one ConfigError; with
     ``downloads`` (a list: a dry run), a pretrained name that is only missing from the local cache is put there
     instead of refused, so a study can be planned before its weights are downloaded."""
+    configfiles = list(configfiles)
     problems = duplicate_keys(configfiles)
     try:
         validated = validate_config(config, schema, downloads)
     except ConfigError as err:
-        problems += str(err).split("\n  ")[1:]
+        # each problem headed by the file and line that set its key: the fix is made there
+        problems += located(str(err).split("\n  ")[1:], config, configfiles)
     if problems:
-        raise ConfigError("invalid tokenwatt config:\n  " + "\n  ".join(problems))
+        raise ConfigError(f"invalid tokenwatt config{_read_from(configfiles)}:\n  " + "\n  ".join(problems))
     return validated
+
+
+def _read_from(configfiles: list[str | os.PathLike]) -> str:
+    """The config files a study was read from, in the order Snakemake merged them (a later one's keys win)."""
+    names = [shown_name(f) for f in configfiles]
+    if not names:
+        return ""
+    return f" (read from {names[0]})" if len(names) == 1 else f" (read from {', then '.join(names)})"
 
 
 def config_hash(cfg: dict[str, Any]) -> str:

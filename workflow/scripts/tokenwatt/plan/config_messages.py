@@ -3,6 +3,7 @@ what is allowed, a value as the config file spells it, and the numbers YAML read
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
@@ -115,8 +116,48 @@ def _branch(schema: dict[str, Any]) -> str:
     return " ".join([words, *bounds])
 
 
-def message(error: ValidationError, with_key: bool = True) -> str:
-    """A schema error as a sentence naming the key and what is allowed."""
+def _section_keys(schema: dict[str, Any], path: tuple[str, ...] = ()) -> dict[str, list[tuple[str, ...]]]:
+    """Every key the schema names, at every depth: key → the paths it sits at (``lr`` → [("train", "lr")])."""
+    found: dict[str, list[tuple[str, ...]]] = {}
+    for name, sub in schema.get("properties", {}).items():
+        found.setdefault(name, []).append((*path, name))
+        if isinstance(sub, dict):
+            for key, paths in _section_keys(sub, (*path, name)).items():
+                found.setdefault(key, []).extend(paths)
+    return found
+
+
+def _unknown_keys(error: ValidationError, with_key: bool, root: dict[str, Any] | None) -> str:
+    """A key the schema does not know, one sentence per key: the closest key at that level (difflib), or the
+    sections where the same name is a key (``lr`` under ``study`` is ``train.lr``), else the keys allowed there.
+    jsonschema's own sentence ("Additional properties are not allowed") names neither the key's path nor the fix."""
+    known = sorted(error.schema.get("properties", {}))
+    section = key_path(error.absolute_path) if error.absolute_path else "the top level"
+    lines = []
+    for key in (k for k in error.instance if k not in known):
+        near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+        elsewhere = _section_keys(root or {}).get(str(key), [])
+        if near:
+            fix = f"did you mean {key_path((*error.absolute_path, near[0])) if with_key else near[0]}?"
+        elif elsewhere:
+            fix = "a key of another section: " + " or ".join(key_path(p) for p in elsewhere)
+        else:
+            fix = "the keys there: " + ", ".join(known)
+        name = key_path((*error.absolute_path, key)) if with_key else repr(key)
+        lines.append(f"{name}: not a key of {section} ({fix})" if with_key else f"{name} is not a key here ({fix})")
+    # with the key, one problem per key (the caller joins problems with this separator); without, one sentence
+    return ("\n  " if with_key else "; ").join(lines)
+
+
+def message(error: ValidationError, with_key: bool = True, root: dict[str, Any] | None = None) -> str:
+    """A schema error as a sentence naming the key and what is allowed (``root``: the whole schema, where a key
+    given in the wrong section is looked for)."""
+    if (
+        error.validator == "additionalProperties"
+        and error.validator_value is False
+        and isinstance(error.instance, dict)
+    ):
+        return _unknown_keys(error, with_key, root)
     text = _number_as_text(error)
     if text is None and error.validator in ("oneOf", "anyOf") and error.context:  # no branch fits (not: two fit)
         options = [_branch(b) for b in error.validator_value]

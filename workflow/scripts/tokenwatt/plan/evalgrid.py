@@ -19,7 +19,8 @@ def shared_grid(ends: Sequence[int], points: int, first_fraction: float) -> list
     """The intermediate evaluation points (real tokens seen, ascending) shared by trials that end at ``ends``:
     ``points`` − 1 log-spaced from ``first_fraction`` of the smallest end to the largest end (exclusive), each
     smaller end taking the place of the log-spaced point nearest it (never the first), so the longest trial keeps
-    ``points`` evaluations with its final one. One end: ``points`` log-spaced over its own tokens, as a single trial
+    ``points`` evaluations with its final one (more where the study has more budgets than points to replace: every
+    end stays a point). One end: ``points`` log-spaced over its own tokens, as a single trial
     has them. ``points`` ≤ 1: none (the final evaluation only)."""
     ends = sorted({int(e) for e in ends if e > 0})
     if points <= 1 or not ends or ends[-1] <= 1:

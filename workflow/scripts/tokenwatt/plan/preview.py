@@ -62,13 +62,22 @@ def pilot_of(config: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     return pilot, None
 
 
+def planned_rate(pilot: dict[str, Any]) -> float | None:
+    """The tokens per second a trial's time limit is derived from: the pilot's, else the slow end of an estimated range
+    (plan.tokens_per_s_range: a limit from its fast end would stop the trials that run at its slow end)."""
+    if pilot.get("tokens_per_s"):
+        return float(pilot["tokens_per_s"])
+    return float(pilot["tokens_per_s_range"][0]) if pilot.get("tokens_per_s_range") else None
+
+
 def trial_runtime_min(tokens: int, epochs: int, pilot: dict[str, Any], checkpoint_s: float = 0.0) -> int:
-    """Minutes a trial of ``tokens`` real tokens (its budget × its level's budget_scale) × ``epochs`` may run, from the config's ``plan`` (a pilot's
-    tokens/s and fixed seconds per trial) and the seconds its checkpoints pause it; RUNTIME_UNKNOWN_MIN without
-    plan.tokens_per_s."""
-    if not pilot.get("tokens_per_s"):
+    """Minutes a trial of ``tokens`` real tokens (its budget × its level's budget_scale) × ``epochs`` may run, from the
+    config's ``plan`` (``planned_rate`` and the fixed seconds per trial) and the seconds its checkpoints pause it;
+    RUNTIME_UNKNOWN_MIN without a rate."""
+    rate = planned_rate(pilot)
+    if rate is None:
         return RUNTIME_UNKNOWN_MIN
-    seconds = tokens * epochs / pilot["tokens_per_s"] + pilot.get("fixed_s", 0) + checkpoint_s
+    seconds = tokens * epochs / rate + pilot.get("fixed_s", 0) + checkpoint_s
     return math.ceil(RUNTIME_MARGIN * seconds / 60) + RUNTIME_EXTRA_MIN
 
 
@@ -80,6 +89,7 @@ def cost_preview(
     cost: dict[str, Any] | None = None,
     pilot: dict[str, Any] | None = None,
     workload: str = "",
+    on_gpu: bool = False,
 ) -> str:
     """A few lines for the log. ``expected`` maps every (cell, trial) to the real tokens its jobs train
     (``Design.trained_tokens``: a branched study's stable runs counted once); ``shape`` says how
@@ -88,7 +98,8 @@ def cost_preview(
     device benchmark, idle baseline, eval). Process start-up is not included. Energy likewise
     (joules per real token), and from it CO2 and money where ``cost`` sets them. Before any trial has
     finished, from ``pilot`` (the config's ``plan``: a pilot's tokens/s and J/token, with its source); ``workload``: this
-    study's workload key, named where a pilot would help."""
+    study's workload key, named where a pilot would help; ``on_gpu``: the study trains on a GPU, where the plan names
+    the command that measures its pace."""
     todo = [key for key in expected if key not in finished]
     tokens_all = sum(expected.values()) * epochs
     tokens_todo = sum(expected[key] for key in todo) * epochs
@@ -103,7 +114,8 @@ def cost_preview(
     if not todo:
         return lines[0]
     if not timed:
-        return "\n".join([*lines, *_pilot_lines(pilot or {}, tokens_todo, len(todo), cost, workload), PROGRESS_NOTE])
+        pilot_lines = _pilot_lines(pilot or {}, tokens_todo, len(todo), cost, workload, on_gpu)
+        return "\n".join([*lines, *pilot_lines, PROGRESS_NOTE])
     s_per_token = statistics.median(m["train_s"] / m["real_tokens"] for m in timed)
     fixed = statistics.median(m["run_s"] - m["train_s"] for m in timed)
     seconds = tokens_todo * s_per_token + len(todo) * fixed
@@ -168,16 +180,46 @@ def own_job(m: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _pilot_lines(
-    pilot: dict[str, Any], tokens: int, trials: int, cost: dict[str, Any] | None, workload: str = ""
-) -> list[str]:
-    """Time and energy from the config's ``plan`` (a pilot measured beforehand), or why there are none."""
-    if not pilot.get("tokens_per_s"):
-        key = f", and plan.workload: {workload}" if workload else ""
+# Said where a study trains on a GPU with no pilot: the one command that measures its pace (docs/gpu.md).
+GPU_VALIDATE = "bash benchmarks/gpu_validate.sh CONFIG.yaml"
+
+
+def _unmeasured_lines(pilot: dict[str, Any], tokens: int, trials: int, workload: str, on_gpu: bool) -> list[str]:
+    """The time line where no pilot measured this study: a range estimated without a measurement
+    (plan.tokens_per_s_range), or unknown, with the way to measure it (on a GPU, benchmarks/gpu_validate.sh)."""
+    key = f", and plan.workload: {workload}" if workload else ""
+    measure = (
+        f"run `{GPU_VALIDATE}` on the GPU first (about ten minutes): it prints the tokens/s to set as "
+        f"plan.tokens_per_s{key}"
+        if on_gpu
+        else f"or set plan.tokens_per_s from a pilot{key}"
+    )
+    if pilot.get("tokens_per_s_range"):
+        slow, fast = pilot["tokens_per_s_range"]
+        fixed = trials * pilot.get("fixed_s", 0)
+        source = f" ({pilot['source']})" if pilot.get("source") else ""
         return [
-            "Time: unknown until the first trial finishes on this machine (its throughput calibrates this estimate; "
-            f"or set plan.tokens_per_s from a pilot{key})."
+            f"Time: ~{duration(tokens / fast + fixed)} to ~{duration(tokens / slow + fixed)} for the remaining trials "
+            f"(a RANGE ESTIMATED without a measurement, from plan.tokens_per_s_range = {slow:,.0f}–{fast:,.0f} "
+            f"tokens/s{source}; each trial's time limit follows the slow end); to measure it, {measure}."
         ]
+    return [
+        "Time: unknown until the first trial finishes on this machine (its throughput calibrates this estimate; "
+        f"{measure})."
+    ]
+
+
+def _pilot_lines(
+    pilot: dict[str, Any],
+    tokens: int,
+    trials: int,
+    cost: dict[str, Any] | None,
+    workload: str = "",
+    on_gpu: bool = False,
+) -> list[str]:
+    """Time and energy from the config's ``plan`` (a pilot measured beforehand), or ``_unmeasured_lines``."""
+    if not pilot.get("tokens_per_s"):
+        return _unmeasured_lines(pilot, tokens, trials, workload, on_gpu)
     source = f": {pilot['source']}" if pilot.get("source") else ""
     seconds = tokens / pilot["tokens_per_s"] + trials * pilot.get("fixed_s", 0)
     out = [

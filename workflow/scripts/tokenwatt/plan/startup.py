@@ -9,18 +9,23 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..common.files import read_json, traceback_file
-from . import disk, preflight
+from . import capacity, disk, preflight
 from .design import condition_name
-from .preview import cost_preview, shared_process_note, workload_key
+from .preview import RUNTIME_UNKNOWN_MIN, cost_preview, planned_rate, shared_process_note, workload_key
 from .study import Study
 
 # The rules whose planned jobs the checks weigh: the corpus's files, the outputs' room, the training device and meter.
 WEIGHED_RULES = ("corpus", "subset", "device_profile", "train_trial")
+
+# Trial ids a paired ratio needs measured under both conditions (analysis.curves.censored.MIN_EXACT_PAIRS: with two,
+# the censored-normal likelihood has no maximum); a test holds the two equal.
+MIN_PAIRED_TRIALS = 3
 
 
 def _machine(study: Study) -> list[preflight.Finding]:
@@ -72,6 +77,27 @@ def disk_plan_of(study: Study, planned: Mapping[str, int]) -> disk.DiskPlan:
     )
 
 
+def corpus_refusal(study: Study) -> str | None:
+    """Why the corpus's training chunks on disk cannot fill the study's budgets, or None (``capacity``): a plan, a
+    dry run's included, is refused, since every trial of that budget would fail at its subset."""
+    refusals, _ = capacity.corpus_problems(study.config, study.design, study.layout, study.corpus_inputs())
+    return "tokenwatt cannot run this plan:\n  " + "\n  ".join(refusals) if refusals else None
+
+
+def design_warnings(study: Study) -> list[str]:
+    """What the config asks that the analysis cannot answer, said before any job: budgets above the corpus's estimated
+    tokens, and fewer trial ids than a paired ratio needs."""
+    _, warnings = capacity.corpus_problems(study.config, study.design, study.layout, study.corpus_inputs())
+    trials = study.config["study"]["trials"]
+    if trials < MIN_PAIRED_TRIALS and len(study.design.cells) > 1:
+        warnings.append(
+            f"study.trials is {trials}: a ratio between conditions paired by trial id (energy to a target, PE, "
+            f"perplexity) needs at least {MIN_PAIRED_TRIALS} trial ids measured under both, so the report can give "
+            f"none; set study.trials to {MIN_PAIRED_TRIALS} or more (5 for intervals of a useful width)"
+        )
+    return warnings
+
+
 def refusal(
     study: Study, planned: Mapping[str, int], local_exec: bool, downloads: list[str], gpus: int | None = None
 ) -> str | None:
@@ -81,6 +107,8 @@ def refusal(
     limited), which a local trial on more devices would wait for forever."""
     if downloads:
         return "tokenwatt cannot start this study:\n  " + "\n  ".join(downloads)
+    if (planned.get("subset") or planned.get("train_trial")) and (why := corpus_refusal(study)):
+        return why
     found = _files(study, planned)
     if local_exec and (planned.get("train_trial") or planned.get("device_profile")):
         found += _machine(study)
@@ -96,20 +124,66 @@ def refusal(
     return "tokenwatt cannot start this study here:\n  " + preflight.report(found) if found else None
 
 
-def dry_run_warnings(study: Study) -> list[str]:
-    """A plan is made on any machine (a laptop, a cluster's login node): what this one lacks is said, not refused."""
+def dry_run_warnings(study: Study, submits_only: bool = False) -> list[str]:
+    """A plan is made on any machine (a laptop, a cluster's login node): what this one lacks is said, not refused;
+    under a cluster executor (``submits_only``) the device and meter are the nodes' to check, never this machine's."""
+    findings = _files(study, {"corpus": 1}) + ([] if submits_only else _machine(study))
     return [
         "WARNING: this machine cannot run the study as configured (a dry run is fine): "
         + f.sentence
         + (" (under a cluster executor, the node's job checks this)" if f.on_node else "")
-        for f in _files(study, {"corpus": 1}) + _machine(study)
+        for f in findings
+    ]
+
+
+def intended_executor(frame: Any = None) -> str | None:
+    """The executor the command line asked for (--executor, or a profile's ``executor:``), or None where Snakemake was
+    not started from its command line. Snakemake hands the workflow its executor only when it executes, after the
+    Snakefile is read, so a plan would otherwise not know that it is made on a node that only submits: read from the
+    command line's parsed arguments, on the stack above this call."""
+    frame = frame or sys._getframe(1)
+    while frame is not None:
+        args = frame.f_locals.get("args") if frame.f_code.co_name == "args_to_api" else None
+        if isinstance(getattr(args, "executor", None), str):
+            return args.executor
+        frame = frame.f_back
+    return None
+
+
+def submits_only(executor: str | None) -> bool:
+    """Whether ``executor`` runs the jobs elsewhere (a cluster's: SLURM), so that this machine only plans and submits."""
+    if executor in (None, "local", "dryrun", "touch"):
+        return False
+    try:
+        from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry
+
+        return not ExecutorPluginRegistry().get_plugin(executor).common_settings.local_exec
+    except Exception:  # noqa: BLE001 - an executor Snakemake itself will refuse, with its own message
+        return False
+
+
+def runtime_lines(study: Study) -> list[str]:
+    """Under a cluster executor: each trial's time limit (the runtime resource, SLURM's --time) as the plan derives it,
+    or, with no rate to derive it from, a warning that every trial gets a flat guess."""
+    if planned_rate(study.pilot) is None:
+        return [
+            f"WARNING: every trial's time limit (runtime, SLURM's --time) is a flat {RUNTIME_UNKNOWN_MIN} min, a guess: "
+            "no plan.tokens_per_s measured this study's pace. A trial that needs longer is stopped at it (and resumed "
+            "from its checkpoint by a retry); measure the pace first (on a GPU: bash benchmarks/gpu_validate.sh "
+            "CONFIG.yaml) and set plan.tokens_per_s, or set runtime under the profile's set-resources: train_trial."
+        ]
+    limits = sorted({study.trial_runtime(c.id) for c in study.design.cells})
+    shown = f"{limits[0]} min" if len(limits) == 1 else f"{limits[0]}–{limits[-1]} min"
+    return [
+        f"Time limits: each trial's runtime (SLURM's --time) is {shown}, derived from the plan's pace "
+        f"({planned_rate(study.pilot):,.0f} tokens/s): 1.5 × its estimated seconds + 15 min."
     ]
 
 
 def preview(study: Study) -> tuple[list[str], list[str]]:
-    """The plan's lines (its cost preview, and the pilot's, compile and shared-process notes where there are any) and a
-    warning per finished trial's record that cannot be read: named, never fatal here, so -n, --summary and --unlock
-    still work (aggregation reports it with the fix)."""
+    """The plan's lines (its cost preview, and the pilot's, compile and shared-process notes where there are any) and
+    its warnings: one per finished trial's record that cannot be read (named, never fatal here, so -n, --summary and
+    --unlock still work; aggregation reports it with the fix), then ``design_warnings``."""
     finished, warnings = {}, []
     for c, t in study.layout.expected:
         path = Path(study.layout.trial(c, t).metrics)
@@ -132,11 +206,19 @@ def preview(study: Study) -> tuple[list[str], list[str]]:
             config["cost"],
             study.pilot,
             workload_key(dict(config)),
+            on_gpu=trains_on_gpu(study),
         )
     ]
     notes = (study.pilot_note, design.compile_note(), shared_process_note(dict(config)))
     lines += [note for note in notes if note is not None]
-    return lines, warnings
+    return lines, warnings + design_warnings(study)
+
+
+def trains_on_gpu(study: Study) -> bool:
+    """Whether the study's trials train on a GPU as configured (train.device cuda, a hardware level's, or the NVML
+    meter), not as this machine would place device auto: the plan is often made where the trials do not run."""
+    devices = {study.design.train_config(c)["device"] for c in study.design.cells}
+    return study.config["meter"]["kind"] == "nvml" or any(d.startswith("cuda") for d in devices)
 
 
 def stale_reports(study: Study) -> list[str]:

@@ -9,12 +9,58 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 
 from ..analysis.frame import frame  # noqa: E402
 from ..analysis.tables import series_blocks  # noqa: E402
-from ..common.measures import LOG_MAX_FLOAT, MEASURES, budget_label, display_exponent, label, power_of_ten, scale_of  # noqa: E402
+from ..common.measures import (  # noqa: E402
+    LOG_MAX_FLOAT,
+    MEASURES,
+    budget_label,
+    display,
+    display_exponent,
+    label,
+    power_of_ten,
+    scale_of,
+)
 from ..measurement.traces import by_rank, training_samples  # noqa: E402
 from ..plan.design import LEVEL_PREFIX, condition_name, factor_name, parse_cell, series_label  # noqa: E402
+
+
+class _PlainLog(ticker.LogFormatter):
+    """A log axis's tick labels as plain numbers ("2", "300", "5,000", "0.05"; from ten thousand on "20k", "1M"), never
+    "2 × 10⁰"."""
+
+    def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
+        if x >= 1e4:
+            exponent = min(12, int(np.floor(np.log10(x) / 3) * 3))
+            return f"{x / 10**exponent:g}{ {3: 'k', 6: 'M', 9: 'G', 12: 'T'}[exponent] }"
+        return f"{x:,.0f}" if x >= 1 else f"{x:.6f}".rstrip("0").rstrip(".") if x >= 1e-4 else f"{x:g}"
+
+
+def plain_ticks(ax, *axes: str) -> None:
+    """Plain tick labels on ``ax``'s log axes among ``axes`` ("x", "y"): the major ticks and, where a range holds too
+    few decades to read, the minor ones (matplotlib's own choice of which)."""
+    for name in axes:
+        axis = getattr(ax, f"{name}axis")
+        if axis.get_scale() == "log":
+            axis.set_major_formatter(_PlainLog(labelOnlyBase=False))
+            axis.set_minor_formatter(_PlainLog(labelOnlyBase=False))
+
+
+def _from_zero(ax, values: list[float]) -> None:
+    """A power axis from 0 W on a linear scale, so that a difference in power shows at its true size (32.4 against
+    33.2 W is 2.5 %, not a cliff)."""
+    ax.set_yscale("linear")
+    ax.set_ylim(0, 1.1 * max([v for v in values if v is not None and np.isfinite(v)], default=1.0))
+
+
+def _spread_note(values: list[float]) -> str:
+    """How far apart ``values`` (centres of a ratio-scale measure) are, the largest over the smallest, in words."""
+    shown = [v for v in values if v is not None and np.isfinite(v) and v > 0]
+    if len(shown) < 2:
+        return ""
+    return f"the conditions' centres differ by at most {100 * (max(shown) / min(shown) - 1):.1f} %"
 
 
 def _estimate_note(estimated: bool) -> str:
@@ -90,6 +136,7 @@ def _paired(
         and trials[measure].drop_nulls().min() > 0
     ):
         ax.set_yscale("log")
+        plain_ticks(ax, "y")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best", fontsize=8)
     ax.set_xticks(list(x.values()), [budget_label(b) for b in budgets])
@@ -153,10 +200,15 @@ def efficiency_layers(trials, conditions, estimated: bool):
 
 
 def power_energy_by_budget(trials, conditions, estimated: bool):
+    """RMS power on an axis from 0 W with how far apart the budgets' centres are, and energy in the unit its size
+    calls for (mJ, J, kJ)."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.5), layout="constrained")
     _paired(a, trials, conditions, "power_rms_w")
-    _paired(b, trials, conditions, "energy_j", scale=1e-3, unit_label="Energy (kJ)")
-    a.set_title("RMS power")
+    _from_zero(a, trials["power_rms_w"].cast(pl.Float64).to_list())
+    energy = display("energy_j", trials["energy_j"].drop_nulls().to_list())
+    _paired(b, trials, conditions, "energy_j", scale=energy.factor, unit_label=energy.label)
+    centres = conditions.filter(pl.col("measure") == "power_rms_w")["center"].to_list()
+    a.set_title("\n".join(filter(None, ["RMS power (axis from 0 W)", _spread_note(centres)])), fontsize=10)
     b.set_title("Energy of the training window")
     fig.suptitle("Power and energy by budget" + _estimate_note(estimated), fontsize=10)
     return fig
@@ -210,6 +262,7 @@ def perplexity_vs_tokens(trials, conditions, estimated: bool):
             label=f"budget {name}" if len(all_series) == 1 else f"{series_label(series)}: {name}",
         )
     ax.set_xscale("log")
+    plain_ticks(ax, "x")
     ax.set_xlabel("Real tokens processed (each trial's tokens × epochs, log scale)")
     ax.set_ylabel("Eval perplexity")
     ax.set_title("Perplexity against tokens processed", fontsize=10)
@@ -259,8 +312,9 @@ def power_traces(traces: dict[tuple[str, int], pl.DataFrame], estimated: bool):
             valid = training_samples(part)
             device = f", device {rank + 1} of {len(devices)}" if len(devices) > 1 else ""
             ax.plot(valid["t_s"], valid["power_w"], lw=1.2, label=f"{_cell_name(cell)} (trial {trial}{device})")
+    _from_zero(ax, [v for line in ax.get_lines() for v in line.get_ydata()])
     ax.set_xlabel("Time since training started (s)")
-    ax.set_ylabel("Power (W)" + (" — estimated" if estimated else ""))
+    ax.set_ylabel("Power (W, axis from 0)" + (" — estimated" if estimated else ""))
     ax.set_title("Power during training, one trial per condition" + _estimate_note(estimated), fontsize=10)
     ax.grid(alpha=0.3)
     if traces:
@@ -273,34 +327,45 @@ def _cell_name(cell: str) -> str:
     return condition_name(parsed.series, parsed.budget)
 
 
+def _checks_panel(ax, order: pl.DataFrame, x: np.ndarray) -> np.ndarray:
+    """The matmul checks before and after each trial against their reference; the check that strayed most per trial
+    (the one a flag circles)."""
+    for name, marker in (("check_before_ratio", "^"), ("check_after_ratio", "v")):
+        ax.scatter(
+            x, order[name].cast(pl.Float64).to_numpy(), marker=marker, s=22, color="0.35", label=name.split("_")[1]
+        )
+    ax.axhline(1.0, color="0.5", lw=1, ls="--", label="reference (the device profile, or the median check)")
+    before, after = (
+        order[c].cast(pl.Float64).fill_null(1.0).to_numpy() for c in ("check_before_ratio", "check_after_ratio")
+    )
+    return np.where(np.abs(before - 1) >= np.abs(after - 1), before, after)
+
+
 def measurement_quality(trials: pl.DataFrame, estimated: bool):
-    """Pace (the steps per second the throughput rule judges), RMS power and the matmul checks of every trial in the
-    order the trials ran; flagged trials marked, so a disturbance shows as a point off its series' level."""
+    """Pace (the steps per second the throughput rule judges), RMS power (from 0 W) and the matmul checks of every
+    trial in the order the trials ran; flagged trials marked, so a disturbance shows as a point off its series' level.
+    A study that takes no matmul checks (profile.check_windows: 0) gets no empty checks panel."""
     order = trials.sort("run_position")
     flagged = (order["quality"] == "flagged").to_numpy()
     cells = list(dict.fromkeys(order.sort("series", "budget")["cell"].to_list())) if "cell" in order.columns else []
-    fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True, layout="constrained")
     panels = [
         ("pace_steps_per_s", "Pace (optimizer steps/s)"),
         ("power_rms_w", "RMS power (W)" + (" — estimated" if estimated else "")),
-        (None, "Matmul check ÷ reference"),
     ]
+    if any(_has(order, c) for c in ("check_before_ratio", "check_after_ratio")):
+        panels.append((None, "Matmul check ÷ reference"))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.7 * len(panels)), sharex=True, layout="constrained")
     x = order["run_position"].to_numpy()
     for ax, (column, ylabel) in zip(axes, panels):
         if column is None:
-            for name, marker in (("check_before_ratio", "^"), ("check_after_ratio", "v")):
-                y = order[name].cast(pl.Float64).to_numpy()
-                ax.scatter(x, y, marker=marker, s=22, color="0.35", label=name.split("_")[1])
-            ax.axhline(1.0, color="0.5", lw=1, ls="--", label="reference (the device profile, or the median check)")
-            before, after = (
-                order[c].cast(pl.Float64).fill_null(1.0).to_numpy() for c in ("check_before_ratio", "check_after_ratio")
-            )
-            y = np.where(np.abs(before - 1) >= np.abs(after - 1), before, after)  # circle the check that strayed most
+            y = _checks_panel(ax, order, x)
         else:
             y = order[column].cast(pl.Float64).to_numpy()
             for i, cell in enumerate(cells):
                 mine = (order["cell"] == cell).to_numpy()
                 ax.scatter(x[mine], y[mine], s=22, color=f"C{i % 10}", label=_cell_name(cell))
+        if column == "power_rms_w":
+            _from_zero(ax, y.tolist())
         if flagged.any():
             ax.scatter(
                 x[flagged], y[flagged], s=110, facecolors="none", edgecolors="C3", linewidths=1.6, label="flagged"
@@ -322,13 +387,15 @@ def quality_vs_cost(trials: pl.DataFrame, conditions: pl.DataFrame, estimated: b
     fig, axes = plt.subplots(
         1, 2 if priced else 1, figsize=(11 if priced else 6.5, 4.5), layout="constrained", squeeze=False
     )
-    panels = [("kwh", "Energy per trial at the facility", "kWh", " — estimated" if estimated else "")]
+    panels = [("kwh", "Energy per trial at the facility", " — estimated" if estimated else "")]
     if priced:
-        panels.append(("total_cost", "Cost per trial", currency, " — from estimated energy" if estimated else ""))
+        panels.append(("total_cost", "Cost per trial", " — from estimated energy" if estimated else ""))
     summary = {(r["measure"], r["series"], r["budget"]): r for r in conditions.iter_rows(named=True)}
     conditions_shown = [(s_, b) for s_ in _series(trials) for b in sorted(trials["budget"].unique().to_list())]
-    for ax, (column, name, unit, note) in zip(axes[0], panels):
-        scale = 10.0 ** -(exponent := display_exponent(trials[column].drop_nulls().to_list()))
+    for ax, (column, name, note) in zip(axes[0], panels):
+        # in the unit its size calls for: J or kJ rather than "kWh ×10⁻⁶", mEUR rather than µEUR
+        shown = display(column, trials[column].drop_nulls().to_list(), currency)
+        scale = shown.factor
         for i, (series, b) in enumerate(conditions_shown):
             mine = _of(trials, series).filter(pl.col("budget") == b).drop_nulls([column, "inv_ppl"])
             ax.scatter(mine[column].to_numpy() * scale, mine["inv_ppl"], s=14, alpha=0.5, color=f"C{i % 10}")
@@ -350,7 +417,7 @@ def quality_vs_cost(trials: pl.DataFrame, conditions: pl.DataFrame, estimated: b
                 capsize=4,
                 label=f"{condition_name(series, b)}: geometric mean ± 95 % CI",
             )
-        ax.set_xlabel(f"{name} ({unit}{power_of_ten(exponent)}){note}")
+        ax.set_xlabel(f"{name} ({shown.unit}){note}")
         ax.set_ylabel(label("inv_ppl"))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
@@ -388,6 +455,7 @@ def quality_vs_energy(curves: pl.DataFrame, estimated: bool):
             )
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain_ticks(ax, "x", "y")
     ax.set_xlabel(
         "Cumulative training energy (J, log scale; evaluations excluded)" + (" — estimated" if estimated else "")
     )

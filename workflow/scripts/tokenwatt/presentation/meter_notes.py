@@ -1,5 +1,5 @@
-"""What the report says about how the trials' energy was read: the meter chosen, which NVML power reading, MIG
-slices, and why energy above idle can come out at or below zero."""
+"""What the report says about how the trials' energy was read: the meter chosen, why the CPU estimate was, which NVML
+power reading, MIG slices, and why energy above idle can come out at or below zero."""
 
 from __future__ import annotations
 
@@ -29,6 +29,17 @@ def meter_provenance(trials: pl.DataFrame) -> list[list[Any]]:
     ):
         rows.append(["MIG", f"slice(s) of GPU {', '.join(parents)}: power and energy are the whole GPU's"])
     return rows
+
+
+def why_estimated(trials: pl.DataFrame) -> str:
+    """Why the CPU estimate metered the trials rather than a sensor, in the run's own words (``meter_choice``): a
+    config that asked for it, or auto finding no readable counter (RAPL's refusal quoted)."""
+    estimated = trials.filter(pl.col("meter") == "estimate") if "meter" in trials.columns else trials.clear()
+    choices = _values(estimated, "meter_choice")
+    if not choices:
+        return "the trials' records do not say (no meter_choice)"
+    said = ["the config asked for it (meter.kind: estimate)" if c == "meter.kind estimate" else c for c in choices]
+    return "; ".join(said)
 
 
 def meter_warnings(trials: pl.DataFrame) -> list[str]:

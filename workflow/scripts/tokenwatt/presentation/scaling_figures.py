@@ -18,7 +18,7 @@ import polars as pl  # noqa: E402
 from ..analysis.products import product  # noqa: E402
 from ..analysis.scaling.energy_per_token import PerToken  # noqa: E402
 from ..common.measures import si  # noqa: E402
-from .figures import placeholder  # noqa: E402
+from .figures import placeholder, plain_ticks  # noqa: E402
 
 EXTRAPOLATED = "dashed: extrapolated beyond the measured N and D"
 
@@ -63,6 +63,7 @@ def loss_vs_tokens(points: pl.DataFrame, law: dict[str, Any]):
         )
     ax.axhline(law["E"], color="0.5", lw=0.8, ls=":", label=f"E = {law['E']:.3g} (irreducible loss)")
     ax.set_xscale("log")
+    plain_ticks(ax, "x")
     ax.set_xlabel("Tokens trained on, D (log scale)")
     ax.set_ylabel("Eval loss (nats/token)")
     ax.set_title(
@@ -114,6 +115,7 @@ def energy_per_token(sized: pl.DataFrame, fits: list[dict[str, Any]], estimated:
         )
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain_ticks(ax, "x", "y")
     ax.set_xlabel("Parameters, N (total, log scale)")
     ax.set_ylabel("Training energy per real token (J, log scale)" + (" — estimated" if estimated else ""))
     ax.set_title(
@@ -141,6 +143,7 @@ def frontier(alloc: dict[str, Any], flops: dict[str, Any] | None):
             ax.plot(J, flops[key], color=colour, lw=1, ls=":", label=f"{key}* of the FLOP-optimal split")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain_ticks(ax, "x", "y")
     ax.set_xlabel("Training-energy budget J (joules, log scale)")
     ax.set_ylabel("Optimal N* and D* (log scale)")
     ax.grid(alpha=0.3, which="both")
@@ -150,6 +153,7 @@ def frontier(alloc: dict[str, Any], flops: dict[str, Any] | None):
         lo, hi = np.asarray(alloc["loss_band"], float)
         ax_loss.fill_between(J, lo, hi, color="C2", alpha=0.15, lw=0, label="95 % interval (jackknife over units)")
     ax_loss.set_xscale("log")
+    plain_ticks(ax_loss, "x")
     ax_loss.set_xlabel("Training-energy budget J (joules, log scale)")
     ax_loss.set_ylabel("Loss at the optimum (nats/token)")
     ax_loss.grid(alpha=0.3, which="both")
@@ -193,6 +197,7 @@ def contours(points: pl.DataFrame, law: dict[str, Any], energy: dict[str, Any], 
     )
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain_ticks(ax, "x", "y")
     ax.set_xlim(N[0], N[-1])
     ax.set_ylim(D[0], D[-1])
     ax.set_xlabel("Parameters, N (total, log scale)")

@@ -2,19 +2,23 @@
 run's censoring bound from its energy.
 
 Why beside the censored-normal ratio (``censored.paired_ratio``): that ratio extrapolates a censored run's energy
-through a normal tail, and it takes a run's bound (its energy at its last point, ``J/token × tokens``) as independent
-of the energy it needed (``J/token × tokens to target``), though the two share the run's J/token. With skewed run
+through a normal tail, and it takes a run's bound (its energy at its last point, its J/token × its tokens) as
+independent of the energy it needed (its J/token × its tokens to target), though the two share the run's J/token. With skewed run
 effects or a bound that shares the run's rate its test rejects a true ratio of 1 too often at 20–50 trial ids
 (``benchmarks/censored_energy.py``); this test keeps its size there.
 
 How: each trial id's two runs are censored again on the token axis, where the bounds are set by the budgets and the
 eval grid and not by the run: the window both runs observed runs from the later of their first eval points to the
 earlier of their last points. A run that crossed the target inside the window keeps its measured energy; one that
-crossed after the window's end, or never, needed more than its own J/token × the end's tokens; one that crossed
-before the window's start, at most its own J/token × the start's tokens. Each trial id then gives an interval for the
-difference of log energies (b − a), exact where both crossed inside the window. Where the two runs of a trial id
-are exchangeable (the null: the same law of tokens to target and of J/token under both conditions), swapping them
-reflects that interval about 0, so the distribution of any statistic over sign flips is exact. The statistic is the
+crossed after the window's end, or never, needed more than its own energy at the end's tokens; one that crossed
+before the window's start, at most its own energy at the start's tokens (each read off the run's own curve, log
+energy linear in log tokens between its eval points, as the crossing is: a run's energy is not its average J/token ×
+its tokens where it pays a fixed cost, and a longer run's average would set its bounds too low). Each trial id then
+gives an interval for the difference of log energies (b − a), exact where both crossed inside the window. Where the
+two runs of a trial id are exchangeable (the null: one law of the whole run, tokens to the target and energy along
+the tokens, under both conditions), swapping them reflects that interval about 0, so the distribution of any
+statistic over sign flips is exact. A rejection says the two conditions' runs differ in law; the report reads it as
+a difference in energy to the target, which is what the statistic's sign ranks. The statistic is the
 signed rank's count over Walsh pairs with Gehan's scoring: each pair of trial ids (i ≤ j) scores +1 where
 ``d_i + d_j`` is surely above 0, −1 where surely below and 0 where the intervals leave it open; without censoring it is
 Wilcoxon's signed-rank test. p: exact over every sign flip up to ``EXACT_UP_TO`` informative trial ids, else over
@@ -40,15 +44,31 @@ _CHUNK = 2_000  # flips scored at once (memory: chunk × pairs of trial ids)
 @dataclass(frozen=True)
 class RunsToTarget:
     """One condition's runs, one per trial id in the pairing's order: ``status`` (EXACT, ABOVE, BELOW, NEVER),
-    ``energy_j`` and ``tokens`` at the crossing (or at the bound the status names), each run's first and last eval
-    point's real tokens, and its own training J/token (its last point's energy over its tokens)."""
+    ``energy_j`` and ``tokens`` at the crossing (or at the bound the status names), and each run's curve: its eval
+    points' real tokens and cumulative training energy, ascending, both above 0."""
 
     status: np.ndarray
     energy_j: np.ndarray
     tokens: np.ndarray
-    first_tokens: np.ndarray
-    last_tokens: np.ndarray
-    joules_per_token: np.ndarray
+    curves: tuple[tuple[np.ndarray, np.ndarray], ...]
+
+    @property
+    def first_tokens(self) -> np.ndarray:
+        return np.array([t[0] if t.size else np.nan for t, _ in self.curves])
+
+    @property
+    def last_tokens(self) -> np.ndarray:
+        return np.array([t[-1] if t.size else np.nan for t, _ in self.curves])
+
+    def log_energy_at(self, tokens: np.ndarray) -> np.ndarray:
+        """Each run's log energy at its own ``tokens`` (inside its curve), log-log linear between its points; NaN
+        for a run without a curve."""
+        return np.array(
+            [
+                np.interp(math.log(x), np.log(t), np.log(e)) if t.size and x > 0 else np.nan
+                for x, (t, e) in zip(tokens, self.curves)
+            ]
+        )
 
 
 @dataclass(frozen=True)
@@ -73,15 +93,15 @@ class RankTest:
 
 
 def _log_bounds(runs: RunsToTarget, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each run's log energy to the target as an interval, censored to the window [start, end] in real tokens."""
+    """Each run's log energy to the target as an interval, censored to the window [start, end] in real tokens, at the
+    run's own energy at the window's bounds."""
     status, tokens = runs.status, runs.tokens
     exact = (status == EXACT) & (tokens >= start) & (tokens <= end)
     late = (status == ABOVE) | ((status == EXACT) & (tokens > end))
     with np.errstate(divide="ignore", invalid="ignore"):
-        log_rate = np.log(runs.joules_per_token)
         log_e = np.log(runs.energy_j)
-    low = np.where(exact, log_e, np.where(late, log_rate + np.log(end), -np.inf))
-    high = np.where(exact, log_e, np.where(late, np.inf, log_rate + np.log(start)))
+    low = np.where(exact, log_e, np.where(late, runs.log_energy_at(end), -np.inf))
+    high = np.where(exact, log_e, np.where(late, np.inf, runs.log_energy_at(start)))
     return low, high
 
 
@@ -107,7 +127,7 @@ def _flip_p(low: np.ndarray, high: np.ndarray, observed: float) -> tuple[float, 
         return float(np.mean(stats >= abs(observed) - 1e-9)), True, float(np.mean(stats >= stats.max() - 1e-9))
     rng = np.random.default_rng(_SEED)
     hits = 0
-    for size in [_CHUNK] * (FLIPS // _CHUNK):
+    for size in [_CHUNK] * (FLIPS // _CHUNK) + [FLIPS % _CHUNK] * bool(FLIPS % _CHUNK):
         stats = _walsh_counts(low, high, rng.choice((-1, 1), size=(size, n)))
         hits += int(np.sum(np.abs(stats) >= abs(observed) - 1e-9))
     return (1 + hits) / (1 + FLIPS), False, 1 / (1 + FLIPS)
@@ -126,7 +146,8 @@ def paired_rank_test(a: RunsToTarget, b: RunsToTarget) -> RankTest:
     lo_b, hi_b = _log_bounds(b, start, end)
     with np.errstate(invalid="ignore"):
         low, high = lo_b - hi_a, hi_b - lo_a
-    informative = np.isfinite(low) | np.isfinite(high)
+    unknown = np.isnan(low) | np.isnan(high)  # a run without a curve: its bound at the window is not known
+    informative = ~unknown & (np.isfinite(low) | np.isfinite(high))
     n_exact = int(np.sum(np.isfinite(low) & (low == high)))
     if not informative.any():
         why = "no trial id has a run that crossed the target inside the window both runs observed"
@@ -134,19 +155,18 @@ def paired_rank_test(a: RunsToTarget, b: RunsToTarget) -> RankTest:
     low, high = low[informative], high[informative]
     observed = float(_walsh_counts(low, high, np.ones((1, low.size)))[0])
     p, exact, min_p = _flip_p(low, high, observed)
-    return RankTest(n, int(informative.sum()), n_exact, observed, min(1.0, p), exact, "ok", min_p)
+    status = f"ok; {int(unknown.sum())} trial id(s) left out: a run without eval points" if unknown.any() else "ok"
+    return RankTest(n, int(informative.sum()), n_exact, observed, min(1.0, p), exact, status, min_p)
 
 
-def runs_to_target(
-    status: Any, energy_j: Any, tokens: Any, first_tokens: Any, last_tokens: Any, joules_per_token: Any
-) -> RunsToTarget:
-    """``RunsToTarget`` from columns (lists, Series or arrays), as floats; a missing value becomes NaN."""
+def runs_to_target(status: Any, energy_j: Any, tokens: Any, curve_tokens: Any, curve_energy_j: Any) -> RunsToTarget:
+    """``RunsToTarget`` from columns (lists, Series or arrays; the curves one list per run), as floats; a missing
+    value becomes NaN, a missing curve an empty one."""
     as_float = lambda x: np.array([math.nan if v is None else float(v) for v in x], float)  # noqa: E731
+    curves = tuple(
+        (as_float([] if t is None else t), as_float([] if e is None else e))
+        for t, e in zip(curve_tokens, curve_energy_j)
+    )
     return RunsToTarget(
-        np.asarray(list(status), dtype=object).astype(str),
-        as_float(energy_j),
-        as_float(tokens),
-        as_float(first_tokens),
-        as_float(last_tokens),
-        as_float(joules_per_token),
+        np.asarray(list(status), dtype=object).astype(str), as_float(energy_j), as_float(tokens), curves
     )

@@ -114,27 +114,18 @@ REACH_SCHEMA = {
     "real_tokens": pl.Float64,
     "energy_j": pl.Float64,
     "train_s": pl.Float64,
-    # the window the run observed (its first and last eval point's real tokens) and its own training J/token over
-    # the whole run: where the rank test censors a pair's runs again, on the token axis, and at what energy
-    "first_tokens": pl.Float64,
-    "last_tokens": pl.Float64,
-    "joules_per_token": pl.Float64,
+    # the run's eval points with a position on the axis (real tokens, cumulative training energy): where the rank
+    # test censors a pair's runs again, on the token window both observed, at each run's own energy there
+    "curve_tokens": pl.List(pl.Float64),
+    "curve_energy_j": pl.List(pl.Float64),
     **{c: pl.Float64 for c in TARGET_COSTS},
 }
 
 
 def _window(run: Run) -> dict[str, Any]:
-    """The real tokens of the run's first and last eval point with a position on the axis, and its training J/token
-    (last point's energy over its tokens); nulls for a run without such a point."""
+    """The run's eval points with a position on both axes (real tokens and training energy above 0)."""
     on = (run.tokens > 0) & (run.energy > 0)
-    if not on.any():
-        return {"first_tokens": None, "last_tokens": None, "joules_per_token": None}
-    tokens, energy = run.tokens[on], run.energy[on]
-    return {
-        "first_tokens": nullable(tokens[0]),
-        "last_tokens": nullable(tokens[-1]),
-        "joules_per_token": nullable(energy[-1] / tokens[-1]),
-    }
+    return {"curve_tokens": run.tokens[on].tolist(), "curve_energy_j": run.energy[on].tolist()}
 
 
 def _crossing(run: Run, loss: float) -> dict[str, Any]:
@@ -328,6 +319,7 @@ class TargetComparison:
     p_holm: float | None
     rank: RankTest
     rank_p_holm: float | None
+    rank_p_holm_floor: float | None  # the smallest Holm p any test of the family could reach: above .05, none rejects
 
     def to_dict(self) -> dict[str, Any]:
         """Flat, as the report and the command read it: the keys, the ratio's and the rank test's fields, the Holm
@@ -352,7 +344,7 @@ def _paired(a: pl.DataFrame, b: pl.DataFrame, label: str) -> Paired:
         np.log(pair["energy_j"].to_numpy()),
         pair["censoring"].to_list(),
     )
-    columns = ("censoring", "energy_j", "real_tokens", "first_tokens", "last_tokens", "joules_per_token")
+    columns = ("censoring", "energy_j", "real_tokens", "curve_tokens", "curve_energy_j")
     rank = paired_rank_test(*(runs_to_target(*(pair[f"{c}{end}"] for c in columns)) for end in ("", "_b")))
     why = None
     if not a.height or not b.height:
@@ -364,13 +356,18 @@ def _paired(a: pl.DataFrame, b: pl.DataFrame, label: str) -> Paired:
     return got, rank
 
 
-def _holm_all(found: list[tuple[Any, Paired]]) -> list[tuple[Any, PairedRatio, float | None, RankTest, float | None]]:
+def _holm_all(
+    found: list[tuple[Any, Paired]],
+) -> list[tuple[Any, PairedRatio, float | None, RankTest, float | None, float | None]]:
     """Each comparison with its Holm-adjusted p over the family ``found`` (those with a p), for the ratio's p and
-    the rank test's each."""
+    the rank test's each, and the rank tests' floor: every Holm p is at least m × the family's smallest p, so m × the
+    smallest p any of them could give (few trial ids: 2/32 with 5) bounds what the family can show."""
     adjusted = iter(holm([g.p for _, (g, _) in found if g.p is not None]))
-    ranked = iter(holm([r.p for _, (_, r) in found if r.p is not None]))
+    tested = [r for _, (_, r) in found if r.p is not None]
+    ranked = iter(holm([r.p for r in tested]))
+    floor = min(1.0, len(tested) * min(r.min_p for r in tested)) if tested else None
     return [
-        (key, g, next(adjusted) if g.p is not None else None, r, next(ranked) if r.p is not None else None)
+        (key, g, next(adjusted) if g.p is not None else None, r, next(ranked) if r.p is not None else None, floor)
         for key, (g, r) in found
     ]
 
@@ -405,6 +402,7 @@ class LevelComparison:
     p_holm: float | None
     rank: RankTest
     rank_p_holm: float | None
+    rank_p_holm_floor: float | None  # the smallest Holm p any test of the family could reach: above .05, none rejects
 
     def to_dict(self) -> dict[str, Any]:
         """Flat, as the report and the command read it: the keys, the ratio's and the rank test's fields, the Holm

@@ -12,7 +12,7 @@ from ...analysis.apa import fmt_p, p_value
 from ...common.measures import fixed, si
 from ...plan.design import condition_name, series_label
 from ...plan.preview import shared_process_note
-from ..html import noted, table, text
+from ..html import Footnote, noted, table, text
 from ..inputs import ReportInputs
 from ..templating import render_template
 
@@ -34,7 +34,6 @@ def render(inputs: ReportInputs) -> Markup:
         falls=_falls(curves.get("gain_falls") or []),
         trajectory=_trajectory(trajectory.get("trials", [])),
         trajectory_smooth=bool(trajectory.get("trials")) and not _uneven(trajectory["trials"]),
-        trajectory_tests=trajectory.get("anova", []),
         stopping=[
             (name, json.dumps(outcome["rule"]), outcome["note"], _stopping(outcome["cells"]))
             for name, outcome in (curves.get("stopping") or {}).items()
@@ -135,27 +134,19 @@ def _pair_cells(r: dict[str, Any]) -> list[Any]:
     """A comparison's counts, ratio with its interval, p and Holm p, and the rank test's Holm p, as table cells."""
     return [
         f"{r['n_pairs']} ({r['n_exact']})" + (f", {r['n_never']} stopped by a rule" if r.get("n_never") else ""),
-        ratio_text(r),
+        # a refusal is one sentence that several pairs repeat: a word in the cell, the sentence under the table
+        ratio_text(r) if r.get("ratio") is not None else Footnote("no ratio", r["status"]),
         p_value(r["p"]) if r.get("p") is not None else "—",
         p_value(r["p_holm"]) if r.get("p_holm") is not None else "—",
         _rank_cell(r),
     ]
 
 
-def _rank_words(r: dict[str, Any]) -> str:
-    """The rank test beside the model's p in a sentence: its p, or that its trial ids are too few to reject."""
-    if r.get("rank_p") is None:
-        return ""
-    if r.get("rank_min_p") is not None and r["rank_min_p"] > 0.05:
-        return f"; the rank test, which assumes no law, cannot reject with {r['rank_n_informative']} trial ids"
-    return f"; rank test (no law assumed) {fmt_p(r['rank_p'])}"
-
-
 def _rank_cell(r: dict[str, Any]) -> str:
     """The rank test's Holm p, and where its trial ids are too few for any p below .05, that it cannot reject."""
     if r.get("rank_p_holm") is None:
         return "—"
-    few = r.get("rank_min_p") is not None and r["rank_min_p"] > 0.05
+    few = r.get("rank_p_holm_floor") is not None and r["rank_p_holm_floor"] > 0.05
     return p_value(r["rank_p_holm"]) + (f" (cannot reject with {r['rank_n_informative']} trial ids)" if few else "")
 
 
@@ -284,52 +275,109 @@ def _reached_text(r: dict[str, Any]) -> str:
     )
 
 
-def target_sentence(curves: dict[str, Any], same_process: bool = False) -> str:
-    """The study's question answered in joules: what each budget needed to reach the first target (Kaplan–Meier
-    medians, censored trials included), and the ratio of the largest budget's energy to the smallest's; with
-    ``same_process`` (``preview.budgets_share_one_process``), that this ratio cannot show a budget effect."""
+# Said once after the ratios of a study whose budgets share one process (``preview.budgets_share_one_process``).
+SAME_PROCESS = (
+    " The budgets share one process (a constant learning rate over one epoch), so a ratio between them tests the "
+    "meter and the eval grid, not the budget (see Energy to quality)."
+)
+SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def note_mark(why: str, notes: list[str]) -> str:
+    """The footnote mark of ``why`` (a superscript number, plain text in a terminal and a page alike), the reason added
+    to ``notes`` once: five ratios refused for one reason share one note."""
+    if why not in notes:
+        notes.append(why)
+    return str(notes.index(why) + 1).translate(SUPERSCRIPT)
+
+
+def target_sentences(curves: dict[str, Any], same_process: bool = False, notes: list[str] | None = None) -> list[str]:
+    """``target_sentence`` for every target, in the product's order, the same-process caveat said once after them."""
+    targets = list(dict.fromkeys(r["target"] for r in curves.get("energy_to_target") or []))
+    said = [target_sentence(curves, target=t, notes=notes) for t in targets]
+    if same_process and curves.get("energy_to_target_comparisons") and said:
+        said[-1] += SAME_PROCESS
+    return said
+
+
+def target_sentence(
+    curves: dict[str, Any], same_process: bool = False, target: str | None = None, notes: list[str] | None = None
+) -> str:
+    """The study's question answered in joules for one target (the first unless named): what each budget needed to
+    reach it (Kaplan–Meier medians, censored trials included), and every pair of budgets' energy ratio paired by trial
+    id, none left out, with the rank test beside the model's p. A ratio refused says so in a word, its reason in
+    ``notes`` (a footnote) or, without notes, beside it. With ``same_process`` (``preview.budgets_share_one_process``),
+    that these ratios cannot show a budget effect."""
     rows = curves.get("energy_to_target") or []
     if not rows:
         return ""
-    first = rows[0]["target"]
-    mine = [r for r in rows if r["target"] == first]
+    label = target if target is not None else rows[0]["target"]
+    mine = [r for r in rows if r["target"] == label]
     if not any(r["n_reached"] for r in mine):
-        return f"No trial reached {first}."
+        return f"No trial reached {label}."
     parts = []
     for r in mine:
         name = condition_name(r["series"], r["budget"])
         if not r["n_reached"]:
             continue
+        # how many reached it, said where some did not or some only bound it: the censoring the median carries
+        reached = "" if r["n_reached"] == r["n"] and not r.get("n_at_first_point") else f", {_reached_text(r)}"
         if r["energy_median_j"] is None:
             why = "its energy not measured" if r["n_reached"] * 2 >= r["n"] else "fewer than half, so no median"
             parts.append(f"{name}: {_reached_text(r)}, {why}")
         else:
             low, high = r["energy_ci95_low_j"], r["energy_ci95_high_j"]
-            bounds = f"{si(low, 'J') if low is not None else '0 J'} to {si(high, 'J') if high is not None else '∞'}"
-            parts.append(
-                f"{name} needed {si(r['energy_median_j'], 'J')} (Kaplan–Meier median, 95 % CI {bounds}; "
-                f"{_reached_text(r)})"
-            )
+            bounds = f"{si(low, 'J') if low is not None else '0 J'}, {si(high, 'J') if high is not None else '∞'}"
+            parts.append(f"{name} {si(r['energy_median_j'], 'J')} [{bounds}]{reached}")
     never = [condition_name(r["series"], r["budget"]) for r in mine if not r["n_reached"]]
-    sentence = f"To reach {first} (training energy, evaluation excluded), " + "; ".join(parts) + "."
+    sentence = (
+        f"To reach {label}, the training energy each needed (Kaplan–Meier median [95 % CI], evaluation excluded): "
+        + "; ".join(parts)
+        + "."
+    )
     sentence += f" No trial of {', '.join(never)} reached it." if never else ""
-    pairs = [c for c in curves.get("energy_to_target_comparisons") or [] if c["target"] == first]
-    widest = max(pairs, key=lambda c: c["budget_b"] / c["budget_a"], default=None)
-    if widest is not None:
-        names = (
-            condition_name(widest["series"], widest["budget_b"]),
-            condition_name(widest["series"], widest["budget_a"]),
-        )
-        if widest.get("ratio") is None:
-            sentence += f" {names[0]} against {names[1]}: no ratio ({widest['status']})."
-        else:
-            sentence += (
-                f" Energy ratio {names[0]} / {names[1]}, paired by trial id with the censored trials in it: "
-                f"{ratio_text(widest)} (95 % CI, normal model), {fmt_p(widest['p'])}{_rank_words(widest)}."
-            )
-        if same_process:
-            sentence += (
-                " The budgets share one process (a constant learning rate over one epoch), so this ratio tests the "
-                "meter and the eval grid, not the budget (see Energy to quality)."
-            )
+    pairs = [c for c in curves.get("energy_to_target_comparisons") or [] if c["target"] == label]
+    if pairs:
+        sentence += " " + pairs_sentence(pairs, notes)
+        sentence += SAME_PROCESS if same_process else ""
     return sentence
+
+
+def pairs_sentence(pairs: list[dict[str, Any]], notes: list[str] | None = None) -> str:
+    """Every pair of budgets' energy ratio in one sentence, larger over smaller: the normal model's ratio with its
+    interval and p (Holm beside it where it differs), the rank test's p, or that its trial ids are too few to reject
+    (said once for all). A ratio refused is "no ratio", its reason a footnote in ``notes`` or beside it."""
+    shown, few = [], set()
+    for c in pairs:
+        name = f"{condition_name(c['series'], c['budget_b'])} / {condition_name(c['series'], c['budget_a'])}"
+        if c.get("ratio") is None:
+            shown.append(
+                f"{name} no ratio{note_mark(c['status'], notes)}"
+                if notes is not None
+                else f"{name} no ratio ({c['status']})"
+            )
+            continue
+        low, high = c.get("ci95_low"), c.get("ci95_high")
+        bounds = f"[{f'{low:.3f}' if low is not None else '0'}, {f'{high:.3f}' if high is not None else '∞'}]"
+        holm = c.get("p_holm")
+        p = fmt_p(c["p"]) + (
+            f" (Holm {p_value(holm)})" if holm is not None and p_value(holm) != p_value(c["p"]) else ""
+        )
+        rank = ""
+        if c.get("rank_p") is not None and c.get("rank_min_p") is not None and c["rank_min_p"] > 0.05:
+            few.add(c["rank_n_informative"])
+        elif c.get("rank_p") is not None:
+            rank = f", rank test {fmt_p(c['rank_p'])}"
+        shown.append(f"{name} {c['ratio']:.3f} {bounds}, {p}{rank}")
+    cannot = (
+        f"; the rank test, which assumes no law, cannot reject with {'–'.join(map(str, sorted({min(few), max(few)})))} "
+        "trial ids"
+        if few
+        else ""
+    )
+    return (
+        "Energy ratios paired by trial id, the censored trials in them (95 % CI, normal model): "
+        + "; ".join(shown)
+        + cannot
+        + "."
+    )

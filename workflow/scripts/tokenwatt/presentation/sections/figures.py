@@ -1,5 +1,6 @@
-"""Figures: every figure that no product section shows beside its numbers (a product's own figures are in its
-section: the scaling figures in Scaling), embedded as PNG with its caption."""
+"""Figures: every figure that no other section shows beside its numbers (a product's own figures are in its section:
+the scaling figures in Scaling; the one that answers the question under the answer), embedded as PNG with its
+caption."""
 
 from __future__ import annotations
 
@@ -12,11 +13,16 @@ from ...analysis.products import PRODUCTS, product_figures
 from ..inputs import ReportInputs
 from ..templating import render_template
 
+# Quality against the joules spent answers the study's question: it stands under the answer (sections/summary.py).
+ANSWER_FIGURE = "quality_vs_energy"
+
 
 def render(inputs: ReportInputs) -> Markup:
     return render_template(
         "sections/figures.html.j2",
-        figures=figures_html({k: v for k, v in inputs.figures.items() if k not in product_figures(PRODUCTS)}),
+        figures=figures_html(
+            {k: v for k, v in inputs.figures.items() if k not in product_figures(PRODUCTS) and k != ANSWER_FIGURE}
+        ),
     )
 
 

@@ -1,12 +1,14 @@
 """Provenance: when the trials ran and the report was made, from which code, config and device, with which
-packages; the whole configuration last."""
+packages; last, folded, the configuration as the study set it (every key whose value is not the schema's default)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import polars as pl
+import yaml
 from markupsafe import Markup
 
 from ...common.provenance import utc
@@ -27,8 +29,42 @@ def render(inputs: ReportInputs) -> Markup:
             {k[len("versions_") :]: v for k, v in first.items() if k.startswith("versions_")}, sort_keys=True
         ),
         report_versions=json.dumps(inputs.made.get("versions", {}), sort_keys=True),
-        config=json.dumps(inputs.config, indent=2, sort_keys=True, default=str),
+        config=json.dumps(set_by_study(inputs.config), indent=2, sort_keys=True, default=str),
     )
+
+
+# The schema beside the library, in a checkout and in a remote module's source cache alike (workflow/MANIFEST.txt).
+SCHEMA = Path(__file__).resolve().parents[3].parent / "schemas" / "config.schema.yaml"
+
+
+def set_by_study(config: dict[str, Any], schema_path: Path = SCHEMA) -> dict[str, Any]:
+    """The validated config less every value the schema's default gave it: what the study itself chose, which is what
+    a reader compares between studies. A key set to its default value is left out too (it changes nothing); the
+    config hash above covers the whole validated config, defaults included. Without the schema, the whole config."""
+    try:
+        schema = yaml.safe_load(schema_path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return config
+    return _without_defaults(config, schema)
+
+
+def _without_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """``config`` at one level of the schema, its keys at their defaults left out, and a mapping that holds nothing
+    else once they are (a section the study did not touch)."""
+    schema = next((b for b in schema.get("oneOf", []) if b.get("type") == "object"), schema)  # a level's mapping
+    properties, other = schema.get("properties", {}), schema.get("additionalProperties")
+    out = {}
+    for key, value in config.items():
+        sub = properties.get(key, other if isinstance(other, dict) else {})
+        # == as the canonical spelling compares: 0 == 0.0, and mappings whatever their keys' order
+        if "default" in sub and value == sub["default"]:
+            continue
+        if isinstance(value, dict) and sub:
+            value = _without_defaults(value, sub)
+            if not value and "default" in sub:
+                continue
+        out[key] = value
+    return out
 
 
 def _items(inputs: ReportInputs, first: dict[str, Any]) -> list[list[Any]]:

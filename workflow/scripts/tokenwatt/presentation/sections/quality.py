@@ -38,6 +38,7 @@ def render(inputs: ReportInputs) -> Markup:
         flagged=flagged.height,
         flagged_table=_flagged_table(flagged) if flagged.height else None,
         rules_table=_rules_table(trials) if trials.height else None,
+        idle_rules=_idle_rules(trials),
         primary=primary,
         exclude_flagged=str(inputs.exclude_flagged).lower(),
         sensitivity=sensitivity,
@@ -116,21 +117,40 @@ def _flagged_table(flagged: pl.DataFrame) -> Markup:
     return table(["condition", "trial", "ran as", "why flagged"], rows, left=4)
 
 
-def _rules_table(trials: pl.DataFrame) -> Markup | None:
-    """Rule by rule: how many trials it judged, flagged, and could not judge, with why (each kind of reason once,
-    with its count)."""
-    rules = [c.removeprefix("flag_") for c in trials.columns if c.startswith("flag_")]
-    rows = []
-    for rule in rules:
+def _unjudged(trials: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """Per rule, the reasons it could not judge a trial: each kind of reason (its numbers aside) once, in its first
+    trial's words (``why``), with how many trials gave it (``len``)."""
+    out = {}
+    for rule in [c.removeprefix("flag_") for c in trials.columns if c.startswith("flag_")]:
         column = f"unjudged_{rule}"
         why = (trials[column] if column in trials.columns else pl.Series([], dtype=pl.String)).cast(pl.String)
-        why = why.drop_nulls()
-        # one line per kind of reason (its numbers aside), shown by its first trial's words
-        kinds = pl.DataFrame({"why": why, "kind": why.str.replace_all(r"[0-9][0-9.]*", "#")})
-        grouped = kinds.group_by("kind", maintain_order=True).agg(pl.col("why").first(), pl.len())
+        kinds = pl.DataFrame({"why": why.drop_nulls()}).with_columns(
+            kind=pl.col("why").str.replace_all(r"[0-9][0-9.]*", "#")
+        )
+        out[rule] = kinds.group_by("kind", maintain_order=True).agg(pl.col("why").first(), pl.len())
+    return out
+
+
+def _rules_table(trials: pl.DataFrame) -> Markup | None:
+    """Rule by rule: how many trials it judged, flagged, and could not judge, with why (each kind of reason once,
+    with its count); a rule that judged no trial is in ``_idle_rules``, not a row of zeros."""
+    rows = []
+    for rule, grouped in _unjudged(trials).items():
+        unjudged = int(grouped["len"].sum())
+        if unjudged == trials.height:
+            continue
         reasons = "; ".join(f"{n}×, e.g. {r}" for r, n in grouped.select("why", "len").iter_rows()) or "—"
-        rows.append([rule, trials.height - why.len(), int(trials[f"flag_{rule}"].sum()), why.len(), reasons])
+        rows.append([rule, trials.height - unjudged, int(trials[f"flag_{rule}"].sum()), unjudged, reasons])
     return table(["rule", "judged", "flagged", "not judged", "why not judged"], rows, left=5) if rows else None
+
+
+def _idle_rules(trials: pl.DataFrame) -> list[str]:
+    """Each rule that judged no trial, with why in its first trial's words: said in one line."""
+    return [
+        f"{rule} ({'; '.join(grouped['why'].to_list())})"
+        for rule, grouped in _unjudged(trials).items()
+        if trials.height and int(grouped["len"].sum()) == trials.height
+    ]
 
 
 def _sensitivity_table(stats: dict[str, Any], primary: str, sensitivity: dict[str, Any]) -> Markup | None:

@@ -8,9 +8,9 @@ from typing import Any
 from markupsafe import Markup
 
 from ...analysis.apa import bounded, df, fmt_p, p_value, stat
-from ...common.measures import TESTED, budget_label, fixed, label
+from ...common.measures import MEASURES, TESTED, budget_label, fixed, label
 from ...plan.design import condition_name, series_label
-from ..html import table
+from ..html import Footnote, table
 from ..inputs import ReportInputs
 from ..templating import render_template
 
@@ -21,6 +21,8 @@ def render(inputs: ReportInputs) -> Markup:
         "sections/statistics.html.j2",
         no_trials=stats.get("no_trials", False),
         tests=[t for dv in TESTED if (t := _test(stats, dv)) is not None],
+        # said once, in words, in place of the tests: why the analysis left a measure untested
+        not_tested=[(MEASURES[dv].label, why) for dv, why in (stats.get("not_tested") or {}).items()],
         simple=_simple_effects(stats),
         contrasts=_contrasts(stats),
         posthoc=_posthoc(stats),
@@ -54,7 +56,7 @@ def _simple_effects(stats: dict[str, Any]) -> Markup | None:
         [
             label(r["dv"]),
             series_label(r["series"]),
-            r.get("apa", r.get("message")),
+            r["apa"] if "apa" in r else Footnote("not tested", r.get("message", "")),
             p_value(r["p_holm"]) if "p_holm" in r else "—",
         ]
         for r in stats.get("simple_effects", [])
@@ -75,7 +77,7 @@ def _contrasts(stats: dict[str, Any]) -> Markup | None:
                 r.get("scale", "raw"),
                 change(r["change_a"]),
                 change(r["change_b"]),
-                stat(r["t"]) if tested else r.get("message", ""),
+                stat(r["t"]) if tested else Footnote("not tested", r.get("message", "")),
                 df(r["df"]),
                 p_value(r["p_unc"]) if tested else "—",
                 p_value(r["p_holm"]) if tested else "—",

@@ -1,47 +1,77 @@
-"""The answer in plain words: what changed with the budget (on the analysis frame), how sure we are, what the whole
-study cost (every trial), what to beware of."""
+"""The question's answer, first in the report: how the training energy grew with the tokens, the energy each budget
+needed to reach every quality target with every paired ratio (a refused one a word and a footnote), how PE changed and
+how sure we are, what the study used and cost, what to beware of; then the figure that answers the question."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 from markupsafe import Markup
 
 from ...analysis.aggregate import shared_by_branches
-from ...common.measures import budget_label, duration, si
-from ...plan.design import series_label
+from ...common.measures import duration, si
 from ...plan.preview import budgets_share_one_process
+from ..answer import change_sentences, growth_sentences, terminal_lines
 from ..inputs import ReportInputs
 from ..templating import render_template
-from .curves import target_sentence
+from .curves import target_sentences
+from .figures import ANSWER_FIGURE, figures_html
 from .statistics import effect_sentence
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The answer's parts, each a list of sentences: ``energy`` (how it grew with the tokens), ``targets`` (one per
+    quality target), ``pe``, ``used`` (energy, CO2, money) and ``caveats``; ``notes`` the footnotes the targets'
+    sentences mark (why a ratio was refused), numbered in order."""
+
+    energy: list[str]
+    targets: list[str]
+    pe: list[str]
+    used: list[str]
+    caveats: str
+    notes: list[str] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)
+
+    def sentences(self) -> list[str]:
+        return [*self.energy, *self.targets, *self.pe, *self.used, self.caveats]
 
 
 def render(inputs: ReportInputs) -> Markup:
     missing = inputs.missing
+    finished = inputs.trials.height
+    shown = {ANSWER_FIGURE: inputs.figures[ANSWER_FIGURE]} if ANSWER_FIGURE in inputs.figures else {}
     return render_template(
         "sections/summary.html.j2",
-        finished=inputs.trials.height,
+        finished=finished,
         all_diverged=bool(missing) and all("diverged" in m for m in missing),
-        said=" ".join(sentences(inputs)) if inputs.trials.height else "",
+        answer=answer(inputs) if finished else None,
+        targets_source=inputs.product("curves").get("targets_source"),
+        figure=figures_html(shown) if shown else None,
     )
 
 
 def sentences(inputs: ReportInputs) -> list[str]:
-    """The summary's sentences for a study with finished trials."""
+    """The answer's sentences in order, for a study with finished trials."""
+    return answer(inputs).sentences()
+
+
+def answer(inputs: ReportInputs) -> Answer:
+    """The answer of a study with finished trials, part by part."""
     trials = inputs.trials
     budgets = sorted(trials["budget"].unique().to_list())
-    said = _changes(inputs.product("stats").get("headline"))
-    if in_joules := target_sentence(inputs.product("curves"), budgets_share_one_process(inputs.config)):
-        said.append(in_joules)
+    notes: list[str] = []
+    targets = target_sentences(inputs.product("curves"), budgets_share_one_process(inputs.config), notes)
+    changes = change_sentences(inputs.product("stats").get("headline"))
+    pe = list(changes)
     a = inputs.product("stats")["anova"].get("pe", {})
     if a.get("effects"):
-        said.extend(effect_sentence(e, "PE", a.get("scale", "raw")) for e in a["effects"])
+        pe.extend(effect_sentence(e, "PE", a.get("scale", "raw")) for e in a["effects"])
     elif a and len(budgets) >= 2:
-        said.append(f"PE was not tested: {a.get('message', 'no values')}.")
-    said.extend(_energy(trials, inputs.estimated, inputs.cost))
+        pe.append(f"PE was not tested: {a.get('message', 'no values')}.")
     caveats = []
     if inputs.estimated:
         caveats.append("energy and power are estimated from CPU utilisation, not measured")
@@ -51,37 +81,25 @@ def sentences(inputs: ReportInputs) -> list[str]:
         caveats.append(f"{len(inputs.missing)} trial(s) are missing or failed")
     if inputs.disturbed_profile:
         caveats.append("a device profile looks disturbed, so PE's level (not its changes) is uncertain")
-    said.append(
-        "Caveats: " + "; ".join(caveats) + "." if caveats else "No caveats: every trial finished, none was flagged."
+    return Answer(
+        energy=growth_sentences(inputs.conditions),
+        targets=[t for t in targets if t],
+        pe=pe,
+        used=_energy(trials, inputs.estimated, inputs.cost),
+        caveats="Caveats: " + "; ".join(caveats) + "."
+        if caveats
+        else "No caveats: every trial finished, none was flagged.",
+        notes=notes,
+        changes=changes,
     )
-    return said
 
 
-def _changes(headline: dict[str, Any] | None) -> list[str]:
-    """The statistics product's headline (``analysis/headline.py``) in words."""
-    if not headline:
-        return []
-    if headline["status"] == "no subject":
-        return [
-            "No subject finished every cell of the design (see Conditions), so no change between budgets is computed."
-        ]
-    first, last = headline.get("first"), headline.get("last")
-    if headline["status"] == "one budget":
-        return [
-            f"With one budget ({budget_label(headline['budgets'][0])}) the study describes it but cannot test a "
-            "budget effect."
-        ]
-    names = {"pe": "PE", "perplexity": "Perplexity"}
-    return [
-        f"{names[got['measure']]}{_where(got['series'])} changed by {got['change']:+.1f} % from {budget_label(first)} "
-        f"to {budget_label(last)} tokens (geometric mean ratio over {got['change_n']} trials, 95 % CI "
-        f"{got['change_ci95_low']:+.1f} to {got['change_ci95_high']:+.1f} %)."
-        for got in headline["changes"]
-    ]
-
-
-def _where(series: str) -> str:
-    return f" ({series_label(series)})" if series else ""
+def answer_lines(inputs: ReportInputs) -> list[str]:
+    """The answer's short form for the terminal (``answer.terminal_lines``): none before a trial has finished."""
+    if not inputs.trials.height:
+        return ["No trial has finished, so there is no answer yet."]
+    got = answer(inputs)
+    return terminal_lines(got.energy, inputs.product("curves"), got.changes)
 
 
 def _energy(trials: pl.DataFrame, estimated: bool, cost: dict[str, Any]) -> list[str]:

@@ -8,7 +8,7 @@ from markupsafe import Markup
 
 from ...analysis.quality import device_load
 from ..inputs import ReportInputs
-from ..meter_notes import meter_warnings
+from ..meter_notes import meter_warnings, why_estimated
 from ..templating import render_template
 
 
@@ -20,6 +20,10 @@ def render(inputs: ReportInputs) -> Markup:
         interim=inputs.interim,
         n_trials=trials.height,
         estimated=inputs.estimated,
+        # what the estimate's absolute joules rest on, and why no sensor was read
+        tdp_w=inputs.config.get("meter", {}).get("cpu_tdp_w"),
+        why_estimated=why_estimated(trials),
+        power_untested="power_rms_w" in (inputs.product("stats").get("not_tested") or {}),
         unmetered="none" in meters,
         disturbed=inputs.disturbed_profile,
         load=device_load(trials),
