@@ -111,7 +111,7 @@ def test_unknown_key_is_rejected_naming_its_path(schema, default):
         ("study", "budgetz", "(did you mean study.budgets?)"),
         ("train", "epoch", "(did you mean train.epochs?)"),
         (None, "tarin", "(did you mean train?)"),
-        ("study", "lr", "(a key of another section: design.lr or train.lr)"),
+        ("study", "lr", "(did you mean design.lr or train.lr?)"),
     ],
 )
 def test_an_unknown_key_gets_the_nearest_key_at_its_level_or_the_section_that_has_it(
@@ -120,6 +120,18 @@ def test_an_unknown_key_gets_the_nearest_key_at_its_level_or_the_section_that_ha
     (default[section] if section else default)[key] = 1
     path = f"{section}.{key}" if section else key
     assert f"{path}: not a key of {section or 'the top level'} {fix}" in _error(schema, default)
+
+
+@pytest.mark.parametrize(
+    "section,key,fix",
+    [
+        ("train", "budgets", "(did you mean study.budgets?)"),
+        ("study", "interval_s", "(did you mean meter.interval_s?)"),
+    ],
+)
+def test_an_exact_key_of_another_section_beats_a_near_key_at_the_same_level(schema, default, section, key, fix):
+    default[section][key] = 1
+    assert f"{section}.{key}: not a key of {section} {fix}" in _error(schema, default)
 
 
 def test_every_unknown_key_of_one_section_is_a_problem_of_its_own(schema, default):

@@ -107,3 +107,17 @@ def test_help_names_the_table_it_reads_with_an_example():
     done = run_cli("--help")
     assert done.returncode == 0 and ".csv or .parquet" in done.stdout
     assert "energy_to_target.py results/analysis/curves.parquet --condition budget" in done.stdout
+
+
+def test_a_table_of_several_series_is_refused_unless_series_is_the_condition(curves, tmp_path):
+    from tokenwatt.common.files import write_parquet
+
+    path = tmp_path / "curves.parquet"
+    two = pl.concat([curves.with_columns(series=pl.lit(name)) for name in ("model=small", "model=large")])
+    write_parquet(path, two)
+    args = ("--trial", "trial", "--energy", "train_energy_j", "--loss", "eval_loss", "--target", 3.6)
+    done = run_cli(path, "--condition", "budget", *args)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "filter the table to one series" in line and "--condition series" in line
+    assert "series" not in run_cli(path, "--condition", "series", *args).stderr

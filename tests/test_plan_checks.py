@@ -46,6 +46,10 @@ def _chunks_on_disk(results: Path, config: dict, tokens: int, chunks: int = 100)
     (data / "corpus_source.json").write_text(json.dumps(record))
     n_real = [tokens // chunks] * (chunks - 1) + [tokens - (tokens // chunks) * (chunks - 1)]
     write_parquet(data / "chunks_train.parquet", pl.DataFrame({"chunk_id": range(chunks), "n_real": n_real}))
+    study = _study(config)
+    capacity.write_chunk_record(
+        str(data / "chunks_train.parquet"), capacity.chunk_settings(study.config, study.design, study.design.cells[0])
+    )
 
 
 def test_a_budget_above_the_tokens_of_the_chunks_on_disk_is_refused_naming_the_keys(tmp_path):
@@ -63,6 +67,16 @@ def test_chunks_of_another_corpus_say_nothing_of_this_one(tmp_path):
     _chunks_on_disk(tmp_path / "results", config, 30_000)
     config["corpus"]["synthetic"]["documents"] = 8000  # the data stage reruns: its new chunks are not counted yet
     assert startup.corpus_refusal(_study(config)) is None
+
+
+def test_chunks_of_other_tokenizer_or_chunk_settings_are_warned_of_not_refused(tmp_path):
+    config = _config(tmp_path, documents=600)  # the estimate, about 41 600 tokens, is below budget 50 000
+    _chunks_on_disk(tmp_path / "results", config, 30_000)
+    config["tokenizer"]["vocab_size"] = 2 * config["tokenizer"]["vocab_size"]
+    config["chunk"]["length"] = 2 * config["chunk"]["length"]
+    assert startup.corpus_refusal(_study(config)) is None
+    [warning] = [w for w in startup.design_warnings(_study(config)) if w.startswith("study.budgets")]
+    assert "an ESTIMATE" in warning
 
 
 def test_before_the_chunks_exist_a_budget_above_the_corpus_estimate_is_warned_of_as_an_estimate(tmp_path):

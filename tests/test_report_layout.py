@@ -232,7 +232,8 @@ def test_the_answer_file_holds_the_answers_short_form_a_sentence_a_line(inputs):
     from tokenwatt.presentation.sections.summary import answer_lines
 
     lines = answer_lines(inputs)
-    assert len(lines) == 3 and lines[0].startswith("Energy per token was") and lines[2].startswith("PE changed by")
+    assert len(lines) == 4 and lines[0].startswith("Energy per token was") and lines[2].startswith("PE changed by")
+    assert lines[3].startswith("Caveats: energy and power are estimated")  # the crafted study's meter is the estimate
     curves = inputs.product("curves")
     assert all(t["target"] in lines[1] for t in curves["energy_to_target"])
     ratios = [c for c in curves["energy_to_target_comparisons"]]
@@ -301,3 +302,18 @@ def test_the_tiny_study_says_its_answer_and_its_reports_url_when_it_ends(study):
     assert block[-1].split(": ", 1)[1].startswith("file:///")
     assert " ".join(line.strip() for line in block[1:-1]) == " ".join(answer)
     assert answer[0].startswith("Energy per token was") and answer[-1].startswith("PE changed by")
+
+
+def test_the_terminal_answer_says_an_estimate_and_every_ratios_holm_and_rank_test():
+    from tokenwatt.presentation.answer import terminal_lines
+
+    pair = {"target": "perplexity 9.45", "series": "", "budget_a": 50000, "budget_b": 200000, "ratio": 1.10}
+    pair |= {"ci95_low": 1.02, "ci95_high": 1.19, "p": 0.029, "p_holm": 0.087, "rank_p_holm": 0.31}
+    pair |= {"rank_p_holm_floor": 0.0012}
+    curves = {"energy_to_target": [{"target": "perplexity 9.45"}], "energy_to_target_comparisons": [pair]}
+    caveat = "Caveats: energy and power are estimated from CPU utilisation, not measured."
+    changes = ["PE (a) changed by -59.4 %.", "Perplexity (a) changed by -38.5 %.", "PE (b) changed by -50.0 %."]
+    lines = terminal_lines(["Energy per token was 855 µJ."], curves, changes, caveat)
+    assert lines[-1] == caveat
+    assert "Holm .087" in lines[1] and "rank test Holm .31" in lines[1]
+    assert [line for line in lines if line.startswith("PE")] == [changes[0], changes[2]]

@@ -60,6 +60,11 @@ def read_points(path: Path, columns: dict[str, str]) -> tuple[pl.DataFrame, list
             raise InputError(f"{path}: no column '{col}' ({option}); columns present: {', '.join(table.columns)}")
         if (missing := table[col].null_count()) > 0:
             raise InputError(f"column '{col}' ({option}): {missing} of {table.height} rows are empty")
+    if "series" in table.columns and columns["--condition"] != "series" and table["series"].n_unique() > 1:
+        raise InputError(
+            f"{path}: column 'series' holds {table['series'].n_unique()} series, whose runs of one trial id would be "
+            "mixed into one: filter the table to one series, or pass --condition series"
+        )
     for option in ("--energy", "--loss"):
         col = columns[option]
         try:

@@ -421,7 +421,8 @@ def tested_measures(trials: pl.DataFrame) -> tuple[list[str], dict[str, str]]:
     """The measures to test (``TESTED``) and, apart, those that every trial's meter makes flat by construction
     (``FLAT_BY_METER``), each with why it is not tested. A study whose trials were metered by different kinds tests
     them all: its meters are in the tables for a reader to weigh."""
-    meters = set(trials["meter"].drop_nulls().to_list()) if "meter" in trials.columns else set()
+    # every trial's meter known and the same: a trial of unknown meter may have measured what the others could not
+    meters = set(trials["meter"].to_list()) if "meter" in trials.columns else set()
     flat, why = FLAT_BY_METER.get(next(iter(meters)), ((), "")) if len(meters) == 1 else ((), "")
     return [m for m in TESTED if m not in flat], {m: why for m in TESTED if m in flat}
 

@@ -1,8 +1,9 @@
 """Whether the corpus holds the real tokens the study's budgets ask for, said before any job rather than found by a
 subset job after the data stage.
 
-Once the training chunks exist (and come from the corpus the config names now), their real tokens are counted and a
-budget above them refuses the plan, a dry run included. Before that, the tokens are estimated from the corpus's
+Once the training chunks exist and are known to be current (their record, ``chunk_record``, names every setting they
+depend on as the config names it now: ``chunk_settings``), their real tokens are counted and a budget above them
+refuses the plan, a dry run included. Before that, or where they are not known to be current, the tokens are estimated from the corpus's
 settings (the synthetic stories' count, or the local or package files' size) and a budget above the estimate is warned
 of, said to be an estimate. The subset job keeps its own refusal (``data.subsets.draw_subset``), which stays exact.
 """
@@ -51,18 +52,54 @@ def needs(design: Design, layout: Layout) -> list[Need]:
     return list(largest.values())
 
 
-def chunks_current(chunks: str, source_record: str, corpus: Mapping[str, Any]) -> bool:
-    """Whether a chunk file on disk was made from the corpus the config names now: the corpus job's record
-    (corpus_source.json) names the same source and settings, and the chunks are not older than it. Another corpus
-    reruns the data stage, so its chunks say nothing of the new one."""
+def chunk_settings(config: Mapping[str, Any], design: Design, cell: Cell) -> dict[str, Any]:
+    """Every setting a cell's training chunks depend on, through the data-stage rules' params (corpus.smk,
+    tokens.smk, selection.smk): the corpus source and its settings, normalize.*, split.eval_documents, study.seed
+    (the split and the selection steps draw with it), the tokenizer the cell trains with, chunk.*, selection.* (the
+    decontamination every study runs) and the cell's selection level's steps."""
+    corpus, level = config["corpus"], dict(cell.levels).get("selection")
+    settings = {
+        "corpus": {"source": corpus["source"], "settings": corpus[corpus["source"]]},
+        "normalize": config.get("normalize"),
+        "split": config.get("split"),
+        "seed": config["study"].get("seed"),
+        "tokenizer": design.tokenizer_config(design.tokenizer_key(cell)),
+        "chunk": config.get("chunk"),
+        "selection": config.get("selection"),
+        "level": None if level is None else design.selection_config(level),
+    }
+    return json.loads(json.dumps(settings, sort_keys=True, default=str))
+
+
+def chunk_record(chunks: str) -> str:
+    """The record beside a chunk file of the settings it was made under (``chunk_settings``)."""
+    return str(Path(chunks).with_suffix(".settings.json"))
+
+
+def write_chunk_record(chunks: str, settings: Mapping[str, Any]) -> None:
+    """Record the settings a chunk file was made under, after the file itself (the data stage's chunk job)."""
+    Path(chunk_record(chunks)).write_text(json.dumps(settings, sort_keys=True, default=str), encoding="utf-8")
+
+
+def chunks_current(chunks: str, source_record: str, settings: Mapping[str, Any]) -> bool:
+    """Whether a chunk file on disk was made under every setting the config names now (``chunk_settings``): its
+    record beside it names the same settings, the corpus job's record (corpus_source.json) the same source and
+    settings, and the chunks are not older than either. Chunks of other settings, or of settings not recorded,
+    say nothing of the ones this config makes."""
+    record_path = chunk_record(chunks)
     try:
-        record = json.loads(Path(source_record).read_text(encoding="utf-8"))
+        record = json.loads(Path(record_path).read_text(encoding="utf-8"))
+        source = json.loads(Path(source_record).read_text(encoding="utf-8"))
         if os.path.getmtime(chunks) < os.path.getmtime(source_record):
+            return False
+        if os.path.getmtime(record_path) < os.path.getmtime(chunks):
             return False
     except (OSError, ValueError):
         return False
-    settings = json.loads(json.dumps(corpus[corpus["source"]], default=str))
-    return record.get("source") == corpus["source"] and record.get("settings") == settings
+    corpus = settings["corpus"]
+    return (
+        record == settings and source.get("source") == corpus["source"] and source.get("settings") == corpus["settings"]
+    )
 
 
 def chunk_tokens(chunks: str) -> int | None:
@@ -129,7 +166,8 @@ def corpus_problems(
     fix = f"lower study.budgets, or add data: {add_data(corpus)}"
     estimate = None
     for need in needs(design, layout):
-        if os.path.exists(need.chunks) and chunks_current(need.chunks, source_record, corpus):
+        settings = chunk_settings(config, design, need.cell)
+        if os.path.exists(need.chunks) and chunks_current(need.chunks, source_record, settings):
             held = chunk_tokens(need.chunks)
             level = f" of design.selection level {need.selection!r}" if need.selection else ""
             if held is not None and need.tokens > held:

@@ -128,8 +128,8 @@ def _section_keys(schema: dict[str, Any], path: tuple[str, ...] = ()) -> dict[st
 
 
 def _unknown_keys(error: ValidationError, with_key: bool, root: dict[str, Any] | None) -> str:
-    """A key the schema does not know, one sentence per key: the closest key at that level (difflib), or the
-    sections where the same name is a key (``lr`` under ``study`` is ``train.lr``), else the keys allowed there.
+    """A key the schema does not know, one sentence per key: the sections where the same name is a key (``lr`` under
+    ``study`` is ``train.lr``), else the closest key at that level (difflib), else the keys allowed there.
     jsonschema's own sentence ("Additional properties are not allowed") names neither the key's path nor the fix."""
     known = sorted(error.schema.get("properties", {}))
     section = key_path(error.absolute_path) if error.absolute_path else "the top level"
@@ -137,10 +137,10 @@ def _unknown_keys(error: ValidationError, with_key: bool, root: dict[str, Any] |
     for key in (k for k in error.instance if k not in known):
         near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
         elsewhere = _section_keys(root or {}).get(str(key), [])
-        if near:
+        if elsewhere:  # the exact name in another section beats a fuzzy match here (train.budgets is study.budgets)
+            fix = "did you mean " + " or ".join(key_path(p) for p in elsewhere) + "?"
+        elif near:
             fix = f"did you mean {key_path((*error.absolute_path, near[0])) if with_key else near[0]}?"
-        elif elsewhere:
-            fix = "a key of another section: " + " or ".join(key_path(p) for p in elsewhere)
         else:
             fix = "the keys there: " + ", ".join(known)
         name = key_path((*error.absolute_path, key)) if with_key else repr(key)

@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from ..analysis.apa import fmt_p
+from ..analysis.apa import fmt_p, p_value
 from ..common.measures import budget_label, si
 from ..plan.design import condition_name, series_label
 
@@ -109,9 +109,23 @@ def _step(r: dict[str, Any] | None, a: int, b: int) -> str:
     return f"{per(r['change']):+.1f} %{interval} per doubling {where}{in_all}"
 
 
+def _tests_in_brief(c: dict[str, Any]) -> str:
+    """A ratio's tests for a terminal: the model's p, its Holm p where it differs, and the rank test's Holm p (or that
+    its trial ids are too few for it to reject): a p the family or the rank test does not support never reads alone."""
+    said = fmt_p(c["p"])
+    if c.get("p_holm") is not None and p_value(c["p_holm"]) != p_value(c["p"]):
+        said += f", Holm {p_value(c['p_holm'])}"
+    if c.get("rank_p_holm_floor") is not None and c["rank_p_holm_floor"] > 0.05:
+        said += "; rank test cannot reject"
+    elif c.get("rank_p_holm") is not None:
+        said += f"; rank test Holm {p_value(c['rank_p_holm'])}"
+    return said
+
+
 def ratios_in_brief(curves: dict[str, Any]) -> str:
-    """Every target's paired energy ratios in one sentence, for a terminal: each ratio with its interval and p, none
-    left out; a refused one, or a target no trial reached, in a word (the report says why)."""
+    """Every target's paired energy ratios in one sentence, for a terminal: each ratio with its interval and tests,
+    none left out; a refused one, or a target no trial reached, in a word (the report says why); and how many
+    comparisons between the other factors' levels the report holds, with how many of them Holm p < .05."""
     pairs = curves.get("energy_to_target_comparisons") or []
     targets = list(dict.fromkeys(r["target"] for r in curves.get("energy_to_target") or []))
     if not pairs or not targets:
@@ -122,7 +136,7 @@ def ratios_in_brief(curves: dict[str, Any]) -> str:
             f"{condition_name(c['series'], c['budget_b'])} / {condition_name(c['series'], c['budget_a'])} "
             + (
                 f"{c['ratio']:.2f} [{_bound(c.get('ci95_low'), '0')}, {_bound(c.get('ci95_high'), '∞')}] "
-                f"({fmt_p(c['p'])})"
+                f"({_tests_in_brief(c)})"
                 if c.get("ratio") is not None
                 else "no ratio"
             )
@@ -130,10 +144,17 @@ def ratios_in_brief(curves: dict[str, Any]) -> str:
             if c["target"] == target
         ]
         said.append(f"{target}: {', '.join(shown)}")
+    levels = curves.get("energy_to_target_level_comparisons") or []
+    shown = sum(1 for c in levels if (c.get("p_holm") or 1) < 0.05 or (c.get("rank_p_holm") or 1) < 0.05)
+    between = (
+        f" Between the other factors' levels: {len(levels)} paired ratio(s) in the report, {shown} with a Holm p below"
+        " .05."
+        if levels
+        else ""
+    )
     return (
-        "Training energy to reach each quality target, larger budget over smaller, paired by trial id (95 % CI): "
-        + "; ".join(said)
-        + "."
+        "Training energy to reach each quality target, larger budget over smaller, paired by trial id (95 % CI, "
+        "normal model): " + "; ".join(said) + "." + between
     )
 
 
@@ -141,8 +162,9 @@ def _bound(x: float | None, missing: str) -> str:
     return f"{x:.2f}" if x is not None else missing
 
 
-def terminal_lines(energy: list[str], curves: dict[str, Any], changes: list[str]) -> list[str]:
+def terminal_lines(energy: list[str], curves: dict[str, Any], changes: list[str], caveats: str) -> list[str]:
     """The answer's short form, a sentence a line: how energy grew with the tokens, every target's paired ratios,
-    and PE's change (the first of the headline's changes)."""
+    every series' PE change, and the caveats (an estimated energy says so here too)."""
     brief = ratios_in_brief(curves)
-    return [*energy, *([brief] if brief else []), *changes[:1]]
+    pe = [c for c in changes if c.startswith("PE")] or changes[:1]
+    return [*energy, *([brief] if brief else []), *pe, caveats]

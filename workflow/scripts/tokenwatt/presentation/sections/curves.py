@@ -364,10 +364,10 @@ def pairs_sentence(pairs: list[dict[str, Any]], notes: list[str] | None = None) 
             f" (Holm {p_value(holm)})" if holm is not None and p_value(holm) != p_value(c["p"]) else ""
         )
         rank = ""
-        if c.get("rank_p") is not None and c.get("rank_min_p") is not None and c["rank_min_p"] > 0.05:
+        if c.get("rank_p_holm_floor") is not None and c["rank_p_holm_floor"] > 0.05:
             few.add(c["rank_n_informative"])
-        elif c.get("rank_p") is not None:
-            rank = f", rank test {fmt_p(c['rank_p'])}"
+        elif c.get("rank_p_holm") is not None:
+            rank = f", rank test Holm {p_value(c['rank_p_holm'])}"
         shown.append(f"{name} {c['ratio']:.3f} {bounds}, {p}{rank}")
     cannot = (
         f"; the rank test, which assumes no law, cannot reject with {'–'.join(map(str, sorted({min(few), max(few)})))} "

@@ -99,7 +99,7 @@ def answer_lines(inputs: ReportInputs) -> list[str]:
     if not inputs.trials.height:
         return ["No trial has finished, so there is no answer yet."]
     got = answer(inputs)
-    return terminal_lines(got.energy, inputs.product("curves"), got.changes)
+    return terminal_lines(got.energy, inputs.product("curves"), got.changes, got.caveats)
 
 
 def _energy(trials: pl.DataFrame, estimated: bool, cost: dict[str, Any]) -> list[str]:
