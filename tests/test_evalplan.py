@@ -38,20 +38,26 @@ def test_a_grid_of_no_point_inside_the_run_keeps_the_final_evaluation_alone_not_
     assert eval_thresholds(10_000, EvalSchedule(points=8, grid=[2_000, 5_000, 10_000, 40_000])) == [2_000, 5_000]
 
 
-def test_the_studys_grid_is_log_spaced_from_the_smallest_budgets_first_fraction_to_the_largest_budgets_end():
+def test_the_studys_grid_is_the_smallest_budgets_own_spacing_continued_to_the_largest_budget():
     grid = shared_grid([50_000, 200_000, 100_000], points=8, first_fraction=0.01)
-    assert grid[0] == 500 and len(grid) == 7  # the largest budget's eighth point is its final evaluation
-    spaced = [t for t in grid if t not in (50_000, 100_000)]
-    steps = [math.log(b / a, 400 ** (1 / 7)) for a, b in zip(spaced, spaced[1:])]
-    assert all(math.isclose(s, round(s), abs_tol=0.01) for s in steps)  # whole steps of one ratio from the anchor
+    assert grid[0] == 500 and grid[7] == 50_000  # the smallest budget's 8 points, its final one among them
+    steps = [math.log(b / a, 100 ** (1 / 7)) for a, b in zip(grid, grid[1:])]
+    assert all(math.isclose(s, 1.0, abs_tol=0.01) for s in steps) and grid[-1] < 200_000  # one ratio, below the end
 
 
-def test_every_smaller_budgets_end_is_a_point_of_the_grid_so_two_budgets_share_every_segment_up_to_it():
+def test_every_budget_is_evaluated_wherever_the_smallest_one_was_so_they_share_its_segments():
     grid = shared_grid([50_000, 100_000, 200_000], points=8, first_fraction=0.01)
-    assert {50_000, 100_000} <= set(grid) and 200_000 not in grid
     small = [*eval_thresholds(50_000, EvalSchedule(points=8, grid=grid)), 50_000]
-    large = eval_thresholds(200_000, EvalSchedule(points=8, grid=grid))
-    assert large[: len(small)] == small  # the larger budget is evaluated wherever the smaller one was
+    for budget in (100_000, 200_000):
+        assert eval_thresholds(budget, EvalSchedule(points=8, grid=grid))[: len(small)] == small
+
+
+def test_adding_a_budget_larger_or_in_between_moves_no_point_of_the_others():
+    # a moved point changes a trial's eval settings, and the trial (a branched study's cooldown) would train again
+    before = shared_grid([1_000, 2_000], points=3, first_fraction=0.01)
+    for budgets in ([1_000, 1_500, 2_000], [1_000, 2_000, 3_000]):
+        after = shared_grid(budgets, points=3, first_fraction=0.01)
+        assert [t for t in after if t < 2_000] == [t for t in before if t < 2_000]
 
 
 def test_one_budget_alone_gets_the_same_points_as_a_trial_spacing_its_own_tokens():

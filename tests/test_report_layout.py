@@ -301,7 +301,8 @@ def test_the_tiny_study_says_its_answer_and_its_reports_url_when_it_ends(study):
     assert block[-1].startswith("The report") and block[-1].endswith("/results/report.html")
     assert block[-1].split(": ", 1)[1].startswith("file:///")
     assert " ".join(line.strip() for line in block[1:-1]) == " ".join(answer)
-    assert answer[0].startswith("Energy per token was") and answer[-1].startswith("PE changed by")
+    assert answer[0].startswith("Energy per token was") and answer[-2].startswith("PE changed by")
+    assert answer[-1].startswith("Caveats: energy and power are estimated")
 
 
 def test_the_terminal_answer_says_an_estimate_and_every_ratios_holm_and_rank_test():
