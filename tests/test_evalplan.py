@@ -3,6 +3,7 @@ the intermediate eval subset."""
 
 import math
 
+import pytest
 import torch
 import yaml
 from tokenwatt.plan.config import load_schema, validate_config
@@ -41,23 +42,30 @@ def test_a_grid_of_no_point_inside_the_run_keeps_the_final_evaluation_alone_not_
 def test_the_studys_grid_is_the_smallest_budgets_own_spacing_continued_to_the_largest_budget():
     grid = shared_grid([50_000, 200_000, 100_000], points=8, first_fraction=0.01)
     assert grid[0] == 500 and grid[7] == 50_000  # the smallest budget's 8 points, its final one among them
-    steps = [math.log(b / a, 100 ** (1 / 7)) for a, b in zip(grid, grid[1:])]
+    spaced = [t for t in grid if t != 100_000]
+    steps = [math.log(b / a, 100 ** (1 / 7)) for a, b in zip(spaced, spaced[1:])]
     assert all(math.isclose(s, 1.0, abs_tol=0.01) for s in steps) and grid[-1] < 200_000  # one ratio, below the end
 
 
-def test_every_budget_is_evaluated_wherever_the_smallest_one_was_so_they_share_its_segments():
+def test_every_smaller_budgets_end_is_a_point_so_two_budgets_share_every_segment_up_to_it():
+    # a budget's default target is crossed near its end: the larger budgets must be evaluated there too
     grid = shared_grid([50_000, 100_000, 200_000], points=8, first_fraction=0.01)
-    small = [*eval_thresholds(50_000, EvalSchedule(points=8, grid=grid)), 50_000]
-    for budget in (100_000, 200_000):
-        assert eval_thresholds(budget, EvalSchedule(points=8, grid=grid))[: len(small)] == small
+    assert {50_000, 100_000} <= set(grid) and 200_000 not in grid
+    for small, large in ((50_000, 100_000), (50_000, 200_000), (100_000, 200_000)):
+        below = [*eval_thresholds(small, EvalSchedule(points=8, grid=grid)), small]
+        assert eval_thresholds(large, EvalSchedule(points=8, grid=grid))[: len(below)] == below
 
 
-def test_adding_a_budget_larger_or_in_between_moves_no_point_of_the_others():
-    # a moved point changes a trial's eval settings, and the trial (a branched study's cooldown) would train again
+def test_a_budget_added_above_moves_no_point_and_one_in_between_adds_only_its_end():
+    # a moved point changes a trial's eval settings, and the trial (a branched study's cooldown) trains again
     before = shared_grid([1_000, 2_000], points=3, first_fraction=0.01)
-    for budgets in ([1_000, 1_500, 2_000], [1_000, 2_000, 3_000]):
-        after = shared_grid(budgets, points=3, first_fraction=0.01)
-        assert [t for t in after if t < 2_000] == [t for t in before if t < 2_000]
+    assert shared_grid([1_000, 2_000, 3_000], points=3, first_fraction=0.01) == [*before, 2_000]
+    assert shared_grid([1_000, 1_500, 2_000], points=3, first_fraction=0.01) == sorted([*before, 1_500])
+
+
+def test_a_grid_too_fine_to_reach_the_largest_budget_is_refused_naming_the_settings():
+    with pytest.raises(ValueError, match="eval.first_fraction 0.9999"):
+        shared_grid([50_000, 200_000], points=8, first_fraction=0.9999)
 
 
 def test_one_budget_alone_gets_the_same_points_as_a_trial_spacing_its_own_tokens():

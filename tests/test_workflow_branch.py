@@ -53,8 +53,11 @@ def test_each_trial_has_one_stable_run_saved_at_each_point_its_budgets_branch_fr
         assert long["branch"]["stable_energy_j"] > short["branch"]["stable_energy_j"] > 0
 
 
-def test_a_new_budget_inside_the_stable_run_trains_only_its_cooldown(branched):
-    assert planned_jobs(branched, *_config(branched, [1000, 1500, 2000])) == {"subset": 2, "train_trial": 2, **ANALYSIS}
+def test_a_new_budget_inside_the_stable_run_trains_its_cooldown_and_the_larger_budgets_for_its_eval_point(branched):
+    # no stable stretch trains again; the 2000-token cooldowns do, for an evaluation at the new budget's end (its
+    # energy to a target is compared with theirs over the same segments: plan/evalgrid.py)
+    jobs = planned_jobs(branched, *_config(branched, [1000, 1500, 2000]))
+    assert jobs == {"subset": 2, "train_trial": 4, **ANALYSIS}
 
 
 def test_a_longer_budget_extends_the_stable_run_by_its_stretches_and_trains_its_cooldown(branched):
