@@ -247,7 +247,8 @@ def test_a_run_ends_with_the_answer_and_the_reports_url_for_each_report_it_made(
     import os
     import time
 
-    from tokenwatt.presentation.finished import answer_path, finished_lines, print_finished
+    from tokenwatt.plan.layout import answer_path
+    from tokenwatt.presentation.finished import finished_lines, print_finished
 
     report, interim = tmp_path / "report.html", tmp_path / "interim" / "report.html"
     interim.parent.mkdir()

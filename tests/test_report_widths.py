@@ -6,8 +6,6 @@ import html
 import io
 import json
 import re
-import shutil
-import subprocess
 
 import curve_study
 import matplotlib.pyplot as plt
@@ -22,6 +20,7 @@ from tokenwatt.presentation.html import Footnote, table
 from tokenwatt.presentation.inputs import ReportInputs
 from tokenwatt.presentation.report import render_report
 from trial_records import COST, QUALITY, aggregate, raw_record
+from workflow_helpers import chromium_title
 
 MODELS = {"tiny": 84_128, "small": 330_000}
 
@@ -124,33 +123,11 @@ PROBE = """<script>window.addEventListener('load', () => {
 
 def _overflowing(page: str, tmp_path) -> list[str]:
     """The scroll boxes of ``page`` wider than their box in headless Chromium at a 1 400-px window."""
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert chromium, "Debian's chromium is needed for this test: `make test` installs it (apt-get install chromium)"
-    path = tmp_path / "report.html"
-    path.write_text(page.replace("</body>", PROBE + "</body>"))
-    proc = subprocess.run(
-        [
-            chromium,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--window-size=1400,2000",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-            path.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    title = chromium_title(page, tmp_path, 1400, PROBE)
+    assert title.startswith("overflowing="), title
+    return json.loads(
+        title.removeprefix("overflowing=").replace("&gt;", ">").replace("&lt;", "<").replace("&amp;", "&")
     )
-    found = re.search(r"<title>overflowing=(.*?)</title>", proc.stdout, re.S)
-    assert found, proc.stderr[-2000:]
-    return json.loads(found.group(1).replace("&gt;", ">").replace("&lt;", "<").replace("&amp;", "&"))
 
 
 @pytest.mark.parametrize("factorial", [False, True], ids=["default", "factorial"])

@@ -189,3 +189,29 @@ def pin_release(project: Path, tag: str) -> None:
 def copy_project(project: Path, dest: Path) -> Path:
     shutil.copytree(project, dest, ignore=shutil.ignore_patterns("locks", "incomplete"))
     return dest
+
+
+def chromium_title(page: str, tmp_path: Path, width: int, probe: str) -> str:
+    """The document title after ``page`` loaded in headless Chromium at a ``width``-px window, with the script
+    ``probe`` (which writes its finding into the title) appended to the body: how a test reads what a browser laid out."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "Debian's chromium is needed for this test: `make test` installs it (apt-get install chromium)"
+    path = tmp_path / "report.html"
+    path.write_text(page.replace("</body>", probe + "</body>"))
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+    flags += ["--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}"]
+    flags += [f"--window-size={width},2000", "--virtual-time-budget=5000", "--dump-dom", path.as_uri()]
+    proc = subprocess.run([chromium, *flags], capture_output=True, text=True, timeout=120)
+    found = re.search(r"<title>(.*?)</title>", proc.stdout, re.S)
+    assert found, proc.stderr[-2000:]
+    return found.group(1)
+
+
+def config_error(schema: dict, cfg: dict) -> str:
+    """The message of the ConfigError that validating ``cfg`` against ``schema`` raises (a test fails if none does)."""
+    import pytest
+    from tokenwatt.plan.config import ConfigError, validate_config
+
+    with pytest.raises(ConfigError) as exc:
+        validate_config(cfg, schema)
+    return str(exc.value)

@@ -1,5 +1,5 @@
 # Report stage: one self-contained HTML file with the answer, its evidence and provenance.
-from tokenwatt.presentation.finished import answer_path  # noqa: E402
+from tokenwatt.plan.layout import answer_path  # noqa: E402
 
 
 rule report:

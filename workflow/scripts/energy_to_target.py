@@ -34,7 +34,7 @@ from tokenwatt.analysis.curves.targets import (  # noqa: E402
     energy_to_target_comparisons,
     energy_to_target_summary,
 )
-from tokenwatt.common.tables import TableError, read_table_file  # noqa: E402
+from tokenwatt.common.tables import TableError, read_table_file, table_parser  # noqa: E402
 
 EXAMPLE = """example, on the workflow's own table of eval points (a multi-factor study: --condition cell):
   python workflow/scripts/energy_to_target.py results/analysis/curves.parquet --condition budget --trial trial \\
@@ -153,14 +153,8 @@ def report(
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0], epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument(
-        "table",
-        type=Path,
-        help="the table of eval points, one row per point of one trial: .csv or .parquet (by its extension), e.g. "
-        "results/analysis/curves.parquet",
+    ap = table_parser(
+        __doc__, EXAMPLE, "eval points, one row per point of one trial", "results/analysis/curves.parquet"
     )
     ap.add_argument("--condition", required=True, help="column of the condition (e.g. the token budget)")
     ap.add_argument("--trial", required=True, help="column of the trial id (rows that share a seed across conditions)")

@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fit_scaling import read_columns  # noqa: E402
 from tokenwatt.analysis.scaling.frontier import FrontierPoints, frontier  # noqa: E402
 from tokenwatt.analysis.scaling.law import ScalingInputError  # noqa: E402
+from tokenwatt.common.tables import table_parser  # noqa: E402
 
 EXAMPLE = """example, on the points the workflow's scaling analysis fitted (a study of 3 or more model sizes):
   python workflow/scripts/fit_frontier.py results/analysis/scaling_points.csv --params params --tokens tokens \\
@@ -97,14 +98,8 @@ def unusable(result: dict, source: Path, sizes: int, params: str) -> str | None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0], epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument(
-        "table",
-        type=Path,
-        help="the table of points, one row per eval point of one run: .csv or .parquet (by its extension), e.g. "
-        "results/analysis/scaling_points.csv",
+    ap = table_parser(
+        __doc__, EXAMPLE, "points, one row per eval point of one run", "results/analysis/scaling_points.csv"
     )
     ap.add_argument("--params", required=True, help="column of N, the parameter count")
     ap.add_argument("--tokens", required=True, help="column of D, the tokens trained so far")

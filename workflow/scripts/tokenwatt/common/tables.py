@@ -4,6 +4,7 @@ that the tools run on the workflow's outputs as they are."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,3 +33,13 @@ def read_table_file(path: Path) -> pl.DataFrame:
         return pl.read_parquet(path) if suffix in PARQUET else pl.read_csv(path, infer_schema_length=None)
     except (pl.exceptions.PolarsError, OSError) as e:
         raise TableError(f"{path}: not a readable {kind} table ({str(e).splitlines()[0]})") from e
+
+
+def table_parser(doc: str, example: str, rows: str, sample: str) -> argparse.ArgumentParser:
+    """A command-line tool's parser over one table (CSV or Parquet): its description from ``doc``'s first line, its
+    ``example`` as the epilog, and the positional ``table`` argument, one row per ``rows``, e.g. ``sample``."""
+    ap = argparse.ArgumentParser(
+        description=doc.split("\n")[0], epilog=example, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("table", type=Path, help=f"the table of {rows}: .csv or .parquet (by its extension), e.g. {sample}")
+    return ap

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .design import Cell, Design
@@ -200,3 +201,9 @@ class Layout:
 
 
 TRIAL_FILE_NAMES = ("metrics.json", "power.parquet", "steps.parquet", "curve.parquet")
+
+
+def answer_path(report: str | Path) -> str:
+    """The answer's file beside a report (the report rule writes both): ``results/report.html`` ->
+    ``results/answer.txt``."""
+    return str(Path(report).with_name("answer.txt"))

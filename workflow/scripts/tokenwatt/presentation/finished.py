@@ -17,10 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
-
-def answer_path(report: str | Path) -> str:
-    """The answer's file beside a report: ``results/report.html`` -> ``results/answer.txt``."""
-    return str(Path(report).with_name("answer.txt"))
+from ..plan.layout import answer_path
 
 
 def finished_lines(reports: Iterable[str | Path], since: float, width: int = 100) -> list[str]:
