@@ -31,7 +31,7 @@ from tokenwatt.plan.presets import PRESETS  # noqa: E402
 from tokenwatt.training import checkpoint  # noqa: E402
 from tokenwatt.training.checkpoint import Checkpoint  # noqa: E402
 from tokenwatt.training.model import build_model, preset_sizes  # noqa: E402
-from tokenwatt.training.train import Checkpointing, TrainSettings, train  # noqa: E402
+from tokenwatt.training.train import Checkpointing, TrainHooks, TrainSettings, train  # noqa: E402
 from train_loop import TOK, data  # noqa: E402  the training benchmark's vocabulary and chunks
 
 
@@ -48,9 +48,9 @@ def run(steps: int, every: int | None, folder: Path) -> tuple[float, list[float]
         size = checkpoint.save(folder, Checkpoint(key="benchmark", number=len(saves) + 1, train=state))
         saves.append(time.perf_counter() - t)
 
-    hooks = Checkpointing(due=lambda step, tokens: step % every == 0, save=save) if every else None
+    saving = Checkpointing(due=lambda step, tokens: step % every == 0, save=save) if every else None
     t0 = time.perf_counter()
-    train(net, ids, mask, torch.device("cpu"), settings, checkpoints=hooks)
+    train(net, ids, mask, torch.device("cpu"), settings, hooks=TrainHooks(checkpoints=saving))
     return time.perf_counter() - t0, saves, size
 
 

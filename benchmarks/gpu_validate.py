@@ -49,6 +49,7 @@ from tokenwatt.measurement.meters import MeterSettings  # noqa: E402
 from tokenwatt.measurement.nvml import NvmlMeter, NvmlReader  # noqa: E402
 from tokenwatt.measurement.throughput import ThroughputCheck, profile_device  # noqa: E402
 from tokenwatt.plan.preview import trial_runtime_min  # noqa: E402
+from tokenwatt.training import session as session_module  # noqa: E402
 from tokenwatt.training import trial as trial_module  # noqa: E402
 from tokenwatt.training.evalplan import EvalSchedule  # noqa: E402
 from tokenwatt.training.launch import run_on_devices  # noqa: E402
@@ -556,7 +557,7 @@ def main() -> None:
         # for: k times the sensor's plays a CPU k times faster), and a CPU trial has no CUDA UUID: the fake GPU
         # stands for it.
         NvmlReader.update_period_s = nvml.load_update_s if args.fake_period_s is None else args.fake_period_s
-        trial_module.gpu_uuid = lambda device, nvml=None: FAKE_UUID
+        session_module.gpu_uuid = lambda device, nvml=None: FAKE_UUID
         uuid = FAKE_UUID
     else:
         import pynvml as nvml

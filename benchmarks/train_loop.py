@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from tokenwatt.measurement.cpu_meters import EstimateMeter  # noqa: E402
 from tokenwatt.training.model import build_model, preset_sizes  # noqa: E402
-from tokenwatt.training.train import TrainSettings, compile_model, labels_for, train  # noqa: E402
+from tokenwatt.training.train import TrainHooks, TrainSettings, compile_model, labels_for, train  # noqa: E402
 
 TOK = {"vocab_size": 1024, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
 
@@ -54,12 +54,12 @@ def ours(
     """Tokens/s of our loop, and the meter thread's CPU share of the training time."""
     settings = TrainSettings(epochs=1, batch_size=1, lr=lr, weight_decay=0.0, precision="fp32", seed=0, log_every=100)
     net = model(implementation)
-    forward = compile_model(net, ids, mask, torch.device("cpu"), "fp32", 1)[0] if compiled else None
+    forward = compile_model(net, ids, mask, torch.device("cpu"), settings)[0] if compiled else None
     meter = EstimateMeter(65.0, meter_interval) if meter_interval else None
     if meter:
         meter.start()
     t0 = time.perf_counter()
-    result = train(net, ids, mask, torch.device("cpu"), settings, forward=forward)
+    result = train(net, ids, mask, torch.device("cpu"), settings, hooks=TrainHooks(forward))
     elapsed = time.perf_counter() - t0
     share = meter.stop().meter_thread_cpu_s / elapsed if meter else None
     return result.real_tokens / elapsed, share

@@ -8,7 +8,7 @@ import torch
 from test_train import _data, _model, _settings
 from tokenwatt.training import checkpoint
 from tokenwatt.training.checkpoint import Checkpoint
-from tokenwatt.training.train import Checkpointing, train
+from tokenwatt.training.train import Checkpointing, TrainHooks, train
 
 KEY = "a" * 64
 
@@ -36,9 +36,11 @@ def _run(tmp_path, due, kill_after=None, resume=None, epochs=2):
         mask,
         torch.device("cpu"),
         _settings(epochs=epochs, log_every=5),
-        pause_at_tokens=[100, 300, 900],
-        on_pause=lambda at: pauses.append((at["step"], at["real_tokens"])),
-        checkpoints=Checkpointing(due=due, save=save),
+        hooks=TrainHooks(
+            pause_at_tokens=[100, 300, 900],
+            pause=lambda at: pauses.append((at["step"], at["real_tokens"])),
+            checkpoints=Checkpointing(due=due, save=save),
+        ),
         resume=resume,
     )
     return model, result, pauses, written
@@ -274,14 +276,14 @@ def test_two_kills_without_a_checkpoint_between_them_are_both_recorded(tmp_path,
 
 
 def test_a_checkpoint_measured_on_another_device_is_not_continued_and_the_trial_starts_again(tmp_path, monkeypatch):
-    import tokenwatt.training.trial as trial
+    import tokenwatt.training.session as session
     from tokenwatt.training.resume import CheckpointPlace
 
     whole = _trial(CheckpointPlace(tmp_path / "whole", KEY))
     place = CheckpointPlace(tmp_path / "killed", KEY)
     _killed_after_checkpoint(monkeypatch, place, 2)
     spent = checkpoint.read_heartbeat(place.folder)["energy_j"]  # the stopped process's session energy at its kill
-    monkeypatch.setattr(trial, "device_name", lambda device: "another CPU")
+    monkeypatch.setattr(session, "device_name", lambda device: "another CPU")
     again = _trial(place)
     _same_training(whole, again)  # from its first step, the same training
     (resume,) = again[0]["resumes"]

@@ -11,7 +11,7 @@ import torch
 from tokenwatt.plan.presets import NATIVE_FIELDS
 from tokenwatt.training.llama import ImplementationError, LlamaSizes, check_right_padded
 from tokenwatt.training.model import ModelError, build_model, preset_sizes
-from tokenwatt.training.train import TrainSettings, compile_model, evaluate, token_loss_sum, train
+from tokenwatt.training.train import TrainHooks, TrainSettings, compile_model, evaluate, token_loss_sum, train
 from transformers import LlamaConfig, LlamaForCausalLM
 
 TOK = {"vocab_size": 96, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
@@ -121,10 +121,10 @@ def test_compiled_training_repeats_bit_for_bit_and_leaves_the_weights_untouched(
     for _ in range(2):
         model = build_model(sizes(), 3, "native")
         before = {k: v.clone() for k, v in model.state_dict().items()}
-        forward, seconds = compile_model(model, ids, mask, CPU, "fp32", settings.batch_size)
+        forward, seconds = compile_model(model, ids, mask, CPU, settings)
         assert seconds > 0 and all(torch.equal(before[k], v) for k, v in model.state_dict().items())
         assert all(p.grad is None for p in model.parameters())
-        curves.append([s["loss"] for s in train(model, ids, mask, CPU, settings, forward=forward).steps])
+        curves.append([s["loss"] for s in train(model, ids, mask, CPU, settings, hooks=TrainHooks(forward)).steps])
     assert curves[0] == curves[1] and len(curves[0]) == 3  # batches of 4, 4 and 2: both shapes compiled
 
 

@@ -155,14 +155,16 @@ def test_cuda_visible_devices_maps_to_the_physical_gpu(visible, cuda_index, expe
 
 
 def test_cooldown_waits_until_the_gpu_is_below_the_temperature(monkeypatch):
-    import tokenwatt.training.trial as trial
+    import tokenwatt.training.session as session
 
     fake = FakeNvml({GPU_A: 100.0})
     temps = iter([70, 60, 44])
     fake.nvmlDeviceGetTemperature = lambda h, sensor: next(temps)
-    monkeypatch.setattr(trial.time, "sleep", lambda s: None)
+    monkeypatch.setattr(session.time, "sleep", lambda s: None)
     lines = []
-    out = trial.cooldown(NvmlMeter(fake, GPU_A, interval_s=0.1), seconds=0, below_c=45, timeout_s=60, log=lines.append)
+    out = session.cooldown(
+        NvmlMeter(fake, GPU_A, interval_s=0.1), seconds=0, below_c=45, timeout_s=60, log=lines.append
+    )
     assert out["cooldown_end_temperature_c"] == 44 and "44 °C" in lines[0]
 
 

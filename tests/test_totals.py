@@ -148,6 +148,7 @@ def test_the_report_says_why_there_is_no_spent_total():
 
 
 def test_a_stretch_record_sums_its_training_and_checkpoint_windows_and_its_lost_work_apart():
+    from tokenwatt.training.checkpoint import BeforeTraining, SessionState
     from tokenwatt.training.stretch import STRETCH_KEYS, stretch_record
 
     windows = [
@@ -157,7 +158,10 @@ def test_a_stretch_record_sums_its_training_and_checkpoint_windows_and_its_lost_
         {"name": "train_1.1", "start_s": 15.5, "end_s": 20.0, "counter_j": 95.0},
     ]
     resumes = [{"from_checkpoint": 1, "from_step": 40, "lost_energy_j": 30.0, "lost_train_s": 1.5, "lost_steps": 5}]
-    session = {"meter": {"windows": windows}, "checkpoints": [{"number": 1}], "resumes": resumes, "stable_run_s": 26.0}
+    before = BeforeTraining("cpu", "estimate", cooled={}, idle=False, idle_after_s=0.0, check_before=[])
+    session = SessionState(
+        before, meter={"windows": windows}, checkpoints=({"number": 1},), resumes=tuple(resumes), stable_run_s=26.0
+    )
     got = stretch_record(session, series="", trial=1, point=2, real_tokens=4000, train_s=14.5, diverged=False)
     assert set(got) == set(STRETCH_KEYS)
     assert (got["energy_j"], got["checkpoint_energy_j"], got["checkpoint_s"]) == (275.0, 6.0, 0.5)

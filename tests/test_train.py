@@ -14,6 +14,7 @@ from tokenwatt.training.setup import set_up
 from tokenwatt.training.spec import TrialData, TrialSpec
 from tokenwatt.training.train import (
     Diverged,
+    TrainHooks,
     TrainingError,
     TrainSettings,
     blowup_loss,
@@ -162,7 +163,7 @@ def test_a_finite_loss_past_the_blowup_limit_stops_training_as_divergence():
     # loss makes the first record trip it here
     ids, mask = _data(n=8)
     with pytest.raises(Diverged, match=r"loss \S+ nats at step 1, past 0.001 .*\(epoch 1\)") as err:
-        train(_model(), ids, mask, torch.device("cpu"), _settings(log_every=3), diverged_above=1e-3)
+        train(_model(), ids, mask, torch.device("cpu"), _settings(log_every=3), hooks=TrainHooks(diverged_above=1e-3))
     assert err.value.step == 1 and math.isfinite(err.value.loss) and err.value.partial.steps == []
 
 
@@ -468,10 +469,10 @@ def test_without_a_rule_every_trial_trains_all_its_tokens():
 
 def _on_a_fake_gpu(monkeypatch):
     """The fake NVML's GPU stands for the trial's device: the CPU trains, NVML meters (tests/fake_nvml.py)."""
-    import tokenwatt.training.trial as trial
+    import tokenwatt.training.session as session
     from fake_nvml import FakeNvml
 
-    monkeypatch.setattr(trial, "gpu_uuid", lambda device, nvml=None: "GPU-fake-0001")
+    monkeypatch.setattr(session, "gpu_uuid", lambda device, nvml=None: "GPU-fake-0001")
     return FakeNvml({"GPU-fake-0001": 100.0})
 
 

@@ -3,8 +3,8 @@
 One file per trial, ``state.pt`` in the trial's checkpoint folder (``Layout.checkpoint``: results/checkpoints/<cell>/t<trial>, outside
 the job's outputs, so a failed job's cleanup never removes it): the training loop's state between two steps
 (``TrainState``: model, optimizer, gradient scaler, the data order's generator and position, the loss records so far,
-the RNG) and the meter session so far (its closed windows with their energies, its samples, the evaluations). It is
-written atomically (a temporary file renamed over the last), keyed by the job's content key (the result store's:
+the RNG) and the trial's measurement so far (``SessionState``: what it measured before training, the meter session
+with its closed windows and their energies, the evaluations, the checkpoints and resumes). It is written atomically (a temporary file renamed over the last), keyed by the job's content key (the result store's:
 the trial's params, code and input files), so a changed setting, input or code never resumes from a stale one.
 
 Beside it, ``heartbeat.json``: rewritten at every loss record, the session's energy and position now. A process
@@ -29,31 +29,75 @@ HEARTBEAT = "heartbeat.json"
 
 @dataclass
 class TrainState:
-    """Where the training loop stands between two steps: everything the next step depends on."""
+    """Where the training loop stands between two steps: everything the next step depends on. The loop changes it as
+    it trains (its position and loss records) and fills in the rest when it saves it (``train.py``'s
+    ``_Loop.capture``); a fresh one stands before the first step."""
 
-    step: int  # optimizer steps done
-    epoch: int  # the epoch the next step belongs to (0-based)
-    start: int  # the first index, in this epoch's order, of the next batch
-    order_state: torch.Tensor  # the data order's generator before this epoch's permutation was drawn
-    logged: int  # steps whose losses are in ``steps``
-    pending_losses: torch.Tensor  # the losses of steps logged+1..step, not yet in a record
-    steps: list[dict[str, Any]]  # the loss records so far
-    train_s: float  # training seconds so far
-    skips: float  # optimizer steps a gradient scaler skipped so far
-    model: dict[str, torch.Tensor]
-    optimizer: dict[str, Any]
-    scaler: dict[str, Any]
-    rng: torch.Tensor  # torch's global CPU generator
+    step: int = 0  # optimizer steps done
+    epoch: int = 0  # the epoch the next step belongs to (0-based)
+    start: int = 0  # the first index, in this epoch's order, of the next batch
+    order_state: torch.Tensor | None = None  # the data order's generator before this epoch's permutation was drawn
+    logged: int = 0  # steps whose losses are in ``steps``
+    pending_losses: torch.Tensor = field(default_factory=lambda: torch.empty(0))  # steps logged+1..step's losses
+    steps: list[dict[str, Any]] = field(default_factory=list)  # the loss records so far
+    train_s: float = 0.0  # training seconds so far
+    skips: float = 0.0  # optimizer steps a gradient scaler skipped so far
+    model: dict[str, torch.Tensor] = field(default_factory=dict)
+    optimizer: dict[str, Any] = field(default_factory=dict)
+    scaler: dict[str, Any] = field(default_factory=dict)
+    rng: torch.Tensor | None = None  # torch's global CPU generator
+
+
+@dataclass(frozen=True)
+class BeforeTraining:
+    """What a trial measured before its training: kept through its checkpoints; a branched trial keeps its stable
+    run's (``trial.py``'s ``begin``)."""
+
+    device_name: str  # the device and the meter it was measured with: a resume elsewhere cannot continue it
+    meter_kind: str
+    cooled: dict[str, Any]  # the cooldown's seconds and end temperature
+    idle: bool  # whether an idle baseline was measured
+    idle_after_s: float  # seconds between the device's last work and the idle baseline
+    check_before: list[float]  # the throughput check right before training, TFLOP/s per window
+
+
+@dataclass(frozen=True)
+class SessionState:
+    """A trial's measurement between two steps, as ``TrainState`` is its training: what it measured before training,
+    its meter session (``Meter.session_state``: the closed windows with their energies), its evaluation points and
+    where train.stop ended training; the checkpoints it wrote and its resumes; in a branched study, the stable run's
+    point it continued and, for a stable run's saved point, that point's number, seconds and divergence."""
+
+    before: BeforeTraining
+    meter: dict[str, Any] = field(default_factory=dict)
+    points: tuple[dict[str, Any], ...] = ()
+    stop: dict[str, Any] = field(default_factory=dict)
+    checkpoints: tuple[dict[str, Any], ...] = ()  # the checkpoints written before this one (``Checkpoints.written``)
+    this: dict[str, Any] | None = None  # this checkpoint's record, for a kill before the heartbeat that holds it
+    resumes: tuple[dict[str, Any], ...] = ()
+    branch: dict[str, Any] | None = None  # the stable run's point a branched trial continued (``branch_point``)
+    stable_point: int = 0  # a stable run's saved point: its number
+    stable_run_s: float = 0.0  # the stable run's processes' seconds up to its point: a branch's cost includes them
+    diverged: dict[str, Any] | None = None  # where the stable run diverged before its point (step, epoch, loss)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values only, as a checkpoint's file holds them (``torch.load(weights_only=True)`` reads no class)."""
+        return {**_fields(self), "before": _fields(self.before)}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> SessionState:
+        return cls(**{**raw, "before": BeforeTraining(**raw["before"])})
 
 
 @dataclass
 class Checkpoint:
-    """A saved trial: its key, the loop's state, and the trial's measurement so far (``trial.py``'s session)."""
+    """A saved trial: its key, the loop's state, and the trial's measurement so far (None: the loop's alone, as a test
+    or a benchmark saves it)."""
 
     key: str
     number: int  # checkpoints this trial has written, this one included
     train: TrainState
-    session: dict[str, Any] = field(default_factory=dict)
+    session: SessionState | None = None
 
 
 def save(folder: Path, checkpoint: Checkpoint, name: str = STATE) -> int:
@@ -70,7 +114,8 @@ def stage(folder: Path, checkpoint: Checkpoint, name: str = STATE) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{name}.{os.getpid()}.tmp"
     # shallow: dataclasses.asdict would copy every tensor (weights and moments) on the device before saving it
-    payload = {**_fields(checkpoint), "train": _fields(checkpoint.train)}
+    session = checkpoint.session.to_dict() if checkpoint.session is not None else None
+    payload = {**_fields(checkpoint), "train": _fields(checkpoint.train), "session": session}
     torch.save(payload, tmp)
     with open(tmp, "rb+") as f:  # on disk before the rename makes it the checkpoint
         os.fsync(f.fileno())
@@ -102,7 +147,8 @@ def load(folder: Path, key: str) -> tuple[Checkpoint | None, str]:
 def read(path: Path) -> Checkpoint:
     """The checkpoint in ``path``, whatever its key (a stable run's saved point: the workflow keys it as a file)."""
     raw = torch.load(path, map_location="cpu", weights_only=True)
-    return Checkpoint(key=raw["key"], number=raw["number"], train=TrainState(**raw["train"]), session=raw["session"])
+    session = SessionState.from_dict(raw["session"]) if raw["session"] is not None else None
+    return Checkpoint(key=raw["key"], number=raw["number"], train=TrainState(**raw["train"]), session=session)
 
 
 def _fields(record: Any) -> dict[str, Any]:

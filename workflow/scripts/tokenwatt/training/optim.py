@@ -1,4 +1,5 @@
-"""AdamW as ``torch.optim.AdamW(fused=True)`` computes it, without ``torch.optim`` around the kernel.
+"""The trial's optimizer (``make_optimizer``), and AdamW as ``torch.optim.AdamW(fused=True)`` computes it, without
+``torch.optim`` around the kernel.
 
 Why it exists: every ``torch.optim`` optimizer imports ``torch._dynamo`` on its first call (its
 methods are wrapped to be skipped by the compiler), which costs a trial process 1.3-1.8 s on a
@@ -13,8 +14,30 @@ gradient scaler). Only what tokenwatt trains with is here: one parameter group, 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
+
+if TYPE_CHECKING:
+    from .train import TrainSettings
+
+
+class Optimizer(Protocol):
+    """What the training loop asks of an optimizer, and ``torch.amp.GradScaler`` of it: its name (the trial's record
+    gives it), the learning rate the loop sets before each step, the parameter groups the scaler unscales, a step,
+    and a state a checkpoint saves and loads."""
+
+    name: str
+    lr: float
+    param_groups: list[dict[str, Any]]
+
+    def zero_grad(self) -> None: ...
+
+    def step(self) -> None: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
 class FusedAdamW:
@@ -98,3 +121,10 @@ class FusedAdamW:
         )
         if found_inf is not None:  # a skipped step does not count
             torch._foreach_sub_(steps, [found_inf] * len(steps))
+
+
+def make_optimizer(model: torch.nn.Module, cfg: TrainSettings) -> Optimizer:
+    """The optimizer of a trial's model, at ``cfg``'s settings (made on the model's device: move the model first).
+    Every trial trains with the fused AdamW here; another optimizer is one more class with ``Optimizer``'s members,
+    chosen here, and the loop, its checkpoints and its record take it unchanged."""
+    return FusedAdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas)

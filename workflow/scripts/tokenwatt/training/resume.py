@@ -17,14 +17,14 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..common.failures import JobStopped
 from ..measurement.meter import Meter
 from . import checkpoint as store
-from .checkpoint import Checkpoint, TrainState
+from .checkpoint import Checkpoint, SessionState, TrainState
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,8 @@ class Checkpoints:
             return own
         # the stable run's history is the trial's: its checkpoints, and its resumes (a kill of one of its jobs), with
         # a kill of this job's before its first checkpoint after them (``resume_own`` took them from its heartbeat)
-        self.written = list(origin.session["checkpoints"])
-        self.resumes = self.resumes or list(origin.session["resumes"])
+        self.written = list(origin.session.checkpoints)
+        self.resumes = self.resumes or list(origin.session.resumes)
         self.number, self.branched = origin.number, True
         tokens = origin.train.steps[-1]["tokens"] if origin.train.steps else 0
         self.next_tokens = self._after(tokens) if self.every > 0 else self.every
@@ -104,15 +104,14 @@ class Checkpoints:
             if same
             else {"lost_energy_j": None, "lost_train_s": None, "lost_steps": None}
         )
-        carried = saved.session if saved else {"checkpoints": [], "resumes": []}
         self._carried_written = beat.get("written") if same else None
         self._carried_window = beat.get("window") if same else None
         # the checkpoint's own record: its heartbeat's (with its size and time), else what the file says of itself
-        own = self._carried_written or (carried.get("this") if saved else None)
-        self.written = [*carried["checkpoints"], *([own] if own else [])]
+        own = self._carried_written or (saved.session.this if saved else None)
+        self.written = [*(saved.session.checkpoints if saved else ()), *([own] if own else [])]
         # the heartbeat's list where it has one: a process stopped after a resume and before its next checkpoint
         # recorded that resume only there
-        before = beat["resumes"] if same and "resumes" in beat else carried["resumes"]
+        before = beat["resumes"] if same and "resumes" in beat else (saved.session.resumes if saved else ())
         self.resumes = [*before, {"from_checkpoint": number, "from_step": step, **lost}]
         self.number = number
         self.next_tokens = self._after(self.written[-1]["real_tokens"]) if self.written else self.every
@@ -142,7 +141,7 @@ class Checkpoints:
         store.remove(self.place.folder)
         last = self.resumes[-1]
         # the saved session's windows and the one it was saved in, which only its heartbeat holds
-        windows = [*saved.session["meter"]["windows"], *([self._carried_window] if self._carried_window else [])]
+        windows = [*saved.session.meter["windows"], *([self._carried_window] if self._carried_window else [])]
         kept = [w["counter_j"] for w in windows]
         before_j = None if None in kept else float(sum(kept))
         lost = {
@@ -198,7 +197,7 @@ class Checkpoints:
         state: TrainState,
         real_tokens: int,
         meter: Meter,
-        session: Callable[[], dict[str, Any]],
+        session: Callable[[], SessionState],
         next_window: str,
     ) -> None:
         """Save ``state`` and ``session()`` (the measurement so far) in the window ``checkpoint_<n>``, then reopen
@@ -208,7 +207,7 @@ class Checkpoints:
         meter.switch(f"checkpoint_{n}")
         t = time.perf_counter()
         this = {"number": n, "step": state.step, "real_tokens": real_tokens, "bytes": None, "save_s": None}
-        payload = {**session(), "checkpoints": self.written, "this": this, "resumes": self.resumes}
+        payload = replace(session(), checkpoints=tuple(self.written), this=this, resumes=tuple(self.resumes))
         staged = store.stage(self.place.folder, Checkpoint(key=self.place.key, number=n, train=state, session=payload))
         written = {
             "number": n,

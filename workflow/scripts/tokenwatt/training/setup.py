@@ -109,9 +109,7 @@ def set_up(spec: TrialSpec, data: TrialData, log: Callable[[str], None], ranks: 
             model, device_ids=[device.index] if device.type == "cuda" else None
         )
     if compiling:
-        forward, compile_s = compile_model(
-            forward or model, ids, mask, device, train.precision, train.batch_size, ranks
-        )
+        forward, compile_s = compile_model(forward or model, ids, mask, device, train, ranks)
         log(f"torch.compile: {compile_s:.1f} s before the metered window (train.compile: {train.compile})")
     sync()
     last_work = time.monotonic()

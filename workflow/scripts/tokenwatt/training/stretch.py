@@ -11,7 +11,10 @@ the records without torch.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .checkpoint import SessionState
 
 # What a stretch record holds (written by train_stable, read by the aggregate rule).
 STRETCH_KEYS = (
@@ -33,12 +36,11 @@ STRETCH_KEYS = (
 
 
 def stretch_record(
-    session: dict[str, Any], *, series: str, trial: int, point: int, real_tokens: int, train_s: float, diverged: bool
+    session: SessionState, *, series: str, trial: int, point: int, real_tokens: int, train_s: float, diverged: bool
 ) -> dict[str, Any]:
-    """The stretch record of a saved point from its session payload (``run_stable``'s: the meter session's closed
-    windows, each with its energy fixed, the checkpoints written and the resumes, the processes' seconds)."""
-    windows = session["meter"]["windows"]
-    resumes = session.get("resumes") or []
+    """The stretch record of a saved point from its session (``run_stable``'s: the meter session's closed windows,
+    each with its energy fixed, the checkpoints written and the resumes, the processes' seconds)."""
+    windows, resumes = session.meter["windows"], session.resumes
     return {
         "series": series,
         "trial": trial,
@@ -46,8 +48,8 @@ def stretch_record(
         "real_tokens": real_tokens,
         "energy_j": _windows(windows, "train", lambda w: w["counter_j"]),
         "train_s": train_s,
-        "run_s": session.get("stable_run_s") or 0.0,
-        "checkpoints": len(session.get("checkpoints") or []),
+        "run_s": session.stable_run_s,
+        "checkpoints": len(session.checkpoints),
         "checkpoint_energy_j": _windows(windows, "checkpoint_", lambda w: w["counter_j"]),
         "checkpoint_s": _windows(windows, "checkpoint_", lambda w: w["end_s"] - w["start_s"]),
         "resumed": len(resumes),
@@ -64,6 +66,6 @@ def _windows(windows: list[dict[str, Any]], prefix: str, value: Any) -> float | 
     return None if None in values else float(sum(values))
 
 
-def _resumes(resumes: list[dict[str, Any]], key: str) -> float | None:
+def _resumes(resumes: tuple[dict[str, Any], ...], key: str) -> float | None:
     values = [r.get(key) for r in resumes]
     return None if None in values else float(sum(values))

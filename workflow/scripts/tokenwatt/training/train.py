@@ -9,9 +9,9 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -19,11 +19,15 @@ import torch.nn.functional as F
 from ..measurement.devices import PRECISIONS
 from ..plan.stopping import StopRule, stop_rule
 from .checkpoint import TrainState
-from .optim import FusedAdamW
+from .optim import make_optimizer
 from .ranks import ONE, Ranks
 from .schedule import Schedule, schedule_from_config
 
+if TYPE_CHECKING:
+    from ..measurement.meter import Pace
+
 IGNORE = -100
+T = TypeVar("T")
 
 
 class TrainingError(RuntimeError):
@@ -54,6 +58,11 @@ class Diverged(TrainingError):
         )
         super().__init__(f"{what} (epoch {epoch})")
         self.step, self.epoch, self.loss, self.partial = step, epoch, loss, partial
+
+    def where(self) -> dict[str, Any]:
+        """Its step, epoch and loss as records keep them: the loss null where it was not finite (JSON holds no NaN or
+        inf)."""
+        return {"step": self.step, "epoch": self.epoch, "loss": self.loss if math.isfinite(self.loss) else None}
 
 
 @dataclass(frozen=True)
@@ -107,11 +116,42 @@ class TrainSettings:
 @dataclass(frozen=True)
 class Checkpointing:
     """When and how the loop saves its state: ``due(step, real_tokens)``, asked after every step with host values (no
-    device sync), and ``save(state)``, called with the loop's ``TrainState`` when ``due`` says so, training paused
-    (its time left out of the training time, as an evaluation's is)."""
+    device sync), and ``save(state, real_tokens)``, called with the loop's ``TrainState`` when ``due`` says so,
+    training paused (its time left out of the training time, as an evaluation's is). ``save`` writes the state before
+    it returns: the loop goes on changing it."""
 
     due: Callable[[int, int], bool]
     save: Callable[[TrainState, int], None]  # the state and the real tokens trained so far
+
+
+def _ignore(*_: Any) -> None:
+    """A hook that adds nothing."""
+
+
+@dataclass(frozen=True)
+class TrainHooks:
+    """What the trial around the loop adds to it; each default adds nothing (a test's or a benchmark's loop).
+
+    ``forward`` is the model as the steps call it (compiled by ``compile_model``; on several devices the data-parallel
+    model, which sums the ranks' gradients), the model itself when None. ``log`` gets every loss record, ``sync`` waits
+    for the device's queue, and ``pace`` learns each step as it is queued, so the power meter can size its interval.
+    After the first step at which the real tokens trained on reach each of ``pause_at_tokens``, training pauses and
+    calls ``pause`` with the step, epoch, real tokens and training seconds so far (an evaluation, in its own metered
+    window); its True stops training there (an energy-aware stopping rule). ``checkpoints`` saves the loop's state
+    between steps, training paused too. A loss that is not finite or is above ``diverged_above`` (``blowup_loss`` of
+    the model's vocabulary) raises ``Diverged`` at the next record."""
+
+    forward: Callable[..., Any] | None = None
+    log: Callable[[dict[str, Any]], None] = _ignore
+    sync: Callable[[], None] = _ignore
+    pace: Pace | None = None
+    pause_at_tokens: Sequence[int] = ()
+    pause: Callable[[dict[str, Any]], bool | None] = _ignore
+    checkpoints: Checkpointing | None = None
+    diverged_above: float = math.inf
+
+
+NO_HOOKS = TrainHooks()
 
 
 @dataclass
@@ -127,9 +167,7 @@ class TrainResult:
     stopped: bool = False  # by a stopping rule, before the end of its tokens
     grad_scaler_skips: int | None = None  # fp16-mixed: optimizer steps the GradScaler skipped (inf/NaN gradients)
     cooldown_from: int | None = None  # a branched wsd trial: the step its cooldown began at
-    state: TrainState | None = (
-        None  # the loop's state after its last step (``keep_state``): a stable run's branch point
-    )
+    state: TrainState | None = None  # the loop's state after its last step: a stable run's branch point
 
 
 def autocast(device: torch.device, precision: str):
@@ -261,18 +299,18 @@ def compile_model(
     ids: torch.Tensor,
     mask: torch.Tensor,
     device: torch.device,
-    precision: str,
-    batch_size: int,
+    cfg: TrainSettings,
     ranks: Ranks = ONE,
 ) -> tuple[Callable[..., Any], float]:
-    """``torch.compile`` the model and compile it now, for every batch shape the trial will run (on several devices,
-    this rank's shares of them), so that no compile happens inside the metered training window. Returns the compiled
-    model and the seconds compiling took. The warm-up's gradients are discarded: weights are untouched."""
+    """``torch.compile`` the model and compile it now, for every batch shape training with ``cfg`` will run (its
+    batch size and precision; on several devices, this rank's shares of them), so that no compile happens inside the
+    metered training window. Returns the compiled model and the seconds compiling took. The warm-up's gradients are
+    discarded: weights are untouched."""
     compiled = torch.compile(model, dynamic=False)
     t0 = time.perf_counter()
     model.to(device).train()
-    for size in warmup_sizes(len(ids), batch_size, ranks):
-        with autocast(device, precision):
+    for size in warmup_sizes(len(ids), cfg.batch_size, ranks):
+        with autocast(device, cfg.precision):
             loss, _ = token_loss_sum(compiled, ids[:size].to(device), mask[:size].to(device))
         loss.backward()
     model.zero_grad()
@@ -286,237 +324,197 @@ def train(
     device: torch.device,
     cfg: TrainSettings,
     *,
-    on_log: Callable[[dict[str, Any]], None] = lambda r: None,
-    sync: Callable[[], None] = lambda: None,
-    forward: Callable[..., Any] | None = None,
-    pace: Any = None,
-    pause_at_tokens: list[int] | None = None,
-    on_pause: Callable[[dict[str, Any]], bool | None] = lambda r: None,
-    diverged_above: float = math.inf,
-    checkpoints: Checkpointing | None = None,
+    hooks: TrainHooks = NO_HOOKS,
     resume: TrainState | None = None,
-    keep_state: bool = False,
     ranks: Ranks = ONE,
 ) -> TrainResult:
     """Train in place; the data order of each epoch is a permutation drawn from ``cfg.seed`` (``cfg.order`` shuffled),
-    or the order of ``ids`` (given).
-    ``forward`` is the model as the steps call it (compiled by ``compile_model``), the model itself by default;
-    ``pace`` (a ``meter.Pace``) learns each step as it is queued, so the power meter can size its interval.
-    After the first step at which the real tokens trained on reach each of ``pause_at_tokens``, training pauses
-    (the device synchronised) and calls ``on_pause`` with the step, epoch, real tokens and training seconds so
-    far (an evaluation, in its own metered window); the pause is left out of every training time. ``on_pause``
-    returning True stops training there (an energy-aware stopping rule); the result then holds what was trained.
-    A loss that is not finite or is above ``diverged_above`` (``blowup_loss`` of the model's vocabulary) raises
-    ``Diverged`` at the next record. ``checkpoints`` saves the loop's state between steps; ``resume`` continues from
-    one such state, and the run then goes on exactly as the one that saved it (on CPU, bit for bit: the loss
-    records, the evaluations' pauses and the final weights). ``keep_state`` returns the state after the last step
-    (``TrainResult.state``): a stable run's, which a longer stream with the same head continues as if never stopped.
-    ``ranks``: on several devices (``ranks.py``), this rank's share of every global batch; ``forward`` is then the
-    data-parallel model, which sums the ranks' gradients, and each loss record the ranks' shares added.
+    or the order of ``ids`` (given, drawn). ``hooks``: what the trial adds (``TrainHooks``: records, pauses,
+    checkpoints). ``resume`` continues a state the loop saved, and the run then goes on exactly as the one that saved
+    it (on CPU, bit for bit: the loss records, the pauses and the final weights); the loop changes that state as it
+    trains, and returns it after its last step (``TrainResult.state``: a stable run's, which a longer stream with the
+    same head continues as if never stopped). ``ranks``: on several devices (``ranks.py``), this rank's share of every
+    global batch, each loss record the ranks' shares added.
 
-    A step runs only what training needs: targets are made once, each epoch's order is applied
-    once, and a step's loss goes into a device buffer that is read (one sync) every ``log_every``
-    steps, where the non-finite check also happens.
-
-    One function of some 110 lines on purpose, as nanoGPT keeps its loop: what a step does, and in which order,
-    is the thing measured, so it reads top to bottom in one place; what is not the step's (the pause steps, a
-    loss-curve record) is in the helpers below it."""
-    forward = model if forward is None else forward
+    A step runs only what training needs (``_Loop.step``): targets are made once, each epoch's order is applied once,
+    and a step's loss goes into a device buffer read (one sync) at each record, where the divergence check happens.
+    One loop, as nanoGPT keeps its own: what happens between steps, and in which order, reads top to bottom here."""
     n_real_host = mask.sum(dim=1).cpu()  # before the move: where to pause is planned on the host, never synced
-    pending = sorted(t for t in set(pause_at_tokens or []) if 0 < t < int(n_real_host.sum()) * cfg.epochs)
+    total_real = int(n_real_host.sum())
+    pending = sorted(t for t in set(hooks.pause_at_tokens) if 0 < t < total_real * cfg.epochs)
     model.to(device).train()
-    optimizer = FusedAdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas)
-    scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16-mixed")
-    skips = torch.zeros((), device=device)  # summed on the device, read once at the end: no sync per step
+    result = TrainResult()
+    total_steps, result.warmup_steps, result.cooldown_from = _planned_steps(model, ids, n_real_host, cfg)
+    loop = _Loop(model, device, cfg, hooks, ranks, total_steps)
     ids, mask = ids.to(device), mask.to(device)
-    targets = next_token_targets(ids, mask)
-    n_real_per_chunk = mask.sum(dim=1)
-    result = TrainResult(optimizer=optimizer.name)
-    order_gen = torch.Generator().manual_seed(cfg.seed)
-    total_steps = cfg.epochs * math.ceil(len(ids) / cfg.batch_size)
-    parameters = sum(p.numel() for p in model.parameters())
-    per_step = cfg.batch_size * ids.shape[1]
-    if why := cfg.schedule.room_after_warmup(total_steps, parameters, per_step):
-        # exact only here (the steps follow the subset's padded chunks): before the first step, nothing measured
-        raise TrainingError(
-            f"train.schedule: {why}; lower train.schedule.warmup_tokens_per_parameter or warmup_fraction"
-            f"{' or cooldown_fraction' if cfg.schedule.kind == 'wsd' else ''}, or raise the budget"
-        )
-    warmup = cfg.schedule.warmup_steps(total_steps, parameters, per_step)
-    result.warmup_steps = warmup
-    if (cooldown_tokens := cfg.schedule.cooldown_tokens(int(n_real_host.sum()))) is not None:
-        # the first step whose real tokens reach the cooldown's share (one epoch in the drawn order: a branched trial)
-        reached = _pause_steps(n_real_host, torch.arange(len(ids)), cfg.batch_size, 0, 0, [cooldown_tokens])
-        result.cooldown_from = next(iter(reached), total_steps)
-        if result.cooldown_from >= total_steps:
-            raise TrainingError(
-                f"train.schedule: its cooldown (the last {cfg.schedule.cooldown_fraction:g} of its real tokens) begins "
-                "after its last step; raise train.schedule.cooldown_fraction or the budget"
-            )
-    losses = torch.empty(total_steps, device=device)
-    logged = 0  # steps whose losses are in the loss curve
-    step = 0
-    first_epoch, first_start, trained_before = 0, 0, 0.0
-    if resume is not None:
-        model.load_state_dict(resume.model)
-        optimizer.load_state_dict(resume.optimizer)
-        if scaler.is_enabled():
-            scaler.load_state_dict(resume.scaler)
-        skips.fill_(resume.skips)
-        torch.set_rng_state(resume.rng)
-        order_gen.set_state(resume.order_state)
-        step, logged, result.steps = resume.step, resume.logged, list(resume.steps)
-        losses[logged:step] = resume.pending_losses.to(device)
-        first_epoch, first_start, trained_before = resume.epoch, resume.start, resume.train_s
-    paused = 0.0
-    sync()
-    t0 = time.perf_counter()
-    if pace is not None:
-        pace.started, pace.done, pace.first = time.monotonic(), step, step
-    clock = lambda: time.perf_counter() - t0 - paused + trained_before  # noqa: E731  training seconds, pauses left out
-
-    def state_now(epoch: int, start: int, epoch_state: torch.Tensor) -> TrainState:
-        """The loop between two steps: the next batch is ``start`` in this epoch's order."""
-        return TrainState(
-            step=step,
-            epoch=epoch,
-            start=start,
-            order_state=epoch_state,
-            logged=logged,
-            pending_losses=losses[logged:step].cpu(),
-            steps=list(result.steps),
-            train_s=clock(),
-            skips=float(skips.item()),
-            model=model.state_dict(),
-            optimizer=optimizer.state_dict(),
-            scaler=scaler.state_dict(),
-            rng=torch.get_rng_state(),
-        )
-
-    stopped = False
-    # where the loop stands if it runs no step (resumed at its last one)
-    epoch, end, epoch_state = first_epoch, first_start, order_gen.get_state()
-    for epoch in range(first_epoch, cfg.epochs):
-        epoch_state = order_gen.get_state()  # a checkpoint in this epoch draws its order again from here
+    targets, n_real = next_token_targets(ids, mask), mask.sum(dim=1)
+    state = loop.start(resume)
+    result.optimizer, result.steps, stopped = loop.optimizer.name, state.steps, False
+    for epoch in range(state.epoch, cfg.epochs):
+        if epoch > state.epoch:  # the next epoch, from its first batch
+            state.epoch, state.start = epoch, 0
+        state.order_state = loop.order_gen.get_state()  # a checkpoint in this epoch draws its order again from here
         kept = cfg.order in ("given", "drawn")
-        host_order = torch.arange(len(ids)) if kept else torch.randperm(len(ids), generator=order_gen)
+        host_order = torch.arange(len(ids)) if kept else torch.randperm(len(ids), generator=loop.order_gen)
         order = host_order.to(device)
-        skip = first_start if epoch == first_epoch else 0  # a resumed epoch's batches done before the checkpoint
-        pause_steps = {
-            at: tokens
-            for at, tokens in _pause_steps(
-                n_real_host, host_order, cfg.batch_size, epoch, step - skip // cfg.batch_size, pending
-            ).items()
-            if at > step
-        }
-        tokens_after = int(n_real_host.sum()) * epoch + n_real_host[host_order].cumsum(0)  # host: no sync per step
-        epoch_ids, epoch_mask, epoch_targets = ids[order], mask[order], targets[order]
-        for start in range(skip, len(order), cfg.batch_size):
-            end = start + cfg.batch_size
-            mine = ranks.rows(start, min(end, len(order)))  # the whole batch on one device
-            idle = mine.start == mine.stop  # a short last batch with fewer chunks than ranks
-            if idle:  # one of the batch's rows, weighted 0 below: this rank's backward still reaches every weight
-                mine = slice(start, start + 1)
-            with autocast(device, cfg.precision):
-                if cfg.z_loss:
-                    loss_sum, n_targets, z_sum = z_loss_sum(
-                        forward, epoch_ids[mine], epoch_mask[mine], epoch_targets[mine]
-                    )
-                else:  # the plain loss, exactly as without the key: no operation more, the same bits
-                    loss_sum, n_targets = token_loss_sum(
-                        forward, epoch_ids[mine], epoch_mask[mine], epoch_targets[mine]
-                    )
-            if ranks.many:  # this rank's share of the global batch's mean: over the whole batch's targets
-                n_targets = (epoch_targets[start:end] != IGNORE).sum()
-                if idle:
-                    loss_sum = loss_sum * 0.0
-                    if cfg.z_loss:
-                        z_sum = z_sum * 0.0
-            loss = loss_sum / n_targets.clamp(min=1)
-            optimizer.zero_grad()
-            objective = loss + cfg.z_loss * z_sum / n_targets.clamp(min=1) if cfg.z_loss else loss
-            if ranks.many:  # data-parallel averages the ranks' gradients; the shares' sum is the batch's
-                objective = objective * ranks.world
-            scaler.scale(objective).backward()
-            optimizer.lr = cfg.lr * cfg.schedule.factor(step, total_steps, warmup, result.cooldown_from)
-            scaler.step(optimizer)
-            if scaler.is_enabled():  # the step's inf/NaN flags, which update() clears
-                skips += sum(scaler._found_inf_per_device(optimizer).values())
-            scaler.update()
-            losses[step] = loss.detach()
-            step += 1
-            if pace is not None:
-                pace.done = step
-            # a loss record (and the divergence check) every log_every steps, and at every pause
-            if step % cfg.log_every == 0 or (step in pause_steps and step > logged):
-                _log_window(
-                    result,
-                    _record_losses(losses, logged, step, ranks),
-                    logged,
-                    epoch,
-                    clock,
-                    n_real_per_chunk,
-                    order[:end],
-                    sync,
-                    on_log,
-                    diverged_above,
-                )
-                logged = step
-            if step in pause_steps:
-                sync()
-                paused_at = time.perf_counter()
-                stopped = bool(
-                    on_pause({"step": step, "epoch": epoch + 1, "real_tokens": pause_steps[step], "train_s": clock()})
-                )
-                paused += time.perf_counter() - paused_at
-                if pace is not None:
-                    pace.paused = paused
-                if stopped:
+        steps_before = state.step - state.start // cfg.batch_size  # a resumed epoch's batches done before it
+        reached = _pause_steps(n_real_host, host_order, cfg.batch_size, epoch, steps_before, pending)
+        pause_steps = {at: tokens for at, tokens in reached.items() if at > state.step}
+        tokens_after = total_real * epoch + n_real_host[host_order].cumsum(0)  # host: no sync per step
+        batches = ids[order], mask[order], targets[order]
+        for start in range(state.start, len(order), cfg.batch_size):
+            end = min(start + cfg.batch_size, len(order))
+            factor = cfg.schedule.factor(state.step, total_steps, result.warmup_steps, result.cooldown_from)
+            loop.step(state.step, batches, slice(start, end), cfg.lr * factor)
+            state.step, state.start = state.step + 1, end
+            if hooks.pace is not None:
+                hooks.pace.done = state.step
+            # a loss record (and the divergence check) every log_every steps, at every pause and at the epoch's end
+            if state.step % cfg.log_every == 0 or state.step in pause_steps or end == len(order):
+                _log_window(loop, state, result, n_real, order[:end])
+            if state.step in pause_steps:
+                at = {"step": state.step, "epoch": epoch + 1, "real_tokens": pause_steps[state.step]}
+                if stopped := bool(loop.paused(lambda: hooks.pause({**at, "train_s": loop.clock()}))):
                     break
-            if checkpoints is not None and checkpoints.due(step, int(tokens_after[min(end, len(order)) - 1])):
-                sync()
-                paused_at = time.perf_counter()
-                checkpoints.save(state_now(epoch, end, epoch_state), int(tokens_after[min(end, len(order)) - 1]))
-                paused += time.perf_counter() - paused_at
-                if pace is not None:
-                    pace.paused = paused
-        if step > logged:
-            _log_window(
-                result,
-                _record_losses(losses, logged, step, ranks),
-                logged,
-                epoch,
-                clock,
-                n_real_per_chunk,
-                order,
-                sync,
-                on_log,
-                diverged_above,
-            )
-            logged = step
+            tokens = int(tokens_after[end - 1])
+            if hooks.checkpoints is not None and hooks.checkpoints.due(state.step, tokens):
+                loop.paused(lambda: hooks.checkpoints.save(loop.capture(state), tokens))
         if stopped:
             break
-    sync()
-    if keep_state:
-        result.state = state_now(epoch, min(end, len(order)), epoch_state)
-    result.train_s = clock()
-    result.n_steps = step
-    result.stopped = stopped
-    result.grad_scaler_skips = int(skips.item())
-    result.real_tokens = result.steps[-1]["tokens"] if stopped else int(n_real_per_chunk.sum().item()) * cfg.epochs
+    hooks.sync()
+    result.state = loop.capture(state)
+    result.train_s, result.n_steps, result.stopped = state.train_s, state.step, stopped
+    result.grad_scaler_skips = int(state.skips)
+    result.real_tokens = result.steps[-1]["tokens"] if stopped else total_real * cfg.epochs
     # positions computed: the epochs done, and the chunks of the epoch it stopped in
-    result.padded_tokens = (
-        (epoch * len(ids) + min(end, len(ids))) * ids.shape[1] if stopped else ids.numel() * cfg.epochs
-    )
+    result.padded_tokens = (state.epoch * len(ids) + state.start if stopped else len(ids) * cfg.epochs) * ids.shape[1]
     result.final_train_loss = result.steps[-1]["loss"] if result.steps else None
     return result
 
 
-def _record_losses(losses: torch.Tensor, logged: int, step: int, ranks: Ranks) -> torch.Tensor:
-    """The steps' losses since the last record: on several devices the ranks' shares added (one collective per
-    record, none per step), so every rank records, and judges divergence on, the same global losses."""
-    window = losses[logged:step]
-    return ranks.sum(window.clone()) if ranks.many else window
+def _planned_steps(
+    model: torch.nn.Module, ids: torch.Tensor, n_real: torch.Tensor, cfg: TrainSettings
+) -> tuple[int, int, int | None]:
+    """The run's optimizer steps, its schedule's warmup steps and the step its cooldown begins at (a branched wsd
+    trial's: the first whose real tokens reach the cooldown's share, one epoch in the drawn order; None: no such
+    cooldown). Checked here, where they are exact (the steps follow the subset's padded chunks): before the first
+    step, nothing measured."""
+    total_steps = cfg.epochs * math.ceil(len(ids) / cfg.batch_size)
+    parameters = sum(p.numel() for p in model.parameters())
+    per_step = cfg.batch_size * ids.shape[1]
+    if why := cfg.schedule.room_after_warmup(total_steps, parameters, per_step):
+        raise TrainingError(
+            f"train.schedule: {why}; lower train.schedule.warmup_tokens_per_parameter or warmup_fraction"
+            f"{' or cooldown_fraction' if cfg.schedule.kind == 'wsd' else ''}, or raise the budget"
+        )
+    cooldown_from = None
+    if (cooldown_tokens := cfg.schedule.cooldown_tokens(int(n_real.sum()))) is not None:
+        reached = _pause_steps(n_real, torch.arange(len(ids)), cfg.batch_size, 0, 0, [cooldown_tokens])
+        cooldown_from = next(iter(reached), total_steps)
+        if cooldown_from >= total_steps:
+            raise TrainingError(
+                f"train.schedule: its cooldown (the last {cfg.schedule.cooldown_fraction:g} of its real tokens) begins "
+                "after its last step; raise train.schedule.cooldown_fraction or the budget"
+            )
+    return total_steps, cfg.schedule.warmup_steps(total_steps, parameters, per_step), cooldown_from
+
+
+class _Loop:
+    """What the steps work with besides the position they save: the model as they call it, the optimizer, the
+    gradient scaler, the device buffers of the steps' losses and the scaler's skipped steps, the data order's
+    generator, and the training clock (its pauses left out)."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        device: torch.device,
+        cfg: TrainSettings,
+        hooks: TrainHooks,
+        ranks: Ranks,
+        total_steps: int,
+    ) -> None:
+        self.model, self.device, self.cfg, self.hooks, self.ranks = model, device, cfg, hooks, ranks
+        self.forward = model if hooks.forward is None else hooks.forward
+        self.optimizer = make_optimizer(model, cfg)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16-mixed")
+        self.skips = torch.zeros((), device=device)  # summed on the device, read once at the end: no sync per step
+        self.losses = torch.empty(total_steps, device=device)
+        self.order_gen = torch.Generator().manual_seed(cfg.seed)
+        self.t0, self.before, self.pauses = 0.0, 0.0, 0.0
+
+    def start(self, resume: TrainState | None) -> TrainState:
+        """The state training goes on from, ``resume``'s loaded into the model, optimizer, scaler and generators (a
+        fresh one: the first step's), and the training clock started."""
+        state = TrainState() if resume is None else resume
+        if resume is not None:
+            self.model.load_state_dict(state.model)
+            self.optimizer.load_state_dict(state.optimizer)
+            if self.scaler.is_enabled():
+                self.scaler.load_state_dict(state.scaler)
+            self.skips.fill_(state.skips)
+            torch.set_rng_state(state.rng)
+            self.order_gen.set_state(state.order_state)
+            self.losses[state.logged : state.step] = state.pending_losses.to(self.device)
+        self.hooks.sync()
+        self.t0, self.before = time.perf_counter(), state.train_s
+        if (pace := self.hooks.pace) is not None:
+            pace.started, pace.done, pace.first = time.monotonic(), state.step, state.step
+        return state
+
+    def clock(self) -> float:
+        """Training seconds so far: this process's, pauses left out, and those of the state it resumed."""
+        return time.perf_counter() - self.t0 - self.pauses + self.before
+
+    def paused(self, work: Callable[[], T]) -> T:
+        """``work`` done with training paused (an evaluation, a checkpoint): the device's queue waited for first, the
+        pause left out of every training time."""
+        self.hooks.sync()
+        at = time.perf_counter()
+        done = work()
+        self.pauses += time.perf_counter() - at
+        if self.hooks.pace is not None:
+            self.hooks.pace.paused = self.pauses
+        return done
+
+    def capture(self, state: TrainState) -> TrainState:
+        """``state`` (the position between two steps) completed with what the steps hold: the losses not yet in a
+        record, the training seconds, the scaler's skips, the weights, the optimizer's and scaler's states, the RNG."""
+        state.pending_losses = self.losses[state.logged : state.step].cpu()
+        state.train_s, state.skips = self.clock(), float(self.skips.item())
+        state.model, state.optimizer = self.model.state_dict(), self.optimizer.state_dict()
+        state.scaler, state.rng = self.scaler.state_dict(), torch.get_rng_state()
+        return state
+
+    def step(self, step: int, batches: tuple[torch.Tensor, ...], rows: slice, lr: float) -> None:
+        """One optimizer step on the epoch's ``rows`` (this rank's share of them) at learning rate ``lr``."""
+        cfg, ranks, (ids, mask, targets) = self.cfg, self.ranks, batches
+        mine = ranks.rows(rows.start, rows.stop)  # the whole batch on one device
+        idle = mine.start == mine.stop  # a short last batch with fewer chunks than ranks
+        if idle:  # one of the batch's rows, weighted 0 below: this rank's backward still reaches every weight
+            mine = slice(rows.start, rows.start + 1)
+        with autocast(self.device, cfg.precision):
+            if cfg.z_loss:
+                loss_sum, n_targets, z_sum = z_loss_sum(self.forward, ids[mine], mask[mine], targets[mine])
+            else:  # the plain loss, exactly as without the key: no operation more, the same bits
+                loss_sum, n_targets = token_loss_sum(self.forward, ids[mine], mask[mine], targets[mine])
+        if ranks.many:  # this rank's share of the global batch's mean: over the whole batch's targets
+            n_targets = (targets[rows] != IGNORE).sum()
+            if idle:
+                loss_sum = loss_sum * 0.0
+                if cfg.z_loss:
+                    z_sum = z_sum * 0.0
+        loss = loss_sum / n_targets.clamp(min=1)
+        self.optimizer.zero_grad()
+        objective = loss + cfg.z_loss * z_sum / n_targets.clamp(min=1) if cfg.z_loss else loss
+        if ranks.many:  # data-parallel averages the ranks' gradients; the shares' sum is the batch's
+            objective = objective * ranks.world
+        self.scaler.scale(objective).backward()
+        self.optimizer.lr = lr
+        self.scaler.step(self.optimizer)
+        if self.scaler.is_enabled():  # the step's inf/NaN flags, which update() clears
+            self.skips += sum(self.scaler._found_inf_per_device(self.optimizer).values())
+        self.scaler.update()
+        self.losses[step] = loss.detach()
 
 
 def _pause_steps(
@@ -537,36 +535,29 @@ def _pause_steps(
     return out
 
 
-def _log_window(
-    result: TrainResult,
-    window: torch.Tensor,
-    first_step: int,
-    epoch: int,
-    clock: Callable[[], float],
-    n_real: torch.Tensor,
-    done: torch.Tensor,
-    sync: Callable[[], None],
-    on_log: Callable[[dict[str, Any]], None],
-    diverged_above: float,
-) -> None:
-    """Every ``log_every`` steps: one host sync, one loss-curve record, the divergence check.
-    ``window`` holds the losses of the steps since the last record; ``done`` the chunks of this epoch trained so far."""
-    values = window.tolist()
-    bad = next(((i, v) for i, v in enumerate(values) if not (math.isfinite(v) and v <= diverged_above)), None)
+def _log_window(loop: _Loop, state: TrainState, result: TrainResult, n_real: torch.Tensor, done: torch.Tensor) -> None:
+    """A loss record: one host sync, the record of the steps since the last one (on several devices the ranks' shares
+    added: one collective per record, none per step, so every rank records, and judges divergence on, the same global
+    losses), the divergence check. ``done``: the chunks of this epoch trained so far."""
+    window = loop.losses[state.logged : state.step]
+    values = (loop.ranks.sum(window.clone()) if loop.ranks.many else window).tolist()
+    limit = loop.hooks.diverged_above
+    bad = next(((i, v) for i, v in enumerate(values) if not (math.isfinite(v) and v <= limit)), None)
     if bad is not None:
-        result.n_steps, result.train_s = first_step + bad[0] + 1, clock()
+        result.n_steps, result.train_s = state.logged + bad[0] + 1, loop.clock()
         result.real_tokens = result.steps[-1]["tokens"] if result.steps else 0
-        raise Diverged(result.n_steps, epoch + 1, bad[1], diverged_above, result)
-    sync()
-    tokens = int(n_real.sum().item()) * epoch + int(n_real[done].sum().item())
-    elapsed = clock()
+        raise Diverged(result.n_steps, state.epoch + 1, bad[1], limit, result)
+    loop.hooks.sync()
+    tokens = int(n_real.sum().item()) * state.epoch + int(n_real[done].sum().item())
+    elapsed = loop.clock()
     record = {
-        "step": first_step + len(values),
-        "epoch": epoch + 1,
+        "step": state.step,
+        "epoch": state.epoch + 1,
         "tokens": tokens,
         "loss": sum(values) / len(values),
         "elapsed_s": elapsed,
         "tokens_per_s": tokens / elapsed if elapsed > 0 else None,
     }
-    result.steps.append(record)
-    on_log(record)
+    state.steps.append(record)
+    loop.hooks.log(record)
+    state.logged = state.step
