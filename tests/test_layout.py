@@ -68,6 +68,28 @@ def test_every_step_record_is_listed_by_its_level_and_only_an_ordered_level_rank
     assert step_records(_study().layout) == {}  # no design.selection, no selection analysis
 
 
+def test_a_value_every_cell_shares_is_handed_to_the_rule_as_itself_not_as_a_function_per_job():
+    study = _study(design={"model": {"a": {"preset": "llama-tiny"}, "b": {"preset": "llama-tiny"}}})
+    assert study.by_cell(lambda cell_id: 7) == 7
+    assert study.by_cell(lambda cell_id: {"lr": 0.003}) == {"lr": 0.003}
+
+
+def test_a_value_that_differs_between_cells_is_looked_up_by_the_jobs_cell():
+    study = _study(design={"model": {"a": {"preset": "llama-tiny"}, "b": {"preset": "llama-tiny"}}})
+    budget_of = study.by_cell(lambda cell_id: study.design.cell(cell_id).budget)
+    assert callable(budget_of)
+    assert {cell.id: budget_of({"cell": cell.id}) for cell in study.design.cells} == {
+        cell.id: cell.budget for cell in study.design.cells
+    }
+    runtime_of = study.by_cell(study.stable_runtime, "stable")
+    keys = {study.design.stable_key(cell) for cell in study.design.cells}
+    assert keys == {"model=a/", "model=b/"}
+    assert all(
+        (runtime_of({"stable": key}) if callable(runtime_of) else runtime_of) == study.stable_runtime(key)
+        for key in keys
+    )
+
+
 def test_each_step_rule_reads_what_the_step_before_it_wrote():
     layout = Layout(_study().config, _study().design)
     near_dup, filtered = step("select_near_dup"), step("select_filter")

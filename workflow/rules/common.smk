@@ -81,20 +81,24 @@ wildcard_constraints:
     point=r"\d+",
 
 
-def cell_of(wildcards):
-    return STUDY.design.cell(wildcards.cell)
+def per_cell(value_of_cell, wildcard="cell"):
+    """A rule's value that depends on its job's cell alone (``value_of_cell(cell)``), computed once per cell: the value
+    itself where every cell gives the same, else a lookup by the job's ``wildcard`` (Study.by_cell says why).
+    """
+    cell_for = {
+        "cell": STUDY.design.cell,
+        "stable": STUDY.design.stable_cell,
+    }[wildcard]
+    return STUDY.by_cell(lambda key: value_of_cell(cell_for(key)), wildcard)
 
 
-def devices_of(wildcards):
-    """The devices a trial's job trains on (train.devices, or its cell's devices level)."""
-    return STUDY.design.devices(cell_of(wildcards))
-
-
-def trial_threads(wildcards):
+def trial_threads():
     """A metered trial's cores: every local core unless train.run_alone is false (then train.threads per device)."""
     if config["train"]["run_alone"]:
         return workflow.cores
-    return config["train"]["threads"] * devices_of(wildcards)
+    return per_cell(
+        lambda cell: config["train"]["threads"] * STUDY.design.devices(cell)
+    )
 
 
 def analysis_input(file, interim):

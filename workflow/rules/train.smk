@@ -69,26 +69,27 @@ rule train_trial:
     conda:
         "../envs/train.yaml"
     # Metered: alone on the machine unless train.run_alone is false (nothing else loads the measurement).
-    threads: trial_threads
+    threads: trial_threads()
     resources:
         **STUDY.hardware_resources("cell"),
         # one per device the trial's ranks train on (train.devices; SLURM's --gpus)
-        gpu=devices_of,
-        mem_mb=lambda wildcards: 8000 * devices_of(wildcards),
-        runtime=lambda wildcards: STUDY.trial_runtime(wildcards.cell),
+        gpu=per_cell(STUDY.design.devices),
+        mem_mb=per_cell(lambda cell: 8000 * STUDY.design.devices(cell)),
+        runtime=STUDY.by_cell(STUDY.trial_runtime),
         # SLURM's CPUs for the job: the threads each rank trains with (a batch-1 step is host-bound).
-        cpus_per_task=lambda wildcards: config["train"]["threads"]
-        * devices_of(wildcards),
+        cpus_per_task=per_cell(
+            lambda cell: config["train"]["threads"] * STUDY.design.devices(cell)
+        ),
     params:
         # The job's identity; it also keys the between-workflow cache, which hashes params and
-        # inputs but not wildcards.
-        budget=lambda wildcards: cell_of(wildcards).budget,
+        # inputs but not wildcards. Each a value per cell (per_cell), computed once when the plan is read.
+        budget=per_cell(lambda cell: cell.budget),
         trial=lambda wildcards: int(wildcards.trial),
-        cell=lambda wildcards: wildcards.cell,
-        levels=lambda wildcards: STUDY.design.levels(cell_of(wildcards)),
+        cell="{cell}",
+        levels=per_cell(STUDY.design.levels),
         study_seed=lookup(dpath="study/seed", within=config),
-        model=lambda wildcards: STUDY.design.model_config(cell_of(wildcards)),
-        train=lambda wildcards: STUDY.design.train_config(cell_of(wildcards)),
+        model=per_cell(STUDY.design.model_config),
+        train=per_cell(STUDY.design.train_config),
         # meter.*, and in a study with multi-device trials the most devices any trains on: auto decides once for it
         meter={**config["meter"], **STUDY.design.meter_extra},
         check={
@@ -97,7 +98,7 @@ rule train_trial:
             "windows": config["profile"]["check_windows"],
         },
         # eval.* with the study's shared grid: every budget evaluated at the same token counts
-        evaluation=lambda wildcards: STUDY.design.eval_config(cell_of(wildcards)),
+        evaluation=per_cell(STUDY.design.eval_config),
         code=STUDY.code("train_trial.py"),
     script:
         "../scripts/train_trial.py"
@@ -131,7 +132,7 @@ rule train_stable:
         **STUDY.hardware_resources("stable"),
         gpu=1,
         mem_mb=8000,
-        runtime=lambda wildcards: STUDY.stable_runtime(wildcards.stable),
+        runtime=STUDY.by_cell(STUDY.stable_runtime, "stable"),
         cpus_per_task=config["train"]["threads"],
     params:
         # The stretch's identity (its end, in real tokens, as a trial's budget) and how it trains: its cells' settings
@@ -142,14 +143,10 @@ rule train_stable:
         trial=lambda wildcards: int(wildcards.trial),
         point=lambda wildcards: int(wildcards.point),
         cell=lambda wildcards: f"stable/{wildcards.stable}p{wildcards.point}",
-        levels=lambda wildcards: STUDY.design.levels(
-            STUDY.design.stable_cell(wildcards.stable)
-        ),
+        levels=per_cell(STUDY.design.levels, "stable"),
         study_seed=lookup(dpath="study/seed", within=config),
-        model=lambda wildcards: STUDY.design.model_config(
-            STUDY.design.stable_cell(wildcards.stable)
-        ),
-        train=lambda wildcards: STUDY.design.stable_train_config(wildcards.stable),
+        model=per_cell(STUDY.design.model_config, "stable"),
+        train=STUDY.by_cell(STUDY.design.stable_train_config, "stable"),
         meter=lookup(dpath="meter", within=config),
         check={
             "matmul_size": config["profile"]["matmul_size"],

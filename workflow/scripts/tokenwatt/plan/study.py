@@ -135,16 +135,35 @@ class Study:
         cells = [c for c in self.design.cells if self.design.stable_key(c) == key]
         return self.trial_runtime(max(cells, key=self.design.tokens).id)
 
-    def hardware_resources(self, wildcard: str) -> dict[str, Callable[[Any], Any]]:
-        """The scheduler resources the design's hardware levels set (gpu_model, slurm_partition, constraint), each a
-        function of the job's wildcards, whose ``wildcard`` (``cell``; ``profile`` for a device profile's job,
-        ``stable`` for a stable run's stretch) names the cell; "" where a level leaves one unset (the executor
-        ignores it)."""
+    def by_cell(self, value_of: Callable[[str], Any], wildcard: str = "cell") -> Any:
+        """A rule's value that depends on its job's cell alone, computed once per cell when the plan is read:
+        ``value_of(key)`` for each key the ``wildcard`` takes (``cell``: a cell id; ``profile``: a device profile's
+        key; ``stable``: a stable run's key). The value itself where every key gives the same, else a function of the
+        job's wildcards that looks it up.
+
+        Why: Snakemake calls each of a rule's functions once per job and inspects its signature every time; at
+        15 000 trials those calls, not the values, were most of a dry run's own cost (benchmarks/plan.py)."""
+        design = self.design
+        keys = {
+            "cell": lambda: [c.id for c in design.cells],
+            "profile": design.profile_keys,
+            "stable": lambda: sorted({design.stable_key(c) for c in design.cells}),
+        }[wildcard]()
+        values = {key: value_of(key) for key in keys}
+        first = next(iter(values.values()))
+        if all(value == first for value in values.values()):
+            return first
+        return lambda wildcards: values[wildcards[wildcard]]
+
+    def hardware_resources(self, wildcard: str) -> dict[str, Any]:
+        """The scheduler resources the design's hardware levels set (gpu_model, slurm_partition, constraint), each by
+        the cell its job's ``wildcard`` names (``by_cell``); "" where a level leaves one unset (the executor ignores
+        it)."""
         design = self.design
         cell_for = {"cell": design.cell, "profile": design.profile_cell, "stable": design.stable_cell}[wildcard]
         names = sorted({name for c in design.cells for name in design.resources(c)})
         return {
-            name: (lambda wildcards, name=name: design.resources(cell_for(wildcards[wildcard])).get(name, ""))
+            name: self.by_cell(lambda key, name=name: design.resources(cell_for(key)).get(name, ""), wildcard)
             for name in names
         }
 
