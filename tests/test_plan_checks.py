@@ -15,10 +15,11 @@ from test_design import DEFAULT, SCHEMA
 from tokenwatt.analysis.curves.censored import MIN_EXACT_PAIRS
 from tokenwatt.analysis.products import products_of
 from tokenwatt.common.files import write_parquet
+from tokenwatt.data.chunking import write_chunk_record
 from tokenwatt.plan import capacity, startup
 from tokenwatt.plan.config import validate_config
 from tokenwatt.plan.study import Study
-from workflow_helpers import ROOT, snakemake
+from workflow_helpers import ROOT, TINY, clone, snakemake
 
 SCRIPTS = ROOT / "workflow" / "scripts"
 
@@ -47,8 +48,10 @@ def _chunks_on_disk(results: Path, config: dict, tokens: int, chunks: int = 100)
     n_real = [tokens // chunks] * (chunks - 1) + [tokens - (tokens // chunks) * (chunks - 1)]
     write_parquet(data / "chunks_train.parquet", pl.DataFrame({"chunk_id": range(chunks), "n_real": n_real}))
     study = _study(config)
-    capacity.write_chunk_record(
-        str(data / "chunks_train.parquet"), capacity.chunk_settings(study.config, study.design, study.design.cells[0])
+    write_chunk_record(
+        data / "chunks_train.settings.json",
+        data / "chunks_train.parquet",
+        capacity.chunk_settings(study.config, study.design, study.design.cells[0]),
     )
 
 
@@ -115,14 +118,32 @@ def _dry_run(folder: Path, config: dict) -> tuple[int, str]:
     return proc.returncode, proc.stdout + proc.stderr
 
 
+def _tiny_dry_run(work: Path, budgets: list[int]) -> tuple[int, str]:
+    """`snakemake -n` on the tiny study with other budgets, as a user adds a config file over it."""
+    (work / "budgets.yaml").write_text(yaml.safe_dump({"study": {"budgets": budgets}}))
+    proc = snakemake(work, "-n", *TINY, "budgets.yaml", check=False)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
 @pytest.mark.workflow
-def test_a_dry_run_refuses_a_budget_the_chunks_on_disk_cannot_fill(tmp_path):
-    config = _config(tmp_path)
-    config["results"] = "results"
-    _chunks_on_disk(tmp_path / "results", config, 30_000)
-    code, out = _dry_run(tmp_path, config)
-    assert code != 0 and "study.budgets: budget 50,000 needs 50,000 real training tokens" in out
-    assert "Traceback" not in out and ".smk" not in out
+def test_a_dry_run_refuses_a_budget_above_the_tokens_the_chunk_job_recorded(tmp_path):
+    work = clone(tmp_path)
+    snakemake(work, *TINY, "--cores", "1", "results/data/chunks_train.parquet")  # the data stage up to the chunks
+    held = json.loads((work / "results/data/chunks_train.settings.json").read_text())["real_tokens"]
+    code, out = _tiny_dry_run(work, [1000, held + 1])
+    assert code != 0 and "tokenwatt cannot run this plan:" in out
+    asked = f"budget {held + 1:,} needs {held + 1:,} real training tokens"
+    assert f"study.budgets: {asked}, and the training chunks hold {held:,}" in out
+    assert "raise corpus.synthetic.documents (now 120)" in out
+    assert "Job stats" not in out and "Traceback" not in out and ".smk" not in out  # before any job is planned
+
+
+@pytest.mark.workflow
+def test_before_the_chunks_exist_a_dry_run_warns_of_a_budget_above_the_estimate_and_plans_it(tmp_path):
+    code, out = _tiny_dry_run(clone(tmp_path), [1000, 50_000])
+    assert code == 0 and "Job stats" in out
+    assert "study.budgets: budget 50,000 needs 50,000 real training tokens, likely more than the corpus holds" in out
+    assert "an ESTIMATE" in out and "the plan checks it exactly once the chunks exist" in out
 
 
 @pytest.mark.workflow

@@ -15,6 +15,10 @@ def start_checks():
     cannot do for them. Once per run: a project that uses tokenwatt as a module may call it from its own onstart after
     tokenwatt did."""
     planned = startup.planned_by_rule(workflow.dag.needrun_jobs(), rules)
+    if why := startup.interim_refusal(planned, interim_rules(), asked_interim_only()):
+        # the sentence alone, after the job table the logger prints: this rule file's line would say nothing to act on
+        logger.error(why)
+        sys.exit(1)
     # --resources gpu=N (absent: not limited); Snakemake 9 keeps a Resource, earlier a number
     gpus = workflow.global_resources.get("gpu")
     gpus = getattr(gpus, "value", gpus)
@@ -22,6 +26,22 @@ def start_checks():
         STUDY, planned, workflow.local_exec, DOWNLOADS_NEEDED, gpus
     ):
         raise WorkflowError(why)
+
+
+def interim_rules():
+    """The interim report's rules by the names Snakemake runs them under (a project may rename them: ``as tw_*``)."""
+    own = ["interim", "interim_aggregate", "interim_figures", "interim_report"]
+    own += [f"interim_{p.name}" for p in STUDY.products]
+    own += [f"interim_{p.name}_figures" for p in STUDY.products if p.figures]
+    return {getattr(rules, name).rule.name for name in own if rules.has(name)}
+
+
+def asked_interim_only():
+    """Whether the run's targets are the interim report's alone: its rules, or files under results/interim/."""
+    targets, folder = workflow.dag_settings.targets, LAYOUT.interim() + os.sep
+    return bool(targets) and all(
+        t in interim_rules() or os.path.normpath(t).startswith(folder) for t in targets
+    )
 
 
 def forced_jobs_noted(wildcards):

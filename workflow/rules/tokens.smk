@@ -1,4 +1,5 @@
 # Token stage: tokenizer, fixed-length chunks per split, nested budget subsets per trial.
+from tokenwatt.plan.capacity import chunk_job_settings
 
 
 rule tokenizer:
@@ -29,7 +30,9 @@ rule chunk:
         docs=lambda wildcards: LAYOUT.chunked_documents(wildcards.sel, wildcards.split),
         tokenizer=LAYOUT.data("{tok}", "tokenizer"),
     output:
-        LAYOUT.data("{tok}", "{sel}chunks_{split}.parquet"),
+        chunks=LAYOUT.chunks("{tok}", "{sel}", "{split}"),
+        # the settings, real tokens and size of the chunks, which the plan checks the budgets against (capacity.py)
+        record=LAYOUT.chunk_record("{tok}", "{sel}", "{split}"),
     log:
         LAYOUT.log("chunk", "{tok}{sel}{split}"),
     cache: workflow.workflow_settings.cache is not None
@@ -43,6 +46,13 @@ rule chunk:
         # Wildcards are not part of the cache key; params are.
         split=lambda wildcards: wildcards.split,
         options=lookup(dpath="chunk", within=config),
+        # what the record names: every setting the chunks depend on, so that a restored record names its own
+        settings=lambda wildcards: chunk_job_settings(
+            config,
+            STUDY.design,
+            wildcards.tok,
+            wildcards.sel.removeprefix("sel=").removesuffix("/") or None,
+        ),
         code=STUDY.code("chunk.py"),
     script:
         "../scripts/chunk.py"

@@ -10,7 +10,10 @@ traceback on the terminal. Text only: this module writes nothing.
 from __future__ import annotations
 
 import errno
+import os
+import shutil
 import signal
+from pathlib import Path
 from types import TracebackType
 
 PACKAGE = "tokenwatt"
@@ -58,15 +61,47 @@ def written_path(err: BaseException) -> str | None:
     return found
 
 
-def explain(err: BaseException) -> str | None:
-    """The sentence for an expected failure: what went wrong and what to do (None for a bug: it keeps its traceback)."""
+def explain(err: BaseException, folder: str | os.PathLike | None = None) -> str | None:
+    """The sentence for an expected failure: what went wrong and what to do (None for a bug: it keeps its traceback).
+    ``folder``: where the job writes (its results folder), named with its free space when a full disk stops it."""
     if (why := disk_full(err)) is not None:
         path = written_path(err)
         target = f"while writing {path}" if path else "while this job wrote its outputs"
-        return f"{why} {target}; free space on that disk (or set `results` to a folder on a larger one) and rerun"
+        where = os.path.dirname(path) if path else folder
+        free = free_space(where) if where is not None else None
+        room = f" ({where} has {free} free)" if free else ""
+        return (
+            f"{why} {target}; free space on that disk{room}, or set `results` to a folder on a larger one, and rerun "
+            "the same command: every finished trial and file is kept, and a trial with a checkpoint resumes from it"
+        )
     if is_tokenwatt_error(err):
         return str(err)
     return None
+
+
+def free_space(folder: str | os.PathLike) -> str | None:
+    """The free space on the disk of ``folder`` (its nearest existing parent), in words; None where it cannot be read."""
+    path = os.path.abspath(folder)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    try:
+        free = float(shutil.disk_usage(path).free)
+    except OSError:
+        return None
+    for unit in ("B", "KB", "MB", "GB"):
+        if free < 1000 or unit == "GB":
+            return f"{free:.0f} {unit}" if unit == "B" else f"{free:.1f} {unit}"
+        free /= 1000
+    return None
+
+
+def results_folder(log_path: str | os.PathLike) -> str:
+    """The results folder a job's log is under (``<results>/logs/<rule>/…``), or the log's own folder."""
+    path = Path(log_path)
+    for parent in path.parents:
+        if parent.name == "logs":
+            return str(parent.parent)
+    return str(path.parent)
 
 
 class JobStopped(RuntimeError):

@@ -232,9 +232,9 @@ def logged(log_path: str | Path, append: bool = False, job: str | None = None) -
             traceback_file(log_path).unlink(missing_ok=True)
         fh = open(log_path, "a" if append else "w", buffering=1, encoding="utf-8")
     except OSError as err:  # no log to keep a traceback in: a full disk is still said in words
-        from .failures import explain
+        from .failures import explain, results_folder
 
-        if (sentence := explain(err)) is None:
+        if (sentence := explain(err, results_folder(log_path))) is None:
             raise
         print(f"tokenwatt: {sentence}", file=terminal, flush=True)
         raise SystemExit(1) from None
@@ -245,9 +245,9 @@ def logged(log_path: str | Path, append: bool = False, job: str | None = None) -
             except BaseException as err:
                 import traceback
 
-                from .failures import explain
+                from .failures import explain, results_folder
 
-                sentence = explain(err) if isinstance(err, Exception) else None
+                sentence = explain(err, results_folder(log_path)) if isinstance(err, Exception) else None
                 with contextlib.suppress(OSError):  # the log's disk may be the full one
                     traceback.print_exc(file=fh)
                 if sentence is None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -64,3 +68,16 @@ def chunk_documents(docs: pl.DataFrame, tok, length: int, add_bos: bool, add_eos
     eos = tok.eos_token_id if add_eos else None
     framed = [with_special_tokens(ids, bos, eos) for ids in encoded]
     return chunk_ids(docs["doc_id"].to_list(), framed, length, tok.pad_token_id)
+
+
+def write_chunk_record(record: str | Path, chunks: str | Path, settings: Mapping[str, Any]) -> None:
+    """The chunk job's record of the chunk file it wrote: the settings it was made under (the rule's params, every one
+    the chunks depend on), its real tokens (the sum of ``n_real``) and its size, which ties the record to this file.
+    The plan reads it (plan.capacity) to refuse a budget above the corpus before any job."""
+    from ..common.files import write_text
+
+    tokens = int(pl.scan_parquet(chunks).select(pl.col("n_real").sum()).collect().item() or 0)
+    text = json.dumps(
+        {"settings": settings, "real_tokens": tokens, "bytes": os.path.getsize(chunks)}, sort_keys=True, default=str
+    )
+    write_text(record, text + "\n")

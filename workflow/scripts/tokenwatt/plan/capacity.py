@@ -1,11 +1,12 @@
 """Whether the corpus holds the real tokens the study's budgets ask for, said before any job rather than found by a
 subset job after the data stage.
 
-Once the training chunks exist and are known to be current (their record, ``chunk_record``, names every setting they
-depend on as the config names it now: ``chunk_settings``), their real tokens are counted and a budget above them
-refuses the plan, a dry run included. Before that, or where they are not known to be current, the tokens are estimated from the corpus's
-settings (the synthetic stories' count, or the local or package files' size) and a budget above the estimate is warned
-of, said to be an estimate. The subset job keeps its own refusal (``data.subsets.draw_subset``), which stays exact.
+The chunk job writes a record beside its chunks (``Layout.chunk_record``, ``data.chunking.write_chunk_record``): every setting they
+depend on as the config named them (``chunk_settings``), their real tokens and their file's size. Once that record
+exists and names the settings the config names now, a budget above its tokens refuses the plan, a dry run included.
+Before that, or where the chunks are not known to be current, the tokens are estimated from the corpus's settings (the
+synthetic stories' count, or the local or package files' size) and a budget above the estimate is warned of, said to
+be an estimate. The subset job keeps its own refusal (``data.subsets.draw_subset``), which stays exact.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class Need:
     that asks for them."""
 
     chunks: str
+    record: str
     tokens: int
     cell: Cell
     selection: str | None
@@ -45,25 +47,33 @@ def needs(design: Design, layout: Layout) -> list[Need]:
     """Per training-chunk file, the largest tokens a trial draws from it (budget × the model level's budget_scale)."""
     largest: dict[str, Need] = {}
     for cell in design.cells:
-        chunks = layout.data(design.tokenizer_key(cell), f"{design.selection_key(cell)}chunks_train.parquet")
+        tok, sel = design.tokenizer_key(cell), design.selection_key(cell)
+        chunks = layout.chunks(tok, sel, "train")
         level = dict(cell.levels).get("selection")
         if chunks not in largest or design.tokens(cell) > largest[chunks].tokens:
-            largest[chunks] = Need(chunks, design.tokens(cell), cell, level)
+            largest[chunks] = Need(chunks, layout.chunk_record(tok, sel, "train"), design.tokens(cell), cell, level)
     return list(largest.values())
 
 
 def chunk_settings(config: Mapping[str, Any], design: Design, cell: Cell) -> dict[str, Any]:
-    """Every setting a cell's training chunks depend on, through the data-stage rules' params (corpus.smk,
-    tokens.smk, selection.smk): the corpus source and its settings, normalize.*, split.eval_documents, study.seed
-    (the split and the selection steps draw with it), the tokenizer the cell trains with, chunk.*, selection.* (the
-    decontamination every study runs) and the cell's selection level's steps."""
-    corpus, level = config["corpus"], dict(cell.levels).get("selection")
+    """Every setting a cell's training chunks depend on (``chunk_job_settings`` of its tokenizer and selection
+    level)."""
+    return chunk_job_settings(config, design, design.tokenizer_key(cell), dict(cell.levels).get("selection"))
+
+
+def chunk_job_settings(config: Mapping[str, Any], design: Design, tok: str, level: str | None) -> dict[str, Any]:
+    """Every setting one chunk job's chunks depend on (``tok``: its tokenizer key; ``level``: its selection level, or
+    None), through the data-stage rules' params (corpus.smk, tokens.smk, selection.smk): the corpus source and its
+    settings, normalize.*, split.eval_documents, study.seed (the split and the selection steps draw with it), the
+    tokenizer, chunk.*, selection.* (the decontamination every study runs) and the selection level's steps. The chunk
+    rule passes them as a param, so the record it writes, restored from the store or a cache too, names its own."""
+    corpus = config["corpus"]
     settings = {
         "corpus": {"source": corpus["source"], "settings": corpus[corpus["source"]]},
         "normalize": config.get("normalize"),
         "split": config.get("split"),
         "seed": config["study"].get("seed"),
-        "tokenizer": design.tokenizer_config(design.tokenizer_key(cell)),
+        "tokenizer": design.tokenizer_config(tok),
         "chunk": config.get("chunk"),
         "selection": config.get("selection"),
         "level": None if level is None else design.selection_config(level),
@@ -71,45 +81,29 @@ def chunk_settings(config: Mapping[str, Any], design: Design, cell: Cell) -> dic
     return json.loads(json.dumps(settings, sort_keys=True, default=str))
 
 
-def chunk_record(chunks: str) -> str:
-    """The record beside a chunk file of the settings it was made under (``chunk_settings``)."""
-    return str(Path(chunks).with_suffix(".settings.json"))
-
-
-def write_chunk_record(chunks: str, settings: Mapping[str, Any]) -> None:
-    """Record the settings a chunk file was made under, after the file itself (the data stage's chunk job)."""
-    Path(chunk_record(chunks)).write_text(json.dumps(settings, sort_keys=True, default=str), encoding="utf-8")
-
-
-def chunks_current(chunks: str, source_record: str, settings: Mapping[str, Any]) -> bool:
-    """Whether a chunk file on disk was made under every setting the config names now (``chunk_settings``): its
-    record beside it names the same settings, the corpus job's record (corpus_source.json) the same source and
-    settings, and the chunks are not older than either. Chunks of other settings, or of settings not recorded,
-    say nothing of the ones this config makes."""
-    record_path = chunk_record(chunks)
+def current_tokens(need: Need, source_record: str, settings: Mapping[str, Any]) -> int | None:
+    """The real tokens of a chunk file on disk that was made under every setting the config names now
+    (``chunk_settings``), from its record; None where that is not known. Current means: its record names the same
+    settings and the file's size, the corpus job's record (corpus_source.json) the same source and settings, and the
+    chunks are not older than the corpus's record (a corpus remade from edited files, its settings unchanged). Times
+    are a link's own, as Snakemake reads them (a cached output is a link)."""
     try:
-        record = json.loads(Path(record_path).read_text(encoding="utf-8"))
+        record = json.loads(Path(need.record).read_text(encoding="utf-8"))
         source = json.loads(Path(source_record).read_text(encoding="utf-8"))
-        if os.path.getmtime(chunks) < os.path.getmtime(source_record):
-            return False
-        if os.path.getmtime(record_path) < os.path.getmtime(chunks):
-            return False
-    except (OSError, ValueError):
-        return False
-    corpus = settings["corpus"]
-    return (
-        record == settings and source.get("source") == corpus["source"] and source.get("settings") == corpus["settings"]
-    )
-
-
-def chunk_tokens(chunks: str) -> int | None:
-    """The real tokens of a chunk file, or None where it cannot be read (its own job's reader names a damaged file)."""
-    import polars as pl  # only where chunks exist: the Snakefile imports this module at every start
-
-    try:
-        return int(pl.scan_parquet(chunks).select(pl.col("n_real").sum()).collect().item())
-    except Exception:  # noqa: BLE001 - any unreadable file is left to the jobs that read it
+        if os.lstat(need.chunks).st_mtime < os.lstat(source_record).st_mtime:
+            return None
+        if record.get("bytes") != os.path.getsize(need.chunks):
+            return None
+        tokens = int(record["real_tokens"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+    corpus = settings["corpus"]
+    same = (
+        record.get("settings") == settings
+        and source.get("source") == corpus["source"]
+        and source.get("settings") == corpus["settings"]
+    )
+    return tokens if same else None
 
 
 def add_data(corpus: Mapping[str, Any]) -> str:
@@ -166,11 +160,10 @@ def corpus_problems(
     fix = f"lower study.budgets, or add data: {add_data(corpus)}"
     estimate = None
     for need in needs(design, layout):
-        settings = chunk_settings(config, design, need.cell)
-        if os.path.exists(need.chunks) and chunks_current(need.chunks, source_record, settings):
-            held = chunk_tokens(need.chunks)
+        held = current_tokens(need, source_record, chunk_settings(config, design, need.cell))
+        if held is not None:
             level = f" of design.selection level {need.selection!r}" if need.selection else ""
-            if held is not None and need.tokens > held:
+            if need.tokens > held:
                 refusals.append(
                     f"study.budgets: {_asks(need)} needs {need.tokens:,} real training tokens, and the training "
                     f"chunks{level} hold {held:,} ({need.chunks}); {fix}"

@@ -93,6 +93,15 @@ class Layout:
         """A tokenizer's data ({tok}: "" for the study's tokenizer, tok=<model level>/ for a level's own)."""
         return self.path("data", f"{tok}{name}")
 
+    def chunks(self, tok: str, sel: str, split: str) -> str:
+        """A chunk job's chunks of one split ({sel}: "" for the eval split and a study without a selection factor)."""
+        return self.data(tok, f"{sel}chunks_{split}.parquet")
+
+    def chunk_record(self, tok: str, sel: str, split: str) -> str:
+        """The chunk job's record beside its chunks: their settings, real tokens and size (plan.capacity), which the
+        plan reads to refuse a budget above the corpus before any job."""
+        return self.data(tok, f"{sel}chunks_{split}.settings.json")
+
     def subset(self, tok: str, sel: str, budget: int | str, trial: int | str) -> str:
         """A trial's subset of one tokenizer's chunks ({sel}: "" without a selection factor, sel=<level>/ with one)."""
         return self.path("subsets", f"{tok}{sel}b{budget}", f"t{trial}.json")
@@ -150,8 +159,20 @@ class Layout:
         ]
 
     def finished(self, exists: Callable[[str], bool] = os.path.exists) -> list[tuple[str, int]]:
-        """(cell, trial) of every trial whose files all exist now (the interim report reads these, never trains)."""
-        return [(c, t) for c, t in self.expected if all(map(exists, self.trial(c, t)))]
+        """(cell, trial) of every trial whose files all exist now and whose inputs were not remade since (the interim
+        report reads these, never trains)."""
+        return [(c, t) for c, t in self.expected if all(map(exists, self.trial(c, t))) and self.inputs_kept(c, t)]
+
+    def inputs_kept(self, cell: str, trial: int | str) -> bool:
+        """Whether a trial's inputs (``trial_inputs``) are all there and none is newer than its record. A study that
+        remakes its data stage (a changed config or corpus) deletes and rewrites them: the trial it finished before is
+        then not finished under it, and Snakemake would train it again for any job that read it, an interim report's
+        too. Times are a link's own, as Snakemake reads them (a cached output is a link)."""
+        try:
+            done = os.lstat(self.trial(cell, trial).metrics).st_mtime
+            return all(os.lstat(path).st_mtime <= done for path in self.trial_inputs(cell, trial).values())
+        except OSError:
+            return False
 
     def first_finished(self, exists: Callable[[str], bool] = os.path.exists) -> list[tuple[str, int]]:
         """Per cell, its first finished trial: the interim figures' power traces."""

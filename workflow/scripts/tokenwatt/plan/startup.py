@@ -124,6 +124,24 @@ def refusal(
     return "tokenwatt cannot start this study here:\n  " + preflight.report(found) if found else None
 
 
+def interim_refusal(planned: Mapping[str, int], interim: set[str], asked_interim_only: bool) -> str | None:
+    """Why a run that asked for the interim report alone (``asked_interim_only``) cannot start, or None: the interim
+    report only reads what the study finished (``interim``: its rules' names), and these jobs (``planned``, by rule)
+    would run the study's own beside the running study. Snakemake plans them where a file the report reads is one the
+    study is remaking (its data stage rerun for a changed config or corpus): nothing of it is finished under this
+    config yet."""
+    own = {rule: n for rule, n in planned.items() if rule not in interim}
+    if not asked_interim_only or not own:
+        return None
+    jobs = ", ".join(f"{n} {rule}" for rule, n in sorted(own.items()))
+    return (
+        f"tokenwatt: the interim report runs no job of the study, and now it would run {jobs}: the study is remaking "
+        "files its finished trials or data summaries read (its data stage runs, for a changed config or corpus), so "
+        "nothing it reads is finished under this config yet; run the interim report again once the study's data "
+        "stage is done and a trial has finished (`snakemake -n` lists what the study has left)"
+    )
+
+
 def dry_run_warnings(study: Study, submits_only: bool = False) -> list[str]:
     """A plan is made on any machine (a laptop, a cluster's login node): what this one lacks is said, not refused;
     under a cluster executor (``submits_only``) the device and meter are the nodes' to check, never this machine's."""
