@@ -32,19 +32,18 @@ from scipy import stats as sps
 from ..frame import frame, in_frame
 from ..products import Result
 from ..tables import SCALING_TABLES
-from .allocation import allocate
-from .energy_per_token import FLOPS_PER_TOKEN, EnergyChoice, choose_energy
+from .energy_per_token import choose_energy
 from .frontier import FrontierPoints, frontier
-from .law import PUBLISHED, Law, LawFit, ScalingInputError, fit_law
+from .law import PUBLISHED, LawFit, ScalingInputError, fit_law
+from .optimal import allocation
 from .units import (
     LACK_OF_FIT_REPLICATES,
     SIZE,
     TRIAL,
-    Jackknife,
     LawUncertainty,
     lack_of_fit,
     law_uncertainty,
-    stack,
+    without,
 )
 
 N_COUNTS = {"total": "params", "non_embedding": "non_embedding_params"}
@@ -270,7 +269,7 @@ def analyse_scaling(curves: pl.DataFrame, trials: pl.DataFrame, settings: Mappin
         def retuned(dim: str, unit: Any) -> tuple[pl.DataFrame, pl.DataFrame, list[dict[str, Any]]]:
             """The points and sizes with the rate chosen again on the trials left without ``unit``: the choice
             looked at the same losses the law is fitted to, so each jackknife refit makes it anew."""
-            kept, again = tuned_learning_rates(_without(swept, dim, unit))
+            kept, again = tuned_learning_rates(without(swept, dim, unit))
             return points(curves, kept, out["points"]), sizes(kept), again
 
     out["size_effect"] = size_effect(trials)
@@ -330,10 +329,6 @@ def _units(points: pl.DataFrame) -> dict[str, np.ndarray]:
     return {TRIAL: points["trial"].to_numpy(), SIZE: points["params"].to_numpy().astype(float)}
 
 
-def _without(table: pl.DataFrame, dim: str, unit: Any) -> pl.DataFrame:
-    return table.filter(pl.col("trial" if dim == TRIAL else "params") != unit)
-
-
 def _fits(
     chosen: pl.DataFrame,
     sized: pl.DataFrame,
@@ -380,46 +375,7 @@ def _fits(
             for dim, refits in laws["total"][1].refits.items()
             for unit, _ in refits
         }
-    total = [e for e in out["energy_per_token"] if e["energy"] == "joules_per_token" and e["status"] == "ok"]
-    if len(total) > 1:
-        out["allocation_message"] = (
-            "Several device profiles (hardware levels or precisions): e(N) is fitted per profile above; "
-            "the energy-optimal allocation needs one device's e(N), so run it per profile."
-        )
-    elif unpinned := [k for k in ("alpha", "beta") if k in laws["total"][0].not_identified]:
-        out["allocation_message"] = (
-            "No allocation: "
-            + "; ".join(f"{k} is not identified ({laws['total'][0].not_identified[k]})" for k in unpinned)
-            + ". An allocation, and whether it differs from the FLOP-optimal one, would rest on it."
-        )
-    elif total:
-        profile = total[0]["hardware"]
-        # The allocation, its budgets and its intervals use this profile's trials only (pooling devices would mix
-        # what a token costs on each).
-        sized = (
-            sized.filter(pl.col("hardware") == profile)
-            .drop_nulls("joules_per_token")
-            .filter(pl.col("joules_per_token") > 0)
-        )
-        if "device_profile" in trials.columns:
-            trials = trials.filter(pl.col("device_profile") == profile)
-            out["allocation_profile"] = profile
-        measured = trials["energy_j"].drop_nulls()
-        budgets = np.asarray(
-            settings.get("energy_budgets") or np.geomspace(measured.min() / 10, measured.max() * 10, 9), float
-        )
-        lof = out["law_total"]["lack_of_fit"]
-        doubt = (
-            "the law is rejected by its lack-of-fit screen"
-            if lof["fits"] is False
-            else f"{', '.join(laws['total'][0].not_identified)} not identified"
-            if laws["total"][0].not_identified
-            else None
-        )
-        resized = (lambda d, u: retuned(d, u)[1].filter(pl.col("hardware") == profile)) if retuned else None
-        out.update(
-            _allocations(*laws["total"], sized, budgets, (float(measured.min()), float(measured.max())), doubt, resized)
-        )
+    out.update(allocation(out, laws["total"], sized, trials, settings, retuned))
     out["status"] = "ok"
     return out
 
@@ -495,135 +451,6 @@ def _frontier(
     except ScalingInputError as err:
         return {"status": "not computed", "message": f"The frontier cannot be estimated from these points: {err}"}
     return {"status": "ok", "notes": notes, **got}
-
-
-# The allocation's quantities per budget, in the order of ``_allocation_row``; all positive, intervals on log scale.
-ALLOCATION_QUANTITIES = ("N", "D", "loss", "flops_N", "flops_D", "ratio_N")
-
-
-def _allocation_row(law: Law, energy: EnergyChoice, budgets: np.ndarray) -> np.ndarray:
-    """Per budget: the energy-optimal N*, D*, L*, the FLOP-optimal N*, D* of the same FLOPs (6 N* D*), and the
-    ratio of the two N*; NaN where there is no optimum."""
-    e = allocate(law, energy.model, budgets)
-    f = allocate(law, FLOPS_PER_TOKEN, np.where(np.isfinite(e.N), 6 * e.N * e.D, 1.0), "flops")
-    f_N, f_D = (np.where(np.isfinite(e.N), v, np.nan) for v in (f.N, f.D))
-    return np.concatenate([e.N, e.D, e.loss, f_N, f_D, e.N / f_N])
-
-
-def _allocations(
-    law: LawFit,
-    uncertainty: LawUncertainty,
-    sized: pl.DataFrame,
-    budgets: np.ndarray,
-    measured: tuple[float, float],
-    doubt: str | None,
-    resized: Callable[[str, Any], pl.DataFrame] | None = None,
-) -> dict[str, Any]:
-    """The energy- and FLOP-optimal allocations with jackknife intervals: each left-out unit refits the law
-    (done already) and e(N) (the chosen form) on what is left, and allocates again. Whether the two differ is
-    judged only where it was measured (``_energy_vs_flops``: ``measured``, the trials' energy range; ``doubt``, why
-    the law itself cannot carry a verdict, if it cannot; ``resized``: a unit's sizes with the rates chosen again)."""
-    energy = choose_energy(sized["params"].to_numpy(), sized["joules_per_token"].to_numpy())
-    ranges = (
-        (max(law.N_range[0], energy.fits["power"].N_range[0]), min(law.N_range[1], energy.fits["power"].N_range[1])),
-        law.D_range,
-    )
-    point = allocate(law, energy.model, budgets, "energy", ranges)
-    if np.isnan(point.N).any():
-        return {
-            "allocation_message": (
-                "No allocation: the law has no finite energy-optimal size (it needs alpha and beta > 0 and an e(N) that "
-                f"grows with N; alpha = {law.alpha:.3g}, beta = {law.beta:.3g}, e(N) {energy.chosen}). The points do "
-                "not pin the law down (too few model sizes or budgets, or too narrow a range of them); the estimates "
-                "above show which exponent."
-            )
-        }
-    names = tuple(f"{q}[{j}]" for q in ALLOCATION_QUANTITIES for j in range(budgets.size))
-    replicates = {}
-    for d, refits in uncertainty.refits.items():
-        rows = []
-        for u, refit in refits:
-            kept = resized(d, u) if resized else _without(sized, d, u)
-            kept = kept.drop_nulls("joules_per_token").filter(pl.col("joules_per_token") > 0)
-            try:
-                e = choose_energy(kept["params"].to_numpy(), kept["joules_per_token"].to_numpy())
-            except ScalingInputError:
-                e = None
-            rows.append(None if refit is None or e is None else _allocation_row(refit, _same_form(e, energy), budgets))
-        replicates[d] = rows
-    jack = (
-        stack(names, _allocation_row(law, energy, budgets), np.ones(len(names), bool), replicates)
-        if replicates
-        else None
-    )
-    flops = allocate(law, FLOPS_PER_TOKEN, 6 * point.N * point.D, "flops", (law.N_range, law.D_range))
-    return {
-        "energy_model": {"chosen": energy.chosen, "reason": energy.reason},
-        "allocation_energy": {**point.to_dict(), **_bands(jack, budgets.size, ("N", "D", "loss"))},
-        "allocation_flops": flops.to_dict(),
-        "energy_vs_flops": _energy_vs_flops(jack, point, flops, measured, doubt),
-    }
-
-
-def _same_form(refit: EnergyChoice, full: EnergyChoice) -> EnergyChoice:
-    """A refit's e(N) in the form the full data chose (a replicate must not switch model)."""
-    return EnergyChoice(refit.fits, full.chosen, refit.delta_aicc, refit.reason)
-
-
-def _bands(jack: Jackknife | None, n: int, quantities: tuple[str, ...]) -> dict[str, Any]:
-    """Per quantity its interval bounds per budget ([low, high] lists, None where a refit had no optimum), and
-    why any is missing."""
-    if jack is None:
-        return {f"{q}_band": None for q in quantities} | {"band_note": "no intervals (see the law's units)"}
-    out: dict[str, Any] = {}
-    notes = set()
-    for q in quantities:
-        got = [jack.interval(ALLOCATION_QUANTITIES.index(q) * n + j) for j in range(n)]
-        out[f"{q}_band"] = [[g["ci_low"] for g in got], [g["ci_high"] for g in got]]
-        notes |= {g["why"] for g in got if g["why"]}
-    out["band_note"] = "; ".join(sorted(notes)) or None
-    return out
-
-
-def _energy_vs_flops(
-    jack: Jackknife | None, energy: Any, flops: Any, measured: tuple[float, float], doubt: str | None
-) -> list[dict[str, Any]]:
-    """Per budget: the energy-optimal N* over the FLOP-optimal N* of the same FLOPs, with its interval, and
-    whether the interval excludes 1 (the two splits differ on this hardware). Judged only at a budget inside the
-    trials' measured energies (``not_judged`` says why not), and nowhere when the law is rejected or not identified
-    (``doubt``); ``extrapolated``: an optimum lies beyond the measured sizes or tokens (the law's form carries it)."""
-    n = energy.budget.size
-    rows = []
-    for j in range(n):
-        iv = (
-            jack.interval(ALLOCATION_QUANTITIES.index("ratio_N") * n + j) if jack else {"ci_low": None, "ci_high": None}
-        )
-        lo, hi = iv["ci_low"], iv["ci_high"]
-        budget = float(energy.budget[j])
-        why = (
-            doubt
-            or (
-                f"the budget lies outside the trials' measured energies ({measured[0]:.3g}–{measured[1]:.3g} J)"
-                if not measured[0] <= budget <= measured[1]
-                else None
-            )
-            or ("no interval" if lo is None else None)
-        )
-        rows.append(
-            {
-                "budget_j": float(energy.budget[j]),
-                "flops": float(flops.budget[j]),
-                "ratio_N": float(energy.N[j] / flops.N[j]) if np.isfinite(flops.N[j]) else None,
-                "ci_low": lo,
-                "ci_high": hi,
-                "tokens_per_parameter_energy": float(energy.D[j] / energy.N[j]),
-                "tokens_per_parameter_flops": float(flops.D[j] / flops.N[j]) if np.isfinite(flops.N[j]) else None,
-                "differs": None if why else bool(lo > 1 or hi < 1),
-                "not_judged": why,
-                "extrapolated": any(a.extrapolated is not None and bool(a.extrapolated[j]) for a in (energy, flops)),
-            }
-        )
-    return rows
 
 
 def fitted_points(curves: pl.DataFrame, trials: pl.DataFrame, which: str) -> dict[str, pl.DataFrame]:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
+import polars as pl
 from scipy import stats as sps
 
 from .law import LAW_SUMMARY, LEVEL, Law, LawFit, ScalingInputError, fit_law
@@ -221,15 +222,7 @@ def lack_of_fit(
     df1 = K - 5
     out: dict[str, Any] = {"cells": int(K), "trials_per_cell": [int(n.min()), int(n.max())]}
     s2 = rss / df2 if df2 > 0 else 0.0
-    not_judged = (
-        "no more cells than parameters"
-        if df1 <= 0
-        else "one trial per cell: no trial × cell noise to judge it by"
-        if df2 <= 0
-        else "the trials of every cell agree up to a shift: no trial × cell noise to judge it by"
-        if s2 <= 1e-300
-        else None
-    )
+    not_judged = _unjudgeable(df1, df2, s2)
     fitted = None
     try:
         fitted = _least_squares_law(N_c, D_c, means, n, law, REFINE_SCREEN) if not not_judged else None
@@ -263,20 +256,35 @@ def lack_of_fit(
                 "verdict": "not judged (no bootstrap replicate "
                 "of the law could be refitted, so its misfit was not tested)",
             }
+    return {**out, **_screen_verdict(F, p, [df1, df2], reference, float(np.sqrt(s2)), out["rms_residual_log"])}
+
+
+def _unjudgeable(df1: int, df2: int, s2: float) -> str | None:
+    """Why the screen cannot judge the law (no degrees of freedom for the misfit or for the noise), or None."""
+    if df1 <= 0:
+        return "no more cells than parameters"
+    if df2 <= 0:
+        return "one trial per cell: no trial × cell noise to judge it by"
+    if s2 <= 1e-300:
+        return "the trials of every cell agree up to a shift: no trial × cell noise to judge it by"
+    return None
+
+
+def _screen_verdict(F: float, p: float, df: list[int], reference: str, noise_sd: float, rms: float) -> dict[str, Any]:
+    """The screen's judged entries: F against its reference, and whether the law fits within the noise, in words."""
     fits = p >= LACK_OF_FIT_P
     verdict = (
-        "no misfit detected: the law's residuals at the cell means are within the trial × cell noise "
-        f"(F = {F:.3g}, p = {p:.2g})"
+        f"no misfit detected: the law's residuals at the cell means are within the trial × cell noise (F = {F:.3g}, "
+        f"p = {p:.2g})"
         if fits
-        else f"the law does NOT fit within noise: its residuals at the cell means (RMS {out['rms_residual_log']:.3g} in log "
-        f"loss) are larger than the trial × cell noise (SD {np.sqrt(s2):.3g}) allows (F = {F:.3g}, p = {p:.2g}); what "
-        "it allocates describes a law these points do not follow"
+        else f"the law does NOT fit within noise: its residuals at the cell means (RMS {rms:.3g} in log loss) are "
+        f"larger than the trial × cell noise (SD {noise_sd:.3g}) allows (F = {F:.3g}, p = {p:.2g}); what it allocates "
+        "describes a law these points do not follow"
     )
     return {
-        **out,
-        "noise_sd_log": float(np.sqrt(s2)),
+        "noise_sd_log": noise_sd,
         "F": F,
-        "df": [df1, df2],
+        "df": df,
         "p": p,
         "reference": reference,
         "fits": fits,
@@ -404,3 +412,8 @@ def law_uncertainty(
     rows = {d: [None if f is None else _law_row(f) for _, f in reps] for d, reps in refits.items()}
     jack = stack(LAW_SUMMARY, _law_row(fit), LOG_LAW, rows) if rows else None
     return LawUncertainty(counts, refused, refits, jack)
+
+
+def without(table: pl.DataFrame, dim: str, unit: Any) -> pl.DataFrame:
+    """A table's rows without one unit of the design: a trial id (``TRIAL``) or a model size (``SIZE``)."""
+    return table.filter(pl.col("trial" if dim == TRIAL else "params") != unit)
