@@ -193,7 +193,7 @@ def test_the_report_digests_its_templates_and_the_figures_rule_does_not():
     read = _names(read_files(closure(SCRIPTS / "report.py", SCRIPTS), SCRIPTS), SCRIPTS)
     assert "tokenwatt/presentation/templates/page.html.j2" in read
     assert "tokenwatt/presentation/templates/sections/statistics.html.j2" in read
-    assert read_files(closure(SCRIPTS / "figures.py", SCRIPTS), SCRIPTS) == []
+    assert read_files(closure(SCRIPTS / "product_figures.py", SCRIPTS), SCRIPTS) == []
 
 
 def test_parsed_modules_kept_between_runs_give_the_digests_a_fresh_parse_gives(tmp_path, monkeypatch):

@@ -5,7 +5,15 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from tokenwatt.analysis.products import PRODUCTS, STEP_RECORDS, Product, Result, products_of, setting
+from tokenwatt.analysis.products import (
+    POWER_TRACES,
+    PRODUCTS,
+    STEP_RECORDS,
+    Product,
+    Result,
+    products_of,
+    setting,
+)
 from tokenwatt.common.codeclosure import closure
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts"
@@ -23,7 +31,8 @@ def test_each_product_names_a_function_of_the_analysis_stage(made):
 @pytest.mark.parametrize("made", PRODUCTS, ids=lambda p: p.name)
 def test_each_product_reads_the_aggregate_or_an_earlier_product_only(made):
     earlier = {f"{p.name}.json" for p in PRODUCTS[: PRODUCTS.index(made)]}
-    assert set(made.reads.values()) <= AGGREGATE_FILES | earlier | {STEP_RECORDS}
+    assert set(made.reads.values()) <= AGGREGATE_FILES | earlier | {STEP_RECORDS, POWER_TRACES}
+    assert set(made.draws.values()) <= AGGREGATE_FILES  # what its figures draw besides its own outputs
 
 
 def test_product_names_are_unique_and_are_not_an_aggregate_file():
@@ -43,6 +52,7 @@ def test_the_products_keep_the_reports_order():
         "curves",
         "selection",
         "scaling",
+        "trials",
     ]
 
 

@@ -9,8 +9,9 @@ import numpy as np
 import polars as pl
 import pytest
 from tokenwatt.analysis.conditions import changes_table, conditions_table
+from tokenwatt.analysis.products import product
 from tokenwatt.analysis.stats import stats_product
-from tokenwatt.common.measures import FIGURES, TESTED
+from tokenwatt.common.measures import TESTED
 from tokenwatt.presentation import figures as F
 from tokenwatt.presentation.inputs import ReportInputs
 from tokenwatt.presentation.report import render_report
@@ -18,6 +19,7 @@ from trial_records import COST, QUALITY, aggregate, raw_record
 from workflow_helpers import chromium_title
 
 BUDGETS = [10_000, 20_000, 40_000]
+FIGURES = list(product("trials").figures)
 
 
 def _records(meter="estimate", n=5):

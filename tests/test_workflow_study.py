@@ -10,8 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from statsmodels.stats.anova import AnovaRM
-from tokenwatt.analysis.products import PRODUCTS, product_figures
-from tokenwatt.common.measures import FIGURES
+from tokenwatt.analysis.products import PRODUCTS, product, product_figures
 from workflow_helpers import ANALYSIS, TINY, clone, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
@@ -20,9 +19,12 @@ pytestmark = pytest.mark.workflow
 def test_the_study_ends_in_a_report_with_every_figure(study):
     page = (study / "results/report.html").read_text()
     # the Scaling section of a study with one model size says why in a sentence and embeds none of its figures
-    assert page.count("data:image/png;base64,") == len(FIGURES) and "A study with a design.model factor" in page
+    assert (
+        page.count("data:image/png;base64,") == len(product("trials").figures)
+        and "A study with a design.model factor" in page
+    )
     for ext in ("png", "svg"):
-        assert len(list((study / "results/figures").glob(f"*.{ext}"))) == len(FIGURES + product_figures(PRODUCTS))
+        assert len(list((study / "results/figures").glob(f"*.{ext}"))) == len(product_figures(PRODUCTS))
 
 
 def test_the_device_profile_is_measured_once_before_any_trial(study):
@@ -94,7 +96,7 @@ def test_every_job_wrote_its_log(study):
         "train_trial",
         "aggregate",
         "stats",
-        "figures",
+        "trials_figures",
         "report",
     ):
         assert list(logs.glob(f"{rule}*")), rule
@@ -175,7 +177,11 @@ def _edited(path):
 
 
 def test_a_figure_style_change_reruns_only_figures_and_report(study):
-    assert planned_jobs(study, *_with(study, "figures: {dpi: 99}")) == {"figures": 1, "scaling_figures": 1, "report": 1}
+    assert planned_jobs(study, *_with(study, "figures: {dpi: 99}")) == {
+        "trials_figures": 1,
+        "scaling_figures": 1,
+        "report": 1,
+    }
 
 
 def test_one_more_budget_runs_only_its_subsets_and_trials_then_the_analysis(study):
@@ -237,7 +243,7 @@ def test_editing_the_analysis_library_reruns_only_the_analysis(study):
     with _edited(study / "workflow/scripts/tokenwatt/analysis/aggregate.py"):
         assert planned_jobs(study, *TINY) == ANALYSIS
     with _edited(study / "workflow/scripts/tokenwatt/presentation/figures.py"):
-        assert planned_jobs(study, *TINY) == {"figures": 1, "scaling_figures": 1, "report": 1}
+        assert planned_jobs(study, *TINY) == {"trials_figures": 1, "scaling_figures": 1, "report": 1}
 
 
 def test_a_scaling_setting_or_an_edit_to_the_interval_method_reruns_only_the_scaling_analysis(study):

@@ -1,4 +1,4 @@
-# Analysis stage: per-trial table and condition summaries, statistics, figures.
+# Analysis stage: per-trial table and condition summaries, then the analysis products and their figures.
 
 
 rule aggregate:
@@ -69,6 +69,7 @@ for _product, _twin in [(p, i) for p in STUDY.products for i in (False, True)]:
         resources:
             mem_mb=2000,
         params:
+            **power_trace_keys(_product, _twin),
             product=_product.name,
             settings=setting(config, _product.settings),
             code=STUDY.code("analyse.py", _product.module),
@@ -76,34 +77,8 @@ for _product, _twin in [(p, i) for p in STUDY.products for i in (False, True)]:
             "../scripts/analyse.py"
 
 
-rule figures:
-    input:
-        trials=LAYOUT.analysis("trials.parquet"),
-        conditions=LAYOUT.analysis("conditions.csv"),
-        changes=LAYOUT.analysis("changes.csv"),
-        curves=LAYOUT.analysis("curves.parquet"),
-        traces=[LAYOUT.trial(c, t).power for c, t in LAYOUT.trace_keys()],
-    output:
-        **{
-            f"{name}_{ext}": figure_output(name, ext, False)
-            for name in FIGURES
-            for ext in ("png", "svg")
-        },
-    log:
-        LAYOUT.log("figures"),
-    conda:
-        "../envs/analysis.yaml"
-    threads: 1
-    resources:
-        mem_mb=2000,
-    params:
-        **STUDY.figures_params(LAYOUT.trace_keys()),
-    script:
-        "../scripts/figures.py"
-
-
 # One figures rule per product that draws figures, and its interim twin: each figure drawn from the product's own
-# outputs (its JSON and tables), never recomputed.
+# outputs (its JSON and tables) and the aggregate's tables it names (draws), never recomputed.
 for _product, _twin in [
     (p, i) for p in STUDY.products if p.figures for i in (False, True)
 ]:
@@ -115,6 +90,10 @@ for _product, _twin in [
             **{
                 table: analysis_input(f"{table}.csv", _twin)
                 for table in _product.tables
+            },
+            **{
+                keyword: analysis_input(file, _twin)
+                for keyword, file in _product.draws.items()
             },
             trials=analysis_input("trials.parquet", _twin),
             json=analysis_input(f"{_product.name}.json", _twin),

@@ -26,22 +26,6 @@ use rule aggregate as interim_aggregate with:
         **STUDY.aggregate_params(interim=True),
 
 
-use rule figures as interim_figures with:
-    input:
-        **interim_files(
-            rules.figures.input,
-            traces=lambda wildcards: [
-                ancient(LAYOUT.trial(c, t).power) for c, t in LAYOUT.first_finished()
-            ],
-        ),
-    output:
-        **interim_files(rules.figures.output),
-    log:
-        LAYOUT.log("interim_figures"),
-    params:
-        **STUDY.figures_params(lambda wildcards: LAYOUT.first_finished()),
-
-
 use rule report as interim_report with:
     # Only the device profiles and data summaries that exist now: mid data stage, asking for them would run the
     # study's own jobs beside the study.

@@ -4,7 +4,11 @@ from tokenwatt.plan.layout import answer_path  # noqa: E402
 
 rule report:
     input:
-        **{p.name: analysis_output(f"{p.name}.json", False) for p in STUDY.products},
+        # each product's JSON, named apart from the aggregate's tables (the trials product beside trials.parquet)
+        **{
+            f"{p.name}_json": analysis_output(f"{p.name}.json", False)
+            for p in STUDY.products
+        },
         **{
             name: LAYOUT.analysis(file)
             for name, file in (

@@ -1,20 +1,22 @@
 """Rule of each analysis product (tokenwatt.analysis.products): its files read, its function run, its JSON and
 tables written."""
 
-from tokenwatt.analysis.products import STEP_RECORDS, product
-from tokenwatt.common.files import logged, read_analysis_json, read_table, write_csv, write_json
+from tokenwatt.analysis.products import POWER_TRACES, STEP_RECORDS, product
+from tokenwatt.common.files import logged, read_analysis_json, read_power_trace, read_table, write_csv, write_json
 
 
 def read(keyword, file):
-    """One of the product's inputs, as its function takes it: a table, a JSON, or the step records by path."""
+    """One of the product's inputs, as its function takes it: a table, a JSON, the step records by path, or the
+    power traces by (cell, trial), the keys the rule's params list in the inputs' order."""
     paths = getattr(snakemake.input, keyword)
-    if file == STEP_RECORDS:  # a list of paths (Snakemake gives a single one as a string)
-        return {
-            p: read_analysis_json(p, "selection step record") for p in ([paths] if isinstance(paths, str) else paths)
-        }
+    paths = [paths] if isinstance(paths, str) else list(paths)  # Snakemake gives a single path as a string
+    if file == STEP_RECORDS:
+        return {p: read_analysis_json(p, "selection step record") for p in paths}
+    if file == POWER_TRACES:
+        return {tuple(key): read_power_trace(p) for key, p in zip(snakemake.params.trace_keys, paths, strict=True)}
     if file.endswith(".parquet"):
-        return read_table(paths, f"{file} table")
-    return read_analysis_json(paths, file)
+        return read_table(paths[0], f"{file} table")
+    return read_analysis_json(paths[0], file)
 
 
 with logged(snakemake.log[0]):

@@ -1,9 +1,10 @@
-"""Rule <product>_figures: an analysis product's figures as PNG and SVG, drawn from its JSON and tables alone."""
+"""Rule <product>_figures: an analysis product's figures as PNG and SVG, drawn from its JSON and tables and the
+aggregate's tables it names (Product.draws)."""
 
 import matplotlib.pyplot as plt
 from tokenwatt.analysis.frame import energy_is_estimated, frame
 from tokenwatt.analysis.products import product
-from tokenwatt.analysis.tables import read_product_table
+from tokenwatt.analysis.tables import read_aggregate_table, read_product_table
 from tokenwatt.common.files import logged, read_analysis_json, read_table
 
 with logged(snakemake.log[0]):
@@ -11,9 +12,13 @@ with logged(snakemake.log[0]):
     style = snakemake.params.style
     plt.style.use(style["style"])
     data = read_analysis_json(snakemake.input.json, made.what)
-    tables = {name: read_product_table(getattr(snakemake.input, name), name) for name in made.tables}
-    estimated = energy_is_estimated(frame(read_table(snakemake.input.trials, "trials table")))
-    for name, fig in made.draw_figures(data, tables, estimated).items():
+    trials = read_table(snakemake.input.trials, "trials table")
+    tables = {
+        "trials": trials,
+        **{name: read_product_table(getattr(snakemake.input, name), name) for name in made.tables},
+        **{name: read_aggregate_table(getattr(snakemake.input, name), file) for name, file in made.draws.items()},
+    }
+    for name, fig in made.draw_figures(data, tables, energy_is_estimated(frame(trials))).items():
         fig.savefig(snakemake.output[f"{name}_png"], dpi=style["dpi"])
         fig.savefig(snakemake.output[f"{name}_svg"], metadata={"Date": None})  # no timestamp: same data, same file
         plt.close(fig)

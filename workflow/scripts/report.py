@@ -27,7 +27,7 @@ with logged(snakemake.log[0]):
         profile_check=files.profile_check,
         cost=files.cost,
         flagged=files.flagged,
-        products={p.name: getattr(files, p.name) for p in products_of(params.config)},
+        products={p.name: getattr(files, f"{p.name}_json") for p in products_of(params.config)},
         figures=dict(zip(params.figure_names, zip(files.figures, files.captions, strict=True), strict=True)),
         reference=files.reference,
         normalize=normalize[0] if normalize else None,

@@ -6,7 +6,8 @@ draws from them. The workflow makes one rule per product and its interim twin fr
 and one figures rule per product that has figures; one script runs every product (``scripts/analyse.py``) and one
 draws every product's figures (``scripts/product_figures.py``), and the report loads each product's JSON by name and
 shows the sections in this order. A new analysis is its module, its report section and one entry here; a figure of
-it, its drawing function (named in the entry) and its caption.
+it, its drawing function (named in the entry) and its caption. The figures of the trials table are a product's too
+(``trials``), so every figure takes the one road from its product's files to the report.
 
 The function is named as ``module:function`` and imported by the script that runs it, so that each product's rule
 digests its own module's code only: a change to the scaling analysis reruns the scaling rule, not the statistics.
@@ -22,8 +23,10 @@ from typing import Any
 import polars as pl
 
 # What a product may read, besides the aggregate's files under results/analysis/ (named by file) and another
-# product's JSON (<name>.json): each selection step's record from the data stage, by level.
+# product's JSON (<name>.json): each selection step's record from the data stage, by level; and the power trace of
+# one trial per cell (the first; the interim twin's: the first finished), by (cell, trial).
 STEP_RECORDS = "selection records"
+POWER_TRACES = "power traces"
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,9 @@ class Product:
     set for the product to exist in a study (design.selection: no data selection, no selection analysis).
     ``figures`` names the figures its section shows, drawn by ``draw`` (``module:function`` in tokenwatt.presentation,
     called with the product's JSON, its tables by name and whether energy was estimated, and returning each figure
-    by name) from the product's outputs alone: a figure shows what the product computed, never a recomputation."""
+    by name) from the product's outputs and the aggregate's tables in ``draws`` (keyword → file under
+    results/analysis/; the trials product's figures draw those tables themselves): a figure shows what was computed,
+    never a recomputation."""
 
     name: str
     function: str
@@ -57,6 +62,7 @@ class Product:
     requires: str | None = None
     figures: tuple[str, ...] = ()
     draw: str | None = None
+    draws: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def module(self) -> str:
@@ -137,6 +143,30 @@ PRODUCTS: tuple[Product, ...] = (
         tables=("scaling_points", "scaling_sizes"),
         figures=("scaling_loss", "scaling_energy", "scaling_frontier", "scaling_contours"),
         draw="tokenwatt.presentation.scaling_figures:draw",
+    ),
+    # Last: its section is the figures the other sections do not show, which closes the products' part of the report.
+    Product(
+        name="trials",
+        function="tokenwatt.analysis.traces:trials_product",
+        reads={"trials": "trials.parquet", "traces": POWER_TRACES},
+        settings="cost.currency",
+        section="figures",
+        what="trial-table figures",
+        tables=("trace_samples",),
+        figures=(
+            "pe_by_budget",
+            "efficiency_layers",
+            "power_energy_by_budget",
+            "time_by_budget",
+            "perplexity_vs_tokens",
+            "tradeoff",
+            "power_traces",
+            "measurement_quality",
+            "quality_vs_cost",
+            "quality_vs_energy",
+        ),
+        draw="tokenwatt.presentation.figures:draw",
+        draws={"conditions": "conditions.csv", "changes": "changes.csv", "curves": "curves.parquet"},
     ),
 )
 

@@ -53,6 +53,8 @@ MEASURES: dict[str, Measure] = {
     "eval_loss": Measure("Eval loss", "nats/token", "raw"),
     "perplexity": Measure("Perplexity", "", "log"),
     "inv_ppl": Measure("Quality (invPPL = 1 / perplexity)", "", "log"),
+    "peak_memory_bytes": Measure("Peak memory", "B", "log"),
+    "optimizer_state_bytes": Measure("Optimizer state", "B", "log"),
     "kwh": Measure("Energy at the facility (× PUE)", "kWh", "log"),
     "kg_co2e": Measure("Emissions", "kg CO2e", "log"),
     "electricity_cost": Measure("Electricity cost", "{currency}", "log"),
@@ -73,6 +75,7 @@ FAMILIES: dict[str, list[str]] = {
     "Efficiency": ["pe", "quality_per_mparam", "quality_per_pflop", "quality_per_kj"],
     "Power and energy": ["power_rms_w", "power_mean_w", "energy_j", "dynamic_energy_j", "joules_per_token"],
     "Time and quality": ["train_s", "tokens_per_s", "eval_loss", "perplexity", "inv_ppl"],
+    "Memory": ["peak_memory_bytes", "optimizer_state_bytes"],
     "Carbon and money": ["kwh", "kg_co2e", "electricity_cost", "device_cost", "total_cost", "cost_per_inv_ppl"],
 }
 
@@ -94,22 +97,6 @@ FLAT_BY_METER: dict[str, tuple[tuple[str, ...], str]] = {
         "that share) and time grow with the work and are tested; power's values stay in the tables and figures",
     ),
 }
-
-
-# The figures of the aggregate's tables, in the report's order (an analysis product's figures are in its entry,
-# tokenwatt.analysis.products); each has a caption in workflow/report/<name>.rst.
-FIGURES = [
-    "pe_by_budget",
-    "efficiency_layers",
-    "power_energy_by_budget",
-    "time_by_budget",
-    "perplexity_vs_tokens",
-    "tradeoff",
-    "power_traces",
-    "measurement_quality",
-    "quality_vs_cost",
-    "quality_vs_energy",
-]
 
 
 def display_exponent(values) -> int:
@@ -161,6 +148,7 @@ PREFIXED_UNITS: dict[str, tuple[str, float, int]] = {
     "J": ("J", 1.0, -12),
     "W": ("W", 1.0, -12),
     "J/token": ("J/token", 1.0, -12),
+    "B": ("B", 1.0, 0),  # bytes in decimal prefixes (kB, MB, GB), as device memory is sold
     "kWh": ("J", 3.6e6, -12),
     "kg CO2e": ("g CO2e", 1e3, -12),
     "{currency}": ("{currency}", 1.0, -3),

@@ -12,7 +12,6 @@ from typing import Any
 
 from ..common.codeclosure import code_digest
 from ..common.installed import NotInstalled, installed_files
-from ..common.measures import FIGURES
 from . import disk
 from .config import config_hash, quality_settings
 from .design import Design
@@ -57,8 +56,8 @@ class Study:
 
     @property
     def report_figures(self) -> list[str]:
-        """Every figure the report embeds: the figures rule's, then each product's (its own rule's), in order."""
-        return [*FIGURES, *(name for p in self.products for name in p.figures)]
+        """Every figure the report embeds: each product's (its own figures rule's), in the products' order."""
+        return [name for p in self.products for name in p.figures]
 
     # --- files tokenwatt ships and files the config names
     def shipped(self, *parts: str) -> str:
@@ -184,15 +183,6 @@ class Study:
             exclude_flagged=self.config["quality"]["exclude_flagged"],
             require_complete=not interim,
             code=self.code("aggregate.py"),
-        )
-
-    def figures_params(self, trace_keys: Any) -> dict[str, Any]:
-        """The figures rule's params, and its interim twin's (the traces of the trials finished so far)."""
-        return dict(
-            trace_keys=trace_keys,
-            style=self.config["figures"],
-            currency=self.config["cost"]["currency"],
-            code=self.code("figures.py"),
         )
 
     def report_params(self, interim: bool) -> dict[str, Any]:

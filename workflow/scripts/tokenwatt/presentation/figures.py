@@ -1,6 +1,10 @@
-"""Figures (matplotlib, headless): each function takes tables and returns a Figure."""
+"""The trials product's figures (matplotlib, headless): each function takes tables and returns a Figure; ``draw`` is
+the product's (``tokenwatt.analysis.products``), drawing every one from the aggregate's tables and the product's own."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 import matplotlib
 
@@ -11,8 +15,9 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
-from ..analysis.frame import frame  # noqa: E402
+from ..analysis.frame import frame, in_frame  # noqa: E402
 from ..analysis.tables import series_blocks  # noqa: E402
+from ..analysis.traces import traces_of  # noqa: E402
 from ..common.measures import (  # noqa: E402
     LOG_MAX_FLOAT,
     MEASURES,
@@ -553,3 +558,22 @@ def make_all(
         )
         made[name] = draw() if ok else placeholder(name.replace("_", " ").capitalize(), why)
     return made
+
+
+def draw(data: Mapping[str, Any], tables: Mapping[str, pl.DataFrame], estimated: bool) -> dict:
+    """The trials product's figures by name (``Product.draw``): from the aggregate's tables it draws (``trials``,
+    ``conditions``, ``changes``, ``curves``) and its own JSON and power samples. The estimate label is the JSON's
+    (any trial's energy estimated), not the frame's that ``estimated`` says: the measurement-quality figure shows every
+    trial."""
+    trials = tables["trials"]
+    traces = traces_of(tables["trace_samples"], data["traces"])
+    curves = in_frame(tables["curves"], trials)
+    return make_all(
+        trials,
+        conditions=tables["conditions"],
+        changes=tables["changes"],
+        traces=traces,
+        estimated=data["estimated"],
+        currency=data["currency"],
+        curves=curves,
+    )

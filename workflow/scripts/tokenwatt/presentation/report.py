@@ -2,7 +2,8 @@
 
 The answer comes first (the question, its answer in words and the figure that answers it), then the head sections,
 each analysis product's section in the products' order (``tokenwatt.analysis.products``; a product names its section
-module, found here by that name), then the tail. A new analysis with its own section is its module, its section module
+module, found here by that name; the last, the trials product's, shows the figures no other section does), then the
+tail. A new analysis with its own section is its module, its section module
 with a template, and one Product: nothing here. Every section's heading carries an anchor (its module's name where the
 template gives none) and the contents at the top link to each; the sections a reader consults rather than reads
 (``FOLDED``) show their heading and fold their body.
@@ -21,11 +22,11 @@ from markupsafe import Markup
 from ..analysis.products import products_of
 from ..common.measures import budget_label
 from .inputs import ReportInputs
-from .sections import conditions, figures, provenance, quality, reference, summary, warnings
+from .sections import conditions, provenance, quality, reference, summary, warnings
 from .templating import render_template
 
 HEAD: tuple[ModuleType, ...] = (summary, warnings, conditions)
-TAIL: tuple[ModuleType, ...] = (figures, quality, reference, provenance)
+TAIL: tuple[ModuleType, ...] = (quality, reference, provenance)
 SECTIONS = f"{__package__}.sections"
 # Sections whose body is detail to look up, not the answer: folded under their heading, one click away. Provenance
 # folds its own configuration dump (its template); the rest of it is a short table at the end.

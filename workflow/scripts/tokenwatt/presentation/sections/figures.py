@@ -1,6 +1,6 @@
-"""Figures: every figure that no other section shows beside its numbers (a product's own figures are in its section:
-the scaling figures in Scaling; the one that answers the question under the answer), embedded as PNG with its
-caption."""
+"""Figures, the trials product's section: its figures of the trials table, embedded as PNG with their captions, but
+the one that answers the question, which stands under the answer (another product's figures are in its section: the
+scaling figures in Scaling)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from markupsafe import Markup
 
-from ...analysis.products import PRODUCTS, product_figures
+from ...analysis.products import product
 from ..inputs import ReportInputs
 from ..templating import render_template
 
@@ -21,7 +21,7 @@ def render(inputs: ReportInputs) -> Markup:
     return render_template(
         "sections/figures.html.j2",
         figures=figures_html(
-            {k: v for k, v in inputs.figures.items() if k not in product_figures(PRODUCTS) and k != ANSWER_FIGURE}
+            {k: v for k, v in inputs.figures.items() if k in product("trials").figures and k != ANSWER_FIGURE}
         ),
     )
 

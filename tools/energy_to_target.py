@@ -1,6 +1,6 @@
 """Energy to a target loss per condition, the censored trials counted, from any table of eval points.
 
-Usage: python workflow/scripts/energy_to_target.py TABLE --condition COL --trial COL --energy COL --loss COL
+Usage: python tools/energy_to_target.py TABLE --condition COL --trial COL --energy COL --loss COL
        (--target NATS | --target-perplexity P) [--json OUT]
 
 TABLE is a .csv or .parquet file (read by its extension), e.g. the workflow's own results/analysis/curves.parquet.
@@ -20,46 +20,35 @@ and exit code 2.
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import sys
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import polars as pl
 
-import polars as pl  # noqa: E402
-from tokenwatt.analysis.curves.targets import (  # noqa: E402
+# tablecli first: it puts the workflow's library on the path
+from tablecli import InputError, full, numeric, parser, read_table_file, require, run
+from tokenwatt.analysis.curves.targets import (
     Target,
     energy_to_target,
     energy_to_target_comparisons,
     energy_to_target_summary,
 )
-from tokenwatt.common.tables import TableError, read_table_file, table_parser  # noqa: E402
 
 EXAMPLE = """example, on the workflow's own table of eval points (a multi-factor study: --condition cell):
-  python workflow/scripts/energy_to_target.py results/analysis/curves.parquet --condition budget --trial trial \\
+  python tools/energy_to_target.py results/analysis/curves.parquet --condition budget --trial trial \\
       --energy train_energy_j --loss eval_loss --target-perplexity 9.45
 and on the example table that ships with the docs (five model sizes, 3 trial ids; synthetic):
-  python workflow/scripts/energy_to_target.py docs/examples/frontier-points.csv --condition params --trial seed \\
+  python tools/energy_to_target.py docs/examples/frontier-points.csv --condition params --trial seed \\
       --energy joules --loss loss --target 4"""
-
-
-class InputError(ValueError):
-    """A table or option the command cannot use; the message names which."""
 
 
 def read_points(path: Path, columns: dict[str, str]) -> tuple[pl.DataFrame, list[str]]:
     """The table as the workflow's curves (one run per condition × trial, points in energy order) and the conditions
     in the order they first appear."""
-    try:
-        table = read_table_file(path)
-    except TableError as e:
-        raise InputError(str(e)) from e
-    for option, col in columns.items():
-        if col not in table.columns:
-            raise InputError(f"{path}: no column '{col}' ({option}); columns present: {', '.join(table.columns)}")
-        if (missing := table[col].null_count()) > 0:
-            raise InputError(f"column '{col}' ({option}): {missing} of {table.height} rows are empty")
+    table = read_table_file(path)
+    require(table, path, columns)
+    full(table, columns)
     if "series" in table.columns and columns["--condition"] != "series" and table["series"].n_unique() > 1:
         raise InputError(
             f"{path}: column 'series' holds {table['series'].n_unique()} series, whose runs of one trial id would be "
@@ -67,10 +56,7 @@ def read_points(path: Path, columns: dict[str, str]) -> tuple[pl.DataFrame, list
         )
     for option in ("--energy", "--loss"):
         col = columns[option]
-        try:
-            values = table[col].cast(pl.Float64, strict=True)
-        except pl.exceptions.PolarsError as e:
-            raise InputError(f"column '{col}' ({option}) is not numeric") from e
+        values = pl.Series(numeric(table, col, option))
         if not values.is_finite().all() or (option == "--energy" and (values < 0).any()):
             bound = " and ≥ 0 J" if option == "--energy" else ""
             raise InputError(f"column '{col}' ({option}): every value must be finite{bound}")
@@ -153,9 +139,7 @@ def report(
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = table_parser(
-        __doc__, EXAMPLE, "eval points, one row per point of one trial", "results/analysis/curves.parquet"
-    )
+    ap = parser(__doc__, EXAMPLE, "eval points, one row per point of one trial", "results/analysis/curves.parquet")
     ap.add_argument("--condition", required=True, help="column of the condition (e.g. the token budget)")
     ap.add_argument("--trial", required=True, help="column of the trial id (rows that share a seed across conditions)")
     ap.add_argument("--energy", required=True, help="column of the cumulative training energy at the point (J)")
@@ -170,7 +154,6 @@ def _parser() -> argparse.ArgumentParser:
         metavar="P",
         help="the perplexity to reach: the loss ln P, the --loss column in nats",
     )
-    ap.add_argument("--json", type=Path, help="write the medians and ratios here")
     return ap
 
 
@@ -185,41 +168,36 @@ def target_loss(args: argparse.Namespace) -> float:
     return args.target
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def reached(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """Each condition's median energy to the target and the paired ratios between conditions: printed and as JSON."""
     columns = {"--condition": args.condition, "--trial": args.trial, "--energy": args.energy, "--loss": args.loss}
-    try:
-        target = target_loss(args)
-        points, conditions = read_points(args.table, columns)
-    except InputError as e:
-        print(f"energy_to_target: error: {e}", file=sys.stderr)
-        return 2
-    reached = energy_to_target(points, [Target("loss", target)])
-    summary = energy_to_target_summary(reached).to_dicts()
-    pairs = [c.to_dict() for c in energy_to_target_comparisons(reached)]
-    print(report(summary, pairs, conditions, target, args.table, args.target_perplexity))
-    if args.json:
-        result = {
-            "table": str(args.table),
-            "columns": {k.removeprefix("--"): v for k, v in columns.items()},
-            "target_loss": target,
-            "target_perplexity": args.target_perplexity,
-            "conditions": [
-                {"condition": conditions[r["budget"]], **{k: v for k, v in r.items() if k.startswith(("n", "energy"))}}
-                for r in summary
-            ],
-            "ratios": [
-                {
-                    "condition": conditions[r["budget_b"]],
-                    "over": conditions[r["budget_a"]],
-                    **{k: v for k, v in r.items() if k not in ("budget_a", "budget_b", "series", "target")},
-                }
-                for r in pairs
-            ],
-        }
-        args.json.write_text(json.dumps(result, indent=2))
-    return 0
+    target = target_loss(args)
+    points, conditions = read_points(args.table, columns)
+    got = energy_to_target(points, [Target("loss", target)])
+    summary = energy_to_target_summary(got).to_dicts()
+    pairs = [c.to_dict() for c in energy_to_target_comparisons(got)]
+    return report(summary, pairs, conditions, target, args.table, args.target_perplexity), {
+        "columns": {k.removeprefix("--"): v for k, v in columns.items()},
+        "target_loss": target,
+        "target_perplexity": args.target_perplexity,
+        "conditions": [
+            {"condition": conditions[r["budget"]], **{k: v for k, v in r.items() if k.startswith(("n", "energy"))}}
+            for r in summary
+        ],
+        "ratios": [
+            {
+                "condition": conditions[r["budget_b"]],
+                "over": conditions[r["budget_a"]],
+                **{k: v for k, v in r.items() if k not in ("budget_a", "budget_b", "series", "target")},
+            }
+            for r in pairs
+        ],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(_parser(), reached, argv)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """The energy-optimal frontier of a table of points: N*, D*, L* at each training energy by three estimators.
 
-Usage: python workflow/scripts/fit_frontier.py TABLE --params COL --tokens COL --energy COL --loss COL
+Usage: python tools/fit_frontier.py TABLE --params COL --tokens COL --energy COL --loss COL
        [--group COL] [--flops-per-token COL] [--energies J [J ...]] [--json OUT]
 
 TABLE is a .csv or .parquet file (read by its extension), e.g. the workflow's results/analysis/scaling_points.csv.
@@ -24,22 +24,20 @@ message and exit code 2.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from fit_scaling import read_columns  # noqa: E402
-from tokenwatt.analysis.scaling.frontier import FrontierPoints, frontier  # noqa: E402
-from tokenwatt.analysis.scaling.law import ScalingInputError  # noqa: E402
-from tokenwatt.common.tables import table_parser  # noqa: E402
+# fit_scaling's columns reader, and through it tablecli, which puts the workflow's library on the path
+from fit_scaling import read_columns
+from tablecli import parser, run
+from tokenwatt.analysis.scaling.frontier import FrontierPoints, frontier
+from tokenwatt.analysis.scaling.law import ScalingInputError
 
 EXAMPLE = """example, on the points the workflow's scaling analysis fitted (a study of 3 or more model sizes):
-  python workflow/scripts/fit_frontier.py results/analysis/scaling_points.csv --params params --tokens tokens \\
+  python tools/fit_frontier.py results/analysis/scaling_points.csv --params params --tokens tokens \\
       --energy train_energy_j --loss eval_loss --group trial --flops-per-token flops_per_token
 and on the example table that ships with the docs (five model sizes, 3 trial ids; synthetic):
-  python workflow/scripts/fit_frontier.py docs/examples/frontier-points.csv --params params --tokens tokens \\
+  python tools/fit_frontier.py docs/examples/frontier-points.csv --params params --tokens tokens \\
       --energy joules --loss loss --group seed"""
 
 
@@ -98,9 +96,7 @@ def unusable(result: dict, source: Path, sizes: int, params: str) -> str | None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = table_parser(
-        __doc__, EXAMPLE, "points, one row per eval point of one run", "results/analysis/scaling_points.csv"
-    )
+    ap = parser(__doc__, EXAMPLE, "points, one row per eval point of one run", "results/analysis/scaling_points.csv")
     ap.add_argument("--params", required=True, help="column of N, the parameter count")
     ap.add_argument("--tokens", required=True, help="column of D, the tokens trained so far")
     ap.add_argument("--energy", required=True, help="column of the cumulative training energy (J)")
@@ -108,39 +104,34 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--group", help="column of the trial ids (rows that share a seed) for the intervals")
     ap.add_argument("--flops-per-token", help="column of each point's training FLOPs per token (default: 6 × N)")
     ap.add_argument("--energies", type=float, nargs="+", help="energies (J) to report at, inside the table's range")
-    ap.add_argument("--json", type=Path, help="write the frontier here")
     return ap
 
 
+def estimated(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The frontier by the three estimators at each energy: printed and as JSON."""
+    columns = {"--params": args.params, "--tokens": args.tokens, "--energy": args.energy, "--loss": args.loss}
+    if args.flops_per_token:
+        columns["--flops-per-token"] = args.flops_per_token
+    values, labels = read_columns(args.table, columns, {"--group": args.group})
+    points = FrontierPoints.of(
+        values["--params"],
+        values["--tokens"],
+        values["--energy"],
+        values["--loss"],
+        labels.get("--group"),
+        None if not args.flops_per_token else values["--flops-per-token"] * values["--tokens"],
+    )
+    counted = f"the column {args.flops_per_token} × tokens" if args.flops_per_token else "6ND"
+    result = frontier(points, args.energies, flops=counted)
+    if why := unusable(result, args.table, len(set(points.N.tolist())), args.params):
+        raise ScalingInputError(why)
+    names = {"N": args.params, "D": args.tokens, "energy": args.energy, "loss": args.loss, "group": args.group}
+    return report(result, args.table), {"columns": {**names, "flops_per_token": args.flops_per_token}, **result}
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        columns = {"--params": args.params, "--tokens": args.tokens, "--energy": args.energy, "--loss": args.loss}
-        if args.flops_per_token:
-            columns["--flops-per-token"] = args.flops_per_token
-        values, labels = read_columns(args.table, columns, {"--group": args.group})
-        points = FrontierPoints.of(
-            values["--params"],
-            values["--tokens"],
-            values["--energy"],
-            values["--loss"],
-            labels.get("--group"),
-            None if not args.flops_per_token else values["--flops-per-token"] * values["--tokens"],
-        )
-        counted = f"the column {args.flops_per_token} × tokens" if args.flops_per_token else "6ND"
-        result = frontier(points, args.energies, flops=counted)
-        if why := unusable(result, args.table, len(set(points.N.tolist())), args.params):
-            raise ScalingInputError(why)
-    except ScalingInputError as e:
-        print(f"fit_frontier: error: {e}", file=sys.stderr)
-        return 2
-    print(report(result, args.table))
-    if args.json:
-        columns = {"N": args.params, "D": args.tokens, "energy": args.energy, "loss": args.loss, "group": args.group}
-        columns["flops_per_token"] = args.flops_per_token
-        args.json.write_text(json.dumps({"table": str(args.table), "columns": columns, **result}, indent=2))
-    return 0
+    return run(_parser(), estimated, argv, (ScalingInputError,))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())
