@@ -25,6 +25,8 @@ from tokenwatt.training.trial import run_trial
 
 
 def _two_device_spec(**kw):
+    """Two epochs of 7 steps each, a loss record every other step (the checkpoint tests stop between them)."""
+    kw = {"epochs": 2, "log_every": 2, **kw}
     spec = _spec("estimate", {"points": 2, "first_fraction": 0.5}, batch_size=4, **kw)
     return dataclasses.replace(spec, train=dataclasses.replace(spec.train, devices=2))
 
@@ -54,7 +56,7 @@ def two_ranks(tmp_path_factory):
     runs = [run_on_devices(spec, inputs, log=lambda line: None) for _ in range(2)]
     data = TrialData.read(type("Inputs", (), inputs))
     one = run_trial(dataclasses.replace(spec, train=dataclasses.replace(spec.train, devices=1)), data, lambda s: None)
-    return runs, one
+    return runs, one, inputs
 
 
 def test_two_ranks_train_bit_for_bit_the_same_on_a_rerun(two_ranks):
@@ -245,3 +247,69 @@ def test_ranks_on_devices_of_two_kinds_are_marked_for_the_reports_warning():
     assert combine_ranks([a, b])[0]["devices_differ"] is False
     b[0]["device_name"] = "NVIDIA A100"
     assert combine_ranks([a, b])[0]["devices_differ"] is True
+
+
+# ---------------------------------------------------------------- a two-device trial stopped and resumed
+
+# Loaded by every process the launcher starts (on PYTHONPATH, as Python's site hook): the ranks of the process that
+# TOKENWATT_TEST_STOP names ("kill:<n>" or "term:<n>") stop at their first loss record after checkpoint n, both killed
+# outright (SIGKILL: nothing after it runs), or the job asked to stop (SIGTERM to it, as SLURM's warning is sent).
+STOPPER = """
+import os, signal
+if os.environ.get("TOKENWATT_TEST_STOP"):
+    from tokenwatt.training.resume import Checkpoints
+    how, number = os.environ["TOKENWATT_TEST_STOP"].split(":")
+    beat = Checkpoints.beat
+
+    def then_stop(self, step, train_s, energy_j, **pending):
+        beat(self, step, train_s, energy_j, **pending)
+        if self.number == int(number) and step > self.written[-1]["step"] and not pending:
+            if how == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            elif self.ranks.rank == 1 and not self.stop_requested.is_set():
+                os.kill(int(os.environ["TOKENWATT_TEST_JOB"]), signal.SIGTERM)
+
+    Checkpoints.beat = then_stop
+"""
+
+
+def test_a_two_device_trial_killed_and_then_stopped_resumes_to_the_same_losses_with_each_ranks_lost_energy(
+    two_ranks, tmp_path, monkeypatch
+):
+    import os
+    import threading
+
+    from tokenwatt.common.failures import JobStopped
+    from tokenwatt.training.resume import CheckpointPlace
+    from tokenwatt.training.train import TrainingError
+
+    assert threading.current_thread() is threading.main_thread()  # where the job's signal handler is installed
+    (whole, _, whole_steps, whole_curve), inputs = two_ranks[0][0], two_ranks[2]
+    (tmp_path / "hook").mkdir()
+    (tmp_path / "hook" / "sitecustomize.py").write_text(STOPPER)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path / "hook"), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("TOKENWATT_TEST_JOB", str(os.getpid()))
+    spec = _two_device_spec(checkpoint_every=whole["real_tokens"] // 6)  # 5 checkpoints over 14 steps
+    place = CheckpointPlace(tmp_path / "checkpoint", "a" * 64)
+    run = lambda: run_on_devices(spec, inputs, log=lambda line: None, place=place)  # noqa: E731
+    monkeypatch.setenv("TOKENWATT_TEST_STOP", "kill:1")
+    with pytest.raises(TrainingError, match="exited with status"):
+        run()
+    assert sorted(p.name for p in place.folder.glob("heartbeat*")) == ["heartbeat.rank0.json", "heartbeat.rank1.json"]
+    monkeypatch.setenv("TOKENWATT_TEST_STOP", "term:2")
+    with pytest.raises(JobStopped, match=r"stopped by a signal at step \d+; its state was saved \(checkpoint \d"):
+        run()
+    monkeypatch.delenv("TOKENWATT_TEST_STOP")
+    metrics, _, steps, curve = run()
+    assert steps["loss"].to_list() == whole_steps["loss"].to_list()  # bit for bit, across both stops
+    assert curve["eval_loss"].to_list() == whole_curve["eval_loss"].to_list()
+    assert metrics["eval_loss"] == whole["eval_loss"]
+    killed, stopped = metrics["resumes"]
+    assert killed["from_checkpoint"] == 1 and stopped["from_checkpoint"] >= 3
+    assert killed["lost_steps"] > 0 and stopped["lost_steps"] == 0  # the signal's checkpoint lost nothing
+    # each rank's lost work and energy, the trial's their sum
+    assert all(r["lost_energy_j"] > 0 and r["lost_train_s"] > 0 for r in killed["ranks"])
+    assert killed["lost_energy_j"] == pytest.approx(sum(r["lost_energy_j"] for r in killed["ranks"]))
+    assert metrics["lost_energy_j"] == pytest.approx(killed["lost_energy_j"] + stopped["lost_energy_j"])
+    assert all(r["lost_energy_j"] > 0 for r in metrics["ranks"])
+    assert metrics["checkpoints"] >= 5 and metrics["checkpoint_energy_j"] > 0

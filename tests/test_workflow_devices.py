@@ -6,7 +6,8 @@ import json
 
 import polars as pl
 import pytest
-from workflow_helpers import TINY, clone, snakemake
+import torch
+from workflow_helpers import ANALYSIS, TINY, clone, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
 # Batches of two chunks (a device's share is one); the tiny study's three trial ids, the fewest its RM-ANOVA takes.
@@ -73,3 +74,49 @@ def test_a_local_run_that_allows_fewer_gpus_than_a_level_asks_for_is_refused_bef
     assert proc.returncode != 0
     assert "asks for 2 devices, each trial's job gpu=2, but this run allows gpu=1" in proc.stdout + proc.stderr
     assert not (work / "results-devices").exists()
+
+
+# A branched study (train.schedule.branch_every) on two devices: every stretch of the stable run and every cooldown
+# trains on two gloo ranks, each saving its part of the one point; then what a new budget trains.
+BRANCHED = (
+    "results: results-devices\nstudy: {trials: 2}\n"
+    "train: {devices: 2, batch_size: 2, schedule: {kind: wsd, branch_every: 500}}\n"
+)
+
+
+@pytest.fixture(scope="module")
+def branched_on_two(built):
+    def run(folder):
+        work = clone(folder)
+        (work / "branched.yaml").write_text(BRANCHED)
+        # the trials and the profile only: what the test reads (a devices study's analysis is the module fixture's)
+        snakemake(
+            work,
+            *TINY,
+            "branched.yaml",
+            "--cores",
+            "2",
+            "--resources",
+            "gpu=2",
+            "--until",
+            "train_trial",
+            "device_profile",
+        )
+
+    return built("devices-branched", run)
+
+
+def test_a_two_device_wsd_study_branches_each_budget_from_its_stable_run_and_a_new_budget_trains_only_its_cooldowns(
+    branched_on_two,
+):
+    records = _records(branched_on_two)
+    assert {(r["devices"], r["branch"]["from_point"]) for r in records.values()} == {(2, 1), (2, 3)}
+    point = torch.load(branched_on_two / "results-devices/stable/t1/p1.pt", weights_only=True)
+    assert len(point["peers"]) == 1  # rank 1's state, saved with rank 0's in the one point
+    # a branch holds its stable run's energy as the stretch record counts it: both devices'
+    stretch = json.loads((branched_on_two / "results-devices/stable/t1/p3.json").read_text())
+    (longest,) = [r for r in records.values() if r["budget"] == 2000 and r["trial"] == 1]
+    assert longest["branch"]["stable_energy_j"] == pytest.approx(stretch["energy_j"], rel=1e-9)
+    (branched_on_two / "more.yaml").write_text("study: {budgets: [1000, 1500, 2000]}\n")
+    jobs = planned_jobs(branched_on_two, *TINY, "branched.yaml", "more.yaml")
+    assert jobs == {"subset": 2, "train_trial": 4, **ANALYSIS}

@@ -130,10 +130,14 @@ rule train_stable:
     threads: workflow.cores if config["train"]["run_alone"] else config["train"]["threads"]
     resources:
         **STUDY.hardware_resources("stable"),
-        gpu=1,
-        mem_mb=8000,
+        # its cells' devices, as their trials ask for them (every rank saves its part of the point)
+        gpu=per_cell(STUDY.design.devices, "stable"),
+        mem_mb=per_cell(lambda cell: 8000 * STUDY.design.devices(cell), "stable"),
         runtime=STUDY.by_cell(STUDY.stable_runtime, "stable"),
-        cpus_per_task=config["train"]["threads"],
+        cpus_per_task=per_cell(
+            lambda cell: config["train"]["threads"] * STUDY.design.devices(cell),
+            "stable",
+        ),
     params:
         # The stretch's identity (its end, in real tokens, as a trial's budget) and how it trains: its cells' settings
         # at the peak rate; no evaluation (only the budgets' cooldowns are evaluated).

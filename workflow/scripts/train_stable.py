@@ -18,7 +18,7 @@ os.environ.setdefault(
 )
 
 from tokenwatt.common.failures import stop_with_a_sentence  # noqa: E402
-from tokenwatt.common.files import job_label, logged, read_chunks, read_tokenizer_info, write_json  # noqa: E402
+from tokenwatt.common.files import job_label, logged, write_json  # noqa: E402
 from tokenwatt.common.store import job_key, job_store, named_paths  # noqa: E402
 
 with logged(snakemake.log[0]):
@@ -27,13 +27,13 @@ with logged(snakemake.log[0]):
 if restored:
     os._exit(0)
 
-from tokenwatt.data.subsets import stream_head  # noqa: E402
 from tokenwatt.plan.design import JOB_TRAIN_KEYS, series_of  # noqa: E402
 from tokenwatt.plan.layout import checkpoint_folder  # noqa: E402
 from tokenwatt.training.checkpoint import remove  # noqa: E402
+from tokenwatt.training.launch import stable_on_devices  # noqa: E402
 from tokenwatt.training.resume import CheckpointPlace  # noqa: E402
 from tokenwatt.training.spec import TrialData, TrialSpec  # noqa: E402
-from tokenwatt.training.stretch import stretch_record  # noqa: E402
+from tokenwatt.training.stretch import combine_stretches, stretch_record  # noqa: E402
 from tokenwatt.training.trial import run_stable  # noqa: E402
 
 p, out, record = snakemake.params, Path(snakemake.output.point), Path(snakemake.output.record)
@@ -48,33 +48,33 @@ with logged(snakemake.log[0], append=True, job=job_label(snakemake.rule, snakema
     try:
         job = {k: snakemake.config["train"][k] for k in JOB_TRAIN_KEYS if k in snakemake.config["train"]}
         spec = TrialSpec.from_params(p, job)
-        chunks = read_chunks(snakemake.input.train)
-        data = TrialData(
-            subset=stream_head(chunks, p.budget, spec.seed, spec.train.batch_size),
-            train_chunks=chunks,
-            eval_chunks=read_chunks(snakemake.input.eval),
-            tokenizer=read_tokenizer_info(snakemake.input.tokenizer),
-        )
         origin = Path(snakemake.input.origin) if hasattr(snakemake.input, "origin") else None
-        done = run_stable(spec, data, out, p.point, place=place, origin=origin)
+        if spec.train.devices > 1:  # one process per device, every rank's state saved in the one point
+            ranks = stable_on_devices(spec, named_paths(snakemake.input), out, p.point, place, origin)
+        else:
+            ranks = [
+                run_stable(spec, TrialData.stable(snakemake.input, spec), out, p.point, place=place, origin=origin)
+            ]
+        done = ranks[0]
         print(
             f"stable run, trial {p.trial}: point {p.point} at step {done['step']} ({done['real_tokens']:,} real "
             f"tokens, {done['train_s']:.1f} s of training so far)"
             + (" (diverged before it)" if done["diverged"] else "")
         )
-        # written after the point: a record only beside a point that is whole
-        write_json(
-            record,
+        # written after the point: a record only beside a point that is whole; each rank's stretch, combined
+        stretches = [
             stretch_record(
-                done["session"],
+                d["session"],
                 series=series_of(p.levels),
                 trial=p.trial,
                 point=p.point,
-                real_tokens=done["real_tokens"],
-                train_s=done["train_s"],
-                diverged=done["diverged"],
-            ),
-        )
+                real_tokens=d["real_tokens"],
+                train_s=d["train_s"],
+                diverged=d["diverged"],
+            )
+            for d in ranks
+        ]
+        write_json(record, combine_stretches(stretches))
         remove(place.folder)
     except BaseException:
         for written in (out, record):

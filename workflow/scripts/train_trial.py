@@ -64,8 +64,10 @@ with logged(snakemake.log[0], append=True, job=job_label(snakemake.rule, snakema
         job = {k: snakemake.config["train"][k] for k in JOB_TRAIN_KEYS if k in snakemake.config["train"]}
         spec = TrialSpec.from_params(p, job)
         origin = Path(snakemake.input.origin) if hasattr(snakemake.input, "origin") else None  # a branched trial's
-        if spec.train.devices > 1:  # one process per device, started by the torch launcher (no checkpoints yet)
-            metrics, power, steps, curve = run_on_devices(spec, named_paths(snakemake.input))
+        if spec.train.devices > 1:  # one process per device, started by the torch launcher, one checkpoint for all
+            metrics, power, steps, curve = run_on_devices(
+                spec, named_paths(snakemake.input), place=place, origin=origin
+            )
         else:
             metrics, power, steps, curve = run_trial(spec, TrialData.read(snakemake.input), place=place, origin=origin)
         check_record(metrics, load_validator(snakemake.input.schema), out.metrics)

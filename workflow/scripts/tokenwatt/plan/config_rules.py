@@ -9,9 +9,18 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from .config_messages import key_path, message
-from .config_models import architecture_problems, base_key, level_key, model_problems, pretrained_problems
+from .config_models import (
+    architecture_problems,
+    base_key,
+    families_of,
+    family_problems,
+    level_key,
+    model_problems,
+    pretrained_problems,
+)
 from .cost import CostError, carbon_intensity
 from .design import merged_model
+from .optimizers import setting_problems
 
 
 def requirements(cfg: dict[str, Any], schema: dict[str, Any]) -> list[str]:
@@ -33,9 +42,13 @@ def requirements(cfg: dict[str, Any], schema: dict[str, Any]) -> list[str]:
     problems += _branch_problems(cfg)
     problems += _devices_problems(cfg)
     problems += _eval_window_problems(cfg)
+    problems += setting_problems(cfg)
     base = model_problems(cfg["model"], cfg["tokenizer"], "")
     base += architecture_problems(cfg["model"], lambda f: base_key(cfg["model"], f), "")
     base += pretrained_problems(cfg["model"], cfg["tokenizer"], "model.", "tokenizer.")
+    families, family_key = families_of(cfg)
+    if not base:  # a size the Llama itself cannot have is named once, above
+        base += family_problems(cfg["model"], families, family_key, "model")
     problems += base
     for level, spec in cfg["design"].get("model", {}).items():
         prefix = f"design.model.{level}."
@@ -63,6 +76,7 @@ def requirements(cfg: dict[str, Any], schema: dict[str, Any]) -> list[str]:
                 prefix,
                 prefix + "tokenizer.",
             )
+            found += [] if found else family_problems(model, families, family_key, f"design.model.{level}")
         # What the level inherits unchanged fails as the base's does: named once, as the base's.
         problems += [p for p in found if p not in base and p.replace(f" (design.model.{level})", "", 1) not in base]
     return problems
@@ -101,26 +115,15 @@ def _stopping_problems(cfg: dict[str, Any]) -> list[str]:
 
 
 def _devices_problems(cfg: dict[str, Any]) -> list[str]:
-    """What a trial on several devices (train.devices, design.devices) cannot do yet or would measure wrong: resume or
-    branch from a checkpoint (one rank's state and meter session would stand for all), read RAPL (the whole package,
-    counted by every rank), or train a global batch with fewer chunks than ranks (a rank idle at every step)."""
+    """What a trial on several devices (train.devices, design.devices) would measure wrong: read RAPL (the whole
+    package, counted by every rank), or train a global batch with fewer chunks than ranks (a rank idle at every step).
+    Its checkpoints and a stable run's points hold every rank's state (training/checkpoint.py)."""
     levels = cfg["design"].get("devices")
     most = max([cfg["train"]["devices"], *(levels or [])])
     if most <= 1:
         return []
     key = "design.devices" if levels and max(levels) > cfg["train"]["devices"] else "train.devices"
     problems = []
-    if cfg["train"]["checkpoint_every"]:
-        problems.append(
-            f"{key}: a trial on {most} devices saves no checkpoint (not built: each rank's state and meter session "
-            "would have to be saved together); set train.checkpoint_every: 0 (a stopped trial then trains again from "
-            "its first step)"
-        )
-    if cfg["train"]["schedule"]["branch_every"] is not None:
-        problems.append(
-            f"{key}: train.schedule.branch_every branches from saved points, which a trial on {most} devices does not "
-            "write yet; remove one of the two"
-        )
     if cfg["meter"]["kind"] == "rapl":
         problems.append(
             f"{key}: meter.kind rapl reads the whole CPU package, which each of {most} ranks would count again; use "

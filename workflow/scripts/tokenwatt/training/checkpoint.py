@@ -7,13 +7,16 @@ the RNG) and the trial's measurement so far (``SessionState``: what it measured 
 with its closed windows and their energies, the evaluations, the checkpoints and resumes). It is written atomically (a temporary file renamed over the last), keyed by the job's content key (the result store's:
 the trial's params, code and input files), so a changed setting, input or code never resumes from a stale one.
 
-Beside it, ``heartbeat.json``: rewritten at every loss record, the session's energy and position now. A process
+A trial on several devices saves every rank's state in that one file, written by rank 0 (``gather_ranks``); each
+rank continues its own part of it (``for_rank``). Beside it, ``heartbeat.json`` (on several devices, one per rank:
+``heartbeat_name``): rewritten at every loss record, the session's energy and position now. A process
 killed between two checkpoints leaves its last heartbeat, and the work done after the checkpoint (lost, and done
 again by the rerun) is counted from it: spent and recorded apart, never hidden and never counted as training.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -23,8 +26,14 @@ from typing import Any
 
 import torch
 
+from .ranks import ONE, Ranks
+
 STATE = "state.pt"
 HEARTBEAT = "heartbeat.json"
+
+
+class CheckpointError(RuntimeError):
+    """A saved state that this trial's processes cannot continue."""
 
 
 @dataclass
@@ -98,25 +107,57 @@ class Checkpoint:
     number: int  # checkpoints this trial has written, this one included
     train: TrainState
     session: SessionState | None = None
+    # a trial on several devices: ranks 1…N-1's, saved with rank 0's (``gather_ranks``); their states hold no weights
+    peers: tuple[Checkpoint, ...] = ()
 
 
-def save(folder: Path, checkpoint: Checkpoint, name: str = STATE) -> int:
+def gather_ranks(mine: Checkpoint, ranks: Ranks = ONE) -> Checkpoint | None:
+    """Every rank's ``mine`` as one checkpoint, on rank 0 (None on the others; ``mine`` itself on one device): the
+    other ranks send their position, losses, RNG and meter session, not their weights, optimizer and scaler, which
+    data-parallel training keeps identical on every rank (their gradients are all-reduced before each step)."""
+    if not ranks.many:
+        return mine
+    own = dataclasses.replace(mine.train, model={}, optimizer={}, scaler={})
+    parts = ranks.gather(None if ranks.rank == 0 else dataclasses.replace(mine, train=own))
+    return dataclasses.replace(mine, peers=tuple(parts[1:])) if parts is not None else None
+
+
+def for_rank(saved: Checkpoint, ranks: Ranks = ONE) -> Checkpoint:
+    """This rank's part of ``saved`` (``gather_ranks``), with rank 0's weights, optimizer and scaler."""
+    if len(saved.peers) + 1 != ranks.world:
+        raise CheckpointError(
+            f"a state saved by {len(saved.peers) + 1} ranks cannot be continued on {ranks.world}: train the trial (or "
+            "its stable run) on the devices it was saved on, or remove that file to train it again"
+        )
+    if ranks.rank == 0:
+        return dataclasses.replace(saved, peers=())
+    peer = saved.peers[ranks.rank - 1]
+    first = saved.train
+    train = dataclasses.replace(peer.train, model=first.model, optimizer=first.optimizer, scaler=first.scaler)
+    return dataclasses.replace(peer, train=train)
+
+
+def heartbeat_name(ranks: Ranks = ONE) -> str:
+    """The heartbeat's file of this rank: each rank's work and energy since the checkpoint are its own."""
+    return HEARTBEAT if not ranks.many else f"heartbeat.rank{ranks.rank}.json"
+
+
+def save(folder: Path, checkpoint: Checkpoint, name: str = STATE, ranks: Ranks = ONE) -> int:
     """Write ``checkpoint`` atomically over the last one (or as ``name``: a stable run's saved point, a file of the
-    workflow's); its size in bytes."""
-    staged = stage(folder, checkpoint, name)
-    size = staged.stat().st_size
-    commit(folder, staged, name)
-    return size
+    workflow's), on several devices every rank's in one file (``gather_ranks``); its size in bytes, on every rank."""
+    together, size = gather_ranks(checkpoint, ranks), 0
+    if together is not None:
+        staged = stage(folder, together, name)
+        size = staged.stat().st_size
+        commit(folder, staged, name)
+    return ranks.from_first(size)
 
 
 def stage(folder: Path, checkpoint: Checkpoint, name: str = STATE) -> Path:
     """Write ``checkpoint`` to a temporary file beside the last one, on disk (``commit`` makes it the checkpoint)."""
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{name}.{os.getpid()}.tmp"
-    # shallow: dataclasses.asdict would copy every tensor (weights and moments) on the device before saving it
-    session = checkpoint.session.to_dict() if checkpoint.session is not None else None
-    payload = {**_fields(checkpoint), "train": _fields(checkpoint.train), "session": session}
-    torch.save(payload, tmp)
+    torch.save(_payload(checkpoint), tmp)
     with open(tmp, "rb+") as f:  # on disk before the rename makes it the checkpoint
         os.fsync(f.fileno())
     return tmp
@@ -146,26 +187,37 @@ def load(folder: Path, key: str) -> tuple[Checkpoint | None, str]:
 
 def read(path: Path) -> Checkpoint:
     """The checkpoint in ``path``, whatever its key (a stable run's saved point: the workflow keys it as a file)."""
-    raw = torch.load(path, map_location="cpu", weights_only=True)
+    return _checkpoint(torch.load(path, map_location="cpu", weights_only=True))
+
+
+def _payload(checkpoint: Checkpoint) -> dict[str, Any]:
+    # shallow: dataclasses.asdict would copy every tensor (weights and moments) on the device before saving it
+    session = checkpoint.session.to_dict() if checkpoint.session is not None else None
+    peers = [_payload(peer) for peer in checkpoint.peers]
+    return {**_fields(checkpoint), "train": _fields(checkpoint.train), "session": session, "peers": peers}
+
+
+def _checkpoint(raw: dict[str, Any]) -> Checkpoint:
     session = SessionState.from_dict(raw["session"]) if raw["session"] is not None else None
-    return Checkpoint(key=raw["key"], number=raw["number"], train=TrainState(**raw["train"]), session=session)
+    peers = tuple(_checkpoint(peer) for peer in raw.get("peers", ()))
+    return Checkpoint(raw["key"], raw["number"], TrainState(**raw["train"]), session, peers)
 
 
 def _fields(record: Any) -> dict[str, Any]:
     return {f.name: getattr(record, f.name) for f in fields(record)}
 
 
-def write_heartbeat(folder: Path, beat: dict[str, Any]) -> None:
+def write_heartbeat(folder: Path, beat: dict[str, Any], name: str = HEARTBEAT) -> None:
     """The session's position and energy now, atomically (a kill mid-write leaves the one before)."""
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{HEARTBEAT}.{os.getpid()}.tmp"
+    tmp = folder / f".{name}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(beat))
-    os.replace(tmp, folder / HEARTBEAT)
+    os.replace(tmp, folder / name)
 
 
-def read_heartbeat(folder: Path) -> dict[str, Any] | None:
+def read_heartbeat(folder: Path, name: str = HEARTBEAT) -> dict[str, Any] | None:
     try:
-        return json.loads((folder / HEARTBEAT).read_text())
+        return json.loads((folder / name).read_text())
     except (OSError, ValueError):
         return None
 

@@ -35,8 +35,12 @@ SUMMED = (
     "meter_thread_cpu_s",
     "sample_errors",
 )
-# The slowest rank's: times, the largest sampling interval and temperature, the most short windows.
+# The slowest rank's: times, the largest sampling interval and temperature, the most short windows, and the largest
+# peak memory (the device that must fit the trial).
 SLOWEST = (
+    "peak_memory_bytes",
+    "peak_memory_reserved_bytes",
+    "optimizer_compile_s",
     "train_s",
     "eval_s",
     "duration_s",
@@ -62,6 +66,8 @@ PER_RANK = (
     "power_rms_w",
     "power_max_w",
     "train_s",
+    "lost_energy_j",
+    "lost_train_s",
     "samples_with_power",
     "meter_choice",
     "check_before_tflops",
@@ -105,6 +111,23 @@ def combine_windows(per_rank: list[list[dict[str, Any]]]) -> list[dict[str, Any]
                 "note": "; ".join(sorted({w["note"] for w in same if w["note"]})),
             }
         )
+    return combined
+
+
+def combine_resumes(per_rank: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The trial's resumes: every rank resumed from the same checkpoint (one file holds all their states); what each
+    stopped process lost is summed over the devices (energy) or the slowest rank's (seconds), and kept per rank."""
+    combined = []
+    for same in zip(*per_rank):
+        lost = {"lost_energy_j": _total([r["lost_energy_j"] for r in same])}
+        lost["lost_train_s"] = (
+            None if any(r["lost_train_s"] is None for r in same) else max(r["lost_train_s"] for r in same)
+        )
+        each = [
+            {"rank": rank, "lost_energy_j": r["lost_energy_j"], "lost_train_s": r["lost_train_s"]}
+            for rank, r in enumerate(same)
+        ]
+        combined.append({**same[0], **lost, "ranks": each})
     return combined
 
 
@@ -180,6 +203,17 @@ def combine_ranks(outputs: Sequence[Outputs]) -> Outputs:
     metrics["sample_error_messages"] = [
         f"rank {rank}: {m}" for rank, r in enumerate(records) for m in r.get("sample_error_messages", [])
     ][:20]
+    if first.get("branch"):  # the stable run's part of a branched trial, as its own: the devices' energy, slowest time
+        each = [r["branch"] for r in records]
+        metrics["branch"] = {
+            **first["branch"],
+            "stable_energy_j": _total([b["stable_energy_j"] for b in each]),
+            **{k: max(b[k] for b in each) for k in ("stable_train_s", "stable_run_s")},
+        }
+    if "resumes" in first:  # the lost work as one device's record sums it: over the resumes, null where one is
+        metrics["resumes"] = combine_resumes([r["resumes"] for r in records])
+        for key in ("lost_energy_j", "lost_train_s"):
+            metrics[key] = _total([r[key] for r in metrics["resumes"]])
     metrics["ranks"] = [{"rank": rank, **{k: r.get(k) for k in PER_RANK}} for rank, r in enumerate(records)]
     # PE's CS_TFLOPS × N assumes N devices of one kind (the report warns where they were not)
     metrics["devices_differ"] = len({r.get("device_name") for r in records}) > 1

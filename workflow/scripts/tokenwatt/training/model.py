@@ -1,4 +1,5 @@
-"""Models: a Llama built from a named preset (no download) in either implementation, or pretrained weights."""
+"""Models: a Llama built from a named preset (no download) in either implementation, a GPT-NeoX or Mamba of the same
+size through transformers (``model.architecture``, ``plan/architectures.py``), or pretrained weights."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 import torch
 
+from ..plan.architectures import ArchitectureError, family_config
 from ..plan.presets import PRESETS
 from .llama import ImplementationError, NativeLlama, init_weights, sizes_from
 
@@ -35,9 +37,14 @@ def preset_sizes(
     }
 
 
-def build_model(sizes: dict[str, Any], seed: int, implementation: str = "native") -> torch.nn.Module:
-    """A freshly initialised Llama in either implementation; the trial's seed fixes the initial
-    weights, identically for both (``llama.init_weights``)."""
+def build_model(
+    sizes: dict[str, Any], seed: int, implementation: str = "native", family: str = "llama"
+) -> torch.nn.Module:
+    """A freshly initialised model of ``family`` at the named size ``sizes``: a Llama in either implementation, the
+    trial's seed fixing its initial weights identically for both (``llama.init_weights``); another family through
+    transformers (``_build_family``)."""
+    if family != "llama":
+        return _build_family(family, sizes, seed, implementation)
     if implementation == "native":
         try:
             model = NativeLlama(sizes_from(sizes))
@@ -55,6 +62,31 @@ def build_model(sizes: dict[str, Any], seed: int, implementation: str = "native"
         raise ModelError(f"model.implementation is {implementation!r}; choose one of {IMPLEMENTATIONS}")
     init_weights(model, seed, std=sizes.get("initializer_range", 0.02), pad_token_id=sizes["pad_token_id"])
     return model
+
+
+def _build_family(family: str, sizes: dict[str, Any], seed: int, implementation: str) -> torch.nn.Module:
+    """A GPT-NeoX or Mamba from its transformers config at the Llama size ``sizes`` (no download), initialised as
+    transformers initialises the family, from the trial's seed: Mamba's A, D and step biases have initial values of
+    their own, which a Llama's normal draw for every matrix would destroy."""
+    if implementation != "hf":
+        raise ModelError(
+            f"model.implementation: native is tokenwatt's Llama; model.architecture {family} trains through "
+            "transformers (implementation hf or auto)"
+        )
+    try:
+        config = family_config(family, sizes)
+    except ArchitectureError as err:
+        raise ModelError(str(err)) from err
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, MambaConfig, MambaForCausalLM
+
+    with torch.random.fork_rng(devices=[]):  # the seed draws this model's weights and leaves the caller's stream alone
+        torch.manual_seed(seed)
+        if family == "gpt-neox":
+            return GPTNeoXForCausalLM(GPTNeoXConfig(**config))
+        width = config.pop("intermediate_size")
+        mamba = MambaConfig(**config)
+        mamba.intermediate_size = width  # MambaConfig derives it from an integer expand; the matched width is set
+        return MambaForCausalLM(mamba)
 
 
 def load_pretrained(name: str, revision: str | None = None, trust_remote_code: bool = False) -> torch.nn.Module:
@@ -97,10 +129,17 @@ def parameter_count(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+# transformers' model types under the names of model.architecture; any other keeps its model type.
+FAMILY_OF_MODEL_TYPE = {"llama": "llama", "gpt_neox": "gpt-neox", "mamba": "mamba"}
+
+
 def describe(model: torch.nn.Module) -> dict[str, Any]:
-    """Architecture facts the FLOP estimate needs."""
+    """Architecture facts the FLOP estimate needs (``analysis.efficiency.flops_per_token``): a state-space model's scan
+    its inner width and state size."""
     cfg = model.config
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    model_type = getattr(cfg, "model_type", "llama")  # the native Llama's sizes carry none
+    scan = {"ssm_inner_size": cfg.intermediate_size, "ssm_state_size": cfg.state_size} if model_type == "mamba" else {}
     return {
         "params": parameter_count(model),
         "embedding_params": model.get_input_embeddings().weight.numel(),
@@ -111,4 +150,6 @@ def describe(model: torch.nn.Module) -> dict[str, Any]:
         "vocab_size": model.get_input_embeddings().num_embeddings,
         "architecture": type(model).__name__,
         "implementation": getattr(model, "implementation", "hf"),
+        "family": FAMILY_OF_MODEL_TYPE.get(model_type, model_type),
+        **scan,
     }

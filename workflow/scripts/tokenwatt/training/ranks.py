@@ -12,6 +12,7 @@ no-ops: its loop runs exactly as it always did, bit for bit.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -46,6 +47,31 @@ class Ranks:
         if self.many:
             torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.MAX)
         return tensor
+
+    def any(self, flag: bool) -> bool:
+        """Whether ``flag`` is true on any rank (every rank gets the answer: a decision they all take together);
+        ``flag`` itself on one device."""
+        if not self.many:
+            return flag
+        flags: list[Any] = [None] * self.world
+        torch.distributed.all_gather_object(flags, flag)
+        return any(flags)
+
+    def gather(self, value: Any) -> list[Any] | None:
+        """Every rank's ``value`` in rank order, on rank 0 (None on the others); ``[value]`` on one device."""
+        if not self.many:
+            return [value]
+        got: list[Any] | None = [None] * self.world if self.rank == 0 else None
+        torch.distributed.gather_object(value, got, dst=0)
+        return got
+
+    def from_first(self, value: Any) -> Any:
+        """Rank 0's ``value``, on every rank; ``value`` itself on one device."""
+        if not self.many:
+            return value
+        box = [value]
+        torch.distributed.broadcast_object_list(box, src=0)
+        return box[0]
 
     def barrier(self) -> None:
         """Wait until every rank is here (a meter window's end); nothing on one device."""

@@ -15,7 +15,9 @@ import torch
 
 from .. import __version__
 from ..measurement.devices import device_name, gpu_uuid
+from ..measurement.memory import accounted_bytes
 from ..measurement.meter import WindowMeasurement
+from .optim import state_bytes
 from .session import TrialContext, TrialMeasurement
 from .spec import TrialData
 from .train import TrainSettings
@@ -81,6 +83,8 @@ def trial_record(ctx: TrialContext, data: TrialData, m: TrialMeasurement, starte
         "z_loss": settings.z_loss,
         "precision": settings.precision,
         "optimizer": result.optimizer,
+        "optimizer_settings": dict(settings.optimizer),
+        **_memory_record(ctx, m),
         "grad_scaler_skips": result.grad_scaler_skips,
         "eval_loss": m.eval_loss,
         "final_train_loss": result.final_train_loss,
@@ -128,6 +132,15 @@ def _where_record(ctx: TrialContext, data: TrialData, m: TrialMeasurement) -> di
         "check_after_tflops": m.check_after,
         "versions": versions(),
     }
+
+
+def _memory_record(ctx: TrialContext, m: TrialMeasurement) -> dict[str, Any]:
+    """The device's peak memory over training and the bytes the weights, gradients and optimizer state account for
+    (the state as its checkpoint holds it: a diverged run has none), and the seconds its step compiled before the
+    meter opened (torchao's)."""
+    state = m.result.state
+    held = state_bytes(state.optimizer) if state is not None and state.optimizer else None
+    return {**m.memory, **accounted_bytes(ctx.setup.model, held), "optimizer_compile_s": ctx.setup.optimizer_compile_s}
 
 
 def versions() -> dict[str, str]:

@@ -7,6 +7,10 @@ rerun. Saving pauses training, as an evaluation does, and is metered in its own 
 cost is reported, never counted as training. A resumed trial's training energy is the sum of the training windows it
 kept; the work done after the last checkpoint by the process that was killed is counted from its last heartbeat and
 recorded apart (``lost_energy_j``, ``lost_train_s``, ``lost_steps``): spent, and done again.
+
+On several devices every rank saves at the same step, into one file (``checkpoint.gather_ranks``), and keeps a
+heartbeat of its own, so each rank's lost work and energy are its own. A signal reaches each rank at its own step, so
+the ranks agree on stopping at every loss record (``agree_on_stop``) and save together at the step after it.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from typing import Any
 from ..common.failures import JobStopped
 from ..measurement.meter import Meter
 from . import checkpoint as store
-from .checkpoint import Checkpoint, SessionState, TrainState
+from .checkpoint import Checkpoint, SessionState, TrainState, for_rank, gather_ranks, heartbeat_name
+from .ranks import ONE, Ranks
 
 
 @dataclass(frozen=True)
@@ -37,7 +42,8 @@ class CheckpointPlace:
 
 class Checkpoints:
     """One trial's checkpoints (``place`` None: none, as outside the workflow), and the stable run's saved point it
-    branches from (``origin``, train.schedule.branch_every): what it continues when it has no checkpoint of its own."""
+    branches from (``origin``, train.schedule.branch_every): what it continues when it has no checkpoint of its own.
+    ``ranks``: this process's place among the trial's devices; each rank keeps its own part of both."""
 
     def __init__(
         self,
@@ -46,8 +52,11 @@ class Checkpoints:
         keep: bool,
         log: Callable[[str], None],
         origin: Path | None = None,
+        ranks: Ranks = ONE,
     ):
         self.place, self.every, self.keep, self.log, self.origin = place, every_tokens, keep, log, origin
+        self.ranks, self.heartbeat = ranks, heartbeat_name(ranks)
+        self.stopping = False  # on several devices: the ranks' agreed stop (``agree_on_stop``)
         self.branched = False  # whether this process continues ``origin`` (not a checkpoint of its own)
         self.stop_requested = threading.Event()
         self.written: list[dict[str, Any]] = []  # number, step, real_tokens, bytes, save_s of each checkpoint
@@ -63,7 +72,7 @@ class Checkpoints:
     def resume(self) -> Checkpoint | None:
         """The state to continue from: the trial's own checkpoint (``resume_own``), else the stable run's saved point
         it branches from; None where there is neither."""
-        origin = store.read(self.origin) if self.origin is not None else None
+        origin = for_rank(store.read(self.origin), self.ranks) if self.origin is not None else None
         own = self.resume_own(origin)
         if own is not None or origin is None:
             return own
@@ -84,7 +93,8 @@ class Checkpoints:
         if self.place is None:
             return None
         saved, why = store.load(self.place.folder, self.place.key)
-        beat = store.read_heartbeat(self.place.folder) or {}
+        saved = for_rank(saved, self.ranks) if saved is not None else None
+        beat = store.read_heartbeat(self.place.folder, self.heartbeat) or {}
         pending = beat.get("pending") or {}
         if saved is not None and pending.get("checkpoint") == saved.number:
             beat = {**beat, **pending}  # killed after the rename, before the heartbeat that follows it
@@ -138,7 +148,9 @@ class Checkpoints:
         windows and the work after it), each null where a part of it is not known."""
         assert self.place is not None
         self.log(f"NOTE: {why}; the checkpoint was removed and the trial starts from its first step")
-        store.remove(self.place.folder)
+        if self.ranks.rank == 0:
+            store.remove(self.place.folder)
+        self.ranks.barrier()  # removed before any rank writes its heartbeat again
         last = self.resumes[-1]
         # the saved session's windows and the one it was saved in, which only its heartbeat holds
         windows = [*saved.session.meter["windows"], *([self._carried_window] if self._carried_window else [])]
@@ -190,7 +202,17 @@ class Checkpoints:
         """After a step: a signal asked the job to stop, or the tokens since the last checkpoint reached the interval."""
         if self.place is None:
             return False
-        return self.stop_requested.is_set() or (self.every > 0 and real_tokens >= self.next_tokens)
+        return self.stop_asked() or (self.every > 0 and real_tokens >= self.next_tokens)
+
+    def stop_asked(self) -> bool:
+        """Whether a signal asked the job to stop: on several devices, whether the ranks agreed it did."""
+        return self.stopping if self.ranks.many else self.stop_requested.is_set()
+
+    def agree_on_stop(self) -> None:
+        """At a loss record (one collective there, none per step): a stop asked of any rank becomes every rank's, so
+        that all of them save at the same step; nothing to agree on one device."""
+        if self.place is not None and self.ranks.many:
+            self.stopping = self.ranks.any(self.stop_requested.is_set())
 
     def save(
         self,
@@ -208,14 +230,12 @@ class Checkpoints:
         t = time.perf_counter()
         this = {"number": n, "step": state.step, "real_tokens": real_tokens, "bytes": None, "save_s": None}
         payload = replace(session(), checkpoints=tuple(self.written), this=this, resumes=tuple(self.resumes))
-        staged = store.stage(self.place.folder, Checkpoint(key=self.place.key, number=n, train=state, session=payload))
-        written = {
-            "number": n,
-            "step": state.step,
-            "real_tokens": real_tokens,
-            "bytes": staged.stat().st_size,
-            "save_s": time.perf_counter() - t,
-        }
+        # rank 0 stages every rank's state in one file; every rank learns its size
+        together = gather_ranks(Checkpoint(key=self.place.key, number=n, train=state, session=payload), self.ranks)
+        staged = store.stage(self.place.folder, together) if together is not None else None
+        size = self.ranks.from_first(staged.stat().st_size if staged is not None else None)
+        written = {"number": n, "step": state.step, "real_tokens": real_tokens, "bytes": size}
+        written["save_s"] = time.perf_counter() - t
         # The checkpoint's window closes before the file becomes the checkpoint, and the heartbeat holds both as
         # pending first: a process killed between the rename and the next heartbeat leaves a heartbeat that names
         # the new checkpoint, with its window's energy (``resume`` takes the pending part when the file is this one).
@@ -223,14 +243,16 @@ class Checkpoints:
         after = meter.energy_now()
         pending = {"checkpoint": n, "written": written, "window": window, "after_checkpoint_j": after}
         self.beat(state.step, state.train_s, after, pending=pending)
-        store.commit(self.place.folder, staged)
+        self.ranks.barrier()  # every rank's heartbeat names the new checkpoint before it becomes the checkpoint
+        if staged is not None:
+            store.commit(self.place.folder, staged)
         self.written.append(written)
         self.number = n
         if real_tokens >= self.next_tokens:
             self.next_tokens = self._after(real_tokens)
         self._beat = {"key": self.place.key, **pending, "resumes": self.resumes}
         self.beat(state.step, state.train_s, after)
-        if self.stop_requested.is_set():
+        if self.stop_asked():
             raise JobStopped(
                 f"stopped by a signal at step {state.step}; its state was saved (checkpoint {n}, "
                 f"{self.place.folder}): rerun the same command and it resumes there"
@@ -241,7 +263,7 @@ class Checkpoints:
         checkpoint being made the last one, and its window)."""
         if self.place is not None and self._beat:
             beat = {**self._beat, "pid": os.getpid(), "step": step, "train_s": train_s, "energy_j": energy_j}
-            store.write_heartbeat(self.place.folder, {**beat, "pending": pending} if pending else beat)
+            store.write_heartbeat(self.place.folder, {**beat, "pending": pending} if pending else beat, self.heartbeat)
 
     @contextlib.contextmanager
     def signals_deferred(self) -> Iterator[None]:

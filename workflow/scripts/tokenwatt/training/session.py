@@ -19,6 +19,7 @@ import torch
 
 from ..measurement.devices import compute_dtype, device_name, gpu_uuid
 from ..measurement.energy import short_eval_window
+from ..measurement.memory import PeakMemory
 from ..measurement.meter import Measurement, Meter, Pace, WindowMeasurement
 from ..measurement.meters import make_meter
 from ..measurement.throughput import measure_throughput
@@ -59,6 +60,7 @@ class TrialMeasurement:
     meter: Meter
     why: str  # why this meter was chosen (meter_choice)
     checkpoints: dict[str, Any]  # its checkpoints and resumes (``Checkpoints.record``)
+    memory: dict[str, Any]  # the device's peak memory over training (``PeakMemory.read``)
 
 
 def cooldown(
@@ -81,11 +83,14 @@ class Session:
     """The trial's meter session around training, from ``begin`` to ``close``; ``state`` is its measurement so far."""
 
     state: SessionState  # set by ``begin``
+    memory: dict[str, Any]  # the peak memory over training (``PeakMemory.read``), set by ``train``
 
     def __init__(self, ctx: TrialContext) -> None:
         self.ctx, spec, setup = ctx, ctx.spec, ctx.setup
         train = spec.train
-        self.checkpoints = Checkpoints(ctx.place, train.checkpoint_every, train.keep_checkpoint, ctx.log, ctx.origin)
+        self.checkpoints = Checkpoints(
+            ctx.place, train.checkpoint_every, train.keep_checkpoint, ctx.log, ctx.origin, setup.ranks
+        )
         self.meter, self.why = make_meter(
             spec.meter,
             setup.device.type,
@@ -109,7 +114,8 @@ class Session:
                 "trains on, so it has no step left to cool down in: raise train.schedule.cooldown_fraction or the budget"
             )
         here = {"device_name": device_name(ctx.setup.device), "meter_kind": meter.kind}
-        if saved is not None and (there := {k: getattr(saved.session.before, k) for k in here}) != here:
+        there = {k: getattr(saved.session.before, k) for k in here} if saved is not None else here
+        if ctx.setup.ranks.any(there != here):  # every rank continues the saved session, or none does
             if branched:  # the stable run is other jobs' measurement: never silently redone here
                 raise TrainingError(
                     f"{ctx.spec.name}: the stable run it branches from ({ctx.origin}) was measured on {there}, this job "
@@ -173,7 +179,7 @@ class Session:
         from a checkpoint's state; a diverged run (a non-finite loss, or one past ``blowup_loss``; a stable run that
         diverged before the branch) is recorded as a result or fails the trial, as train.on_divergence says."""
         meter, saved, settings, s = self.meter, self.checkpoints, self.ctx.spec.train, self.ctx.setup
-        diverged = None
+        diverged, peak = None, PeakMemory(s.device)
         # a continued saved point by its number (one per lineage: a stretch and the branch from the same point are
         # in different trials), a trial's own checkpoint by its
         part = f"p{self.state.branch['from_point']}" if saved.branched else str(saved.number)
@@ -184,6 +190,7 @@ class Session:
                 if resume is not None and self.state.diverged is not None:
                     raise self.inherited_divergence(resume)
                 hooks = self.hooks()
+                peak.start()
                 result = train(s.model, s.ids, s.mask, s.device, settings, hooks=hooks, resume=resume, ranks=s.ranks)
         except Diverged as err:
             if settings.on_divergence == "fail":
@@ -196,6 +203,7 @@ class Session:
             diverged, result = err, err.partial
         except TrainingError as err:
             self.fail(str(err))
+        self.memory = peak.read()
         if not result.stopped:
             meter.end()
         return result, diverged
@@ -243,6 +251,7 @@ class Session:
             f"step {r['step']:>7} epoch {r['epoch']} tokens {r['tokens']:>10,} loss {r['loss']:.4f} "
             f"{r['tokens_per_s'] or 0:,.0f} tok/s " + (f"{watts:.1f} W" if watts is not None else "- W")
         )
+        self.checkpoints.agree_on_stop()
         self.checkpoints.beat(r["step"], r["elapsed_s"], self.meter.energy_now() if self.checkpoints.place else None)
 
     def evaluation(self, at: dict[str, Any]) -> bool:
@@ -298,12 +307,15 @@ class Session:
         self.meter.begin("eval_final")
         t_eval = time.perf_counter()
         precision, batch = settings.precision, settings.eval_batch_size
-        eval_loss = evaluate(s.model, s.eval_ids, s.eval_mask, s.device, precision, batch, s.ranks)
-        curve_loss = (
-            eval_loss
-            if s.n_sub == len(s.eval_ids)
-            else evaluate(s.model, s.eval_ids[: s.n_sub], s.eval_mask[: s.n_sub], s.device, precision, batch, s.ranks)
-        )
+        with result.evaluating():  # the weights an evaluation reads (schedule-free: its average)
+            eval_loss = evaluate(s.model, s.eval_ids, s.eval_mask, s.device, precision, batch, s.ranks)
+            curve_loss = (
+                eval_loss
+                if s.n_sub == len(s.eval_ids)
+                else evaluate(
+                    s.model, s.eval_ids[: s.n_sub], s.eval_mask[: s.n_sub], s.device, precision, batch, s.ranks
+                )
+            )
         eval_s = time.perf_counter() - t_eval
         self.meter.end()
         if not math.isfinite(eval_loss):

@@ -16,6 +16,7 @@ from ..measurement.devices import device_sync, make_deterministic, resolve_devic
 from .evalplan import eval_thresholds, subset_chunks
 from .llama import check_right_padded
 from .model import build_model, check_tokenizer_matches, describe, load_pretrained, preset_sizes
+from .optim import warm_up
 from .ranks import ONE, Ranks
 from .spec import TrialData, TrialSpec
 from .train import check_precision, compile_model, should_compile
@@ -32,10 +33,12 @@ def chunk_tensors(chunks: pl.DataFrame, chunk_ids: list[int] | None = None) -> t
 
 
 def implementation(model_cfg: Mapping[str, Any]) -> str:
-    """``model.implementation`` resolved: auto is native for a preset, transformers for pretrained weights."""
+    """``model.implementation`` resolved: auto is native for a Llama preset, transformers for pretrained weights and for
+    every other family (``model.architecture``)."""
     chosen = model_cfg.get("implementation", "auto")
     if chosen == "auto":
-        return "native" if model_cfg["source"] == "config" else "hf"
+        native = model_cfg["source"] == "config" and model_cfg.get("architecture", "llama") == "llama"
+        return "native" if native else "hf"
     return chosen
 
 
@@ -46,7 +49,7 @@ def load_model(
     the tokenizer that training survives is logged as a note."""
     if model_cfg["source"] == "config":
         sizes = preset_sizes(model_cfg["preset"], model_cfg["overrides"], tokenizer, context)
-        model = build_model(sizes, seed, implementation(model_cfg))
+        model = build_model(sizes, seed, implementation(model_cfg), model_cfg.get("architecture", "llama"))
     else:
         model = load_pretrained(model_cfg["name"], model_cfg["revision"], model_cfg["trust_remote_code"])
     for note in check_tokenizer_matches(model, tokenizer):
@@ -74,6 +77,7 @@ class TrialSetup:
     steps_planned: int
     last_work: float  # monotonic time the device last worked (load, compile): the idle baseline waits after it
     ranks: Ranks = ONE  # this process's place among the trial's devices (train.devices)
+    optimizer_compile_s: float = 0.0  # the optimizer's step compiled before the meter opened (``optim.warm_up``)
 
     def meter_sync(self) -> None:
         """A meter window's end: the device's queue done and, on several devices, every rank there (a barrier), so
@@ -111,6 +115,10 @@ def set_up(spec: TrialSpec, data: TrialData, log: Callable[[str], None], ranks: 
     if compiling:
         forward, compile_s = compile_model(forward or model, ids, mask, device, train, ranks)
         log(f"torch.compile: {compile_s:.1f} s before the metered window (train.compile: {train.compile})")
+    if optimizer_compile_s := warm_up(model, train):
+        log(
+            f"optimizer {train.optimizer['kind']}: its step compiled in {optimizer_compile_s:.1f} s before the metered window"
+        )
     sync()
     last_work = time.monotonic()
     return TrialSetup(
@@ -130,4 +138,5 @@ def set_up(spec: TrialSpec, data: TrialData, log: Callable[[str], None], ranks: 
         steps_planned=steps_planned,
         last_work=last_work,
         ranks=ranks,
+        optimizer_compile_s=optimizer_compile_s,
     )

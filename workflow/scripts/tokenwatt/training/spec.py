@@ -12,7 +12,7 @@ import polars as pl
 
 from ..common.files import read_chunks, read_subset, read_tokenizer_info
 from ..data.order import in_level_order, read_order
-from ..data.subsets import trial_seed
+from ..data.subsets import stream_head, trial_seed
 from ..measurement.meters import MeterSettings
 from ..measurement.throughput import ThroughputCheck
 from .evalplan import EvalSchedule
@@ -85,6 +85,18 @@ class TrialData:
             eval_chunks=read_chunks(inputs.eval),
             tokenizer=read_tokenizer_info(inputs.tokenizer),
             order=read_order(inputs.order) if hasattr(inputs, "order") else None,
+        )
+
+    @classmethod
+    def stable(cls, inputs: Any, spec: TrialSpec) -> TrialData:
+        """The data of a stretch of a stable run (the rule train_stable's inputs ``train``, ``eval``, ``tokenizer``):
+        the head of the trial's drawn order up to the stretch's end (``stream_head``), which every budget shares."""
+        chunks = read_chunks(inputs.train)
+        return cls(
+            subset=stream_head(chunks, spec.budget, spec.seed, spec.train.batch_size),
+            train_chunks=chunks,
+            eval_chunks=read_chunks(inputs.eval),
+            tokenizer=read_tokenizer_info(inputs.tokenizer),
         )
 
     def chunk_ids(self, data_order: str) -> list[int]:

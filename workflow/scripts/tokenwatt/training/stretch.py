@@ -11,10 +11,7 @@ the records without torch.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .checkpoint import SessionState
+from typing import Any
 
 # What a stretch record holds (written by train_stable, read by the aggregate rule).
 STRETCH_KEYS = (
@@ -36,9 +33,10 @@ STRETCH_KEYS = (
 
 
 def stretch_record(
-    session: SessionState, *, series: str, trial: int, point: int, real_tokens: int, train_s: float, diverged: bool
+    session: Any, *, series: str, trial: int, point: int, real_tokens: int, train_s: float, diverged: bool
 ) -> dict[str, Any]:
-    """The stretch record of a saved point from its session (``run_stable``'s: the meter session's closed windows,
+    """The stretch record of a saved point from its session (a ``checkpoint.SessionState``, not imported here: the
+    analysis stage reads STRETCH_KEYS and installs no torch; ``run_stable``'s: the meter session's closed windows,
     each with its energy fixed, the checkpoints written and the resumes, the processes' seconds)."""
     windows, resumes = session.meter["windows"], session.resumes
     return {
@@ -58,6 +56,22 @@ def stretch_record(
         "lost_train_s": _resumes(resumes, "lost_train_s"),
         "diverged": diverged,
     }
+
+
+# A stable run on several devices: the figures its ranks' stretch records add up (energies) and the slowest rank's
+# (seconds); the rest are the same on every rank.
+SUMMED = ("energy_j", "checkpoint_energy_j", "lost_energy_j")
+SLOWEST = ("train_s", "run_s", "checkpoint_s", "lost_train_s")
+
+
+def combine_stretches(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The stretch record of a stable run on several devices from its ranks' (``stretch_record`` each, rank order),
+    as a trial's record combines its ranks' (``combine.py``): null where a rank's figure is."""
+    if len(records) == 1:  # one device: its own, untouched
+        return records[0]
+    values = {key: [r[key] for r in records] for key in (*SUMMED, *SLOWEST)}
+    known = {key: None if None in v else (sum(v) if key in SUMMED else max(v)) for key, v in values.items()}
+    return {**records[0], **known}
 
 
 def _windows(windows: list[dict[str, Any]], prefix: str, value: Any) -> float | None:

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from ..measurement.devices import PRECISIONS
+from ..plan.optimizers import DEFAULT, normalized
 from ..plan.stopping import StopRule, stop_rule
 from .checkpoint import TrainState
 from .optim import make_optimizer
@@ -82,6 +83,7 @@ class TrainSettings:
     eval_batch_size: int = 32
     schedule: Schedule = field(default_factory=Schedule)
     betas: tuple[float, float] = (0.9, 0.999)  # AdamW's β₁, β₂
+    optimizer: Mapping[str, Any] = field(default_factory=lambda: normalized(DEFAULT))  # {kind, ...its settings}
     z_loss: float = 0.0  # the auxiliary loss's weight on log²Z per target (0: none; the recorded loss is always CE)
     device: str = "auto"
     threads: int = 1
@@ -108,6 +110,7 @@ class TrainSettings:
                 "seed": seed,
                 "schedule": schedule_from_config(given.get("schedule")),
                 **({"betas": tuple(given["betas"])} if "betas" in given else {}),
+                "optimizer": normalized(given.get("optimizer", DEFAULT)),
                 "stop": stop_rule(given.get("stop", "none")),
             }
         )
@@ -168,6 +171,7 @@ class TrainResult:
     grad_scaler_skips: int | None = None  # fp16-mixed: optimizer steps the GradScaler skipped (inf/NaN gradients)
     cooldown_from: int | None = None  # a branched wsd trial: the step its cooldown began at
     state: TrainState | None = None  # the loop's state after its last step: a stable run's branch point
+    evaluating: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext  # ``Optimizer``'s
 
 
 def autocast(device: torch.device, precision: str):
@@ -350,6 +354,7 @@ def train(
     targets, n_real = next_token_targets(ids, mask), mask.sum(dim=1)
     state = loop.start(resume)
     result.optimizer, result.steps, stopped = loop.optimizer.name, state.steps, False
+    result.evaluating = loop.optimizer.evaluating
     for epoch in range(state.epoch, cfg.epochs):
         if epoch > state.epoch:  # the next epoch, from its first batch
             state.epoch, state.start = epoch, 0
@@ -374,7 +379,7 @@ def train(
                 _log_window(loop, state, result, n_real, order[:end])
             if state.step in pause_steps:
                 at = {"step": state.step, "epoch": epoch + 1, "real_tokens": pause_steps[state.step]}
-                if stopped := bool(loop.paused(lambda: hooks.pause({**at, "train_s": loop.clock()}))):
+                if stopped := bool(loop.paused(lambda: loop.evaluated(hooks.pause, at))):
                     break
             tokens = int(tokens_after[end - 1])
             if hooks.checkpoints is not None and hooks.checkpoints.due(state.step, tokens):
@@ -475,6 +480,13 @@ class _Loop:
         if self.hooks.pace is not None:
             self.hooks.pace.paused = self.pauses
         return done
+
+    def evaluated(self, pause: Callable[[dict[str, Any]], bool | None], at: dict[str, Any]) -> bool | None:
+        """``pause`` at ``at`` and the training seconds so far, on the weights an evaluation reads (the optimizer's
+        ``evaluating``: schedule-free's average), which training goes on from unchanged after it."""
+        train_s = self.clock()
+        with self.optimizer.evaluating():
+            return pause({**at, "train_s": train_s})
 
     def capture(self, state: TrainState) -> TrainState:
         """``state`` (the position between two steps) completed with what the steps hold: the losses not yet in a

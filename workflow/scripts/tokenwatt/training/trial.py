@@ -55,6 +55,7 @@ def measure(ctx: TrialContext) -> TrialMeasurement:
         meter=session.meter,
         why=session.why,
         checkpoints=session.checkpoints.record(),
+        memory=session.memory,
     )
 
 
@@ -94,6 +95,7 @@ def run_stable(
     nvml: Any = None,
     place: CheckpointPlace | None = None,
     origin: Path | None = None,
+    ranks: Ranks = ONE,
 ) -> dict[str, Any]:
     """One stretch of a stable run (train.schedule.branch_every), with ``run_trial``'s parameters and context: ``data``
     is the head of the trial's drawn order up to saved point ``point`` (``stream_head``), trained from the point before
@@ -101,9 +103,10 @@ def run_stable(
     rate, and saved to ``out`` with its whole session, which the next stretch and every budget's branch continue. A
     stable run that diverged saves where, and the trials after it are its divergence, recorded or failed as
     train.on_divergence says. Returns what the stretch trained, for its log, and the saved session (``session``: its
-    stretch record's source, stretch.py)."""
+    stretch record's source, stretch.py). On several devices (``ranks``) every rank's state is saved in the one file,
+    and each rank returns its own session."""
     t_start = time.perf_counter()
-    ctx = TrialContext(spec, set_up(spec, data, log), log, nvml, place, origin)
+    ctx = TrialContext(spec, set_up(spec, data, log, ranks), log, nvml, place, origin)
     parameters = sum(p.numel() for p in ctx.setup.model.parameters())
     per_step = spec.train.batch_size * ctx.setup.ids.shape[1]
     if why := spec.train.schedule.room_after_warmup(ctx.setup.steps_planned, parameters, per_step):
@@ -127,7 +130,7 @@ def run_stable(
     )
     # a diverged stable run's point: its loss records and time, no weights (no branch trains from it)
     state = result.state or TrainState(step=result.n_steps, steps=result.steps, train_s=result.train_s)
-    store.save(out.parent, Checkpoint(key=out.name, number=kept.number, train=state, session=written), out.name)
+    store.save(out.parent, Checkpoint(key=out.name, number=kept.number, train=state, session=written), out.name, ranks)
     session.close()
     return {
         "step": result.n_steps,
