@@ -56,6 +56,9 @@ def test_shipped_configs_validate(root, schema, hub_cache):
         "hardware-slurm.yaml": "config.yaml",
         "selection-curriculum.yaml": "selection.yaml",
         "devices.yaml": "config.yaml",
+        "optimizer.yaml": "config.yaml",
+        "architecture.yaml": "config.yaml",
+        "paper-8bit.yaml": "paper.yaml",
     }
     shipped = sorted(p.name for p in (root / "config").glob("*.yaml") if p.name not in overlays)
     assert {"config.yaml", "paper.yaml", "scaling.yaml", "paper-scaling.yaml", "trajectory.yaml"} <= set(shipped)
@@ -540,11 +543,17 @@ def test_a_devices_factor_is_accepted_with_a_batch_every_device_gets_a_share_of(
     assert validate_config(cfg, schema)["design"]["devices"] == [1, 2]
 
 
+def test_a_devices_factor_checkpoints_and_branches_as_one_device_does(schema, default):
+    branched = _branched(default)
+    train = {**branched["train"], "batch_size": 4, "checkpoint_every": 10000}
+    cfg = {**branched, "design": {"devices": [1, 2]}, "train": train, "eval": {"points": 5}}
+    assert validate_config(cfg, schema)["train"]["checkpoint_every"] == 10000
+
+
 @pytest.mark.parametrize(
     "change, said",
     [
         ({"meter": {"kind": "rapl"}}, "meter.kind rapl reads the whole CPU package, which each of 2 ranks would count"),
-        ({"train": {"checkpoint_every": 10000}}, "a trial on 2 devices saves no checkpoint"),
         ({"train": {"batch_size": 1}}, "train.batch_size (and every design.batch_size level) must be at least 2"),
         (
             {"train": {"batch_size": 4}, "design": {"devices": [1, 2], "batch_size": [1, 4]}},

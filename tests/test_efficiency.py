@@ -44,11 +44,11 @@ def test_pe_is_missing_without_a_power_figure():
     assert rec["pe"] is None and rec["quality_per_kj"] is None and rec["joules_per_token"] is None
 
 
+ARCH = {"params": 1100, "embedding_params": 100, "n_layers": 2, "hidden_size": 8}
+
+
 def test_flops_are_six_n_t_plus_attention_without_the_embedding_lookup():
-    assert (
-        training_flops(params=1100, embedding_params=100, n_layers=2, hidden=8, context=64, tokens=10)
-        == 6 * 1000 * 10 + 6 * 2 * 64 * 8 * 10
-    )
+    assert training_flops(ARCH, context=64, tokens=10) == 6 * 1000 * 10 + 6 * 2 * 64 * 8 * 10
 
 
 def test_derived_metrics_of_a_trial_record_use_its_architecture_and_the_given_constants():
@@ -67,16 +67,14 @@ def test_derived_metrics_of_a_trial_record_use_its_architecture_and_the_given_co
         "power_rms_w": 4.0,
     }
     got = derived_metrics(rec, cs_tflops=2.0, K=1.0, tt_scale=1.0)
-    assert got["flops"] == training_flops(1100, 100, 2, 8, 64, 10)
+    assert got["flops"] == training_flops(ARCH, 64, 10)
     assert (got["idle_energy_j"], got["dynamic_energy_j"]) == (2.0, 3.0)
     assert got["pe"] == pytest.approx(math.exp(-1.0) * 2.0 / (1100 * 10 * 4.0))
 
 
 def test_a_head_tied_to_the_embedding_keeps_its_matmul_in_the_flops():
-    untied = training_flops(params=1100, embedding_params=100, n_layers=2, hidden=8, context=64, tokens=10)
-    tied = training_flops(
-        params=1100, embedding_params=100, n_layers=2, hidden=8, context=64, tokens=10, tied_embeddings=True
-    )
+    untied = training_flops(ARCH, context=64, tokens=10)
+    tied = training_flops({**ARCH, "tied_embeddings": True}, context=64, tokens=10)
     assert tied - untied == 6 * 100 * 10  # the shared matrix, multiplied once per token as the output head
 
 
@@ -96,7 +94,7 @@ def test_flops_count_the_padded_positions_the_model_computes():
         "train_s": 1.0,
         "power_rms_w": 4.0,
     }
-    assert derived_metrics(rec, cs_tflops=2.0, K=1.0, tt_scale=1.0)["flops"] == training_flops(1100, 100, 2, 8, 64, 16)
+    assert derived_metrics(rec, cs_tflops=2.0, K=1.0, tt_scale=1.0)["flops"] == training_flops(ARCH, 64, 16)
 
 
 def test_a_tied_transformers_llama_is_described_as_tied():

@@ -71,6 +71,12 @@ def test_fewer_than_three_sizes_are_refused_by_name():
         fit_energy([1e5, 1e5, 1e6, 1e6], [1e-5, 1.1e-5, 5e-5, 5.2e-5])
 
 
+def test_sizes_a_few_per_cent_apart_fit_no_e_of_n():
+    # three model families matched in parameters (design.architecture): their J/token differ, but not because of N
+    with pytest.raises(ScalingInputError, match=r"span 11,942 to 11,955 parameters.*at least × 1.5 apart"):
+        size_means([11942, 11952, 11955] * 3, [0.004, 0.02, 0.005] * 3)
+
+
 def test_the_local_slope_is_gamma_for_a_power_law_and_rises_with_n_for_the_affine_form():
     np.testing.assert_allclose(PerToken("power", 1.0, 0.4).local_slope([1e3, 1e6]), [0.4, 0.4])
     np.testing.assert_allclose(PerToken("affine", 1.0, 1e-3).local_slope([1e3, 1e6]), [0.5, 1e3 / 1001])

@@ -5,29 +5,52 @@ analysis, never in a trial, so changing a constant or a formula never retrains."
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..common.measures import LOG_MAX_FLOAT, exp_of_loss
 
+# Forward operations per token, layer and state element of a selective scan (Gu & Dao 2023): Δ·A and its exp, Δ·B, its
+# product with the input, the state's multiply and add, and C·h's multiply-add; training counts three times the forward
+# pass, as 6N counts 2N.
+SCAN_FORWARD_OPS = 8
+# Families whose mixing is a state-space scan (no attention over the context); every other family attends.
+STATE_SPACE_FAMILIES = frozenset({"mamba"})
 
-def training_flops(
-    params: int,
-    embedding_params: int,
-    n_layers: int,
-    hidden: int,
-    context: int,
-    tokens: int,
-    tied_embeddings: bool = False,
-) -> float:
-    """6·N·T for the dense weights plus 6·L·C·d·T for attention scores (Kaplan et al. 2020), T the positions
-    the model computes (padding included: a padded position costs the same arithmetic).
 
-    N excludes the input embedding table where it is only a lookup, which does no multiply-adds; a table tied
-    to the output head is also that head's matmul, so it stays in. An estimate, labelled as one in the outputs.
-    """
-    dense = 6.0 * (params - (0 if tied_embeddings else embedding_params)) * tokens
-    attention = 6.0 * n_layers * context * hidden * tokens
-    return dense + attention
+@dataclass(frozen=True)
+class FlopsPerToken:
+    """A training step's FLOPs per position, by where they are spent."""
+
+    dense: float  # 6 × every parameter a position multiplies once (matrices and the convolution's taps)
+    attention: float = 0.0  # 6·L·C·d: attention scores over the context (Kaplan et al. 2020), causal-masked half
+    scan: float = 0.0  # 3 × SCAN_FORWARD_OPS × L × inner × state: a state-space model's recurrence, context-free
+
+    def times(self, tokens: int) -> float:
+        return self.dense * tokens + self.attention * tokens + self.scan * tokens
+
+
+def flops_per_token(arch: Mapping[str, Any], context: int) -> FlopsPerToken:
+    """The family's own count (``arch``: a trial's record, ``training.model.describe``): 6·N for the dense weights plus
+    attention's 6·L·C·d, or for a state-space model its scan, which grows with the state and not the context.
+
+    N excludes the input embedding table where it is only a lookup, which does no multiply-adds; a table tied to the
+    output head is also that head's matmul, so it stays in. A scan's A (inner × state per layer) and skip D (inner)
+    are parameters its elementwise recurrence uses, counted in the scan, not as matrices. An estimate, labelled as one
+    in the outputs; records from before model.architecture are Llamas."""
+    weights = arch["params"] - (0 if arch.get("tied_embeddings") else arch["embedding_params"])
+    layers = arch["n_layers"]
+    if arch.get("family", "llama") not in STATE_SPACE_FAMILIES:
+        return FlopsPerToken(dense=6.0 * weights, attention=6.0 * layers * context * arch["hidden_size"])
+    inner, state = arch["ssm_inner_size"], arch["ssm_state_size"]
+    elementwise = layers * inner * (state + 1)
+    return FlopsPerToken(dense=6.0 * (weights - elementwise), scan=3.0 * SCAN_FORWARD_OPS * layers * inner * state)
+
+
+def training_flops(arch: Mapping[str, Any], context: int, tokens: int) -> float:
+    """The training FLOPs of ``tokens`` positions (padding included: a padded position costs the same arithmetic)."""
+    return flops_per_token(arch, context).times(tokens)
 
 
 def parameter_efficiency(
@@ -98,15 +121,7 @@ def derived_metrics(trial: dict[str, Any], *, cs_tflops: float | None, K: float,
     """Everything the analysis derives from one trial's record: FLOPs, idle and dynamic energy, PE and its layers.
     ``cs_tflops`` is one device's (its profile's); a trial on several devices had their sum to compute with, which
     its PE and MFU divide by (its power and energy are the devices' sums too)."""
-    flops = training_flops(
-        trial["params"],
-        trial["embedding_params"],
-        trial["n_layers"],
-        trial["hidden_size"],
-        trial["context"],
-        trial.get("padded_tokens") or trial["real_tokens"],
-        bool(trial.get("tied_embeddings", False)),
-    )
+    flops = training_flops(trial, trial["context"], trial.get("padded_tokens") or trial["real_tokens"])
     energy, idle_w = finite(trial["energy_j"]), finite(trial["idle_power_w"])
     idle_j = None if idle_w is None else finite(idle_w * trial["duration_s"])
     return {

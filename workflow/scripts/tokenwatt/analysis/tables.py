@@ -6,6 +6,8 @@ from pathlib import Path
 
 import polars as pl
 
+from ..common.files import read_table
+
 # Column types of conditions.csv and changes.csv, for writing and for reading back: an all-null
 # column (e.g. energy with meter none) would otherwise come back from CSV as strings.
 CONDITIONS_SCHEMA = {
@@ -66,7 +68,17 @@ SCALING_TABLES = {
     },
 }
 # Every product table read back with fixed types (a CSV gives an all-null column back as strings).
-PRODUCT_TABLES = SCALING_TABLES
+PRODUCT_TABLES = {
+    **SCALING_TABLES,
+    # the trials product's: the power figure's samples, one trial per cell, device by device
+    "trace_samples": {
+        "cell": pl.String,
+        "trial": pl.Int64,
+        "device": pl.Int64,
+        "t_s": pl.Float64,
+        "power_w": pl.Float64,
+    },
+}
 
 
 def read_product_table(path: str | Path, name: str) -> pl.DataFrame:
@@ -82,6 +94,13 @@ def read_conditions(path: str | Path) -> pl.DataFrame:
 
 def read_changes(path: str | Path) -> pl.DataFrame:
     return _series_text(pl.read_csv(path, schema=CHANGES_SCHEMA))
+
+
+def read_aggregate_table(path: str | Path, file: str) -> pl.DataFrame:
+    """One of the aggregate's tables that a product's figures draw (``Product.draws``), with its column types: a CSV
+    by its schema, a Parquet file as written."""
+    readers = {"conditions.csv": read_conditions, "changes.csv": read_changes}
+    return readers[file](path) if file in readers else read_table(path, f"{file} table")
 
 
 def series_blocks(table: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:

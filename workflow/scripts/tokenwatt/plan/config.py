@@ -155,6 +155,15 @@ def config_hash(cfg: dict[str, Any]) -> str:
 _BOUNDS = (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<"))
 
 
+def _allowed(branch: dict[str, Any]) -> list[Any]:
+    """What one branch of a ``oneOf`` allows, as the reference table lists it."""
+    if "const" in branch:
+        return [branch["const"]]
+    if "enum" in branch:
+        return list(branch["enum"])
+    return [branch["type"] + "".join(f" {op} {branch[k]}" for k, op in _BOUNDS if k in branch)]
+
+
 def schema_reference(schema: dict[str, Any]) -> str:
     """The key reference table of config/README.md, generated so it cannot drift from the schema."""
     rows = ["| key | type / allowed | default | meaning |", "| --- | --- | --- | --- |"]
@@ -166,16 +175,8 @@ def schema_reference(schema: dict[str, Any]) -> str:
                 rows.append(f"| `{key}` | section | | {sub.get('description', '')} |")
                 walk(sub, key + ".")
                 continue
-            if "oneOf" in sub:  # e.g. `measure` or a number
-                sub = {
-                    **sub,
-                    "enum": [
-                        o["const"]
-                        if "const" in o
-                        else o["type"] + "".join(f" {op} {o[k]}" for k, op in _BOUNDS if k in o)
-                        for o in sub["oneOf"]
-                    ],
-                }
+            if "oneOf" in sub:  # e.g. `measure` or a number; an optimizer's kind or a kind with its settings
+                sub = {**sub, "enum": [value for o in sub["oneOf"] for value in _allowed(o)]}
             allowed = " \\| ".join(map(str, sub["enum"])) if "enum" in sub else sub.get("type", "")
             if isinstance(allowed, list):
                 allowed = " or ".join(allowed)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .architectures import ArchitectureError, family_config
 from .config_messages import show
 from .presets import NATIVE_FIELDS, PRESETS
 
@@ -141,4 +142,37 @@ def architecture_problems(model: dict[str, Any], key_of: Callable[[str], str], w
             f"{at(kv_key)}: num_key_value_heads {kv} does not divide num_attention_heads {heads}; "
             f"give num_key_value_heads one of {_divisors(heads)}"
         )
+    return problems
+
+
+def families_of(cfg: dict[str, Any]) -> tuple[list[str], str]:
+    """The families the study builds (design.architecture, else model.architecture, absent: llama) and their key."""
+    if levels := cfg["design"].get("architecture"):
+        return list(levels), "design.architecture"
+    return [cfg["model"].get("architecture", "llama")], "model.architecture"
+
+
+def family_problems(model: dict[str, Any], families: list[str], key: str, where: str) -> list[str]:
+    """What a family other than the Llama needs of a model the study builds (``where``: ``model`` or a design.model
+    level): a preset to size it (not pretrained weights, whose family is their own), transformers to train it, and a
+    size at which its inner width can match the Llama's parameters (``architectures.family_config``)."""
+    others = [f for f in families if f != "llama"]
+    if not others:
+        return []
+    if model["source"] != "config":
+        return [f"{key}: {', '.join(others)} take the size of a preset; {where} loads pretrained weights instead"]
+    problems = []
+    if model["implementation"] == "native":
+        problems.append(
+            f"{where}.implementation: native is tokenwatt's Llama, and {key} asks for {', '.join(others)}, which "
+            "train through transformers; set implementation auto (native for the Llama, hf for the others)"
+        )
+    # The tokenizer's ids and the context do not change the shape: placeholders size the check.
+    sizes = {**PRESETS[model["preset"]], **model["overrides"], "max_position_embeddings": 1}
+    sizes |= {f: 0 for f in FROM_TOKENIZER}
+    for family in others:
+        try:
+            family_config(family, sizes)
+        except ArchitectureError as err:
+            problems.append(f"{key} {family} ({where}): {err}")
     return problems

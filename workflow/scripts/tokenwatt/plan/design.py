@@ -1,7 +1,7 @@
 """The study's design as data: the config turned into cells, their settings and their paths.
 
 The budget is the within-subject factor every study has (``study.budgets``); ``design`` adds
-further within-subject factors (selection, model, precision, lr, batch_size, hardware, devices, stopping), each a named list of
+further within-subject factors (selection, model, architecture, precision, optimizer, lr, batch_size, hardware, devices, stopping), each a named list of
 levels. A cell is one level of every factor; trial *i* runs under every cell (the subject of the
 repeated-measures design), on the data subset of its budget and trial alone, so every level trains
 on the same tokens in the same order; except a selection level (its own documents), whose subset is the same order of
@@ -27,7 +27,18 @@ from ..common.measures import budget_label
 from .evalgrid import shared_grid
 
 # The further factors, in the order of path parts, columns and labels.
-FACTORS = ("selection", "model", "precision", "lr", "batch_size", "hardware", "devices", "stopping")
+FACTORS = (
+    "selection",
+    "model",
+    "architecture",
+    "precision",
+    "optimizer",
+    "lr",
+    "batch_size",
+    "hardware",
+    "devices",
+    "stopping",
+)
 # Column prefix of a factor's level in the analysis tables (a record's nested ``levels`` flattened).
 LEVEL_PREFIX = "levels_"
 # Snakemake wildcard patterns of the path fragments below.
@@ -180,10 +191,12 @@ class Design:
         return None if name is None else self.factors[factor][name]
 
     def model_config(self, cell: Cell) -> dict[str, Any]:
+        """The cell's model section: its model level over the study's, in its architecture level's family (at the
+        same named size: ``architectures.family_config``)."""
         spec = self._level(cell, "model")
-        if spec is None:
-            return self.config["model"]
-        return merged_model(self.config["model"], spec)
+        model = self.config["model"] if spec is None else merged_model(self.config["model"], spec)
+        family = self._level(cell, "architecture")
+        return model if family is None else {**model, "architecture": family}
 
     def tokenizer_config(self, tokenizer_key: str) -> dict[str, Any]:
         level = tokenizer_key.removeprefix("tok=").removesuffix("/")
@@ -240,7 +253,7 @@ class Design:
 
     def _train_settings(self, cell: Cell) -> dict[str, Any]:
         train = {k: v for k, v in self.config["train"].items() if k not in JOB_TRAIN_KEYS}
-        for factor in ("precision", "lr", "batch_size", "devices"):
+        for factor in ("precision", "optimizer", "lr", "batch_size", "devices"):
             if (value := self._level(cell, factor)) is not None:
                 train[factor] = value
         if (hardware := self._level(cell, "hardware")) is not None:

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ..common.files import read_json, traceback_file
-from . import capacity, disk, preflight
+from . import capacity, disk, optimizers, preflight
 from .design import condition_name
+from .memory import memory_warnings
 from .preview import RUNTIME_UNKNOWN_MIN, cost_preview, planned_rate, shared_process_note, workload_key
 from .study import Study
 
@@ -33,7 +34,9 @@ def _machine(study: Study) -> list[preflight.Finding]:
     for cell in study.design.cells:  # each training device, and the most devices its trials ask for
         device = study.design.train_config(cell)["device"]
         devices[device] = max(devices.get(device, 1), study.design.devices(cell))
-    return preflight.machine_findings(study.config["meter"], devices)
+    found = preflight.machine_findings(study.config["meter"], devices)
+    problems = optimizers.machine_problems(study.config, trains_on_gpu(study))
+    return found + [preflight.Finding(key, sentence, on_node=True) for key, sentence in problems]
 
 
 def _files(study: Study, planned: Mapping[str, int]) -> list[preflight.Finding]:
@@ -86,7 +89,8 @@ def corpus_refusal(study: Study) -> str | None:
 
 def design_warnings(study: Study) -> list[str]:
     """What the config asks that the analysis cannot answer, said before any job: budgets above the corpus's estimated
-    tokens, and fewer trial ids than a paired ratio needs."""
+    tokens, fewer trial ids than a paired ratio needs, and cells whose weights, gradients and optimizer state exceed the
+    device's memory (``memory``)."""
     _, warnings = capacity.corpus_problems(study.config, study.design, study.layout, study.corpus_inputs())
     trials = study.config["study"]["trials"]
     if trials < MIN_PAIRED_TRIALS and len(study.design.cells) > 1:
@@ -95,7 +99,7 @@ def design_warnings(study: Study) -> list[str]:
             f"perplexity) needs at least {MIN_PAIRED_TRIALS} trial ids measured under both, so the report can give "
             f"none; set study.trials to {MIN_PAIRED_TRIALS} or more (5 for intervals of a useful width)"
         )
-    return warnings
+    return warnings + memory_warnings(study.design, trains_on_gpu(study))
 
 
 def refusal(

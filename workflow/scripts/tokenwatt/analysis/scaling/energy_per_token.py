@@ -34,6 +34,10 @@ from .law import LEVEL, ScalingInputError, check_positive
 
 FORMS = ("power", "affine")
 MIN_SIZES = 3
+# The largest size over the smallest that e(N) needs: sizes a few per cent apart (model families matched in
+# parameters, design.architecture) say nothing about how e grows with N, and a slope through them is their noise
+# magnified (a γ of −795 across 0.1 % of N in the tiny study's three families).
+MIN_SPAN = 1.5
 MIN_SIZES_AICC = 5  # AICc with k = 3 (two parameters and the variance) needs n > k + 1
 NO_PREFERENCE = 2.0  # |ΔAICc| below this: the data do not prefer either form (Burnham & Anderson)
 
@@ -99,6 +103,11 @@ def size_means(N: ArrayLike, joules_per_token: ArrayLike) -> tuple[np.ndarray, n
     sizes, codes = np.unique(N, return_inverse=True)
     if sizes.size < MIN_SIZES:
         raise ScalingInputError(f"{sizes.size} distinct N: e(N) needs at least {MIN_SIZES} model sizes")
+    if sizes[-1] < MIN_SPAN * sizes[0]:
+        raise ScalingInputError(
+            f"the model sizes span {sizes[0]:,.0f} to {sizes[-1]:,.0f} parameters, × {sizes[-1] / sizes[0]:.4g}: "
+            f"e(N) needs sizes at least × {MIN_SPAN:g} apart"
+        )
     return sizes, np.exp(np.bincount(codes, np.log(e)) / np.bincount(codes))
 
 
