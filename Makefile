@@ -9,8 +9,8 @@ STAMP := $(VENV)/.installed
 
 # Two pytest workers per core, at most 16 (pytest-xdist), each on one thread (tests/conftest.py): a workflow test
 # spends much of its time on one core or none (a study's jobs one after another, a trial's idle baseline, a SLURM
-# status check), so one worker per core left ~37 % of the two cores idle. Tests of one group (the SLURM ones, which
-# share one cluster) run in one worker, in order (pyproject.toml's --dist loadgroup).
+# status check), so one worker per core left ~37 % of the two cores idle. The SLURM tests share one cluster, brought up
+# once per run and taken down when every worker has ended (tests/conftest.py).
 WORKERS ?= $(shell n=$$(nproc); echo $$((n > 8 ? 16 : 2 * n)))
 PYTEST := HF_HUB_DISABLE_PROGRESS_BARS=1 $(BIN)/python -m pytest -q -n $(WORKERS)
 

@@ -77,23 +77,36 @@ def study(built, cache):
 
 
 @pytest.fixture(scope="session")
-def released(study, tmp_path_factory):
-    """A project pinned to tokenwatt v1.0.0 on GitHub (workflow_helpers.publish), run once to its report. Its rules
-    are renamed, and its trials are restored from the shared study's store all the same: an entry is keyed by
-    tokenwatt's name for the rule."""
+def released(study, built):
+    """A project pinned to tokenwatt v1.0.0 on GitHub (workflow_helpers.publish), run to its report once per test run
+    and copied for each worker with the repository it was fetched from (tests release new tags to it) and its source
+    cache. Its rules are renamed, and its trials are restored from the shared study's store all the same: an entry is
+    keyed by tokenwatt's name for the rule."""
     from types import SimpleNamespace
 
-    from workflow_helpers import pin_release, publish, snakemake
+    from workflow_helpers import pin_release, publish, reach, snakemake
 
-    base = tmp_path_factory.mktemp("released")
-    repo, env = publish(base)
-    env["TOKENWATT_STORE"] = str(study / "results" / "store")
-    project = base / "project"
-    project.mkdir()
-    (project / "config.yaml").write_text((ROOT / ".test" / "config" / "config.yaml").read_text())
-    pin_release(project, "v1.0.0")
-    proc = snakemake(project, "--cores", "2", "--resources", "gpu=1", env=env)
-    return SimpleNamespace(repo=repo, project=project, env=env, terminal=proc.stdout + proc.stderr)
+    def run(base):
+        _, env = publish(base)
+        project = base / "project"
+        project.mkdir()
+        (project / "config.yaml").write_text((ROOT / ".test" / "config" / "config.yaml").read_text())
+        pin_release(project, "v1.0.0")
+        proc = snakemake(
+            project,
+            "--cores",
+            "2",
+            "--resources",
+            "gpu=1",
+            env={**env, "TOKENWATT_STORE": str(study / "results/store")},
+        )
+        (base / "terminal.txt").write_text(proc.stdout + proc.stderr)
+
+    base = built("released", run)
+    env = {**reach(base), "TOKENWATT_STORE": str(study / "results" / "store")}
+    return SimpleNamespace(
+        repo=base / "repo", project=base / "project", env=env, terminal=(base / "terminal.txt").read_text()
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -117,6 +130,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return next((i for i, mark in enumerate(marks) if item.get_closest_marker(mark)), len(marks))
 
     items.sort(key=kind)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The SLURM that a cluster test brought up for this run (test_cluster.py's ``slurm``) taken down once, in the
+    process that distributed the tests to workers, after every worker has ended: a worker's own end would take it
+    from under another's jobs. (A run without workers takes it down at its session's end, in the fixture.)"""
+    if session.config.pluginmanager.has_plugin("dsession"):
+        from workflow_helpers import cluster_down
+
+        cluster_down(session.config._tmp_path_factory.getbasetemp() / "shared")
 
 
 @pytest.fixture

@@ -18,14 +18,18 @@ from workflow_helpers import (
     TINY,
     built_once,
     clone,
+    cluster_down,
+    cluster_up,
     copy_project,
     planned_jobs,
     run_tiny_study,
     snakemake,
 )
 
-# One worker runs them all, in order: they share one SLURM, which the session's end takes down.
-pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("slurm")]
+# Spread over the workers like any test: they share one SLURM, brought up once per run by the first that needs it and
+# taken down once at the run's end (``slurm``), and the cancelled study through sbatch is run once per run
+# (``cancelled_run``), so their waits on the scheduler overlap instead of adding up in one worker.
+pytestmark = pytest.mark.cluster
 PROFILE = [
     "--profile",
     "profiles/slurm",
@@ -56,12 +60,15 @@ SAME_AS_LOCAL = [
 
 
 @pytest.fixture(scope="session")
-def slurm():
-    """Bring SLURM up (installing Debian's packages if needed); a machine that cannot is a failure, not a skip."""
-    up = subprocess.run([str(ROOT / "cluster/slurm-up.sh")], capture_output=True, text=True)
-    assert up.returncode == 0, f"SLURM could not start on this machine:\n{up.stderr[-3000:]}"
+def slurm(shared):
+    """SLURM up once per test run, by the first worker that needs it (workflow_helpers.cluster_up: a machine that
+    cannot is a failure, not a skip); every worker's cluster tests share it. It goes down once, when no test can need
+    it any more: at the end of a run without workers here, else when every worker has ended (conftest.py's
+    pytest_sessionfinish), never at one worker's end while another's jobs run on it."""
+    built_once(shared, "slurm", cluster_up)
     yield
-    subprocess.run([str(ROOT / "cluster/slurm-down.sh")], capture_output=True, text=True)
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        cluster_down(shared)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -109,10 +116,10 @@ def test_a_gpu_job_sees_the_gpu_slurm_assigned_and_the_meter_maps_it(slurm, tmp_
     assert out.read_text().split() == ["CVD", "0", "GPU-first"]
 
 
-@pytest.fixture(scope="module")
-def cancelled_run(slurm, tmp_path_factory):
-    """The tiny study through SLURM with no retries; one training job is scancel'ed while running."""
-    work = clone(tmp_path_factory.mktemp("slurm"))
+def _cancel_a_training_job(work):
+    """The tiny study through SLURM in ``work`` with no retries; one training job is scancel'ed while running. What
+    the run ended with is kept beside it (cancelled.json, terminal.txt)."""
+    work = clone(work)
     env = {**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
     proc = subprocess.Popen(
         [SNAKEMAKE, *TINY, *PROFILE, "--retries", "0", "--keep-going"],
@@ -133,7 +140,18 @@ def cancelled_run(slurm, tmp_path_factory):
         time.sleep(0.5)
     output, _ = proc.communicate(timeout=1800)
     assert cancelled, f"no training job was seen running:\n{output[-3000:]}"
-    return work, proc.returncode, output, cancelled
+    (work / "terminal.txt").write_text(output)
+    (work / "cancelled.json").write_text(json.dumps({"returncode": proc.returncode, "cancelled": cancelled}))
+
+
+@pytest.fixture
+def cancelled_run(slurm, built):
+    """The tiny study through SLURM with one training job cancelled, run once per test run (whichever worker asks
+    first; built_once) and copied for each test, which reruns it in its copy: (folder, return code, what Snakemake
+    printed, (the cancelled job's id, its wildcards))."""
+    work = built("slurm-cancelled", _cancel_a_training_job)
+    ended = json.loads((work / "cancelled.json").read_text())
+    return work, ended["returncode"], (work / "terminal.txt").read_text(), tuple(ended["cancelled"])
 
 
 def test_a_cancelled_training_job_is_reported_clearly(cancelled_run):
@@ -153,12 +171,13 @@ def test_a_rerun_completes_the_study_without_redoing_finished_trials(cancelled_r
         "stats": 1,
         "curves": 1,
         "scaling": 1,
-        "figures": 1,
+        "trials": 1,
         "scaling_figures": 1,
+        "trials_figures": 1,
         "report": 1,
     }
     rerun = snakemake(work, *TINY, *PROFILE)
-    assert (rerun.stdout + rerun.stderr).count("submitted with SLURM") == 8  # the trial and the seven analysis jobs
+    assert (rerun.stdout + rerun.stderr).count("submitted with SLURM") == 9  # the trial and the eight analysis jobs
     assert {p: p.stat().st_mtime_ns for p in finished} == finished
     assert (work / "results/report.html").exists()
     # Same results table as the local run, except timing and energy.
@@ -168,14 +187,15 @@ def test_a_rerun_completes_the_study_without_redoing_finished_trials(cancelled_r
     assert set(pl.read_parquet(work / "results/analysis/trials.parquet")["cuda_visible_devices"]) <= {"0", "1"}
 
 
-def _allocated_gpu_types() -> dict[str, tuple[str, set[str]]]:
-    """Per training job that SLURM still knows (MinJobAge keeps finished ones), by job id: its wildcards
-    and the GPU types it was allocated (the job's detailed record, e.g. JOB_GRES=gpu:h100:1)."""
+def _allocated_gpu_types(work: os.PathLike) -> dict[str, tuple[str, set[str]]]:
+    """Per training job run in ``work`` that SLURM still knows (MinJobAge keeps finished ones), by job id: its
+    wildcards and the GPU types it was allocated (the job's detailed record, e.g. JOB_GRES=gpu:h100:1). Another
+    test's jobs on the same cluster, running beside, are never counted."""
     out = subprocess.run(["scontrol", "-d", "show", "job", "-o"], capture_output=True, text=True).stdout
     found = {}
     for line in out.splitlines():
         comment = re.search(r"Comment=rule_train_trial_wildcards_(\S+)", line)
-        if comment:
+        if comment and f"WorkDir={os.path.realpath(work)} " in line:
             found[re.search(r"JobId=(\d+)", line).group(1)] = (
                 comment.group(1),
                 set(re.findall(r"JOB_GRES=gpu:(\w+):1", line)),
@@ -195,9 +215,9 @@ def test_a_hardware_factor_puts_each_levels_trials_on_its_gpu_type(slurm, tmp_pa
     config = [*TINY, "config/hardware-slurm.yaml", "cpu.yaml"]
     snakemake(work, *config, "--cores", "2", "data")
     trials = [f"results/trials/hardware={level}/b1000/t{t}/metrics.json" for level in ("a100", "h100") for t in (1, 2)]
-    before = set(_allocated_gpu_types())
+    before = set(_allocated_gpu_types(work))
     snakemake(work, *config, *PROFILE, "--", *trials)
-    jobs = [job for jobid, job in _allocated_gpu_types().items() if jobid not in before]
+    jobs = [job for jobid, job in _allocated_gpu_types(work).items() if jobid not in before]
     assert len(jobs) == 4, jobs
     for wildcards, types in jobs:
         level = re.search(r"hardware=([a-z0-9]+)", wildcards).group(1)

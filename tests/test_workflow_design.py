@@ -137,8 +137,9 @@ def test_a_precision_factor_gets_a_device_profile_per_level(factorial):
 
 def test_a_model_level_with_its_own_tokenizer_trains_on_its_own_chunks_of_the_same_documents(tmp_path):
     work = clone(tmp_path)
+    # one budget and one trial per level: what is asked is which tokenizer each level's trial trained with
     (work / "own.yaml").write_text(
-        "study: {name: own tokenizer, seed: 11, budgets: [1000], trials: 3}\n"
+        "study: {name: own tokenizer, seed: 11, budgets: [1000], trials: 1}\n"
         "design: {model: {shared: {preset: llama-tiny}, own: {preset: llama-tiny, tokenizer: {vocab_size: 280}}}}\n"
     )
     snakemake(work, "--configfile", ".test/config/config.yaml", "own.yaml", "--cores", "2", "--resources", "gpu=1")

@@ -16,7 +16,16 @@ ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 TINY = ["--configfile", ".test/config/config.yaml"]
 # The analysis jobs a change below the trials reruns, once each.
-ANALYSIS = {"aggregate": 1, "stats": 1, "curves": 1, "scaling": 1, "figures": 1, "scaling_figures": 1, "report": 1}
+ANALYSIS = {
+    "aggregate": 1,
+    "stats": 1,
+    "curves": 1,
+    "scaling": 1,
+    "trials": 1,
+    "scaling_figures": 1,
+    "trials_figures": 1,
+    "report": 1,
+}
 COPIED = ("environment.yml", "workflow", "config", "profiles", "resources", ".test")
 
 
@@ -61,6 +70,21 @@ def built_once(shared: Path, name: str, build) -> Path:
     return folder
 
 
+def cluster_up(folder: Path) -> None:
+    """cluster/slurm-up.sh, installing Debian's packages if needed: the build of the run's one SLURM (built_once's
+    ``shared/slurm``, whose mark says a test of this run brought it up); a machine that cannot is a failure."""
+    up = subprocess.run([str(ROOT / "cluster/slurm-up.sh")], capture_output=True, text=True)
+    assert up.returncode == 0, f"SLURM could not start on this machine:\n{up.stderr[-3000:]}"
+
+
+def cluster_down(shared: Path) -> None:
+    """cluster/slurm-down.sh, once, if a test of this run brought SLURM up (cluster_up)."""
+    mark = shared / "slurm" / ".built"
+    if mark.exists():
+        subprocess.run([str(ROOT / "cluster/slurm-down.sh")], capture_output=True, text=True)
+        mark.unlink()
+
+
 def run_tiny_study(folder: Path, env: dict) -> None:
     """The tiny study run locally in ``folder``, with the between-workflow cache ``env`` on (targets before --cache),
     and what the user saw kept in terminal.txt: the shared ``study`` fixture's build."""
@@ -80,9 +104,9 @@ def own_copy(built: Path, dest: Path) -> Path:
 
 
 def run_script(name: str, *args) -> subprocess.CompletedProcess:
-    """One of workflow/scripts' commands (fit_scaling.py, energy_to_target.py) as a user runs it, output captured."""
+    """One of the command-line tools (tools/: fit_scaling.py, energy_to_target.py) as a user runs it, output captured."""
     return subprocess.run(
-        [sys.executable, str(ROOT / "workflow" / "scripts" / name), *map(str, args)],
+        [sys.executable, str(ROOT / "tools" / name), *map(str, args)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -173,13 +197,18 @@ def publish(base: Path) -> tuple[Path, dict]:
     repo = clone(base / "repo")
     git(repo, "init", "-q")
     release(repo, "v1.0.0")
-    (base / "gitconfig").write_text(f'[url "{repo}"]\n\tinsteadOf = https://github.com/tokenwatt/tokenwatt\n')
-    env = {
+    return repo, reach(base)
+
+
+def reach(base: Path) -> dict:
+    """The environment that reaches ``base``'s repository (publish) as github.com/tokenwatt/tokenwatt, with the source
+    cache beside it: written again for a copy of ``base``, so that it reaches the copy's repository."""
+    (base / "gitconfig").write_text(f'[url "{base / "repo"}"]\n\tinsteadOf = https://github.com/tokenwatt/tokenwatt\n')
+    return {
         "GIT_CONFIG_GLOBAL": str(base / "gitconfig"),
         "GIT_CONFIG_NOSYSTEM": "1",
         "XDG_CACHE_HOME": str(base / "cache"),
     }
-    return repo, env
 
 
 def pin_release(project: Path, tag: str) -> None:

@@ -12,7 +12,12 @@ mimetypes.add_type("application/vnd.apache.parquet", ".parquet")
 include: "mirror.smk"
 
 
-from tokenwatt.analysis.products import STEP_RECORDS, products_of, setting  # noqa: E402
+from tokenwatt.analysis.products import (
+    POWER_TRACES,
+    STEP_RECORDS,
+    products_of,
+    setting,
+)  # noqa: E402
 from tokenwatt.plan.config import ConfigError, checked_config, load_schema  # noqa: E402
 from tokenwatt.plan.design import (
     CELL_PATTERN,
@@ -21,7 +26,6 @@ from tokenwatt.plan.design import (
     STABLE_PATTERN,
     TOKENIZER_PATTERN,
 )  # noqa: E402
-from tokenwatt.common.measures import FIGURES  # noqa: E402
 from tokenwatt.plan.study import Study  # noqa: E402
 from tokenwatt.selection.catalog import STEPS, step_records  # noqa: E402
 
@@ -104,12 +108,29 @@ def trial_threads():
 def analysis_input(file, interim):
     """A file an analysis product reads (tokenwatt.analysis.products): the aggregate's or another product's under
     results/analysis/ (results/interim/analysis/ for the interim twin), or the selection steps' records (the interim
-    twin's: those written so far)."""
+    twin's: those written so far), or the power traces the figures show (POWER_TRACES: the first trial of each cell;
+    the interim twin's: each cell's first finished)."""
     if file == STEP_RECORDS:
         records = [p for paths in step_records(LAYOUT).values() for p in paths]
         return existing(*records) if interim else records
+    if file == POWER_TRACES:
+        if interim:
+            return lambda wildcards: [
+                ancient(LAYOUT.trial(c, t).power) for c, t in LAYOUT.first_finished()
+            ]
+        return [LAYOUT.trial(c, t).power for c, t in LAYOUT.trace_keys()]
     path = LAYOUT.analysis(file)
     return LAYOUT.interim_of(path) if interim else path
+
+
+def power_trace_keys(product, interim):
+    """The (cell, trial) of each power trace a product reads (POWER_TRACES), in its inputs' order, as its rule's
+    params; none for a product that reads none, whose params stay as they were."""
+    if POWER_TRACES not in product.reads.values():
+        return {}
+    if interim:
+        return {"trace_keys": lambda wildcards: LAYOUT.first_finished()}
+    return {"trace_keys": LAYOUT.trace_keys()}
 
 
 def figure_output(name, ext, interim):

@@ -30,7 +30,7 @@ def start_checks():
 
 def interim_rules():
     """The interim report's rules by the names Snakemake runs them under (a project may rename them: ``as tw_*``)."""
-    own = ["interim", "interim_aggregate", "interim_figures", "interim_report"]
+    own = ["interim", "interim_aggregate", "interim_report"]
     own += [f"interim_{p.name}" for p in STUDY.products]
     own += [f"interim_{p.name}_figures" for p in STUDY.products if p.figures]
     return {getattr(rules, name).rule.name for name in own if rules.has(name)}
