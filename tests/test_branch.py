@@ -147,3 +147,13 @@ def test_a_stretch_record_holds_what_a_branch_from_its_point_inherits(tmp_path):
     assert record["energy_j"] == point["stable_energy_j"] > 0
     assert (record["train_s"], record["run_s"]) == (point["stable_train_s"], point["stable_run_s"])
     assert record["checkpoint_energy_j"] == metrics["checkpoint_energy_j"] == 0.0 and record["lost_energy_j"] == 0.0
+
+
+def test_a_branched_trials_peak_memory_window_opens_with_no_copy_of_the_stable_runs_point_alive(tmp_path, monkeypatch):
+    from test_checkpoint import _loaded_copies_at_the_peak_window
+
+    data, _ = _inputs(600)
+    origin = _stable(tmp_path, 1)
+    loaded, alive = _loaded_copies_at_the_peak_window(monkeypatch)
+    run_trial(_branch_spec(), data, log=lambda s: None, origin=origin)
+    assert loaded and alive[-1] == 0 and len(alive) == 2  # opened again once the point was loaded and let go

@@ -2,6 +2,7 @@
 the run that saved it, on CPU bit for bit; a checkpoint written for other settings is never resumed."""
 
 import contextlib
+import dataclasses
 
 import pytest
 import torch
@@ -104,7 +105,7 @@ def test_a_checkpoint_cut_short_is_removed_with_the_reason(tmp_path):
     tmp_path.mkdir(exist_ok=True)
     (tmp_path / checkpoint.STATE).write_bytes(b"PK\x03\x04 cut short")
     saved, why = checkpoint.load(tmp_path, KEY)
-    assert saved is None and "could not be read" in why and not tmp_path.exists()
+    assert saved is None and "could not be read" in why and not (tmp_path / checkpoint.STATE).exists()
 
 
 # ---------------------------------------------------------------- a whole trial, killed and resumed
@@ -295,3 +296,131 @@ def test_a_checkpoint_measured_on_another_device_is_not_continued_and_the_trial_
     # and the work after it; the windows' fixed integrals and the heartbeat's running one differ by a few 0.1 %
     assert resume["lost_energy_j"] == pytest.approx(spent, rel=0.02)
     assert again[0]["checkpoints"] == whole[0]["checkpoints"]  # counted again from the first
+
+
+def _loaded_copies_at_the_peak_window(monkeypatch):
+    """Whether the weights and optimizer state read from a saved file (a checkpoint, a stable run's point) are still
+    alive, at each opening of the peak memory window: a list, one entry per opening, of the copies alive then."""
+    import weakref
+
+    import tokenwatt.training.session as session
+
+    read, start = checkpoint.read, session.PeakMemory.start
+    loaded, alive = [], []
+
+    def tensors(value):
+        if isinstance(value, torch.Tensor):
+            yield value
+        elif isinstance(value, dict):
+            for v in value.values():
+                yield from tensors(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                yield from tensors(v)
+
+    def read_and_watch(path):
+        saved = read(path)
+        loaded.extend(weakref.ref(t) for t in tensors([saved.train.model, saved.train.optimizer]))
+        return saved
+
+    def start_and_count(self):
+        alive.append(sum(ref() is not None for ref in loaded))
+        start(self)
+
+    monkeypatch.setattr(checkpoint, "read", read_and_watch)
+    monkeypatch.setattr(session.PeakMemory, "start", start_and_count)
+    return loaded, alive
+
+
+def test_a_resumed_trials_peak_memory_window_opens_with_no_copy_of_the_loaded_checkpoint_alive(tmp_path, monkeypatch):
+    from tokenwatt.training.resume import CheckpointPlace
+
+    whole = _trial(CheckpointPlace(tmp_path / "whole", KEY))
+    place = CheckpointPlace(tmp_path / "killed", KEY)
+    _killed_after_checkpoint(monkeypatch, place, 2)
+    loaded, alive = _loaded_copies_at_the_peak_window(monkeypatch)
+    resumed = _trial(place)
+    _same_training(whole, resumed)
+    # the fused AdamW copies the loaded moments into its own tensors: once loaded, no tensor read from the file is
+    # left, and the window opens again there (its last opening), so the peak is the training's, not the copy's
+    assert loaded and alive[-1] == 0 and len(alive) == 2
+    assert resumed[0]["peak_memory_method"] == "vmhwm-reset-at-training"
+
+
+def test_an_unreadable_checkpoint_starts_the_trial_again_with_its_earlier_work_recorded_as_lost(tmp_path, monkeypatch):
+    from tokenwatt.training.resume import CheckpointPlace
+
+    whole = _trial(CheckpointPlace(tmp_path / "whole", KEY))
+    place = CheckpointPlace(tmp_path / "killed", KEY)
+    _killed_after_checkpoint(monkeypatch, place, 2)
+    spent = checkpoint.read_heartbeat(place.folder)  # the stopped process's session at its kill
+    (place.folder / checkpoint.STATE).write_bytes(b"PK\x03\x04 cut short")  # a full disk, a crash mid-write
+    again = _trial(place)
+    _same_training(whole, again)  # from its first step, the same training
+    (resume,) = again[0]["resumes"]
+    assert resume["from_checkpoint"] == 0 and "could not be read" in resume["why"]
+    # everything the stopped process did is lost, from its heartbeat, which the unreadable file's removal kept
+    assert (resume["lost_steps"], resume["lost_train_s"]) == (spent["step"], spent["train_s"]) and spent["step"] > 0
+    assert resume["lost_energy_j"] == spent["energy_j"] > 0
+    assert again[0]["lost_energy_j"] == spent["energy_j"] and again[0]["resumed"] == 1
+
+
+def test_an_unreadable_checkpoint_without_a_heartbeat_records_its_lost_work_as_unknown_not_zero(tmp_path):
+    from tokenwatt.training.resume import CheckpointPlace, Checkpoints
+
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / checkpoint.STATE).write_bytes(b"PK\x03\x04 cut short")
+    kept = Checkpoints(CheckpointPlace(tmp_path, KEY), 150, False, lambda s: None)
+    assert kept.resume() is None
+    (resume,) = kept.resumes
+    assert {k: resume[k] for k in ("lost_energy_j", "lost_train_s", "lost_steps")} == dict.fromkeys(
+        ("lost_energy_j", "lost_train_s", "lost_steps")
+    )
+    assert kept.record()["lost_energy_j"] is None and kept.record()["resumed"] == 1
+
+
+def _second_rank(said):
+    """Rank 1 of two, told by ``said`` what rank 0 broadcasts (in order; then this rank's own value, as where the
+    ranks agree); a flag is true on any rank where it is on this one."""
+    from tokenwatt.training.ranks import Ranks
+
+    class Second(Ranks):
+        def from_first(self, value):
+            return said.pop(0) if said else value
+
+        def any(self, flag):
+            return flag
+
+        def barrier(self):
+            pass
+
+    return Second(rank=1, world=2)
+
+
+def _two_rank_checkpoint(folder):
+    from tokenwatt.training.checkpoint import BeforeTraining, SessionState, TrainState
+
+    before = BeforeTraining("cpu", "estimate", {}, False, 0.0, [])
+    session = SessionState(before=before, meter={"windows": []})
+    mine = lambda step: Checkpoint(key=KEY, number=1, train=TrainState(step=step), session=session)  # noqa: E731
+    checkpoint.save(folder, dataclasses.replace(mine(3), peers=(mine(3),)))
+
+
+def test_rank_zero_decides_whether_the_ranks_resume_and_only_it_removes_a_stale_checkpoint(tmp_path):
+    from tokenwatt.training.resume import CheckpointPlace, Checkpoints
+
+    _two_rank_checkpoint(tmp_path)
+    ranks = lambda *said: _second_rank(list(said))  # noqa: E731
+    place = CheckpointPlace(tmp_path, KEY)
+    # rank 0 found it stale (and removes it): rank 1 starts afresh too, though it still sees the file, and leaves it
+    stale = (False, "the checkpoint was written for other settings, inputs or code; it was removed", False)
+    assert Checkpoints(place, 150, False, lambda s: None, ranks=ranks(stale)).resume() is None
+    assert (tmp_path / checkpoint.STATE).exists()
+    # rank 0 resumes: rank 1 reads the same file and resumes at the same step
+    resumed = Checkpoints(place, 150, False, lambda s: None, ranks=ranks((True, "", False))).resume()
+    assert resumed is not None and resumed.train.step == 3
+    # rank 0 read it, rank 1 cannot: unreadable on every rank, the lost work recorded (unknown here: no heartbeat)
+    (tmp_path / checkpoint.STATE).write_bytes(b"cut short")
+    kept = Checkpoints(place, 150, False, lambda s: None, ranks=ranks((True, "", False)))
+    assert kept.resume() is None and "could not read" in kept.resumes[0]["why"]
+    assert kept.resumes[0]["lost_steps"] is None

@@ -15,6 +15,7 @@ from tokenwatt.plan.config import (
     validate_config,
 )
 from tokenwatt.plan.config_files import duplicate_keys
+from workflow_helpers import OVERLAYS
 from workflow_helpers import config_error as _error
 
 
@@ -52,14 +53,7 @@ def test_shipped_configs_validate(root, schema, hub_cache):
     hub_cache("TinyLlama/TinyLlama_v1.1")  # paper*.yaml fine-tune it: downloaded first
     # Overlays are added to a study (--configfile study.yaml overlay.yaml), not run alone: each is checked over its study,
     # merged as Snakemake merges config files (mappings key by key).
-    overlays = {
-        "hardware-slurm.yaml": "config.yaml",
-        "selection-curriculum.yaml": "selection.yaml",
-        "devices.yaml": "config.yaml",
-        "optimizer.yaml": "config.yaml",
-        "architecture.yaml": "config.yaml",
-        "paper-8bit.yaml": "paper.yaml",
-    }
+    overlays = OVERLAYS
     shipped = sorted(p.name for p in (root / "config").glob("*.yaml") if p.name not in overlays)
     assert {"config.yaml", "paper.yaml", "scaling.yaml", "paper-scaling.yaml", "trajectory.yaml"} <= set(shipped)
     read = lambda name: yaml.safe_load((root / "config" / name).read_text())  # noqa: E731

@@ -195,6 +195,15 @@ def test_a_missing_energy_on_one_rank_leaves_the_trials_energy_unknown_not_halve
     assert metrics["energy_j"] is None and metrics["windows"][0]["energy_j"] is None
 
 
+def test_ranks_that_recorded_different_resumes_are_refused_not_paired_short():
+    from tokenwatt.training.combine import combine_resumes
+
+    resume = {"from_checkpoint": 1, "from_step": 4, "lost_energy_j": 2.0, "lost_train_s": 1.0, "lost_steps": 2}
+    assert len(combine_resumes([[resume], [resume]])) == 1
+    with pytest.raises(ValueError, match=r"\[2, 1\] resumes"):
+        combine_resumes([[resume, resume], [resume]])
+
+
 def test_a_power_step_on_either_device_is_the_trials():
     t = np.arange(0, 4, 0.05)
     steady = pl.DataFrame({"t_s": t, "power_w": np.full(len(t), 30.0), "window": ["train_1"] * len(t)})

@@ -72,6 +72,7 @@ def test_a_value_every_cell_shares_is_handed_to_the_rule_as_itself_not_as_a_func
     study = _study(design={"model": {"a": {"preset": "llama-tiny"}, "b": {"preset": "llama-tiny"}}})
     assert study.by_cell(lambda cell_id: 7) == 7
     assert study.by_cell(lambda cell_id: {"lr": 0.003}) == {"lr": 0.003}
+    assert study.by_cell(lambda cell_id: 1.0) == 1.0 and type(study.by_cell(lambda cell_id: 1.0)) is float
 
 
 def test_a_value_that_differs_between_cells_is_looked_up_by_the_jobs_cell():
@@ -81,6 +82,13 @@ def test_a_value_that_differs_between_cells_is_looked_up_by_the_jobs_cell():
     assert {cell.id: budget_of({"cell": cell.id}) for cell in study.design.cells} == {
         cell.id: cell.budget for cell in study.design.cells
     }
+    # equal by == yet not the same value: each cell is handed its own (a type, a key order), never the first cell's
+    first = study.design.cells[0].id
+    for own, others in ((1, 1.0), (True, 1), ({"b": 1, "a": 2}, {"a": 2, "b": 1})):
+        value = {cell.id: own if cell.id == first else others for cell in study.design.cells}
+        value_of = study.by_cell(value.__getitem__)
+        assert callable(value_of)
+        assert [repr(value_of({"cell": key})) for key in value] == [repr(v) for v in value.values()]
     runtime_of = study.by_cell(study.stable_runtime, "stable")
     keys = {study.design.stable_key(cell) for cell in study.design.cells}
     assert keys == {"model=a/", "model=b/"}

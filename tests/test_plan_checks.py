@@ -19,7 +19,7 @@ from tokenwatt.data.chunking import write_chunk_record
 from tokenwatt.plan import capacity, startup
 from tokenwatt.plan.config import validate_config
 from tokenwatt.plan.study import Study
-from workflow_helpers import ROOT, TINY, clone, snakemake
+from workflow_helpers import OVERLAYS, ROOT, TINY, clone, snakemake
 
 SCRIPTS = ROOT / "workflow" / "scripts"
 
@@ -80,6 +80,52 @@ def test_chunks_of_other_tokenizer_or_chunk_settings_are_warned_of_not_refused(t
     assert startup.corpus_refusal(_study(config)) is None
     [warning] = [w for w in startup.design_warnings(_study(config)) if w.startswith("study.budgets")]
     assert "an ESTIMATE" in warning
+
+
+LEVELS = {"plain": "none", "dedup": {"near_dup": {}}}
+
+
+def _settings_of_chunks(config: dict) -> dict[str, dict]:
+    """The chunk rule's settings param of each chunk file: the study's training chunks without design.selection, and
+    with it (the config's own levels over LEVELS) the eval chunks every level shares and each level's training
+    chunks."""
+
+    def of(config: dict, level: str | None, split: str) -> dict:
+        study = _study(config)
+        return capacity.chunk_job_settings(study.config, study.design, "", level, split)
+
+    design, selection = config.get("design", {}), config.get("selection", {})
+    plain = {  # selection.eval_filters is design.selection's alone
+        **config,
+        "design": {k: v for k, v in design.items() if k != "selection"},
+        "selection": {k: v for k, v in selection.items() if k != "eval_filters"},
+    }
+    levels = {**config, "design": _merged({"selection": LEVELS}, design)}
+    return {
+        "train": of(plain, None, "train"),
+        "eval": of(levels, None, "eval"),
+        **{level: of(levels, level, "train") for level in LEVELS},
+    }
+
+
+@pytest.mark.parametrize(
+    "change,changed",
+    [
+        # near-duplicate removal shapes no chunks of a study without design.selection, and only a level's that takes it
+        ({"selection": {"near_dup": {"threshold": 0.5}}}, {"dedup"}),
+        ({"selection": {"eval_filters": {"min_words": 5}}}, {"eval"}),
+        ({"split": {"decontaminate": {"containment": 0.5}}}, {"train", "plain", "dedup"}),
+        # a level's order: its order step reads the chunked documents, it does not change them
+        ({"design": {"selection": {"dedup": {"order": "as_read"}}}}, set()),
+        ({"chunk": {"length": 32}}, {"train", "eval", "plain", "dedup"}),
+    ],
+)
+def test_a_chunk_jobs_settings_name_what_shapes_its_chunks_and_nothing_else(tmp_path, change, changed):
+    """A change to the chunk rule's settings param reruns those chunks and every trial on them: it names only what
+    shapes them, and the record it becomes, which the plan compares with the config now, names all of it."""
+    before = _settings_of_chunks(_config(tmp_path))
+    after = _settings_of_chunks(_merged(_config(tmp_path), change))
+    assert {name for name in before if before[name] != after[name]} == changed
 
 
 def test_before_the_chunks_exist_a_budget_above_the_corpus_estimate_is_warned_of_as_an_estimate(tmp_path):
@@ -161,13 +207,6 @@ def test_a_dry_run_names_the_users_config_file_and_line_and_no_rule_file(tmp_pat
 
 
 # --- the plan's time for every shipped config, and what a node that only submits is told
-OVERLAYS = {
-    "hardware-slurm.yaml": "config.yaml",
-    "selection-curriculum.yaml": "selection.yaml",
-    "devices.yaml": "config.yaml",
-}
-
-
 def _merged(base: dict, over: dict) -> dict:
     """``over`` merged into ``base`` mapping by mapping, as Snakemake merges config files."""
     out = dict(base)

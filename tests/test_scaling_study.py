@@ -182,6 +182,19 @@ def test_fewer_than_three_sizes_or_budgets_give_a_sentence_not_a_fit():
     assert "this study has 2 and 4" in analyse_scaling(curves, few, {})["message"]
 
 
+def test_a_study_that_varies_the_architecture_or_optimizer_fits_no_law_across_their_levels_and_says_why():
+    curves, trials = _study()
+    # the same sizes trained as two families: sizes within 1 % of each other would read as more model sizes
+    mixed = trials.with_columns(
+        pl.when(pl.col("trial") % 2 == 0).then(pl.lit("llama")).otherwise(pl.lit("mamba")).alias("levels_architecture"),
+        pl.lit("adamw").alias("levels_optimizer"),
+    )
+    got = analyse_scaling(curves, mixed, QUICK)
+    assert got["status"] == "not fitted" and "varies architecture," in got["message"]
+    assert "law_total" not in got and "frontier" not in got
+    assert analyse_scaling(curves, mixed.drop("levels_architecture"), QUICK)["status"] == "ok"  # one optimizer level
+
+
 def test_one_long_budget_per_size_is_fitted_from_the_eval_points_along_each_run():
     curves, trials = _study()
     longest = trials.filter(pl.col("budget") == max(BUDGETS))

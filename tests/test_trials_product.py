@@ -1,12 +1,19 @@
 """The trials product: the trial-table figures drawn from its own files as every product's are."""
 
+import copy
+
 import polars as pl
+import pytest
 from polars.testing import assert_frame_equal
+from test_design import DEFAULT, SCHEMA
 from tokenwatt.analysis.products import product
 from tokenwatt.analysis.tables import read_product_table
-from tokenwatt.analysis.traces import traces_of, trials_product
-from tokenwatt.common.files import write_csv
+from tokenwatt.analysis.traces import read_traces, traces_of, trials_product
+from tokenwatt.common.files import write_csv, write_parquet
 from tokenwatt.measurement.traces import by_rank, training_samples
+from tokenwatt.plan.config import validate_config
+from tokenwatt.plan.design import Design
+from tokenwatt.plan.layout import Layout, trial_of
 
 ONE_DEVICE = pl.DataFrame(
     {
@@ -39,6 +46,28 @@ def test_the_power_figure_draws_from_the_products_table_what_it_drew_from_the_tr
     for key, trace in traces.items():
         for got, want in zip(_drawn(back[key]), _drawn(trace), strict=True):
             assert_frame_equal(got.select("t_s", "power_w"), want.select("t_s", "power_w"))
+
+
+def test_each_power_trace_is_labelled_with_the_trial_its_own_path_names(tmp_path):
+    # The interim twin's inputs are fixed when the plan is built, its params evaluated again later: with trial 3 of
+    # model=a finished first and trial 1 after, a second list of keys would name trial 1 for trial 3's trace.
+    config = {**copy.deepcopy(DEFAULT), "design": {"model": {"a": {"preset": "llama-tiny"}}}}
+    design = Design(validate_config(config, SCHEMA))
+    layout = Layout({**design.config, "results": str(tmp_path / "results")}, design)
+    keys = [("model=a/b20000", 3), ("b10000", 12)]
+    paths = [layout.trial(cell, trial).power for cell, trial in keys]
+    for (_, trial), path in zip(keys, paths, strict=True):
+        write_parquet(path, ONE_DEVICE.with_columns(pl.lit(float(trial)).alias("power_w")))
+    traces = read_traces(paths, layout.path("trials"))
+    assert list(traces) == keys  # in the inputs' order, each by its own path
+    assert {key: trace["power_w"].unique().to_list() for key, trace in traces.items()} == {
+        key: [float(key[1])] for key in keys
+    }
+    relative = Layout({**design.config, "results": "results"}, design)
+    assert trial_of(relative.path("trials"), relative.trial("model=a/b20000", 3).steps) == ("model=a/b20000", 3)
+    for other in (layout.profile(""), layout.path("trials", "b10000", "power.parquet")):
+        with pytest.raises(ValueError, match="is not a trial's file"):
+            trial_of(layout.path("trials"), other)
 
 
 def test_no_trial_finished_yet_gives_an_empty_table_of_the_products_columns():

@@ -9,11 +9,25 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+import yaml
+from snakemake.utils import update_config
 from statsmodels.stats.anova import AnovaRM
-from tokenwatt.analysis.products import PRODUCTS, product, product_figures
-from workflow_helpers import ANALYSIS, TINY, clone, planned_jobs, snakemake
+from test_design import SCHEMA
+from tokenwatt.analysis.products import product, products_of
+from tokenwatt.plan.config import validate_config
+from tokenwatt.plan.study import Study
+from workflow_helpers import ANALYSIS, ROOT, TINY, clone, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
+
+
+def _tiny_study() -> Study:
+    """The tiny study as `snakemake --configfile .test/config/config.yaml` plans it: over config/config.yaml, merged as
+    Snakemake merges config files."""
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    update_config(config, yaml.safe_load((ROOT / ".test/config/config.yaml").read_text()))
+    config = validate_config(config, SCHEMA)
+    return Study(config, products_of(config), ROOT / "workflow", ROOT / "workflow" / "scripts")
 
 
 def test_the_study_ends_in_a_report_with_every_figure(study):
@@ -24,7 +38,7 @@ def test_the_study_ends_in_a_report_with_every_figure(study):
         and "A study with a design.model factor" in page
     )
     for ext in ("png", "svg"):
-        assert len(list((study / "results/figures").glob(f"*.{ext}"))) == len(product_figures(PRODUCTS))
+        assert len(list((study / "results/figures").glob(f"*.{ext}"))) == len(_tiny_study().report_figures)
 
 
 def test_the_device_profile_is_measured_once_before_any_trial(study):

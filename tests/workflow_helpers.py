@@ -15,6 +15,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 TINY = ["--configfile", ".test/config/config.yaml"]
+# The shipped configs that are added to another study (--configfile study.yaml overlay.yaml), not run over the
+# embedded default alone: each with the study it is added to.
+OVERLAYS = {
+    "hardware-slurm.yaml": "config.yaml",
+    "selection-curriculum.yaml": "selection.yaml",
+    "devices.yaml": "config.yaml",
+    "optimizer.yaml": "config.yaml",
+    "architecture.yaml": "config.yaml",
+    "paper-8bit.yaml": "paper.yaml",
+}
 # The analysis jobs a change below the trials reruns, once each.
 ANALYSIS = {
     "aggregate": 1,

@@ -123,14 +123,14 @@ def analysis_input(file, interim):
     return LAYOUT.interim_of(path) if interim else path
 
 
-def power_trace_keys(product, interim):
-    """The (cell, trial) of each power trace a product reads (POWER_TRACES), in its inputs' order, as its rule's
-    params; none for a product that reads none, whose params stay as they were."""
+def power_trace_params(product):
+    """The trials folder, for a product that reads power traces (POWER_TRACES): its script labels each trace with the
+    (cell, trial) its path names (layout.trial_of). Not a list of keys beside the inputs: Snakemake evaluates params
+    again after the inputs, and the interim twin's first finished trials can change in between. None for a product
+    that reads none, whose params stay as they were."""
     if POWER_TRACES not in product.reads.values():
         return {}
-    if interim:
-        return {"trace_keys": lambda wildcards: LAYOUT.first_finished()}
-    return {"trace_keys": LAYOUT.trace_keys()}
+    return {"trials": LAYOUT.path("trials")}
 
 
 def figure_output(name, ext, interim):

@@ -46,12 +46,14 @@ rule chunk:
         # Wildcards are not part of the cache key; params are.
         split=lambda wildcards: wildcards.split,
         options=lookup(dpath="chunk", within=config),
-        # what the record names: every setting the chunks depend on, so that a restored record names its own
+        # what the record names: every setting these chunks depend on and no other (a change to any reruns them and
+        # every trial on them), so that a restored record names its own
         settings=lambda wildcards: chunk_job_settings(
             config,
             STUDY.design,
             wildcards.tok,
             wildcards.sel.removeprefix("sel=").removesuffix("/") or None,
+            wildcards.split,
         ),
         code=STUDY.code("chunk.py"),
     script:

@@ -2,18 +2,19 @@
 tables written."""
 
 from tokenwatt.analysis.products import POWER_TRACES, STEP_RECORDS, product
-from tokenwatt.common.files import logged, read_analysis_json, read_power_trace, read_table, write_csv, write_json
+from tokenwatt.analysis.traces import read_traces
+from tokenwatt.common.files import logged, read_analysis_json, read_table, write_csv, write_json
 
 
 def read(keyword, file):
     """One of the product's inputs, as its function takes it: a table, a JSON, the step records by path, or the
-    power traces by (cell, trial), the keys the rule's params list in the inputs' order."""
+    power traces by the (cell, trial) each one's path names, in the inputs' order."""
     paths = getattr(snakemake.input, keyword)
     paths = [paths] if isinstance(paths, str) else list(paths)  # Snakemake gives a single path as a string
     if file == STEP_RECORDS:
         return {p: read_analysis_json(p, "selection step record") for p in paths}
     if file == POWER_TRACES:
-        return {tuple(key): read_power_trace(p) for key, p in zip(snakemake.params.trace_keys, paths, strict=True)}
+        return read_traces(paths, snakemake.params.trials)
     if file.endswith(".parquet"):
         return read_table(paths[0], f"{file} table")
     return read_analysis_json(paths[0], file)

@@ -176,10 +176,5 @@ def products_of(config: Mapping[str, Any]) -> tuple[Product, ...]:
     return tuple(p for p in PRODUCTS if p.applies(config))
 
 
-def product_figures(products: tuple[Product, ...]) -> list[str]:
-    """The figures ``products`` draw, in the report's order."""
-    return [name for p in products for name in p.figures]
-
-
 def product(name: str) -> Product:
     return next(p for p in PRODUCTS if p.name == name)

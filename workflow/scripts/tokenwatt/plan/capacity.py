@@ -58,26 +58,36 @@ def needs(design: Design, layout: Layout) -> list[Need]:
 def chunk_settings(config: Mapping[str, Any], design: Design, cell: Cell) -> dict[str, Any]:
     """Every setting a cell's training chunks depend on (``chunk_job_settings`` of its tokenizer and selection
     level)."""
-    return chunk_job_settings(config, design, design.tokenizer_key(cell), dict(cell.levels).get("selection"))
+    return chunk_job_settings(config, design, design.tokenizer_key(cell), dict(cell.levels).get("selection"), "train")
 
 
-def chunk_job_settings(config: Mapping[str, Any], design: Design, tok: str, level: str | None) -> dict[str, Any]:
-    """Every setting one chunk job's chunks depend on (``tok``: its tokenizer key; ``level``: its selection level, or
-    None), through the data-stage rules' params (corpus.smk, tokens.smk, selection.smk): the corpus source and its
-    settings, normalize.*, split.eval_documents, study.seed (the split and the selection steps draw with it), the
-    tokenizer, chunk.*, selection.* (the decontamination every study runs) and the selection level's steps. The chunk
-    rule passes them as a param, so the record it writes, restored from the store or a cache too, names its own."""
-    corpus = config["corpus"]
-    settings = {
+def chunk_job_settings(
+    config: Mapping[str, Any], design: Design, tok: str, level: str | None, split: str
+) -> dict[str, Any]:
+    """Every setting one chunk job's chunks depend on and no other (``tok``: its tokenizer key; ``level``: its selection
+    level, or None; ``split``: train or eval), through the data-stage rules' params (corpus.smk, tokens.smk,
+    selection.smk). Both splits: the corpus source and its settings, normalize.*, split.eval_documents, study.seed (the
+    split draws with it), the tokenizer and chunk.*. The eval split adds selection.eval_filters (its documents are
+    those that pass them); the training split adds split.decontaminate (every study's first step) and its level's
+    near_dup and filters, which make its documents. Not its level's order (the order step reads the chunked documents,
+    it does not change them), nor selection.near_dup beyond what a level takes of it: a setting named here that does
+    not shape the chunks would rerun them, and every trial on them, when it changes. The chunk rule passes them as a
+    param, so the record it writes, restored from the store or a cache too, names its own."""
+    corpus, split_config = config["corpus"], config.get("split") or {}
+    settings: dict[str, Any] = {
         "corpus": {"source": corpus["source"], "settings": corpus[corpus["source"]]},
         "normalize": config.get("normalize"),
-        "split": config.get("split"),
+        "split": {"eval_documents": split_config.get("eval_documents")},
         "seed": config["study"].get("seed"),
         "tokenizer": design.tokenizer_config(tok),
         "chunk": config.get("chunk"),
-        "selection": config.get("selection"),
-        "level": None if level is None else design.selection_config(level),
     }
+    if split == "eval":
+        settings["eval_filters"] = (config.get("selection") or {}).get("eval_filters")
+    else:
+        steps = None if level is None else design.selection_config(level)
+        settings["decontaminate"] = split_config.get("decontaminate")
+        settings["level"] = None if steps is None else {"near_dup": steps["near_dup"], "filters": steps["filters"]}
     return json.loads(json.dumps(settings, sort_keys=True, default=str))
 
 

@@ -39,6 +39,10 @@ FACTORS = (
     "devices",
     "stopping",
 )
+# The factors whose levels train a different model or recipe, so that one law L(N, D) cannot describe their levels
+# together: the scaling fit refuses a study that varies one (model is its N; lr is tuned per size and budget; hardware,
+# precision and devices change what a token costs, which e(N) is fitted per profile for, not what is learned).
+RECIPE_FACTORS = ("selection", "architecture", "optimizer", "batch_size")
 # Column prefix of a factor's level in the analysis tables (a record's nested ``levels`` flattened).
 LEVEL_PREFIX = "levels_"
 # Snakemake wildcard patterns of the path fragments below.
@@ -99,6 +103,11 @@ def cell_label(cell_id: str) -> str:
 def within_factors(columns: list[str]) -> list[str]:
     """The analysis tables' within-subject factor columns, budget first, in the design's order."""
     return ["budget", *(LEVEL_PREFIX + f for f in FACTORS if LEVEL_PREFIX + f in columns)]
+
+
+def recipe_columns(trials_columns: list[str]) -> list[str]:
+    """The analysis tables' columns of the recipe factors (``RECIPE_FACTORS``) a study has."""
+    return [LEVEL_PREFIX + f for f in RECIPE_FACTORS if LEVEL_PREFIX + f in trials_columns]
 
 
 def factor_name(column: str) -> str:

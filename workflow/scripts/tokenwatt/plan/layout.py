@@ -27,6 +27,18 @@ def checkpoint_folder(results: str, cell: str, trial: int | str) -> str:
     return os.path.normpath(os.path.join(results, "checkpoints", cell, f"t{trial}"))
 
 
+def trial_of(trials: str, path: str) -> tuple[str, int]:
+    """The (cell, trial) a trial's file belongs to, read from its own path (``Layout.trial``'s inverse; ``trials``: the
+    study's trials folder, ``Layout.path("trials")``). A rule that reads some trials' files labels each by its path:
+    a list of labels computed apart from the inputs could name other trials (Snakemake evaluates an interim rule's
+    params again after its inputs, and a trial may finish in between)."""
+    parts = os.path.relpath(os.path.normpath(path), os.path.normpath(trials)).split(os.sep)
+    folder = parts[-2] if len(parts) >= 3 else ""
+    if parts[0] == os.pardir or not (folder[:1] == "t" and folder[1:].isdigit()):
+        raise ValueError(f"{path} is not a trial's file under {trials}")
+    return "/".join(parts[:-2]), int(folder[1:])
+
+
 @dataclass(frozen=True)
 class TrialFiles:
     """A trial's four outputs; metrics.json is written (and restored) last, so a trial whose metrics exist is whole."""

@@ -150,7 +150,9 @@ class Study:
         }[wildcard]()
         values = {key: value_of(key) for key in keys}
         first = next(iter(values.values()))
-        if all(value == first for value in values.values()):
+        # by repr, not ==: 1, 1.0 and True are equal, as are dicts in another key order, yet a rule handed the first
+        # cell's would pass another cell a value of another type or order (a param's repr is what Snakemake compares)
+        if all(repr(value) == repr(first) for value in values.values()):
             return first
         return lambda wildcards: values[wildcards[wildcard]]
 

@@ -22,7 +22,7 @@ import os
 import shutil
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -168,21 +168,39 @@ def commit(folder: Path, staged: Path, name: str = STATE) -> None:
     os.replace(staged, folder / name)
 
 
-def load(folder: Path, key: str) -> tuple[Checkpoint | None, str]:
-    """The checkpoint saved under ``key``, or None and why there is none to resume from (a stale one, written under
-    another key, is removed: it can never be resumed)."""
+class Found(NamedTuple):
+    """What a trial's checkpoint folder holds to resume from (``find``)."""
+
+    saved: Checkpoint | None
+    why: str  # why there is none to resume from ("" where there is)
+    unreadable: bool = False  # a file that could not be read: removed, the heartbeats beside it kept
+
+
+def find(folder: Path, key: str) -> Found:
+    """The checkpoint saved under ``key``, or None and why there is none to resume from. A stale one, written under
+    another key, is removed with its folder: it can never be resumed, and its heartbeats count another trial's work.
+    One that cannot be read is removed alone: its heartbeats are the only record of the work it held, which the trial
+    records as lost (``resume.Checkpoints``)."""
     path = folder / STATE
     if not path.exists():
-        return None, "no checkpoint"
+        return Found(None, "no checkpoint")
     try:
         saved = read(path)
     except Exception as err:  # a file cut short by a full disk or a crash mid-rename cannot be resumed from
-        remove(folder)
-        return None, f"the checkpoint {path} could not be read ({type(err).__name__}: {err}); it was removed"
+        path.unlink(missing_ok=True)
+        return Found(
+            None, f"the checkpoint {path} could not be read ({type(err).__name__}: {err}); it was removed", True
+        )
     if saved.key != key:
         remove(folder)
-        return None, f"the checkpoint {path} was written for other settings, inputs or code; it was removed"
-    return saved, ""
+        return Found(None, f"the checkpoint {path} was written for other settings, inputs or code; it was removed")
+    return Found(saved, "")
+
+
+def load(folder: Path, key: str) -> tuple[Checkpoint | None, str]:
+    """``find``'s checkpoint and why there is none."""
+    found = find(folder, key)
+    return found.saved, found.why
 
 
 def read(path: Path) -> Checkpoint:

@@ -116,9 +116,16 @@ def combine_windows(per_rank: list[list[dict[str, Any]]]) -> list[dict[str, Any]
 
 def combine_resumes(per_rank: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
     """The trial's resumes: every rank resumed from the same checkpoint (one file holds all their states); what each
-    stopped process lost is summed over the devices (energy) or the slowest rank's (seconds), and kept per rank."""
+    stopped process lost is summed over the devices (energy) or the slowest rank's (seconds), and kept per rank. Ranks
+    that recorded different numbers of resumes did not resume together, and are refused rather than paired short."""
+    counts = [len(resumes) for resumes in per_rank]
+    if len(set(counts)) > 1:
+        raise ValueError(
+            f"the ranks recorded {counts} resumes (rank by rank): every rank resumes from the one checkpoint, or none "
+            "does, so they cannot differ; a workflow bug, please report it"
+        )
     combined = []
-    for same in zip(*per_rank):
+    for same in zip(*per_rank, strict=True):
         lost = {"lost_energy_j": _total([r["lost_energy_j"] for r in same])}
         lost["lost_train_s"] = (
             None if any(r["lost_train_s"] is None for r in same) else max(r["lost_train_s"] for r in same)

@@ -15,6 +15,7 @@ gradient scaler). Only what tokenwatt trains with is here: one parameter group, 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
@@ -269,8 +270,13 @@ def warm_up(model: torch.nn.Module, cfg: TrainSettings) -> float:
     """Compile a kind's step before the metered window where its library compiles it (torchao: one graph per
     parameter shape, 10-20 s on a CPU at the first step): one step of a throwaway optimizer over copies of the
     parameters with zero gradients, at the trial's settings, fills the compile cache the trial's own steps then hit.
-    Returns its seconds (0: nothing to compile). The weights, the RNG and the trial's optimizer are untouched."""
+    Returns its seconds (0: nothing to compile). The weights, the RNG and the trial's optimizer are untouched. A library's
+    kind that compiles nothing still has torch.optim's import of torch._dynamo done here, outside the metered window."""
     spec = dict(cfg.optimizer)
+    if spec["kind"] != "adamw":
+        # a torch.optim optimizer imports torch._dynamo when it is built (about 75 MB resident and 1-2 s on a CPU):
+        # imported here, before the meter and the peak memory window open, it is counted as neither training's
+        importlib.import_module("torch._dynamo")
     if not KINDS[spec["kind"]].compiles_step:
         return 0.0
     t0 = time.perf_counter()

@@ -88,22 +88,29 @@ class Checkpoints:
 
     def resume_own(self, origin: Checkpoint | None = None) -> Checkpoint | None:
         """The trial's own checkpoint, with the work the killed process did after it counted from its heartbeat;
-        None where there is none (a stale one is removed, and said). Without one, a killed process's work is counted
-        from where it started: the first step, or the stable run's point ``origin`` it continued."""
+        None where there is none (a stale one is removed, and said; an unreadable one too, and everything the trial's
+        processes had done is recorded as lost). Without one, a killed process's work is counted from where it
+        started: the first step, or the stable run's point ``origin`` it continued. On several devices every rank
+        continues the same checkpoint or none (``_found``)."""
         if self.place is None:
             return None
-        saved, why = store.load(self.place.folder, self.place.key)
-        saved = for_rank(saved, self.ranks) if saved is not None else None
+        found = self._found()
+        saved = for_rank(found.saved, self.ranks) if found.saved is not None else None
         beat = store.read_heartbeat(self.place.folder, self.heartbeat) or {}
+        if found.unreadable:
+            self._lost_with_unreadable(beat, origin, found.why)
+            return None
         pending = beat.get("pending") or {}
         if saved is not None and pending.get("checkpoint") == saved.number:
             beat = {**beat, **pending}  # killed after the rename, before the heartbeat that follows it
         base = saved or origin
         number, step, train_s = (base.number, base.train.step, base.train.train_s) if base else (0, 0, 0.0)
         same = beat.get("key") == self.place.key and beat.get("checkpoint") == number
-        if saved is None and not same:
-            if why != "no checkpoint":
-                self.log(f"NOTE: {why}; the trial starts from its first step")
+        # without a checkpoint, a rank whose heartbeat is there records a resume: every rank does (its own lost work
+        # unknown where its heartbeat is not), or none does
+        if saved is None and not self.ranks.any(same):
+            if found.why != "no checkpoint":
+                self.log(f"NOTE: {found.why}; the trial starts from its first step")
             return None
         lost = (
             {
@@ -123,6 +130,7 @@ class Checkpoints:
         # recorded that resume only there
         before = beat["resumes"] if same and "resumes" in beat else (saved.session.resumes if saved else ())
         self.resumes = [*before, {"from_checkpoint": number, "from_step": step, **lost}]
+        self._agree_resumes()
         self.number = number
         self.next_tokens = self._after(self.written[-1]["real_tokens"]) if self.written else self.every
         lost_said = (
@@ -141,6 +149,77 @@ class Checkpoints:
         )
         self.log(f"RESUMED from {where} (resume {len(self.resumes)}); {lost_said}")
         return saved
+
+    def _found(self) -> store.Found:
+        """The trial's own checkpoint, the same on every rank: rank 0 reads it (and removes one that cannot be
+        continued) and tells the others whether there is one before any of them reads it. Each rank reading and
+        removing on its own, one could resume at a step while another, reading after the removal, started afresh. A
+        file rank 0 read that another rank cannot is unreadable on every rank."""
+        assert self.place is not None
+        folder, key, ranks = self.place.folder, self.place.key, self.ranks
+        if not ranks.many:
+            return store.find(folder, key)
+        first = store.find(folder, key) if ranks.rank == 0 else None
+        present, why, unreadable = ranks.from_first(
+            (first.saved is not None, first.why, first.unreadable) if first is not None else None
+        )
+        saved = first.saved if first is not None else None
+        if present and ranks.rank > 0:
+            with contextlib.suppress(Exception):  # what went wrong is said below, on every rank
+                saved = store.read(folder / store.STATE)
+        if present and ranks.any(saved is None):
+            if ranks.rank == 0:
+                (folder / store.STATE).unlink(missing_ok=True)
+            ranks.barrier()  # removed before any rank writes its heartbeat again
+            return store.Found(
+                None, f"a rank could not read the checkpoint {folder / store.STATE}; it was removed", True
+            )
+        return store.Found(saved if present else None, why, unreadable)
+
+    def _lost_with_unreadable(self, beat: dict[str, Any], origin: Checkpoint | None, why: str) -> None:
+        """The checkpoint could not be read (``why``; removed, its heartbeats kept): the trial starts again from its
+        first step, or a branch from the stable run's point ``origin``, and everything its stopped processes did after
+        that is lost, as ``discard`` counts it, from this rank's heartbeat: each part null where it is not known (no
+        heartbeat, or a meter without energy), never 0. A heartbeat of another key is another trial's work: no resume."""
+        assert self.place is not None
+        ours = beat.get("key") == self.place.key
+        if not self.ranks.any(ours or not beat):  # every rank records the resume, or none does
+            self.log(f"NOTE: {why}; the trial starts from its first step")
+            return
+        beat = beat if ours else {}
+        number, step, train_s = (origin.number, origin.train.step, origin.train.train_s) if origin else (0, 0, 0.0)
+        # the session's energy at its last heartbeat holds the stable run's windows a branch continued
+        kept = [w["counter_j"] for w in origin.session.meter["windows"]] if origin and origin.session else []
+        before_j = None if None in kept else float(sum(kept))
+        lost = (
+            {
+                "lost_energy_j": _difference(beat.get("energy_j"), before_j),
+                "lost_train_s": max(0.0, beat["train_s"] - train_s),
+                "lost_steps": max(0, beat["step"] - step),
+            }
+            if beat
+            else {"lost_energy_j": None, "lost_train_s": None, "lost_steps": None}
+        )
+        # the resumes before: the heartbeat's list, else (none of this trial's) the stable run's a branch inherits
+        before = beat["resumes"] if "resumes" in beat else (origin.session.resumes if origin and origin.session else ())
+        self.resumes = [*before, {"from_checkpoint": number, "from_step": step, **lost, "why": why}]
+        self._agree_resumes()
+        self.log(f"NOTE: {why}; the trial starts again, the work its stopped processes did recorded as lost: {lost}")
+        # at once, not at training's start: a process stopped before that still leaves this history to the next
+        self._beat = {"key": self.place.key, "checkpoint": number, "written": None, "window": None}
+        self._beat |= {"after_checkpoint_j": None, "resumes": self.resumes}
+        self.beat(step, train_s, None)
+
+    def _agree_resumes(self) -> None:
+        """On several devices every rank records the same resumes (``combine.py`` pairs them): rank 0's, where this
+        rank's own heartbeat told another story (a rank stopped before it wrote its own), with what this rank lost
+        unknown (null)."""
+        if not self.ranks.many:
+            return
+        first = self.ranks.from_first(self.resumes)
+        where = lambda resumes: [(r["from_checkpoint"], r["from_step"]) for r in resumes]  # noqa: E731
+        if where(first) != where(self.resumes):
+            self.resumes = [{**r, "lost_energy_j": None, "lost_train_s": None, "lost_steps": None} for r in first]
 
     def discard(self, saved: Checkpoint, why: str) -> None:
         """``saved`` cannot be continued here (``why``): removed, and the trial starts from its first step. Everything

@@ -102,10 +102,11 @@ class Session:
         ctx.log(self.why)
         self.pace = Pace(setup.steps_planned)
 
-    def begin(self) -> Checkpoint | None:
+    def begin(self) -> TrainState | None:
         """The session up to training: cooldown, idle baseline, throughput check; or, with a state to continue (a
         checkpoint in ``place``, else the stable run's point ``origin``), the saved session, whose measurements before
-        training are kept. Returns the saved state training continues from."""
+        training are kept. Returns the saved training state to continue from, and nothing else of the checkpoint: the
+        loop lets go of its weights once loaded, and no other reference may keep them resident (``train``)."""
         ctx, meter, settings, saved = self.ctx, self.meter, self.ctx.spec.meter, self.checkpoints.resume()
         branched = self.checkpoints.branched
         if branched and saved is not None and saved.train.start >= len(ctx.setup.ids):
@@ -145,7 +146,7 @@ class Session:
             self.state = replace(saved.session, branch=branch_point(ctx.spec, saved)) if branched else saved.session
             meter.open(self.pace, carried=self.checkpoints.carried(saved.session.meter))
         time.sleep(meter.settle_s)
-        return saved
+        return saved.train if saved is not None else None
 
     def check(self, when: str) -> list[float]:
         check, s = self.ctx.spec.check, self.ctx.setup
@@ -189,7 +190,8 @@ class Session:
             with saved.signals_deferred():
                 if resume is not None and self.state.diverged is not None:
                     raise self.inherited_divergence(resume)
-                hooks = self.hooks()
+                # a resumed state's window opens again once it is loaded and its copy let go (``TrainHooks.loaded``)
+                hooks = replace(self.hooks(), loaded=peak.start)
                 peak.start()
                 result = train(s.model, s.ids, s.mask, s.device, settings, hooks=hooks, resume=resume, ranks=s.ranks)
         except Diverged as err:

@@ -142,7 +142,9 @@ class TrainHooks:
     calls ``pause`` with the step, epoch, real tokens and training seconds so far (an evaluation, in its own metered
     window); its True stops training there (an energy-aware stopping rule). ``checkpoints`` saves the loop's state
     between steps, training paused too. A loss that is not finite or is above ``diverged_above`` (``blowup_loss`` of
-    the model's vocabulary) raises ``Diverged`` at the next record."""
+    the model's vocabulary) raises ``Diverged`` at the next record. ``loaded`` is called once a resumed state is in the
+    model, optimizer and scaler and the loop holds no loaded copy of it: a peak memory window opens again there, so
+    that the copy read from the checkpoint never counts as training's."""
 
     forward: Callable[..., Any] | None = None
     log: Callable[[dict[str, Any]], None] = _ignore
@@ -152,6 +154,7 @@ class TrainHooks:
     pause: Callable[[dict[str, Any]], bool | None] = _ignore
     checkpoints: Checkpointing | None = None
     diverged_above: float = math.inf
+    loaded: Callable[[], None] = _ignore
 
 
 NO_HOOKS = TrainHooks()
@@ -460,6 +463,11 @@ class _Loop:
             torch.set_rng_state(state.rng)
             self.order_gen.set_state(state.order_state)
             self.losses[state.logged : state.step] = state.pending_losses.to(self.device)
+            # the loaded weights were copied into the model (a fused optimizer's moments into its own tensors): let go
+            # of them, or a second copy stays resident until the first capture, which fills these again
+            state.model, state.optimizer, state.scaler = {}, {}, {}
+            self.hooks.sync()
+            self.hooks.loaded()
         self.hooks.sync()
         self.t0, self.before = time.perf_counter(), state.train_s
         if (pace := self.hooks.pace) is not None:

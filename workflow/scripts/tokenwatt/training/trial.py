@@ -38,8 +38,7 @@ def measure(ctx: TrialContext) -> TrialMeasurement:
     ``ctx.place``), or a stable run's point to branch from (``ctx.origin``), the session continues the saved one: what
     it measured before training is kept, and training goes on from the saved state."""
     session = Session(ctx)
-    saved = session.begin()
-    result, diverged = session.train(saved.train if saved else None)
+    result, diverged = session.train(session.begin())  # no reference to the saved state kept here (its weights)
     check_after = session.check("after")
     eval_loss, eval_s = (None, 0.0) if diverged else session.final_evaluation(result)
     energy = session.close()
@@ -115,8 +114,7 @@ def run_stable(
             "so raise train.schedule.branch_every above the warmup (or lower train.schedule.warmup_tokens_per_parameter)"
         )
     session = Session(ctx)
-    saved = session.begin()
-    result, diverged = session.train(saved.train if saved else None)
+    result, diverged = session.train(session.begin())  # no reference to the saved state kept here (its weights)
     kept = session.checkpoints
     written = replace(
         session.snapshot(),

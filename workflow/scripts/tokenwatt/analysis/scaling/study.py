@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 from scipy import stats as sps
 
+from ...plan.design import factor_name, recipe_columns
 from ..frame import frame, in_frame
 from ..products import Result
 from ..tables import SCALING_TABLES
@@ -250,6 +251,14 @@ def analyse_scaling(curves: pl.DataFrame, trials: pl.DataFrame, settings: Mappin
         "published": [p.to_dict() for p in PUBLISHED],
         **({"points_note": points_note} if points_note else {}),
     }
+    if varied := [factor_name(c) for c in recipe_columns(trials.columns) if trials[c].n_unique() > 1]:
+        return {
+            **out,
+            "status": "not fitted",
+            "message": f"A scaling law describes one training recipe: this study varies {', '.join(varied)}, whose "
+            "levels train different models at the same size, so no single L(N, D) is fitted across them (run the "
+            "sizes of each level as a study of its own to fit its law).",
+        }
     # With points along each run (first_epoch, all) the token counts come from the eval points, so one long budget per
     # size serves (a constant rate: every point is the law at its D); with final points each budget is one D.
     if n_sizes < 3 or (n_budgets < 3 and chosen_points == "final"):
