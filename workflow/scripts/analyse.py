@@ -2,8 +2,8 @@
 tables written."""
 
 from tokenwatt.analysis.products import POWER_TRACES, STEP_RECORDS, product
-from tokenwatt.analysis.traces import read_traces
-from tokenwatt.common.files import logged, read_analysis_json, read_table, write_csv, write_json
+from tokenwatt.common.files import logged, read_analysis_json, read_power_trace, read_table, write_csv, write_json
+from tokenwatt.plan.layout import trial_of
 
 
 def read(keyword, file):
@@ -14,7 +14,10 @@ def read(keyword, file):
     if file == STEP_RECORDS:
         return {p: read_analysis_json(p, "selection step record") for p in paths}
     if file == POWER_TRACES:
-        return read_traces(paths, snakemake.params.trials)
+        # each by the (cell, trial) its own path names, never zipped with keys computed apart from the paths (the
+        # interim twin's params are evaluated again after its inputs were fixed, and may name other trials); here,
+        # not in the trials product's module, so that this script's code digest covers no product's module
+        return {trial_of(snakemake.params.trials, p): read_power_trace(p) for p in paths}
     if file.endswith(".parquet"):
         return read_table(paths[0], f"{file} table")
     return read_analysis_json(paths[0], file)

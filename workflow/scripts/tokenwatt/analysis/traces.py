@@ -6,22 +6,14 @@ figure says so, the measurement-quality one judging every trial); its figures dr
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import polars as pl
 
-from ..common.files import read_power_trace
 from ..measurement.traces import by_rank, training_samples
-from ..plan.layout import trial_of
 from .frame import energy_is_estimated
 from .products import Result
 from .tables import PRODUCT_TABLES
-
-
-def read_traces(paths: Iterable[str], trials: str) -> dict[tuple[str, int], pl.DataFrame]:
-    """Each power trace by the (cell, trial) its own path names (``trials``: the study's trials folder), in the paths'
-    order: never zipped with a list of keys computed apart from the paths, which may name other trials."""
-    return {trial_of(trials, path): read_power_trace(path) for path in paths}
 
 
 def trace_samples(traces: Mapping[tuple[str, int], pl.DataFrame]) -> pl.DataFrame:
