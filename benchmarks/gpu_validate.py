@@ -45,8 +45,9 @@ import torch  # noqa: E402
 import yaml  # noqa: E402
 from tokenwatt.measurement.devices import device_sync, gpu_uuid  # noqa: E402
 from tokenwatt.measurement.energy import MIN_COUNTER_PERIODS, integrate  # noqa: E402
+from tokenwatt.measurement.meter import Meter, Polling  # noqa: E402
 from tokenwatt.measurement.meters import MeterSettings  # noqa: E402
-from tokenwatt.measurement.nvml import NvmlMeter, NvmlReader  # noqa: E402
+from tokenwatt.measurement.nvml import NvmlReader  # noqa: E402
 from tokenwatt.measurement.throughput import ThroughputCheck, profile_device  # noqa: E402
 from tokenwatt.plan.preview import trial_runtime_min  # noqa: E402
 from tokenwatt.training import session as session_module  # noqa: E402
@@ -169,17 +170,17 @@ def identity(device: torch.device, nvml: Any, uuid: str | None, fake: bool) -> l
     out.append(Check("driver", str(driver), "-", None))
     if not known:
         return out
-    meter = NvmlMeter(nvml, uuid, interval_s=0.1)
+    meter = Meter(NvmlReader(nvml, uuid), Polling(0.1))
     mig = "no (whole GPU)" if meter.reader.mig_parent_uuid is None else f"slice of {meter.reader.mig_parent_uuid}"
     out.append(
         Check("MIG slice", mig, "whole GPU (a slice is metered as its GPU)", meter.reader.mig_parent_uuid is None)
     )
     calls = {
-        "energy counter": meter.kind == "nvml-energy",
+        "energy counter": meter.reader.kind == "nvml-energy",
         "instant power": meter.reader.power_reading == "instant",
         "averaged power": _try(lambda: nvml.nvmlDeviceGetPowerUsage(meter.reader.handle)) is not None,
-        "temperature": _try(meter.temperature) is not None,
-        "power limit": meter.static_info()["power_limit_w"] is not None,
+        "temperature": _try(meter.reader.temperature) is not None,
+        "power limit": meter.reader.static_info()["power_limit_w"] is not None,
     }
     working = ", ".join(k for k, v in calls.items() if v) or "none"
     out.append(Check("NVML calls that work", working, "energy counter and a power reading", calls["energy counter"]))
@@ -200,7 +201,7 @@ def closure(device: torch.device, nvml: Any, uuid: str, settle_s: float, window_
     sync = device_sync(device)
     a = torch.randn(2048, 2048, device=device)
     sync()
-    meter = NvmlMeter(nvml, uuid, interval_s=0.02, sync=sync)  # its first reads come after the work above
+    meter = Meter(NvmlReader(nvml, uuid), Polling(0.02, sync=sync))  # its first reads come after the work above
     time.sleep(settle_s)
     counter = lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(meter.reader.handle) / 1000.0  # noqa: E731
     meter.open()
@@ -226,7 +227,7 @@ def closure(device: torch.device, nvml: Any, uuid: str, settle_s: float, window_
         )
     ]
     for name in ("idle", "matmul"):
-        ratio = window_closure(out.to_record(), out.trace, meter.covers, name)
+        ratio = window_closure(out.to_record(), out.trace, meter.reader.covers, name)
         checks.append(
             Check(
                 f"{name}: counter ÷ ∫ {meter.reader.power_reading} power",
@@ -245,7 +246,7 @@ def closure(device: torch.device, nvml: Any, uuid: str, settle_s: float, window_
         )
     )
     idle_w = windows["idle"].energy_j / windows["idle"].duration_s
-    temperature = _try(meter.temperature)
+    temperature = _try(meter.reader.temperature)
     checks.append(Check(f"idle after {settle_s:g} s settle", f"{idle_w:.1f} W at {temperature} °C", "-", None))
     return checks, period
 

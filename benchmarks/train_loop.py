@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scrip
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from tokenwatt.measurement.cpu_meters import EstimateMeter  # noqa: E402
+from tokenwatt.measurement.cpu_meters import EstimateReader  # noqa: E402
+from tokenwatt.measurement.meter import Meter, Polling  # noqa: E402
 from tokenwatt.training.model import build_model, preset_sizes  # noqa: E402
 from tokenwatt.training.train import TrainHooks, TrainSettings, compile_model, labels_for, train  # noqa: E402
 
@@ -55,7 +56,7 @@ def ours(
     settings = TrainSettings(epochs=1, batch_size=1, lr=lr, weight_decay=0.0, precision="fp32", seed=0, log_every=100)
     net = model(implementation)
     forward = compile_model(net, ids, mask, torch.device("cpu"), settings)[0] if compiled else None
-    meter = EstimateMeter(65.0, meter_interval) if meter_interval else None
+    meter = Meter(EstimateReader(65.0), Polling(meter_interval)) if meter_interval else None
     if meter:
         meter.start()
     t0 = time.perf_counter()

@@ -1,13 +1,14 @@
+import dataclasses
 import time
 
 import polars as pl
 import pytest
 from fake_nvml import FakeNvml
-from tokenwatt.measurement.cpu_meters import EstimateMeter, RaplMeter
+from tokenwatt.measurement.cpu_meters import EstimateReader, RaplReader
 from tokenwatt.measurement.devices import visible_gpu_uuid
-from tokenwatt.measurement.meter import MeterError, NullMeter
+from tokenwatt.measurement.meter import Meter, MeterError, NullReader, Polling
 from tokenwatt.measurement.meters import MeterSettings, make_meter
-from tokenwatt.measurement.nvml import NvmlMeter
+from tokenwatt.measurement.nvml import NvmlReader
 from workflow_helpers import ROOT
 
 GPU_A, GPU_B = "GPU-aaaaaaaa-0000-0000-0000-000000000001", "GPU-bbbbbbbb-0000-0000-0000-000000000002"
@@ -20,7 +21,7 @@ def _window(meter, seconds=0.3):
 
 
 def test_nvml_energy_comes_from_the_counter():
-    out = _window(NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.05))
+    out = _window(Meter(NvmlReader(FakeNvml({GPU_A: 100.0}), GPU_A), Polling(0.05)))
     assert out.meter == "nvml-energy"
     assert out.energy_j == pytest.approx(100.0 * out.duration_s, rel=0.05)
     assert out.power_rms_w == pytest.approx(100.0) and out.power_max_w == 100.0
@@ -29,24 +30,24 @@ def test_nvml_energy_comes_from_the_counter():
 
 def test_nvml_maps_the_device_by_uuid_not_by_index():
     fake = FakeNvml({GPU_A: 100.0, GPU_B: 250.0})
-    out = _window(NvmlMeter(fake, GPU_B, interval_s=0.05))
+    out = _window(Meter(NvmlReader(fake, GPU_B), Polling(0.05)))
     assert out.power_mean_w == 250.0 and out.device["meter_device_uuid"] == GPU_B
 
 
 def test_nvml_unknown_uuid_is_an_error():
     with pytest.raises(Exception, match="no GPU with UUID"):
-        NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_B, interval_s=0.05)
+        Meter(NvmlReader(FakeNvml({GPU_A: 100.0}), GPU_B), Polling(0.05))
 
 
 def test_gpu_without_counter_integrates_polled_power_and_says_so():
-    out = _window(NvmlMeter(FakeNvml({GPU_A: 80.0}, has_counter=False), GPU_A, interval_s=0.02))
+    out = _window(Meter(NvmlReader(FakeNvml({GPU_A: 80.0}, has_counter=False), GPU_A), Polling(0.02)))
     assert out.meter == "nvml-power" and "no energy counter" in out.meter_note
     assert out.energy_j == pytest.approx(80.0 * out.duration_s, rel=0.15)
 
 
 def test_nvml_error_mid_run_is_counted_not_dropped():
     fake = FakeNvml({GPU_A: 100.0})
-    meter = NvmlMeter(fake, GPU_A, interval_s=0.02)
+    meter = Meter(NvmlReader(fake, GPU_A), Polling(0.02))
     fake.fail["nvmlDeviceGetPowerUsage"] = 3
     out = _window(meter)
     trace = out.trace  # the whole session: the poller's first sample may land just before the window opens
@@ -57,7 +58,7 @@ def test_nvml_error_mid_run_is_counted_not_dropped():
 
 def test_counter_failing_at_the_end_falls_back_to_integration_and_relabels():
     fake = FakeNvml({GPU_A: 100.0})
-    meter = NvmlMeter(fake, GPU_A, interval_s=0.02)
+    meter = Meter(NvmlReader(fake, GPU_A), Polling(0.02))
     fake.fail["nvmlDeviceGetTotalEnergyConsumption"] = 1  # the start read works, the end read fails
     out = _window(meter)
     assert out.meter == "nvml-power" and "integrated" in out.meter_note
@@ -65,7 +66,7 @@ def test_counter_failing_at_the_end_falls_back_to_integration_and_relabels():
 
 
 def test_sample_count_and_achieved_interval_are_recorded():
-    out = _window(NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.05), seconds=0.5)
+    out = _window(Meter(NvmlReader(FakeNvml({GPU_A: 100.0}), GPU_A), Polling(0.05)), seconds=0.5)
     assert 8 <= out.samples <= 13
     assert out.interval_achieved_s == pytest.approx(0.05, rel=0.3)
     assert out.trace.filter(out.trace["window"] == "train").height == out.samples
@@ -84,7 +85,7 @@ def _powercap(tmp_path, energy_uj, max_uj):
 
 def test_rapl_counts_across_a_wrap_around(tmp_path):
     counter = _powercap(tmp_path, 900_000, max_uj=1_000_000)
-    meter = RaplMeter(tmp_path, interval_s=10)  # no polls in between: the window ends must handle the wrap
+    meter = Meter(RaplReader(tmp_path), Polling(10))  # no polls in between: the window ends must handle the wrap
     meter.start()
     counter.write_text("300_000".replace("_", ""))  # +100 000 to the wrap, +300 000 after it
     out = meter.stop()
@@ -94,17 +95,17 @@ def test_rapl_counts_across_a_wrap_around(tmp_path):
 
 def test_rapl_without_domains_is_an_error(tmp_path):
     with pytest.raises(MeterError, match="no readable RAPL domains"):
-        RaplMeter(tmp_path, interval_s=1)
+        Meter(RaplReader(tmp_path), Polling(1))
 
 
 def test_none_meter_reports_nulls_never_zero():
-    out = _window(NullMeter(interval_s=0.05))
+    out = _window(Meter(NullReader(), Polling(0.05)))
     assert out.meter == "none"
     assert out.energy_j is None and out.power_rms_w is None and out.power_mean_w is None
 
 
 def test_estimate_is_labelled_an_estimate_that_is_work_based_and_load_dependent():
-    out = _window(EstimateMeter(tdp_w=65.0, interval_s=0.05))
+    out = _window(Meter(EstimateReader(65.0), Polling(0.05)))
     assert out.meter == "estimate" and out.meter_is_estimate is True
     assert "ESTIMATE" in out.meter_note and "work-based" in out.meter_note and "another load" in out.meter_note
     assert 0 <= out.power_max_w <= 65.0
@@ -112,15 +113,17 @@ def test_estimate_is_labelled_an_estimate_that_is_work_based_and_load_dependent(
 
 def test_auto_on_a_cpu_without_rapl_picks_the_estimate_and_says_why(tmp_path):
     meter, why = make_meter(MeterSettings("auto", interval_s=0.1, cpu_tdp_w=65, rapl_root=str(tmp_path)), "cpu")
-    assert isinstance(meter, EstimateMeter) and not (meter.reads_temperature or meter.coarse_counter)
+    assert isinstance(meter.reader, EstimateReader) and not (
+        meter.reader.reads_temperature or meter.reader.coarse_counter
+    )
     assert "ESTIMATE" in why and "rapl unavailable" in why
 
 
 def test_auto_on_cuda_prefers_nvml():
     settings = MeterSettings("auto", interval_s=0.1, cpu_tdp_w=65, rapl_root="/nonexistent", target_samples=40)
     meter, why = make_meter(settings, "cuda", gpu_uuid=GPU_A, nvml=FakeNvml({GPU_A: 50.0}))
-    assert isinstance(meter, NvmlMeter) and "nvml" in why
-    assert meter.target_samples == 40 and meter.reads_temperature and meter.coarse_counter
+    assert isinstance(meter.reader, NvmlReader) and "nvml" in why
+    assert meter.polling.target_samples == 40 and meter.reader.reads_temperature and meter.reader.coarse_counter
 
 
 def test_explicit_meter_that_cannot_work_fails_clearly():
@@ -130,7 +133,7 @@ def test_explicit_meter_that_cannot_work_fails_clearly():
 
 def test_the_poller_does_not_slow_the_caller():
     """Starting, reading and stopping a meter never waits on a sample in progress."""
-    meter = NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.5)
+    meter = Meter(NvmlReader(FakeNvml({GPU_A: 100.0}), GPU_A), Polling(0.5))
     t0 = time.perf_counter()
     meter.start()
     meter.latest_power()
@@ -163,32 +166,32 @@ def test_cooldown_waits_until_the_gpu_is_below_the_temperature(monkeypatch):
     monkeypatch.setattr(session.time, "sleep", lambda s: None)
     lines = []
     out = session.cooldown(
-        NvmlMeter(fake, GPU_A, interval_s=0.1), seconds=0, below_c=45, timeout_s=60, log=lines.append
+        Meter(NvmlReader(fake, GPU_A), Polling(0.1)), seconds=0, below_c=45, timeout_s=60, log=lines.append
     )
     assert out["cooldown_end_temperature_c"] == 44 and "44 °C" in lines[0]
 
 
 def test_nvml_reads_instant_power_where_the_driver_offers_it():
-    meter = NvmlMeter(FakeNvml({GPU_A: 100.0}, has_instant=True), GPU_A, interval_s=0.05)
+    meter = Meter(NvmlReader(FakeNvml({GPU_A: 100.0}, has_instant=True), GPU_A), Polling(0.05))
     out = _window(meter)
     assert out.device["power_reading"] == "instant" and out.power_mean_w == pytest.approx(110.0)
 
 
 def test_nvml_falls_back_to_the_averaged_reading_without_the_instant_field():
-    out = _window(NvmlMeter(FakeNvml({GPU_A: 100.0}, has_instant=False), GPU_A, interval_s=0.05))
+    out = _window(Meter(NvmlReader(FakeNvml({GPU_A: 100.0}, has_instant=False), GPU_A), Polling(0.05)))
     assert out.device["power_reading"] == "average" and out.power_mean_w == pytest.approx(100.0)
 
 
 def test_nvml_meter_asks_the_trial_to_let_a_burst_fade_before_its_window():
-    assert NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.05).settle_s >= 1.0
-    assert EstimateMeter(tdp_w=65.0, interval_s=0.05).settle_s == 0.0
+    assert Meter(NvmlReader(FakeNvml({GPU_A: 100.0}), GPU_A), Polling(0.05)).reader.settle_s >= 1.0
+    assert Meter(EstimateReader(65.0), Polling(0.05)).reader.settle_s == 0.0
 
 
 def test_mean_and_rms_power_are_weighted_by_the_time_each_sample_stands_for():
     import polars as pl
 
     # Utilisation-style samples (each the mean since the previous): 10 W for 0.2 s, then, after a skipped poll, 100 W for 1 s.
-    meter = EstimateMeter(tdp_w=65.0, interval_s=0.1)
+    meter = Meter(EstimateReader(65.0), Polling(0.1))
     meter._errors, meter._thread_cpu_s = [], None
     meter._windows = [{"name": "train", "start_s": 0.0, "end_s": 1.2, "counter_j": None}]
     trace = pl.DataFrame(
@@ -218,22 +221,21 @@ def test_estimated_power_does_not_depend_on_the_cores_the_process_may_use(monkey
     for allowed in ({0}, {0, 1}):
         monkeypatch.setattr(os, "sched_getaffinity", lambda pid, allowed=allowed: allowed)
         monkeypatch.setattr(os, "cpu_count", lambda: 2)
-        meter = EstimateMeter(tdp_w=65.0, interval_s=0.05)
+        meter = Meter(EstimateReader(65.0), Polling(0.05))
         clock = iter([(0.0, 0.0), (1.0, 1.0)])  # one CPU-second of work in one second
         monkeypatch.setattr(time, "monotonic", lambda: clock_now[0])
         monkeypatch.setattr(time, "process_time", lambda: clock_now[1])
         clock_now = next(clock)
         meter.reader._last = clock_now
         clock_now = next(clock)
-        readings.append(meter._sample()["power_w"])
+        readings.append(meter.reader.sample()["power_w"])
     assert readings == [32.5, 32.5]  # half of the machine's two CPUs' TDP, under either affinity mask
 
 
 def test_the_poller_shortens_its_interval_so_a_short_trial_gets_its_samples():
     from tokenwatt.measurement.meter import Pace
 
-    meter = EstimateMeter(tdp_w=65.0, interval_s=0.2)
-    meter.target_samples = 40
+    meter = Meter(EstimateReader(65.0), Polling(0.2, target_samples=40))
     pace = Pace(planned=100)
     meter.start(pace)
     pace.started = time.monotonic()
@@ -249,13 +251,12 @@ def test_the_poller_shortens_its_interval_so_a_short_trial_gets_its_samples():
 def test_the_poller_never_polls_faster_than_its_floor():
     from tokenwatt.measurement.meter import Pace
 
-    meter = EstimateMeter(tdp_w=65.0, interval_s=0.2)
-    meter.target_samples = 10_000
+    meter = Meter(EstimateReader(65.0), Polling(0.2, target_samples=10_000))
     pace = Pace(planned=10)
     meter.start(pace)
     pace.started, pace.done = time.monotonic(), 10
     time.sleep(0.1)
-    assert meter.stop().interval_final_s == meter.min_interval_s
+    assert meter.stop().interval_final_s == meter.reader.min_interval_s
 
 
 def _windows(meter, plan):
@@ -271,7 +272,8 @@ def _windows(meter, plan):
 def test_counter_windows_add_up_to_the_counter_over_the_whole_session():
     fake = FakeNvml({GPU_A: 100.0})
     out = _windows(
-        NvmlMeter(fake, GPU_A, interval_s=0.02), [("idle", 0.1), ("train_1", 0.15), ("eval_1", 0.05), ("train_2", 0.15)]
+        Meter(NvmlReader(fake, GPU_A), Polling(0.02)),
+        [("idle", 0.1), ("train_1", 0.15), ("eval_1", 0.05), ("train_2", 0.15)],
     )
     windows = out.windows
     assert [w.name for w in windows] == ["idle", "train_1", "eval_1", "train_2"]
@@ -285,7 +287,7 @@ def test_counter_windows_add_up_to_the_counter_over_the_whole_session():
 def test_polled_windows_add_up_to_the_integral_over_the_whole_session():
     from tokenwatt.measurement.energy import integrate
 
-    out = _windows(EstimateMeter(tdp_w=65.0, interval_s=0.02), [("idle", 0.1), ("train_1", 0.2), ("eval_1", 0.1)])
+    out = _windows(Meter(EstimateReader(65.0), Polling(0.02)), [("idle", 0.1), ("train_1", 0.2), ("eval_1", 0.1)])
     trace = out.trace.drop_nulls("power_w")
     whole = integrate(
         trace["t_s"].to_numpy(),
@@ -298,13 +300,15 @@ def test_polled_windows_add_up_to_the_integral_over_the_whole_session():
 
 
 def test_the_trace_says_which_window_each_sample_belongs_to():
-    out = _windows(NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.02), [("idle", 0.1), ("train_1", 0.1)])
+    out = _windows(Meter(NvmlReader(FakeNvml({GPU_A: 100.0}), GPU_A), Polling(0.02)), [("idle", 0.1), ("train_1", 0.1)])
     labels = set(out.trace["window"].drop_nulls().to_list())
     assert labels == {"idle", "train_1"}
 
 
 def test_a_window_shorter_than_the_sensors_update_period_is_said_to_be_so():
-    out = _windows(NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.02), [("train_1", 0.2), ("eval_1", 0.01)])
+    out = _windows(
+        Meter(NvmlReader(FakeNvml({GPU_A: 100.0}), GPU_A), Polling(0.02)), [("train_1", 0.2), ("eval_1", 0.01)]
+    )
     short = {w.name: w.note for w in out.windows}
     assert (
         short["train_1"] == ""
@@ -315,7 +319,7 @@ def test_a_window_shorter_than_the_sensors_update_period_is_said_to_be_so():
 
 
 def test_the_achieved_interval_is_measured_within_training_windows_not_across_the_pauses_between_them():
-    meter = NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.02)
+    meter = Meter(NvmlReader(FakeNvml({GPU_A: 100.0}), GPU_A), Polling(0.02))
     meter.open()
     meter.begin("train_1")
     time.sleep(0.2)
@@ -338,7 +342,7 @@ def test_the_expected_training_time_leaves_out_what_came_before_training_and_the
 
 def test_a_rapl_boundary_sample_stands_for_the_energy_since_the_previous_poll(tmp_path):
     counter = _powercap(tmp_path, 0, 10**12)
-    meter = RaplMeter(tmp_path, interval_s=10.0)  # the poller's first sample only; the rest are window boundaries
+    meter = Meter(RaplReader(tmp_path), Polling(10.0))  # the poller's first sample only; the rest are window boundaries
     meter.open()
     counter.write_text(str(5_000_000))  # 5 J before the window opens
     time.sleep(0.1)
@@ -354,7 +358,7 @@ def test_a_rapl_boundary_sample_stands_for_the_energy_since_the_previous_poll(tm
 
 def test_power_just_after_an_evaluation_is_left_out_of_the_training_power_but_not_of_its_energy():
     fake = FakeNvml({GPU_A: 100.0}, has_counter=False)  # energy: the integral of the polled power
-    meter = NvmlMeter(fake, GPU_A, interval_s=0.01)
+    meter = Meter(NvmlReader(fake, GPU_A), Polling(0.01))
     meter.reader.settle_s = 0.1  # an averaged reading that lags a tenth of a second (NVML's lags a second)
     meter.open()
     meter.begin("train_1")
@@ -376,7 +380,7 @@ def test_power_just_after_an_evaluation_is_left_out_of_the_training_power_but_no
 
 def test_settling_samples_still_count_as_power_samples_and_an_instant_reading_has_none():
     for instant in (False, True):
-        meter = NvmlMeter(FakeNvml({GPU_A: 100.0}, has_instant=instant), GPU_A, interval_s=0.01)
+        meter = Meter(NvmlReader(FakeNvml({GPU_A: 100.0}, has_instant=instant), GPU_A), Polling(0.01))
         meter.reader.settle_s = 0.1
         meter.open()
         meter.begin("train_1")
@@ -396,20 +400,20 @@ MIG_A = "MIG-aaaaaaaa-1111-1111-1111-000000000001"
 
 
 def test_a_mig_slice_is_metered_as_its_whole_gpu_and_says_so():
-    meter = NvmlMeter(FakeNvml({GPU_A: 100.0}, mig={MIG_A: GPU_A}), MIG_A, interval_s=0.05)
+    meter = Meter(NvmlReader(FakeNvml({GPU_A: 100.0}, mig={MIG_A: GPU_A}), MIG_A), Polling(0.05))
     out = _window(meter)
     assert out.meter == "nvml-energy" and out.device["mig"] is True and out.device["mig_parent_uuid"] == GPU_A
     assert out.device["meter_device_uuid"] == MIG_A and "whole GPU" in out.meter_note
 
 
 def test_a_whole_gpu_is_recorded_as_no_mig_slice():
-    out = _window(NvmlMeter(FakeNvml({GPU_A: 100.0}), GPU_A, interval_s=0.05))
+    out = _window(Meter(NvmlReader(FakeNvml({GPU_A: 100.0}), GPU_A), Polling(0.05)))
     assert out.device["mig"] is False and out.device["mig_parent_uuid"] is None and out.meter_note == ""
 
 
 @pytest.mark.parametrize("instant,source", [(True, "NVML_FI_DEV_POWER_INSTANT"), (False, "one-second average")])
 def test_the_record_names_which_nvml_reading_power_came_from(instant, source):
-    out = _window(NvmlMeter(FakeNvml({GPU_A: 100.0}, has_instant=instant), GPU_A, interval_s=0.05))
+    out = _window(Meter(NvmlReader(FakeNvml({GPU_A: 100.0}, has_instant=instant), GPU_A), Polling(0.05)))
     assert source in out.device["power_reading_source"]
 
 
@@ -478,7 +482,36 @@ def test_the_meter_a_trial_makes_under_auto_is_the_kind_the_config_check_assumed
     settings = MeterSettings(kind="auto", interval_s=0.1, cpu_tdp_w=100.0, rapl_root=str(tmp_path / "powercap"))
     cpu, _ = make_meter(settings, "cpu")
     gpu, _ = make_meter(settings, "cuda", gpu_uuid="GPU-a", nvml=FakeNvml({"GPU-a": 1.0}))
-    assert (isinstance(cpu, RaplMeter), isinstance(gpu, NvmlMeter)) == (
+    assert (isinstance(cpu.reader, RaplReader), isinstance(gpu.reader, NvmlReader)) == (
         auto_choice("cpu") == "rapl",
         auto_choice("cuda") == "nvml",
     )
+
+
+def test_a_new_meter_kind_is_its_reader_and_one_table_row(monkeypatch):
+    """A kind added in this test alone, a reader class and one row of the table, is made by make_meter, metered over a
+    window by the shared session, refused per rank where its row says so, and taken by auto where its row comes
+    first for the device: nothing else of the library changes."""
+    from tokenwatt.measurement import kinds
+    from tokenwatt.measurement.meter import Reader
+
+    class ConstantReader(Reader):
+        kind = "constant"
+        covers = "previous"
+
+        def sample(self) -> dict[str, float]:
+            return {"power_w": 42.0}
+
+    row = kinds.MeterKind(
+        "constant", "a steady 42 W", "cpu", False, lambda settings, place: ConstantReader(), "{ranks}"
+    )
+    monkeypatch.setitem(kinds.TABLE, "constant", row)
+    settings = MeterSettings("constant", interval_s=0.02, cpu_tdp_w=65, rapl_root="/nonexistent")
+    meter, why = make_meter(settings, "cpu")
+    out = _window(meter, seconds=0.2)
+    assert why == "meter.kind constant" and out.meter == "constant" and out.power_mean_w == pytest.approx(42.0)
+    with pytest.raises(MeterError, match="meter.kind constant 2"):
+        make_meter(settings, "cpu", ranks=2)
+    # first in the table for the CPU, auto takes it there
+    monkeypatch.setattr(kinds, "TABLE", {"constant": row, **kinds.TABLE})
+    assert make_meter(dataclasses.replace(settings, kind="auto"), "cpu")[1] == "meter.kind auto chose constant"

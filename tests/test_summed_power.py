@@ -6,9 +6,10 @@ import numpy as np
 import polars as pl
 import pytest
 from fake_nvml import FakeNvml
-from tokenwatt.measurement.cpu_meters import EstimateMeter
+from tokenwatt.measurement.cpu_meters import EstimateReader
 from tokenwatt.measurement.energy import rms_of_sum
-from tokenwatt.measurement.nvml import NvmlMeter
+from tokenwatt.measurement.meter import Meter, Polling
+from tokenwatt.measurement.nvml import NvmlReader
 from tokenwatt.training.combine import combine_ranks
 from tokenwatt.training.train import TrainingError
 
@@ -20,7 +21,7 @@ WINDOWS = (("idle", 0.0, 4.0), ("train_1", 4.0, 14.0), ("eval_1", 14.0, 16.0), (
 
 def _nvml_meter():
     # NVML's one-second average: the samples just after the evaluation settle and are left out of the power figures
-    return NvmlMeter(FakeNvml({GPU_A: 200.0}, has_instant=False), GPU_A, interval_s=0.1)
+    return Meter(NvmlReader(FakeNvml({GPU_A: 200.0}, has_instant=False), GPU_A), Polling(0.1))
 
 
 def _session(meter, times, watts, clock_s=0.0):
@@ -47,7 +48,7 @@ def _square_wave(times, high_first):
 T = np.arange(0.0, 26.01, 0.1)
 
 
-@pytest.mark.parametrize("meter", [_nvml_meter, lambda: EstimateMeter(tdp_w=250.0, interval_s=0.1)])
+@pytest.mark.parametrize("meter", [_nvml_meter, lambda: Meter(EstimateReader(250.0), Polling(0.1))])
 def test_one_device_summed_trace_gives_exactly_its_meters_own_rms(meter):
     rng = np.random.default_rng(5)
     times = np.sort(np.concatenate([T, rng.uniform(0, 26, 40)]))  # uneven: skipped and extra polls
@@ -58,7 +59,7 @@ def test_one_device_summed_trace_gives_exactly_its_meters_own_rms(meter):
 
 
 def test_devices_out_of_phase_have_a_total_rms_below_the_sum_of_their_rms():
-    ranks = [_session(EstimateMeter(250.0, 0.1), T, _square_wave(T, first)) for first in (True, False)]
+    ranks = [_session(Meter(EstimateReader(250.0), Polling(0.1)), T, _square_wave(T, first)) for first in (True, False)]
     metrics = combine_ranks(ranks)[0]
     each = [r[0]["power_rms_w"] for r in ranks]
     # 300 + 150 W at every instant: the total is a constant 450 W, where the RMS of each sums to 474 W
@@ -66,15 +67,17 @@ def test_devices_out_of_phase_have_a_total_rms_below_the_sum_of_their_rms():
 
 
 def test_devices_in_lockstep_have_a_total_rms_equal_to_the_sum_of_their_rms():
-    ranks = [_session(EstimateMeter(250.0, 0.1), T, _square_wave(T, True) * scale) for scale in (1.0, 0.8)]
+    ranks = [
+        _session(Meter(EstimateReader(250.0), Polling(0.1)), T, _square_wave(T, True) * scale) for scale in (1.0, 0.8)
+    ]
     metrics = combine_ranks(ranks)[0]
     assert metrics["power_rms_from"] == "summed_trace"
     assert metrics["power_rms_w"] == pytest.approx(sum(r[0]["power_rms_w"] for r in ranks), rel=1e-9)
 
 
 def test_ranks_whose_meters_opened_apart_are_lined_up_at_their_barriers():
-    late = _session(EstimateMeter(250.0, 0.1), T, _square_wave(T, False), clock_s=3.7)
-    metrics = combine_ranks([_session(EstimateMeter(250.0, 0.1), T, _square_wave(T, True)), late])[0]
+    late = _session(Meter(EstimateReader(250.0), Polling(0.1)), T, _square_wave(T, False), clock_s=3.7)
+    metrics = combine_ranks([_session(Meter(EstimateReader(250.0), Polling(0.1)), T, _square_wave(T, True)), late])[0]
     assert metrics["power_rms_w"] == pytest.approx(450.0, rel=1e-3)
 
 
@@ -86,7 +89,7 @@ def test_the_sum_is_averaged_over_the_time_every_device_has_samples_for():
 
 
 def test_traces_that_cannot_be_summed_give_the_sum_of_each_devices_rms_and_say_so():
-    ranks = [_session(EstimateMeter(250.0, 0.1), T, _square_wave(T, first)) for first in (True, False)]
+    ranks = [_session(Meter(EstimateReader(250.0), Polling(0.1)), T, _square_wave(T, first)) for first in (True, False)]
     old = [(r[0], r[1].drop("in_power_stats"), *r[2:]) for r in ranks]  # a trace from before it said which count
     metrics = combine_ranks(old)[0]
     assert metrics["power_rms_from"] == "devices_sum"
@@ -94,7 +97,7 @@ def test_traces_that_cannot_be_summed_give_the_sum_of_each_devices_rms_and_say_s
 
 
 def _ranks_on(**uuids):
-    ranks = [_session(EstimateMeter(250.0, 0.1), T, _square_wave(T, True)) for _ in range(3)]
+    ranks = [_session(Meter(EstimateReader(250.0), Polling(0.1)), T, _square_wave(T, True)) for _ in range(3)]
     for key, per_rank in uuids.items():
         for rank, uuid in zip(ranks, per_rank):
             rank[0][key] = uuid

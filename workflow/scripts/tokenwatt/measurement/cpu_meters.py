@@ -1,17 +1,16 @@
 """The CPU meters: Linux's RAPL energy counters of the CPU packages, and, where none is readable, an ESTIMATE from
-the CPU's TDP and this process's CPU time. Each is a reader of its device (``RaplReader``, ``EstimateReader``) and a
-meter session over it (``RaplMeter``, ``EstimateMeter``)."""
+the CPU's TDP and this process's CPU time. Each is a reader of its device (``RaplReader``, ``EstimateReader``); a meter
+session over one is ``Meter(reader, polling)``."""
 
 from __future__ import annotations
 
 import os
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .meter import Meter, MeterError, Reader, no_sync
+from .meter import MeterError, Reader
 
 
 def rapl_domains(root: str | Path) -> list[Path]:
@@ -98,21 +97,3 @@ class EstimateReader(Reader):
 
     def start(self) -> None:
         self._last = (time.monotonic(), time.process_time())
-
-
-class RaplMeter(Meter):
-    """A meter session over the RAPL counters under ``root`` (``RaplReader``)."""
-
-    def __init__(
-        self, root: str | Path, interval_s: float, sync: Callable[[], None] = no_sync, target_samples: int = 0
-    ) -> None:
-        super().__init__(RaplReader(root), interval_s, sync, target_samples)
-
-
-class EstimateMeter(Meter):
-    """A meter session over the CPU-time estimate (``EstimateReader``)."""
-
-    def __init__(
-        self, tdp_w: float, interval_s: float, sync: Callable[[], None] = no_sync, target_samples: int = 0
-    ) -> None:
-        super().__init__(EstimateReader(tdp_w), interval_s, sync, target_samples)

@@ -2,8 +2,9 @@
 begin_window / end_window) whose ends are synchronised with the device, summarised as a typed measurement.
 
 Each meter polls power (for RMS, mean, max and the trace) and, where the hardware has one, reads a cumulative
-energy counter at both ends of a window, which sees the whole window rather than the polled instants. The kinds
-(``nvml.py``, ``cpu_meters.py``, ``NullMeter`` here) supply a sample and a counter; ``meters.make_meter`` chooses one.
+energy counter at both ends of a window, which sees the whole window rather than the polled instants. A meter is
+``Meter(reader, polling)``: the readers (``nvml.py``, ``cpu_meters.py``, ``NullReader`` here) supply a sample and a
+counter; ``kinds.make_reader`` chooses one from the table of kinds.
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def no_sync() -> None:
 class Reader:
     """What a meter reads from its device, apart from the session that reads it (as Zeus keeps its device readers):
     a power sample and, where the hardware has one, a cumulative energy counter, what it says of the device, and what
-    its readings are like. This base reads nothing (``none``); the kinds (``nvml.py``, ``cpu_meters.py``) read
+    its readings are like. This base reads nothing; the kinds (``nvml.py``, ``cpu_meters.py``) read
     their devices."""
 
     kind = "none"
@@ -168,80 +169,42 @@ class Reader:
         raise MeterError(f"meter {self.kind} reads no temperature")
 
 
+class NullReader(Reader):
+    """``none``: no counter and no samples, so every energy and power figure stays null."""
+
+
+@dataclass(frozen=True)
+class Polling:
+    """How a meter polls: every ``interval_s`` at most, each window's ends synchronised with the device by ``sync``.
+    With a pace and ``target_samples``, the poller shortens its interval (never below the reader's
+    ``min_interval_s``, never above ``interval_s``) so that a trial of any length gets about that many samples."""
+
+    interval_s: float
+    sync: Callable[[], None] = no_sync
+    target_samples: int = 0
+
+
 class Meter:
     """A meter session over one ``Reader``: a polling thread and named measurement windows with synchronised ends,
-    summarised as a ``Measurement``. What the readings are like (kind, lag, resolution) is the reader's."""
+    summarised as a ``Measurement``. What the readings are like (kind, lag, resolution) is ``meter.reader``'s."""
 
-    def __init__(
-        self, reader: Reader, interval_s: float, sync: Callable[[], None] = no_sync, target_samples: int = 0
-    ) -> None:
+    def __init__(self, reader: Reader, polling: Polling) -> None:
         self.reader = reader
-        self.interval_s = interval_s
-        self.sync = sync
-        # With a pace and a target, the poller shortens its interval (never below min_interval_s, never above
-        # interval_s) so that a trial of any length gets about ``target_samples`` samples.
-        self.target_samples = target_samples
+        self.polling = polling
         self._pace: Pace | None = None
-        self._interval_now = interval_s
+        self._interval_now = polling.interval_s
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-
-    # -- what the reader's readings are like
-    @property
-    def kind(self) -> str:
-        return self.reader.kind
-
-    @property
-    def note(self) -> str:
-        return self.reader.note
-
-    @property
-    def is_estimate(self) -> bool:
-        return self.reader.is_estimate
-
-    @property
-    def settle_s(self) -> float:
-        return self.reader.settle_s
-
-    @property
-    def covers(self) -> str:
-        return self.reader.covers
-
-    @property
-    def min_interval_s(self) -> float:
-        return self.reader.min_interval_s
-
-    @property
-    def update_period_s(self) -> float:
-        return self.reader.update_period_s
-
-    @property
-    def reads_temperature(self) -> bool:
-        return self.reader.reads_temperature
-
-    @property
-    def coarse_counter(self) -> bool:
-        return self.reader.coarse_counter
-
-    def temperature(self) -> float:
-        return self.reader.temperature()
-
-    def static_info(self) -> dict[str, Any]:
-        return self.reader.static_info()
-
-    def _sample(self) -> dict[str, Any]:
-        return self.reader.sample()
-
-    def _counter_j(self) -> float | None:
-        return self.reader.counter_j()
 
     # -- polling
     def _adapt(self) -> None:
         """The interval that gives ``target_samples`` over the trial's expected length (elapsed × planned ÷ done)."""
         expected_s = None if self._pace is None else self._pace.expected_s()
-        if expected_s is None or not self.target_samples:
+        if expected_s is None or not self.polling.target_samples:
             return
-        self._interval_now = min(self.interval_s, max(self.min_interval_s, expected_s / self.target_samples))
+        self._interval_now = min(
+            self.polling.interval_s, max(self.reader.min_interval_s, expected_s / self.polling.target_samples)
+        )
 
     def _poll(self) -> None:
         next_t = time.monotonic()
@@ -268,7 +231,7 @@ class Meter:
         ):  # the poller and a window's ends both record; a sample's state (e.g. the last CPU time) is shared
             t = time.monotonic() - self._t0
             try:
-                sample = self._sample()
+                sample = self.reader.sample()
             except Exception as err:  # a failed read is counted and kept, never dropped silently
                 self._errors.append(f"t={t:.2f}s: {type(err).__name__}: {err}")
                 sample = {}
@@ -282,8 +245,8 @@ class Meter:
         trial's) that this one continues: its windows and samples come first, and this session's clock starts
         where it ended."""
         self.reader.start()
-        self.sync()
-        self._pace, self._interval_now = pace, self.interval_s
+        self.polling.sync()
+        self._pace, self._interval_now = pace, self.polling.interval_s
         self._record_lock = threading.Lock()
         self._rows: list[dict[str, Any]] = list(carried["rows"]) if carried else []
         self._errors: list[str] = list(carried["errors"]) if carried else []
@@ -292,13 +255,13 @@ class Meter:
         self._t0 = time.monotonic() - (carried["end_s"] if carried else 0.0)
         self._stop.clear()
         self._thread_cpu_s = None
-        self._thread = threading.Thread(target=self._poll, name=f"meter-{self.kind}", daemon=True)
+        self._thread = threading.Thread(target=self._poll, name=f"meter-{self.reader.kind}", daemon=True)
         self._thread.start()
 
     def begin(self, name: str) -> None:
         """Open the window ``name``, its start synchronised with the device; a sample closes what came before."""
-        self.sync()
-        if self.covers == "instant":  # a reading at the window's start belongs to it
+        self.polling.sync()
+        if self.reader.covers == "instant":  # a reading at the window's start belongs to it
             self._window = name
         # The boundary sample before the counter read: RAPL's samples and counter share their last reading, so a
         # counter read first would leave the sample a few microseconds of energy, standing for the whole gap.
@@ -308,7 +271,7 @@ class Meter:
 
     def end(self) -> dict[str, Any]:
         """Close the open window (its end synchronised with the device) and return its record."""
-        self.sync()
+        self.polling.sync()
         t = self._record()
         closed = self._close_window(t, self._read_counter())
         self._window = None
@@ -317,7 +280,7 @@ class Meter:
     def switch(self, name: str) -> dict[str, Any]:
         """Close the open window and open ``name`` at the same synchronised instant (one boundary sample and
         counter read), so that back-to-back windows (training segments and evaluations) add up to their span."""
-        self.sync()
+        self.polling.sync()
         t = self._record()
         counter = self._read_counter()
         closed = self._close_window(t, counter)
@@ -345,7 +308,9 @@ class Meter:
             if w["counter_j"] is not None:
                 total += w["counter_j"]
             elif rows:
-                total += integrate([t for t, _ in rows], [p for _, p in rows], self.covers, w["start_s"], w["end_s"])
+                total += integrate(
+                    [t for t, _ in rows], [p for _, p in rows], self.reader.covers, w["start_s"], w["end_s"]
+                )
             else:
                 return None
         return total
@@ -358,7 +323,9 @@ class Meter:
             return counter - counter0
         with self._record_lock:
             rows = [(r["t_s"], r["power_w"]) for r in self._rows if r["power_w"] is not None]
-        return integrate([t for t, _ in rows], [p for _, p in rows], self.covers, start_s, end_s) if rows else None
+        return (
+            integrate([t for t, _ in rows], [p for _, p in rows], self.reader.covers, start_s, end_s) if rows else None
+        )
 
     def energy_now(self) -> float | None:
         """The session's energy so far: every closed window's and the open one's up to now (a checkpoint's heartbeat:
@@ -416,7 +383,7 @@ class Meter:
 
     def _read_counter(self) -> float | None:
         try:
-            return self._counter_j()
+            return self.reader.counter_j()
         except Exception as err:
             self._errors.append(f"energy counter: {type(err).__name__}: {err}")
             return None
@@ -435,7 +402,7 @@ class Meter:
         import numpy as np
 
         out = np.zeros(len(t), dtype=bool)
-        if self.settle_s <= 0 or self.reader.power_reading == "instant":  # an instant reading has no lag
+        if self.reader.settle_s <= 0 or self.reader.power_reading == "instant":  # an instant reading has no lag
             return out
         for before, w in zip(self._windows, self._windows[1:]):
             if (
@@ -444,7 +411,7 @@ class Meter:
                 and before["end_s"] == w["start_s"]
             ):
                 segment = in_training & (t > w["start_s"]) & (t <= w["end_s"])
-                early = segment & (t < w["start_s"] + self.settle_s)
+                early = segment & (t < w["start_s"] + self.reader.settle_s)
                 if (segment & ~early).any():
                     out |= early
         return out
@@ -459,11 +426,11 @@ class Meter:
             energy = w["counter_j"]
             if energy is None and len(p_all):
                 fell_back = True
-                energy = integrate(t_all, p_all, self.covers, w["start_s"], w["end_s"])
+                energy = integrate(t_all, p_all, self.reader.covers, w["start_s"], w["end_s"])
             note = (
-                f"shorter ({duration * 1000:.0f} ms) than the sensor's update period ({self.update_period_s * 1000:.0f} ms): "
+                f"shorter ({duration * 1000:.0f} ms) than the sensor's update period ({self.reader.update_period_s * 1000:.0f} ms): "
                 "its energy is less certain than the others'"
-                if duration < self.update_period_s
+                if duration < self.reader.update_period_s
                 else ""
             )
             windows.append(
@@ -497,7 +464,7 @@ class Meter:
         settling = self._settling(t_all, in_training)
         in_training &= ~settling
         p = p_all[in_training]
-        wts = sample_weights(t_all, self.covers)[in_training]
+        wts = sample_weights(t_all, self.reader.covers)[in_training]
         if len(p) and wts.sum() <= 0:  # every sample at one instant
             wts = np.ones(len(p))
         # The trace says which samples the power figures are over, so that they can be recomputed from it alone
@@ -510,13 +477,13 @@ class Meter:
         gaps = np.concatenate(
             [np.diff(w["t_s"].to_numpy()) for w in in_windows.partition_by("window")] or [np.empty(0)]
         )
-        kind, note = self.kind, self.note
-        if fell_back and self.kind == "nvml-energy":
+        kind, note = self.reader.kind, self.reader.note
+        if fell_back and self.reader.kind == "nvml-energy":
             kind, note = "nvml-power", "energy counter unavailable in a window; integrated polled power there"
         has_power = len(p) > 0
         return Measurement(
             meter=kind,
-            meter_is_estimate=self.is_estimate,
+            meter_is_estimate=self.reader.is_estimate,
             meter_note=note,
             energy_j=total(training, "energy_j"),
             duration_s=total(training, "duration_s") or 0.0,
@@ -527,25 +494,18 @@ class Meter:
             power_rms_w=float(math.sqrt((wts * p**2).sum() / wts.sum())) if has_power else None,
             power_mean_w=float((wts * p).sum() / wts.sum()) if has_power else None,
             power_max_w=float(p.max()) if has_power else None,
-            power_covers=self.covers,
+            power_covers=self.reader.covers,
             samples=len(times),
             samples_with_power=with_power,
             samples_settling=int(settling.sum()),
             sample_errors=len(self._errors),
             sample_error_messages=tuple(self._errors[:20]),
-            interval_requested_s=self.interval_s,
+            interval_requested_s=self.polling.interval_s,
             interval_final_s=self._interval_now,
             interval_achieved_s=float(gaps.mean()) if len(gaps) else None,
             meter_thread_cpu_s=self._thread_cpu_s,
             temperature_max_c=trace["temperature_c"].max(),
             sm_clock_mean_mhz=trace["sm_clock_mhz"].mean(),
-            device=self.static_info(),
+            device=self.reader.static_info(),
             trace=trace,
         )
-
-
-class NullMeter(Meter):
-    """``none``: no counter and no samples, so every energy and power figure stays null."""
-
-    def __init__(self, interval_s: float, sync: Callable[[], None] = no_sync, target_samples: int = 0) -> None:
-        super().__init__(Reader(), interval_s, sync, target_samples)

@@ -1,13 +1,12 @@
 """The NVML meter: the GPU this process was given, read through NVIDIA's management library (``pynvml``, passed in,
 so a test can hand it a fake): its energy counter where the GPU has one, its power, temperature and clocks polled.
-``NvmlReader`` reads the device; ``NvmlMeter`` is a meter session over it."""
+``NvmlReader`` reads the device; a meter session over it is ``Meter(reader, polling)``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from .meter import Meter, MeterError, Reader, no_sync
+from .meter import MeterError, Reader
 
 
 def mig_parent(nvml, handle) -> tuple[object, str] | None:
@@ -119,12 +118,3 @@ class NvmlReader(Reader):
             "mig": self.mig_parent_uuid is not None,
             "mig_parent_uuid": self.mig_parent_uuid,
         }
-
-
-class NvmlMeter(Meter):
-    """A meter session over the GPU ``uuid`` names, read through ``nvml`` (``NvmlReader``)."""
-
-    def __init__(
-        self, nvml, uuid: str, interval_s: float, sync: Callable[[], None] = no_sync, target_samples: int = 0
-    ) -> None:
-        super().__init__(NvmlReader(nvml, uuid), interval_s, sync, target_samples)

@@ -115,20 +115,19 @@ def _stopping_problems(cfg: dict[str, Any]) -> list[str]:
 
 
 def _devices_problems(cfg: dict[str, Any]) -> list[str]:
-    """What a trial on several devices (train.devices, design.devices) would measure wrong: read RAPL (the whole
-    package, counted by every rank), or train a global batch with fewer chunks than ranks (a rank idle at every step).
+    """What a trial on several devices (train.devices, design.devices) would measure wrong: a meter kind that may not
+    run per rank (RAPL: the whole package, counted by every rank; measurement.kinds.refusal says), or train a global batch with fewer chunks than ranks (a rank idle at every step).
     Its checkpoints and a stable run's points hold every rank's state (training/checkpoint.py)."""
+    from ..measurement.kinds import refusal  # polars only, no torch
+
     levels = cfg["design"].get("devices")
     most = max([cfg["train"]["devices"], *(levels or [])])
     if most <= 1:
         return []
     key = "design.devices" if levels and max(levels) > cfg["train"]["devices"] else "train.devices"
     problems = []
-    if cfg["meter"]["kind"] == "rapl":
-        problems.append(
-            f"{key}: meter.kind rapl reads the whole CPU package, which each of {most} ranks would count again; use "
-            "meter.kind: estimate or auto (each rank then meters its own process)"
-        )
+    if cfg["meter"]["kind"] != "auto" and (why := refusal(cfg["meter"]["kind"], ranks=most)):
+        problems.append(f"{key}: {why}")
     batches = [cfg["train"]["batch_size"], *(cfg["design"].get("batch_size") or [])]
     if min(batches) < most:
         problems.append(

@@ -175,10 +175,15 @@ def rank_devices(wanted: Mapping[str, int], cuda_count: int, cpus: int) -> list[
 
 
 def meter_kind(meter: Mapping[str, Any], devices: Iterable[str], cuda_count: int) -> list[Finding]:
-    """Whether ``meter.kind`` can be read here: RAPL counters readable under meter.rapl_root, NVML with a GPU to read.
-    The estimate and none always can; auto takes measurement.kinds.auto_choice's kind: on a CPU it falls back to the
+    """Whether ``meter.kind`` can be read here: RAPL counters readable under meter.rapl_root, a GPU's meter (a row of
+    measurement.kinds.TABLE metering ``cuda``) with a GPU to read and no trial on the CPU (kinds.refusal). The
+    estimate and none always can; auto takes measurement.kinds.auto_choice's kind: on a CPU it falls back to the
     estimate where RAPL cannot be read, on a CUDA device it needs NVML, whose GPU ``training_devices`` asks for."""
+    from ..measurement.kinds import gpu_kind, refusal
+
     kind = meter["kind"]
+    if kind == "auto":  # auto takes what works, NVML where a GPU trains (training_devices checks there is one)
+        return []
     if kind == "rapl":
         from ..measurement.cpu_meters import rapl_domains  # the domains the RAPL meter reads
 
@@ -198,13 +203,14 @@ def meter_kind(meter: Mapping[str, Any], devices: Iterable[str], cuda_count: int
                 on_node=True,
             )
         ]
-    # train.device auto trains on CUDA wherever a GPU is visible, so only an explicit cpu rules NVML out.
-    if kind == "nvml" and (not cuda_count or not all(d.startswith("cuda") or d == "auto" for d in devices)):
+    # train.device auto trains on CUDA wherever a GPU is visible, so only an explicit cpu rules a GPU's meter out.
+    cpu_trials = [d for d in devices if d != "auto" and refusal(kind, on_gpu=d.startswith("cuda"))]
+    if gpu_kind(kind) and (not cuda_count or cpu_trials):
         why = "no NVIDIA GPU is visible here" if not cuda_count else "some trials train on the CPU (train.device)"
         return [
             Finding(
                 "meter.kind",
-                f"meter.kind is nvml but {why}; use meter.kind: auto (NVML where a GPU trains, else RAPL or the "
+                f"meter.kind is {kind} but {why}; use meter.kind: auto (NVML where a GPU trains, else RAPL or the "
                 "estimate), or train.device: cuda",
                 on_node=True,
             )
@@ -229,8 +235,10 @@ def machine_findings(
     """The device and meter findings; ``devices``: each training device and the most devices its trials ask for (asks
     NVML only when a GPU or NVML is configured, or several devices on auto)."""
     names = list(devices)
+    from ..measurement.kinds import gpu_kind
+
     wants_gpu = (
-        meter["kind"] == "nvml"
+        gpu_kind(meter["kind"])
         or any(d.startswith("cuda") for d in names)
         or any(d == "auto" and n > 1 for d, n in devices.items())
     )

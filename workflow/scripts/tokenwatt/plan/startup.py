@@ -240,7 +240,9 @@ def trains_on_gpu(study: Study) -> bool:
     """Whether the study's trials train on a GPU as configured (train.device cuda, a hardware level's, or the NVML
     meter), not as this machine would place device auto: the plan is often made where the trials do not run."""
     devices = {study.design.train_config(c)["device"] for c in study.design.cells}
-    return study.config["meter"]["kind"] == "nvml" or any(d.startswith("cuda") for d in devices)
+    from ..measurement.kinds import gpu_kind
+
+    return gpu_kind(study.config["meter"]["kind"]) or any(d.startswith("cuda") for d in devices)
 
 
 def stale_reports(study: Study) -> list[str]:

@@ -97,7 +97,7 @@ def trial_record(ctx: TrialContext, data: TrialData, m: TrialMeasurement, starte
         "stop_rule": settings.stop.to_dict(),
         "stopped": result.stopped,
         **m.session.stop,
-        "settle_s": m.meter.settle_s,
+        "settle_s": m.meter.reader.settle_s,
         "energy_j": m.energy.energy_j,
         "idle_power_w": None if idle is None or idle.energy_j is None else idle.energy_j / idle.duration_s,
         "idle_seconds": None if idle is None else idle.duration_s,
@@ -115,7 +115,7 @@ def _where_record(ctx: TrialContext, data: TrialData, m: TrialMeasurement) -> di
     return {
         "device": s.device.type,
         "device_name": device_name(s.device),
-        "device_uuid": m.meter.static_info().get("meter_device_uuid") or gpu_uuid(s.device, ctx.nvml),
+        "device_uuid": m.meter.reader.static_info().get("meter_device_uuid") or gpu_uuid(s.device, ctx.nvml),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "job": job_identity(),
         "threads": ctx.spec.train.threads,

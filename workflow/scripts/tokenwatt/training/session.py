@@ -71,8 +71,8 @@ def cooldown(
     t0 = time.monotonic()
     time.sleep(seconds)
     reached = None
-    if below_c is not None and meter.reads_temperature:
-        while (temp := meter.temperature()) >= below_c and time.monotonic() - t0 < seconds + timeout_s:
+    if below_c is not None and meter.reader.reads_temperature:
+        while (temp := meter.reader.temperature()) >= below_c and time.monotonic() - t0 < seconds + timeout_s:
             time.sleep(1.0)
         reached = temp
         log(f"cooldown: GPU at {temp:.0f} °C (target < {below_c:g} °C)")
@@ -114,7 +114,7 @@ class Session:
                 f"{ctx.spec.name}: its stable run's saved point ({ctx.origin}) is at or past the last of the chunks it "
                 "trains on, so it has no step left to cool down in: raise train.schedule.cooldown_fraction or the budget"
             )
-        here = {"device_name": device_name(ctx.setup.device), "meter_kind": meter.kind}
+        here = {"device_name": device_name(ctx.setup.device), "meter_kind": meter.reader.kind}
         there = {k: getattr(saved.session.before, k) for k in here} if saved is not None else here
         if ctx.setup.ranks.any(there != here):  # every rank continues the saved session, or none does
             if branched:  # the stable run is other jobs' measurement: never silently redone here
@@ -132,7 +132,7 @@ class Session:
             self.checkpoints.resumes[-1]["cooldown_end_temperature_c"] = cooled["cooldown_end_temperature_c"]
         # At least the meter's settle time since the device last worked, whatever the cooldown: an averaged reading
         # still shows the load or compile for that long, and the idle baseline would read it as idle power.
-        time.sleep(max(0.0, meter.settle_s - (time.monotonic() - ctx.setup.last_work)))
+        time.sleep(max(0.0, meter.reader.settle_s - (time.monotonic() - ctx.setup.last_work)))
         if saved is None:
             meter.open(self.pace)
             idle_after_s = time.monotonic() - ctx.setup.last_work
@@ -145,7 +145,7 @@ class Session:
         else:
             self.state = replace(saved.session, branch=branch_point(ctx.spec, saved)) if branched else saved.session
             meter.open(self.pace, carried=self.checkpoints.carried(saved.session.meter))
-        time.sleep(meter.settle_s)
+        time.sleep(meter.reader.settle_s)
         return saved.train if saved is not None else None
 
     def check(self, when: str) -> list[float]:
@@ -268,11 +268,13 @@ class Session:
         eval_s = time.perf_counter() - t
         # NVML's counter updates about every 100 ms: an evaluation shorter than it can resolve is refused at the
         # first point rather than measured as rounding for the rest of the study (the CPU meters resolve ms).
-        if k == 1 and meter.coarse_counter:
+        if k == 1 and meter.reader.coarse_counter:
             tokens = int(mask.sum())
             if s.ranks.many:  # every rank decides on the same seconds: the slowest rank's, and the whole set's tokens
                 eval_s = s.ranks.largest(torch.tensor([eval_s], dtype=torch.float64, device=s.device)).item()
-            if problem := short_eval_window(eval_s, tokens, meter.update_period_s, "measured at the first point"):
+            if problem := short_eval_window(
+                eval_s, tokens, meter.reader.update_period_s, "measured at the first point"
+            ):
                 raise TrainingError(problem)
         point = {**at, "point": k, "eval_loss": loss, "eval_s": eval_s, "eval_tokens": int(mask.sum()), "final": False}
         point["train_energy_j"] = trained_j
