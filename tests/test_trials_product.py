@@ -56,12 +56,14 @@ def test_each_power_trace_is_labelled_with_the_trial_its_own_path_names(tmp_path
     layout = Layout({**design.config, "results": str(tmp_path / "results")}, design)
     keys = [("model=a/b20000", 3), ("b10000", 12)]
     for cell, trial in keys:  # what workflow/scripts/analyse.py labels each trace with: its own path's trial
-        assert trial_of(layout.path("trials"), layout.trial(cell, trial).power) == (cell, trial)
+        assert trial_of(layout.trial(cell, trial).power) == (cell, trial)
     relative = Layout({**design.config, "results": "results"}, design)
-    assert trial_of(relative.path("trials"), relative.trial("model=a/b20000", 3).steps) == ("model=a/b20000", 3)
+    assert trial_of(relative.trial("model=a/b20000", 3).steps) == ("model=a/b20000", 3)
+    nested = Layout({**design.config, "results": "trials/results"}, design)  # a results folder under one named trials
+    assert trial_of(nested.trial("b10000", 2).power) == ("b10000", 2)
     for other in (layout.profile(""), layout.path("trials", "b10000", "power.parquet")):
         with pytest.raises(ValueError, match="is not a trial's file"):
-            trial_of(layout.path("trials"), other)
+            trial_of(other)
 
 
 def test_no_trial_finished_yet_gives_an_empty_table_of_the_products_columns():

@@ -69,7 +69,6 @@ for _product, _twin in [(p, i) for p in STUDY.products for i in (False, True)]:
         resources:
             mem_mb=2000,
         params:
-            **power_trace_params(_product),
             product=_product.name,
             settings=setting(config, _product.settings),
             code=STUDY.code("analyse.py", _product.module),

@@ -123,16 +123,6 @@ def analysis_input(file, interim):
     return LAYOUT.interim_of(path) if interim else path
 
 
-def power_trace_params(product):
-    """The trials folder, for a product that reads power traces (POWER_TRACES): its script labels each trace with the
-    (cell, trial) its path names (layout.trial_of). Not a list of keys beside the inputs: Snakemake evaluates params
-    again after the inputs, and the interim twin's first finished trials can change in between. None for a product
-    that reads none, whose params stay as they were."""
-    if POWER_TRACES not in product.reads.values():
-        return {}
-    return {"trials": LAYOUT.path("trials")}
-
-
 def figure_output(name, ext, interim):
     """A figure a figures rule draws; the study's is also listed in Snakemake's --report."""
     if interim:

@@ -17,7 +17,7 @@ def read(keyword, file):
         # each by the (cell, trial) its own path names, never zipped with keys computed apart from the paths (the
         # interim twin's params are evaluated again after its inputs were fixed, and may name other trials); here,
         # not in the trials product's module, so that this script's code digest covers no product's module
-        return {trial_of(snakemake.params.trials, p): read_power_trace(p) for p in paths}
+        return {trial_of(p): read_power_trace(p) for p in paths}
     if file.endswith(".parquet"):
         return read_table(paths[0], f"{file} table")
     return read_analysis_json(paths[0], file)

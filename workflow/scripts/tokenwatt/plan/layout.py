@@ -10,12 +10,13 @@ step outputs under ``sel=<level>/``), ``subsets/``, ``trials/<cell>/t<trial>/``,
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .design import Cell, Design
+from .design import CELL_PATTERN, Cell, Design
 
 # The steps every selection level shares, under this key in the level ↔ record mapping.
 SHARED = ""
@@ -27,16 +28,19 @@ def checkpoint_folder(results: str, cell: str, trial: int | str) -> str:
     return os.path.normpath(os.path.join(results, "checkpoints", cell, f"t{trial}"))
 
 
-def trial_of(trials: str, path: str) -> tuple[str, int]:
-    """The (cell, trial) a trial's file belongs to, read from its own path (``Layout.trial``'s inverse; ``trials``: the
-    study's trials folder, ``Layout.path("trials")``). A rule that reads some trials' files labels each by its path:
-    a list of labels computed apart from the inputs could name other trials (Snakemake evaluates an interim rule's
-    params again after its inputs, and a trial may finish in between)."""
-    parts = os.path.relpath(os.path.normpath(path), os.path.normpath(trials)).split(os.sep)
-    folder = parts[-2] if len(parts) >= 3 else ""
-    if parts[0] == os.pardir or not (folder[:1] == "t" and folder[1:].isdigit()):
-        raise ValueError(f"{path} is not a trial's file under {trials}")
-    return "/".join(parts[:-2]), int(folder[1:])
+def trial_of(path: str) -> tuple[str, int]:
+    """The (cell, trial) a trial's file belongs to, read from its own path (``Layout.trial``'s inverse: the last
+    ``trials/<cell>/t<trial>/<file>`` of it, wherever the results folder is). A rule that reads some trials' files
+    labels each by its path: a list of labels computed apart from the inputs could name other trials (Snakemake
+    evaluates an interim rule's params again after its inputs, and a trial may finish in between)."""
+    found = _TRIAL_FILE.search(Path(os.path.normpath(path)).as_posix())
+    if found is None:
+        raise ValueError(f"{path} is not a trial's file (results/trials/<cell>/t<trial>/<file>)")
+    return found["cell"], int(found["trial"])
+
+
+# A trial's file: the cell's parts are factor=level pairs and its budget, so no part of it is a bare "trials".
+_TRIAL_FILE = re.compile(rf"(?:^|/)trials/(?P<cell>{CELL_PATTERN})/t(?P<trial>\d+)/[^/]+$")
 
 
 @dataclass(frozen=True)
