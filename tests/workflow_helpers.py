@@ -24,6 +24,7 @@ OVERLAYS = {
     "optimizer.yaml": "config.yaml",
     "architecture.yaml": "config.yaml",
     "paper-8bit.yaml": "paper.yaml",
+    "frontier-halving.yaml": "frontier-wsd.yaml",
 }
 # The analysis jobs a change below the trials reruns, once each.
 ANALYSIS = {

@@ -3,14 +3,28 @@
 
 rule aggregate:
     input:
+        **{
+            kind: per_trial(
+                lambda trials, attr=attr: [
+                    getattr(LAYOUT.trial(c, t), attr) for c, t in trials
+                ]
+            )
+            for kind, attr in (
+                ("metrics", "metrics"),
+                ("power", "power"),
+                ("steps", "steps"),
+                ("curves", "curve"),
+            )
+        },
         schema=STUDY.metrics_schema,
-        metrics=[LAYOUT.trial(c, t).metrics for c, t in LAYOUT.expected],
-        power=[LAYOUT.trial(c, t).power for c, t in LAYOUT.expected],
-        steps=[LAYOUT.trial(c, t).steps for c, t in LAYOUT.expected],
-        curves=[LAYOUT.trial(c, t).curve for c, t in LAYOUT.expected],
+        # every trial the study ran (a halving study's: its rounds', plan/allocation.py)
         profile=STUDY.device_profiles,
         # the stable runs' stretch records: the totals count each stretch once (train.schedule.branch_every)
-        stretches=LAYOUT.stretch_records(),
+        stretches=per_trial(
+            lambda trials: LAYOUT.stretch_records(
+                None if ALLOCATION is None else trials
+            )
+        ),
     output:
         **{
             name: report(
@@ -39,6 +53,9 @@ rule aggregate:
         mem_mb=2000,
     params:
         **STUDY.aggregate_params(interim=False),
+        # the trials it reads, each named by its own path (a halving study's are known once its rounds have run)
+        expected=lambda wildcards, input: [trial_of(m) for m in metrics_of(input)],
+        paths=lambda wildcards, input: metrics_of(input),
     script:
         "../scripts/aggregate.py"
 

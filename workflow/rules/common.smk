@@ -13,12 +13,17 @@ include: "mirror.smk"
 
 
 from tokenwatt.analysis.products import (
+    FULL_GRID,
+    HALVING_ROUNDS,
     POWER_TRACES,
     STEP_RECORDS,
     products_of,
     setting,
 )  # noqa: E402
+from tokenwatt.common.files import read_json  # noqa: E402
+from tokenwatt.plan import allocation  # noqa: E402
 from tokenwatt.plan.config import ConfigError, checked_config, load_schema  # noqa: E402
+from tokenwatt.plan.layout import trial_of  # noqa: E402
 from tokenwatt.plan.design import (
     CELL_PATTERN,
     PROFILE_PATTERN,
@@ -70,6 +75,7 @@ def _validate_config():
 _validate_config()
 STUDY = Study(config, products_of(config), WORKFLOW_DIR, SCRIPTS)
 LAYOUT = STUDY.layout
+ALLOCATION = allocation.allocation_of(config)
 
 
 wildcard_constraints:
@@ -83,6 +89,7 @@ wildcard_constraints:
     profile=PROFILE_PATTERN,
     stable=STABLE_PATTERN,
     point=r"\d+",
+    round=r"\d+",
 
 
 def per_cell(value_of_cell, wildcard="cell"):
@@ -105,6 +112,55 @@ def trial_threads():
     )
 
 
+# --- a halving study's rounds (allocation.smk): each round's jobs exist once the checkpoint of the round before ran
+def halving_trials(through):
+    """The (cell, trial) of halving rounds 0 to ``through``: each round's survivors, as the round before decided.
+    Only inside an input function: it asks for the checkpoints of the rounds before (Snakemake plans the jobs of a
+    checkpoint's round once it has run)."""
+    design = STUDY.design
+    survivors, found = allocation.candidates(design), []
+    for k in range(through + 1):
+        found += allocation.round_trials(design, survivors, k)
+        if k < through:
+            survivors = read_json(checkpoints.halving_round.get(round=k).output.json)[
+                "next_candidates"
+            ]
+    return found
+
+
+def halving_rounds():
+    """Every round record up to the one that ended the study (its budget, or the last budget)."""
+    files = []
+    while True:
+        files.append(checkpoints.halving_round.get(round=len(files)).output.json)
+        if read_json(files[-1])["next"] != "continue":
+            return files
+
+
+def study_trials():
+    """Every (cell, trial) the study runs: the design's, or a halving study's rounds as far as they went (only
+    inside an input function, as halving_trials)."""
+    if ALLOCATION is None:
+        return LAYOUT.expected
+    return halving_trials(len(halving_rounds()) - 1)
+
+
+def per_trial(files_of):
+    """An input list over the study's trials: fixed without allocation, else a function the rounds decide."""
+    if ALLOCATION is None:
+        return files_of(LAYOUT.expected)
+    return lambda wildcards: files_of(study_trials())
+
+
+def metrics_of(job_input):
+    """The trials' records among a job's inputs: a halving study's aggregate job is planned first with the round
+    checkpoint it waits for in their place (its params are evaluated again once the checkpoint has run).
+    """
+    paths = job_input.metrics
+    paths = [paths] if isinstance(paths, str) else list(paths)
+    return [p for p in paths if os.path.basename(p) == "metrics.json"]
+
+
 def analysis_input(file, interim):
     """A file an analysis product reads (tokenwatt.analysis.products): the aggregate's or another product's under
     results/analysis/ (results/interim/analysis/ for the interim twin), or the selection steps' records (the interim
@@ -118,7 +174,23 @@ def analysis_input(file, interim):
             return lambda wildcards: [
                 ancient(LAYOUT.trial(c, t).power) for c, t in LAYOUT.first_finished()
             ]
-        return [LAYOUT.trial(c, t).power for c, t in LAYOUT.trace_keys()]
+        return per_trial(
+            lambda trials: [
+                LAYOUT.trial(c, t).power
+                for c, t in LAYOUT.trace_keys(None if ALLOCATION is None else trials)
+            ]
+        )
+    if file == HALVING_ROUNDS:
+        if interim:
+            return existing(
+                *(LAYOUT.halving_round(k) for k in range(len(STUDY.design.budgets)))
+            )
+        return lambda wildcards: halving_rounds()
+    if file == FULL_GRID:
+        grid = ALLOCATION.full_grid if ALLOCATION else None
+        return (
+            existing(os.path.join(grid, "analysis", "trials.parquet")) if grid else []
+        )
     path = LAYOUT.analysis(file)
     return LAYOUT.interim_of(path) if interim else path
 

@@ -107,6 +107,9 @@ def _said_at_parse():
         os.environ[LOG_SHOWN_ENV] = "1" if shown else "0"
         # a cluster's login node only plans and submits: the device and meter are the nodes' to check
         remote = startup.submits_only(startup.intended_executor())
+        # a halving study whose first round alone the budget cannot pay for, in a dry run and a real run alike
+        if why := startup.halving_refusal(STUDY):
+            stop_before_any_job(why)
         if output.dryrun:
             # a plan whose budgets the corpus on disk cannot fill is refused here; a real run, at its start checks
             if why := startup.corpus_refusal(STUDY):

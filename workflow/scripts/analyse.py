@@ -1,7 +1,7 @@
 """Rule of each analysis product (tokenwatt.analysis.products): its files read, its function run, its JSON and
 tables written."""
 
-from tokenwatt.analysis.products import POWER_TRACES, STEP_RECORDS, product
+from tokenwatt.analysis.products import FULL_GRID, HALVING_ROUNDS, POWER_TRACES, STEP_RECORDS, product
 from tokenwatt.common.files import logged, read_analysis_json, read_power_trace, read_table, write_csv, write_json
 from tokenwatt.plan.layout import trial_of
 
@@ -18,6 +18,10 @@ def read(keyword, file):
         # interim twin's params are evaluated again after its inputs were fixed, and may name other trials); here,
         # not in the trials product's module, so that this script's code digest covers no product's module
         return {trial_of(p): read_power_trace(p) for p in paths}
+    if file == HALVING_ROUNDS:
+        return [read_analysis_json(p, "halving round") for p in paths]
+    if file == FULL_GRID:  # absent until the full grid has run
+        return read_table(paths[0], "full grid's trials table") if paths else None
     if file.endswith(".parquet"):
         return read_table(paths[0], f"{file} table")
     return read_analysis_json(paths[0], file)

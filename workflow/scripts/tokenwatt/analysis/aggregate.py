@@ -137,7 +137,7 @@ def _diverged_loss(rec: dict[str, Any]) -> str:
     return f"training loss {loss:.4g} nats" if isinstance(loss, (int, float)) else "non-finite training loss"
 
 
-def _flatten(rec: dict[str, Any]) -> dict[str, Any]:
+def flat_record(rec: dict[str, Any]) -> dict[str, Any]:
     """Nested records flattened (versions -> versions_torch), lists dropped, a non-finite number (a hand-edited NaN
     or Infinity, which JSON readers accept) made missing: a summary would spread it to its whole cell."""
     flat = {}
@@ -210,7 +210,7 @@ def trials_table(
     rows = []
     for i, (rec, verdict) in enumerate(zip(recs, verdicts)):
         cs = cs_tflops.get(cs_key(rec)) if isinstance(cs_tflops, dict) else cs_tflops
-        flat = _flatten(rec)
+        flat = flat_record(rec)
         derived = derived_metrics(flat, cs_tflops=cs, K=metric["K"], tt_scale=metric["tt_scale"])
         rows.append(
             {

@@ -27,6 +27,10 @@ import polars as pl
 # one trial per cell (the first; the interim twin's: the first finished), by (cell, trial).
 STEP_RECORDS = "selection records"
 POWER_TRACES = "power traces"
+# A halving study's round records (results/allocation/round<k>.json, in round order; the interim twin's: those written
+# so far), and the trials table of the same ladder trained in full (allocation.full_grid's, where it exists).
+HALVING_ROUNDS = "halving rounds"
+FULL_GRID = "full grid"
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,17 @@ def setting(config: Mapping[str, Any], key: str) -> Any:
 
 # In the report's order: each product's section follows the one before it.
 PRODUCTS: tuple[Product, ...] = (
+    # First: a halving study's answer is the configuration it chose, and what that cost.
+    Product(
+        name="allocation",
+        function="tokenwatt.analysis.halving_answer:allocation_product",
+        reads={"trials": "trials.parquet", "rounds": HALVING_ROUNDS, "full_grid": FULL_GRID},
+        settings="allocation",
+        section="allocation",
+        what="energy-budgeted halving",
+        tables=("halving_rounds",),
+        requires="allocation.method",
+    ),
     Product(
         name="stats",
         function="tokenwatt.analysis.stats:stats_product",
@@ -164,6 +179,7 @@ PRODUCTS: tuple[Product, ...] = (
             "measurement_quality",
             "quality_vs_cost",
             "quality_vs_energy",
+            "memory_vs_energy",
         ),
         draw="tokenwatt.presentation.figures:draw",
         draws={"conditions": "conditions.csv", "changes": "changes.csv", "curves": "curves.parquet"},

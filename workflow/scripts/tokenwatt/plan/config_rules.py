@@ -8,6 +8,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from . import allocation
 from .config_messages import key_path, message
 from .config_models import (
     architecture_problems,
@@ -40,6 +41,7 @@ def requirements(cfg: dict[str, Any], schema: dict[str, Any]) -> list[str]:
         )
     problems += _stopping_problems(cfg)
     problems += _branch_problems(cfg)
+    problems += allocation.problems(cfg)
     problems += _devices_problems(cfg)
     problems += _eval_window_problems(cfg)
     problems += setting_problems(cfg)

@@ -96,11 +96,19 @@ class Layout:
         """A stable run's stretch record beside its saved point: what the run spent up to it (training/stretch.py)."""
         return self.stable_prefix(key, trial, point) + ".json"
 
-    def stretch_records(self) -> list[str]:
-        """Every stretch record of the study's stable runs (none without train.schedule.branch_every)."""
-        if self.design.branch_every is None:
+    def stretch_records(self, trials: list[tuple[str, int]] | None = None) -> list[str]:
+        """Every stretch record of the study's stable runs (none without train.schedule.branch_every); of ``trials``
+        (cell, trial) alone, each point up to theirs once, where given (a halving study runs only some)."""
+        design = self.design
+        if design.branch_every is None:
             return []
-        return [self.stretch(key, t, point) for key, point in self.design.stable_points() for t in self.design.trials]
+        if trials is None:
+            return [self.stretch(key, t, point) for key, point in design.stable_points() for t in design.trials]
+        last: dict[tuple[str, int], int] = {}
+        for c, t in trials:
+            key = design.stable_key(design.cell(c))
+            last[(key, t)] = max(last.get((key, t), 0), design.branch_point(design.cell(c)))
+        return [self.stretch(key, t, point) for (key, t), n in last.items() for point in range(1, n + 1)]
 
     def stable_targets(self) -> list[str]:
         return [self.stable(key, t, point) for key, point in self.design.stable_points() for t in self.design.trials]
@@ -155,16 +163,27 @@ class Layout:
         """Every (cell, trial) the study runs; the trial is the subject of the repeated-measures design."""
         return self.design.keys()
 
-    def trace_keys(self) -> list[tuple[str, int]]:
-        """The trial whose power trace the figures show for each cell: its first."""
-        return [(c.id, self.design.trials[0]) for c in self.design.cells]
+    def trace_keys(self, trials: list[tuple[str, int]] | None = None) -> list[tuple[str, int]]:
+        """The trial whose power trace the figures show for each cell: its first (of ``trials`` where given: a halving
+        study runs some cells only)."""
+        if trials is None:
+            return [(c.id, self.design.trials[0]) for c in self.design.cells]
+        first: dict[str, int] = {}
+        for c, t in trials:
+            first[c] = min(first.get(c, t), t)
+        return sorted(first.items())
+
+    def halving_round(self, round_: int | str) -> str:
+        """A halving round's checkpoint record (plan/allocation.py): its ranking, spend and next survivors."""
+        return self.path("allocation", f"round{round_}.json")
 
     def profiles(self) -> dict[str, str]:
         """One device profile per hardware level and precision (the design's profile keys; "" when one)."""
         return {key: self.profile(key) for key in self.design.profile_keys()}
 
-    def trial_targets(self) -> list[str]:
-        return [f for c, t in self.expected for f in self.trial(c, t)]
+    def trial_targets(self, trials: list[tuple[str, int]] | None = None) -> list[str]:
+        """Every file of the study's trials (of ``trials`` where given: a halving study's rounds so far)."""
+        return [f for c, t in (self.expected if trials is None else trials) for f in self.trial(c, t)]
 
     def data_targets(self) -> list[str]:
         """The data stage's last files: every tokenizer's eval chunks and every trial's subset."""

@@ -9,16 +9,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import statistics
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..common.files import read_json, traceback_file
-from . import capacity, disk, optimizers, preflight
+from . import allocation, capacity, disk, optimizers, preflight
 from .design import condition_name
 from .memory import memory_warnings
-from .preview import RUNTIME_UNKNOWN_MIN, cost_preview, planned_rate, shared_process_note, workload_key
+from .preview import RUNTIME_UNKNOWN_MIN, cost_preview, own_job, planned_rate, shared_process_note, workload_key
 from .study import Study
 
 # The rules whose planned jobs the checks weigh: the corpus's files, the outputs' room, the training device and meter.
@@ -219,21 +220,67 @@ def preview(study: Study) -> tuple[list[str], list[str]]:
                 )
     config, design = study.config, study.design
     trained = design.trained_tokens()
+    halving = allocation.allocation_of(config)
+    # a halving study plans round 0 (every candidate at the first budget); its later rounds, below
+    keys = (
+        study.layout.expected if halving is None else allocation.round_trials(design, allocation.candidates(design), 0)
+    )
+    shape = (
+        design.shape()
+        if halving is None
+        else f"round 0 of {len(design.budgets)}: {len(allocation.candidates(design))} candidates × {len(design.trials)} trials"
+    )
     lines = [
         cost_preview(
-            {(c, t): trained[c] for c, t in study.layout.expected},
-            design.shape(),
+            {(c, t): trained[c] if halving is None else design.tokens(design.cell(c)) for c, t in keys},
+            shape,
             config["train"]["epochs"],
-            finished,
+            {key: record for key, record in finished.items() if key in set(keys)},
             config["cost"],
             study.pilot,
             workload_key(dict(config)),
             on_gpu=trains_on_gpu(study),
         )
     ]
+    if halving is not None:
+        lines += halving_plan(study, finished)[0]
     notes = (study.pilot_note, design.compile_note(), shared_process_note(dict(config)))
     lines += [note for note in notes if note is not None]
     return lines, warnings + design_warnings(study)
+
+
+def halving_plan(study: Study, finished: Mapping[Any, dict[str, Any]]) -> tuple[list[str], str | None]:
+    """A halving study's rounds as the plan knows them (plan/allocation.py), each round's energy from the finished
+    trials' joules per token, else the pilot's; and why it cannot start (round 0 alone above the budget), or None."""
+    halving = allocation.allocation_of(study.config)
+    assert halving is not None
+    metered = [m for m in map(own_job, finished.values()) if m.get("energy_j") and m.get("real_tokens")]
+    if metered:
+        rate, origin = (
+            statistics.median(m["energy_j"] / m["real_tokens"] for m in metered),
+            f"{len(metered)} finished trial(s)",
+        )
+    elif study.pilot.get("joules_per_token"):
+        rate, origin = float(study.pilot["joules_per_token"]), "plan.joules_per_token, a pilot"
+    else:
+        rate, origin = None, ""
+    return allocation.plan_lines(study.design, halving, rate, origin)
+
+
+def halving_refusal(study: Study) -> str | None:
+    """Why a halving study cannot start: its round 0 alone is estimated above its budget (``halving_plan``)."""
+    if allocation.allocation_of(study.config) is None:
+        return None
+    finished = {}
+    for c, t in study.layout.expected:
+        path = Path(study.layout.trial(c, t).metrics)
+        if path.exists():
+            try:
+                finished[(c, t)] = read_json(path)
+            except (ValueError, OSError):
+                continue
+    why = halving_plan(study, finished)[1]
+    return f"tokenwatt cannot run this plan:\n  {why}" if why else None
 
 
 def trains_on_gpu(study: Study) -> bool:

@@ -171,11 +171,17 @@ class Study:
     # --- params the final analysis rules and their interim twins share
     def aggregate_params(self, interim: bool) -> dict[str, Any]:
         """The aggregate rule's params, and its interim twin's: mid-study most subjects are incomplete, so the interim
-        report describes every finished trial (the tests use complete ones) and names the rest as not finished yet."""
+        report describes every finished trial (the tests use complete ones) and names the rest as not finished yet.
+        The final rule names its trials by its inputs' paths instead (rules/analysis.smk): a halving study's are
+        known only once its rounds have run."""
         layout = self.layout
+        named = (
+            dict(expected=layout.expected, paths=[layout.trial(c, t).metrics for c, t in layout.expected])
+            if interim
+            else {}
+        )
         return dict(
-            expected=layout.expected,
-            paths=[layout.trial(c, t).metrics for c, t in layout.expected],
+            **named,
             profiles=layout.profiles(),
             cs_keys=self.design.cs_profile_keys(),
             absent="not finished yet" if interim else "no metrics",

@@ -30,6 +30,7 @@ from ..common.measures import (  # noqa: E402
 )
 from ..measurement.traces import by_rank, training_samples  # noqa: E402
 from ..plan.design import LEVEL_PREFIX, condition_name, factor_name, parse_cell, series_label  # noqa: E402
+from .memory_figure import memory_vs_energy  # noqa: E402
 
 
 class _PlainLog(ticker.LogFormatter):
@@ -532,6 +533,11 @@ def make_all(
             "kwh",
             f"Energy {none_measured}",
         ),
+        "memory_vs_energy": (
+            lambda: memory_vs_energy(trials, estimated),
+            None,
+            f"Energy {none_measured}, or peak memory not recorded (trials from before it was measured)",
+        ),
         "quality_vs_energy": (
             lambda: quality_vs_energy(curves, estimated),
             None,
@@ -541,6 +547,11 @@ def make_all(
     available = {
         "tradeoff": changes.drop_nulls(["perplexity_reduction_pct", "pe_drop_pct"]).height > 0,
         "power_traces": any(t["power_w"].drop_nulls().len() for t in traces.values()),
+        "memory_vs_energy": trials.drop_nulls(
+            [c for c in ("peak_memory_bytes", "energy_j") if c in trials.columns]
+        ).height
+        > 0
+        and {"peak_memory_bytes", "energy_j"} <= set(trials.columns),
         "quality_vs_energy": curves is not None
         and "train_energy_j" in curves.columns
         and _on_log_axes(curves).height > 0,

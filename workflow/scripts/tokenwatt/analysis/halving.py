@@ -1,0 +1,283 @@
+"""Successive halving's rounds (plan/allocation.py): rank the candidates that entered a round at equal energy, keep the
+best share and every candidate within the noise of the last one kept, and decide whether the next round fits the
+budget.
+
+The criterion is the eval loss after a cooldown (a cooled point: its energy the stable run's to its branch plus its
+own cooldown's), compared at one energy for every candidate: the round's common energy, the least any of its trials
+spent to reach its point. Each trial's loss there is read off its own cooled points of this round and the rounds
+before, linear in log energy between the two around it; a trial whose first point already cost more is read at that
+point (its loss at a higher energy: the comparison favours it, and the round says by how much). Never extrapolated.
+
+A candidate is kept or dropped as a whole, across trial ids, paired by trial id (trial i of every candidate trains on
+the same tokens in the same order). Below the ``keep`` share, a candidate is dropped only where the one-sided
+``confidence`` bound of its paired loss difference to the last one kept is above zero: ties within the noise are kept,
+never broken by chance; and a candidate ranked above one so kept is kept too, so the verdicts follow the ranking. A
+candidate with a diverged (or unmeasured) trial ranks after every other and is dropped: it has no loss to compare, and
+training it on would spend joules on a run that failed. Where every candidate has one, none is kept and the study stops.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+from scipy import stats
+
+from ..plan.allocation import MEASURES, kept_count
+from ..plan.design import series_of
+from .aggregate import flat_record
+from .totals import study_totals
+
+
+@dataclass(frozen=True)
+class Cooled:
+    """One trial's cooled point: its candidate, trial id, round, energy (J, stable run's included) and eval loss (None:
+    diverged, or not measured)."""
+
+    candidate: str
+    trial: int
+    round: int
+    energy_j: float | None
+    loss: float | None
+
+
+def cooled_points(records: Iterable[Mapping[str, Any]], budgets: Sequence[int]) -> list[Cooled]:
+    """The cooled points of trial records (metrics.json), each at its budget's round."""
+    rounds = {b: k for k, b in enumerate(sorted(budgets))}
+    return [
+        Cooled(
+            series_of(r["levels"]),
+            int(r["trial"]),
+            rounds[int(r["budget"])],
+            r.get("energy_j"),
+            r.get("eval_loss") if r.get("status", "ok") == "ok" else None,
+        )
+        for r in records
+    ]
+
+
+def loss_at(points: Sequence[Cooled], energy: float) -> tuple[float, float]:
+    """One trial's loss at ``energy`` on its own cooled points (linear in log energy between the two around it), and
+    the energy it was read at over ``energy`` (1: interpolated; above 1: the trial's first point cost more)."""
+    curve = sorted((p.energy_j, p.loss) for p in points if p.energy_j is not None and p.loss is not None)
+    if energy <= curve[0][0]:
+        return curve[0][1], curve[0][0] / energy
+    for (e0, l0), (e1, l1) in zip(curve, curve[1:]):
+        if e0 <= energy <= e1:
+            share = math.log(energy / e0) / math.log(e1 / e0) if e1 > e0 else 0.0
+            return l0 + share * (l1 - l0), 1.0
+    return curve[-1][1], curve[-1][0] / energy
+
+
+def rank_round(
+    points: Sequence[Cooled], entering: Sequence[str], round_: int, keep: float, confidence: float
+) -> dict[str, Any]:
+    """Round ``round_``'s decision over the candidates ``entering`` it: each one's loss at the common energy per trial
+    id, its rank, and kept or dropped with the evidence (module docstring)."""
+    mine = [p for p in points if p.candidate in entering and p.round <= round_]
+    now = [p for p in mine if p.round == round_]
+    trials = sorted({p.trial for p in now})
+    measured = [p.energy_j for p in now if p.energy_j is not None and p.loss is not None]
+    common = min(measured) if measured else None  # None: every trial diverged or went unmeasured
+    rows = [_candidate(c, mine, now, trials, common) for c in entering]
+    rows.sort(key=lambda r: (r["diverged"], r["mean_loss"] if r["mean_loss"] is not None else math.inf))
+    comparable = [r for r in rows if not r["diverged"]]
+    least = min(kept_count(len(rows), keep), len(comparable))
+    # Bonferroni over the candidates below the share: each is tested against an order statistic chosen from the same
+    # noisy losses, so one test per candidate at the nominal level drops equal candidates far more often than it says
+    per_test = 1 - (1 - confidence) / max(1, len(comparable) - least)
+    for rank, row in enumerate(rows, 1):
+        row["rank"] = rank
+        if row["diverged"]:
+            missing = [t for t, v in row["losses"].items() if v is None]
+            row["verdict"], row["evidence"] = (
+                "dropped",
+                (f"no loss at the common energy for trial id(s) {', '.join(missing)} (diverged or unmeasured)"),
+            )
+        elif rank <= least:
+            row["verdict"], row["evidence"] = "kept", "in the best share"
+        else:
+            row["verdict"], row["evidence"] = _against(row, rows[least - 1], trials, per_test)
+    # Verdicts monotone in rank: a candidate ranked above one kept within the noise is kept too (its own test may
+    # have shown a difference the one below it, noisier, did not)
+    last = max((i for i, r in enumerate(comparable) if r["verdict"] == "kept"), default=-1)
+    for row in comparable[: last + 1]:
+        if row["verdict"] == "dropped":
+            below = comparable[last]["candidate"]
+            row["verdict"], row["evidence"] = "kept", {**row["evidence"], "kept_above": below}
+    return {
+        "round": round_,
+        "entering": list(entering),
+        "trials": trials,
+        "common_energy_j": common,
+        "keep": keep,
+        "confidence": confidence,
+        "per_test_confidence": per_test,
+        "least_kept": least,
+        "candidates": rows,
+        "kept": [r["candidate"] for r in rows if r["verdict"] == "kept"],
+        "dropped": [r["candidate"] for r in rows if r["verdict"] == "dropped"],
+    }
+
+
+def _candidate(
+    candidate: str, mine: Sequence[Cooled], now: Sequence[Cooled], trials: Sequence[int], common: float | None
+) -> dict[str, Any]:
+    """One candidate's losses at the common energy by trial id, and the round's own energies."""
+    losses: dict[int, float | None] = {}
+    read_at: dict[int, float | None] = {}
+    for t in trials:
+        own = [p for p in mine if p.candidate == candidate and p.trial == t]
+        point = next((p for p in now if p.candidate == candidate and p.trial == t), None)
+        if common is None or point is None or point.loss is None or point.energy_j is None:
+            losses[t], read_at[t] = None, None
+            continue
+        losses[t], read_at[t] = loss_at(own, common)
+    known = [v for v in losses.values() if v is not None]
+    energies = [p.energy_j for p in now if p.candidate == candidate and p.energy_j is not None]
+    return {
+        "candidate": candidate,
+        "losses": {str(t): v for t, v in losses.items()},
+        "read_at_ratio": max((v for v in read_at.values() if v is not None), default=None),
+        "mean_loss": float(np.mean(known)) if len(known) == len(trials) else None,
+        "energy_j": float(np.mean(energies)) if energies else None,
+        "diverged": len(known) < len(trials),
+    }
+
+
+def _against(row: dict[str, Any], cutoff: dict[str, Any], trials: Sequence[int], confidence: float) -> tuple[str, Any]:
+    """A candidate below the kept share against the last one kept: dropped where its paired loss difference's
+    one-sided bound is above zero, kept otherwise."""
+    diffs = np.array([row["losses"][str(t)] - cutoff["losses"][str(t)] for t in trials])
+    n = len(diffs)
+    mean, sd = float(diffs.mean()), float(diffs.std(ddof=1)) if n > 1 else 0.0
+    bound = mean - (float(stats.t.ppf(confidence, n - 1)) * sd / math.sqrt(n) if n > 1 else math.inf)
+    evidence = {
+        "against": cutoff["candidate"],
+        "difference": mean,
+        "lower_bound": bound if math.isfinite(bound) else None,
+        "pairs": n,
+    }
+    return ("dropped" if bound > 0 else "kept"), evidence
+
+
+def spend_rate(records: Iterable[Mapping[str, Any]], measure: str) -> dict[str, float]:
+    """Each candidate's training figure per real token over its given records (energy_j, or train_s for
+    device-hours): what its next round's tokens will cost."""
+    column = "energy_j" if measure == "energy_j" else "train_s"
+    rates: dict[str, list[float]] = {}
+    for r in records:
+        if r.get(column) is not None and r.get("real_tokens"):
+            rates.setdefault(series_of(r["levels"]), []).append(r[column] / r["real_tokens"])
+    return {c: float(np.mean(v)) for c, v in rates.items()}
+
+
+def next_step(round_: int, rounds: int, spent: float | None, limit: float, estimate: float | None) -> tuple[str, str]:
+    """Whether the study goes on to the next round: ``final`` after the last, ``stop`` where the spend so far and the
+    next round's estimate exceed the budget (or either is unknown), else ``continue``; and why."""
+    if round_ + 1 >= rounds:
+        return "final", "the last round (study.budgets' largest) has run"
+    if spent is None or estimate is None:
+        return "stop", "the spend so far or the next round's estimate is not known, so the budget cannot be kept"
+    if spent + estimate > limit:
+        return "stop", (
+            f"the next round would need ~{estimate:,.6g} beside the {spent:,.6g} spent, above the budget of {limit:,.6g}"
+        )
+    return "continue", f"{spent:,.6g} spent and ~{estimate:,.6g} for the next round fit the budget of {limit:,.6g}"
+
+
+@dataclass(frozen=True)
+class RoundSettings:
+    """What a round's checkpoint job is handed (its params): the round, the study's budgets (the rounds), the trial
+    ids, the allocation's settings (plan/allocation.py) and the new tokens one trial id of each candidate would train
+    in the next round (none after the last)."""
+
+    round: int
+    budgets: Sequence[int]
+    trials: int
+    keep: float
+    measure: str
+    limit: float
+    confidence: float
+    next_tokens: Mapping[str, int] | None
+
+
+def spent(records: Sequence[Mapping[str, Any]], stretches: Sequence[Mapping[str, Any]], measure: str) -> dict[str, Any]:
+    """What the study has spent so far over its trial records (``spent_of``)."""
+    rows = pl.DataFrame(
+        [{**flat_record(dict(r)), "series": series_of(r["levels"])} for r in records],
+        infer_schema_length=None,
+        strict=False,
+    )
+    return spent_of(rows, stretches, measure)
+
+
+def spent_of(trials: pl.DataFrame, stretches: Sequence[Mapping[str, Any]], measure: str) -> dict[str, Any]:
+    """What a study's ``trials`` (the trials table's columns) spent, in the measure's unit (J, or device-hours): the
+    study's totals (each stable run once: analysis/totals.py) of training, checkpoint saves and work lost to resumes,
+    plus the trials' evaluations; and its training part alone, which each candidate's rate per token scales. None
+    where a part is unknown (``missing`` says why)."""
+    totals = study_totals(trials, stretches)
+    if measure == "energy_j":
+        parts = [totals.values[k] for k in ("energy_j", "checkpoint_energy_j", "lost_energy_j")]
+        evals = trials["eval_energy_j"].to_list() if "eval_energy_j" in trials.columns else [None]
+        parts.append(None if None in evals else float(sum(evals)))
+        training, scale = totals.values["energy_j"], 1.0
+    else:
+        parts, training, scale = [totals.values["device_s"]], totals.values["train_s"], 3600.0
+    return {
+        "spent": None if None in parts else sum(parts) / scale,
+        "training": None if training is None else training / scale,
+        "missing": totals.missing,
+    }
+
+
+def round_decision(
+    records: Sequence[Mapping[str, Any]],
+    stretches: Sequence[Mapping[str, Any]],
+    entering: Sequence[str],
+    before: Mapping[str, Any] | None,
+    settings: RoundSettings,
+) -> dict[str, Any]:
+    """Round ``settings.round``'s checkpoint record: its ranking (``rank_round``) of the candidates ``entering`` it,
+    over the records of every trial run so far (``records``, with the stable runs' ``stretches``), the spend so far,
+    the next round's estimate from this round's measured rates, and who trains next. ``before``: the previous round's
+    record (its dropped candidates carried on, so the last record holds every decision)."""
+    k = settings.round
+    ranked = rank_round(cooled_points(records, settings.budgets), entering, k, settings.keep, settings.confidence)
+    money = spent(records, stretches, settings.measure)
+    budget_now = settings.budgets[k]
+    rates = spend_rate([r for r in records if int(r["budget"]) == budget_now], settings.measure)
+    estimate = None
+    if settings.next_tokens is not None and money["spent"] is not None and money["training"]:
+        overhead = money["spent"] / money["training"]
+        known = [c for c in ranked["kept"] if c in rates]
+        if len(known) == len(ranked["kept"]):
+            scale = 3600.0 if settings.measure != "energy_j" else 1.0
+            per = sum(settings.next_tokens[c] * rates[c] / scale for c in known)
+            estimate = per * settings.trials * overhead
+    step, why = next_step(k, len(settings.budgets), money["spent"], settings.limit, estimate)
+    if not ranked["kept"]:
+        step, why = "stop", "every candidate of this round diverged or went unmeasured: none is left to compare"
+    history = list((before or {}).get("history", [])) + [
+        {"round": k, "candidate": r["candidate"], "verdict": r["verdict"], "evidence": r["evidence"]}
+        for r in ranked["candidates"]
+    ]
+    return {
+        **ranked,
+        "budget": budget_now,
+        "measure": settings.measure,
+        "unit": MEASURES[settings.measure],
+        "limit": settings.limit,
+        "spent": money["spent"],
+        "spent_missing": money["missing"],
+        "next_estimate": estimate,
+        "next": step,
+        "why": why,
+        "next_candidates": ranked["kept"] if step == "continue" else [],
+        "history": history,
+    }
