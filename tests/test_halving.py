@@ -232,3 +232,12 @@ def test_a_round_whose_every_trial_diverged_keeps_none_and_stops_the_study():
     settings = RoundSettings(0, [10000, 20000], 3, 0.5, "energy_j", 1e9, 0.95, {"lr=0.001": 10000})
     decided = round_decision(records, [], ["lr=0.001"], None, settings)
     assert decided["kept"] == [] and decided["next"] == "stop" and "diverged" in decided["why"]
+
+
+def test_the_trials_known_so_far_are_round_0s_and_each_later_rounds_survivors():
+    d = _design()
+    records = {0: {"next": "continue", "next_candidates": ["lr=0.003", "lr=0.01"]}, 1: {"next": "stop"}}
+    known = allocation.known_trials(d, records.get)
+    assert len(known) == 4 * 3 + 2 * 3 and ("lr=0.01/b20000", 3) in known and ("lr=0.001/b20000", 1) not in known
+    # before round 0's checkpoint has run: round 0 alone
+    assert allocation.known_trials(d, lambda k: None) == allocation.round_trials(d, allocation.candidates(d), 0)

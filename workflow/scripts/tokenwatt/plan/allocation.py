@@ -12,7 +12,7 @@ round k+1's jobs only once round k's checkpoint has run, so a dry run plans the 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -204,3 +204,17 @@ def round_settings(design: Design, allocation: Allocation, round_: int) -> dict[
         "confidence": allocation.confidence,
         "next_tokens": None if last else {c: new_tokens(design, c, round_ + 1) for c in candidates(design)},
     }
+
+
+def known_trials(design: Design, read_round: Callable[[int], Mapping[str, Any] | None]) -> list[tuple[str, int]]:
+    """The (cell, trial) a halving study's rounds have asked for so far, from its round records (``read_round(k)``:
+    round k's, None where there is none yet): round 0's, and each later round's survivors where the round before said
+    to continue. What an interim report names as not finished yet (not the full grid's trials)."""
+    survivors, found = candidates(design), []
+    for k in range(len(design.budgets)):
+        found += round_trials(design, survivors, k)
+        record = read_round(k)
+        if record is None or record.get("next") != "continue":
+            break
+        survivors = record["next_candidates"]
+    return found

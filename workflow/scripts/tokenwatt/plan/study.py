@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from ..common.codeclosure import code_digest
+from ..common.files import read_json
 from ..common.installed import NotInstalled, installed_files
-from . import disk
+from . import allocation, disk
 from .config import config_hash, quality_settings
 from .design import Design
 from .layout import Layout
@@ -175,11 +176,10 @@ class Study:
         The final rule names its trials by its inputs' paths instead (rules/analysis.smk): a halving study's are
         known only once its rounds have run."""
         layout = self.layout
-        named = (
-            dict(expected=layout.expected, paths=[layout.trial(c, t).metrics for c, t in layout.expected])
-            if interim
-            else {}
-        )
+        expected = layout.expected
+        if allocation.allocation_of(self.config) is not None:
+            expected = allocation.known_trials(self.design, self._round_record)
+        named = dict(expected=expected, paths=[layout.trial(c, t).metrics for c, t in expected]) if interim else {}
         return dict(
             **named,
             profiles=layout.profiles(),
@@ -192,6 +192,13 @@ class Study:
             require_complete=not interim,
             code=self.code("aggregate.py"),
         )
+
+    def _round_record(self, round_: int) -> dict[str, Any] | None:
+        """A halving round's record on disk, or None (not written yet, or unreadable: the round is then redone)."""
+        try:
+            return read_json(self.layout.halving_round(round_))
+        except (OSError, ValueError):
+            return None
 
     def report_params(self, interim: bool) -> dict[str, Any]:
         """The report rule's params, and the interim report's. The report imports each product's section by name: its

@@ -24,6 +24,20 @@ def render(inputs: ReportInputs) -> Markup:
     )
 
 
+def choice_sentence(data: dict[str, Any]) -> str | None:
+    """A halving study's answer in one sentence, which the terminal's answer opens with; None without one."""
+    if not data:
+        return None
+    spent = "an unknown amount" if data.get("spent") is None else f"{data['spent']:,.6g} {data['unit']}"
+    head = f"Halving chose {_chosen(data.get('chosen'))}"
+    if data.get("chosen") is None:
+        return f"{head}; {data.get('stopped_why', '')}."
+    return (
+        f"{head}, at {data['target_energy_j']:,.1f} J, having spent {spent} of {data['limit']:,.6g} {data['unit']} "
+        f"in {data['rounds']} round(s); {len(data['dropped'])} candidate(s) dropped."
+    )
+
+
 def _chosen(chosen: dict[str, Any] | None) -> str:
     if chosen is None:
         return "no round has finished yet"

@@ -17,6 +17,7 @@ from ...plan.preview import budgets_share_one_process
 from ..answer import change_sentences, growth_sentences, terminal_lines
 from ..inputs import ReportInputs
 from ..templating import render_template
+from .allocation import choice_sentence
 from .curves import target_sentences
 from .figures import ANSWER_FIGURE, figures_html
 from .statistics import effect_sentence
@@ -99,7 +100,10 @@ def answer_lines(inputs: ReportInputs) -> list[str]:
     if not inputs.trials.height:
         return ["No trial has finished, so there is no answer yet."]
     got = answer(inputs)
-    return terminal_lines(got.energy, inputs.product("curves"), got.changes, got.caveats)
+    # a halving study's choice first: the question it was run to answer (sections/allocation.py)
+    choice = choice_sentence(inputs.product("allocation"))
+    lines = terminal_lines(got.energy, inputs.product("curves"), got.changes, got.caveats)
+    return [choice, *lines] if choice else lines
 
 
 def _energy(trials: pl.DataFrame, estimated: bool, cost: dict[str, Any]) -> list[str]:
