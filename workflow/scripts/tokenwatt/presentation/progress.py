@@ -13,9 +13,12 @@ from typing import Any
 import polars as pl
 
 from ..analysis.quality import assess, diagnose
+from ..common.files import read_json
 from ..common.measures import duration
+from ..plan import allocation
 from ..plan.config import quality_settings
 from ..plan.design import Design, condition_name, parse_cell, series_of
+from ..plan.layout import Layout
 from ..plan.preview import own_job, pilot_of
 
 
@@ -72,7 +75,18 @@ def expected_trials(config: dict[str, Any]) -> dict[tuple[str, int], int]:
     display-only code (left out of every code digest), so that the trial script's digest does not include the design
     module."""
     design = Design(config)
-    return {(c, t): design.tokens_of(c) for c, t in design.keys()}
+    keys = design.keys()
+    if allocation.allocation_of(config) is not None:  # a halving study: the rounds its checkpoints have asked for
+        layout = Layout(config, design)
+        keys = allocation.known_trials(design, lambda k: _record(layout.halving_round(k)))
+    return {(c, t): design.tokens_of(c) for c, t in keys}
+
+
+def _record(path: str) -> dict[str, Any] | None:
+    try:
+        return read_json(path)
+    except (OSError, ValueError):
+        return None
 
 
 def _nearest(cell: str, done: list[dict[str, Any]]) -> list[dict[str, Any]]:
