@@ -15,6 +15,7 @@ include: "mirror.smk"
 from tokenwatt.analysis.products import (
     FULL_GRID,
     HALVING_ROUNDS,
+    STUDY_RECORDS,
     POWER_TRACES,
     STEP_RECORDS,
     products_of,
@@ -122,10 +123,20 @@ def halving_trials(through):
     for k in range(through + 1):
         found += allocation.round_trials(design, survivors, k)
         if k < through:
-            survivors = read_json(checkpoints.halving_round.get(round=k).output.json)[
-                "next_candidates"
-            ]
+            survivors = round_record(k)["next_candidates"]
     return found
+
+
+def round_record(k):
+    """Halving round ``k``'s checkpoint record (only inside an input function); a damaged one stops the plan with the
+    fix rather than a traceback."""
+    path = checkpoints.halving_round.get(round=k).output.json
+    try:
+        return read_json(path)
+    except ValueError as err:
+        raise WorkflowError(
+            f"{path} is unreadable ({err}): delete it and rerun; its round is ranked again from its trials"
+        )
 
 
 def halving_rounds():
@@ -133,7 +144,7 @@ def halving_rounds():
     files = []
     while True:
         files.append(checkpoints.halving_round.get(round=len(files)).output.json)
-        if read_json(files[-1])["next"] != "continue":
+        if round_record(len(files) - 1)["next"] != "continue":
             return files
 
 

@@ -1,7 +1,9 @@
 """Rule of each analysis product (tokenwatt.analysis.products): its files read, its function run, its JSON and
 tables written."""
 
-from tokenwatt.analysis.products import FULL_GRID, HALVING_ROUNDS, POWER_TRACES, STEP_RECORDS, product
+import os
+
+from tokenwatt.analysis.products import FULL_GRID, HALVING_ROUNDS, POWER_TRACES, STEP_RECORDS, STUDY_RECORDS, product
 from tokenwatt.common.files import logged, read_analysis_json, read_power_trace, read_table, write_csv, write_json
 from tokenwatt.plan.layout import trial_of
 
@@ -20,8 +22,21 @@ def read(keyword, file):
         return {trial_of(p): read_power_trace(p) for p in paths}
     if file == HALVING_ROUNDS:
         return [read_analysis_json(p, "halving round") for p in paths]
-    if file == FULL_GRID:  # absent until the full grid has run
-        return read_table(paths[0], "full grid's trials table") if paths else None
+    if file == STUDY_RECORDS:  # trial records (metrics.json) and stable runs' stretch records (p<k>.json)
+        found = {p: read_analysis_json(p, "study record") for p in paths}
+        return {
+            "records": [r for p, r in found.items() if os.path.basename(p) == "metrics.json"],
+            "stretches": [r for p, r in found.items() if os.path.basename(p) != "metrics.json"],
+        }
+    if file == FULL_GRID:  # absent until the full grid has run: its trials table and cost
+        if not paths:
+            return None
+        table = next(p for p in paths if p.endswith(".parquet"))
+        cost = next(p for p in paths if p.endswith(".json"))
+        return {
+            "trials": read_table(table, "full grid's trials table"),
+            "cost": read_analysis_json(cost, "full grid's cost"),
+        }
     if file.endswith(".parquet"):
         return read_table(paths[0], f"{file} table")
     return read_analysis_json(paths[0], file)

@@ -10,7 +10,8 @@ point (its loss at a higher energy: the comparison favours it, and the round say
 
 A candidate is kept or dropped as a whole, across trial ids, paired by trial id (trial i of every candidate trains on
 the same tokens in the same order). Below the ``keep`` share, a candidate is dropped only where the one-sided
-``confidence`` bound of its paired loss difference to the last one kept is above zero: ties within the noise are kept,
+``confidence`` bound (Bonferroni over the candidates below the share) of its paired loss difference to the last one
+kept, with the round's noise pooled over every candidate (``_noise``), is above zero: ties within the noise are kept,
 never broken by chance; and a candidate ranked above one so kept is kept too, so the verdicts follow the ranking. A
 candidate with a diverged (or unmeasured) trial ranks after every other and is dropped: it has no loss to compare, and
 training it on would spend joules on a run that failed. Where every candidate has one, none is kept and the study stops.
@@ -31,6 +32,10 @@ from ..plan.allocation import MEASURES, kept_count
 from ..plan.design import series_of
 from .aggregate import flat_record
 from .totals import study_totals
+
+# How much more energy the last kept candidate may have been read at than one below it, for a drop to stand: a trial
+# whose first point cost more than the common energy is read there, never extrapolated back.
+UNEQUAL_ENERGY = 1.10
 
 
 @dataclass(frozen=True)
@@ -81,8 +86,7 @@ def rank_round(
     mine = [p for p in points if p.candidate in entering and p.round <= round_]
     now = [p for p in mine if p.round == round_]
     trials = sorted({p.trial for p in now})
-    measured = [p.energy_j for p in now if p.energy_j is not None and p.loss is not None]
-    common = min(measured) if measured else None  # None: every trial diverged or went unmeasured
+    common = _common_energy(now)
     rows = [_candidate(c, mine, now, trials, common) for c in entering]
     rows.sort(key=lambda r: (r["diverged"], r["mean_loss"] if r["mean_loss"] is not None else math.inf))
     comparable = [r for r in rows if not r["diverged"]]
@@ -90,6 +94,7 @@ def rank_round(
     # Bonferroni over the candidates below the share: each is tested against an order statistic chosen from the same
     # noisy losses, so one test per candidate at the nominal level drops equal candidates far more often than it says
     per_test = 1 - (1 - confidence) / max(1, len(comparable) - least)
+    noise = _noise(comparable, trials)
     for rank, row in enumerate(rows, 1):
         row["rank"] = rank
         if row["diverged"]:
@@ -101,7 +106,7 @@ def rank_round(
         elif rank <= least:
             row["verdict"], row["evidence"] = "kept", "in the best share"
         else:
-            row["verdict"], row["evidence"] = _against(row, rows[least - 1], trials, per_test)
+            row["verdict"], row["evidence"] = _against(row, rows[least - 1], trials, per_test, noise)
     # Verdicts monotone in rank: a candidate ranked above one kept within the noise is kept too (its own test may
     # have shown a difference the one below it, noisier, did not)
     last = max((i for i, r in enumerate(comparable) if r["verdict"] == "kept"), default=-1)
@@ -117,11 +122,23 @@ def rank_round(
         "keep": keep,
         "confidence": confidence,
         "per_test_confidence": per_test,
+        "noise_sd": noise[0],
+        "noise_df": noise[1],
         "least_kept": least,
         "candidates": rows,
         "kept": [r["candidate"] for r in rows if r["verdict"] == "kept"],
         "dropped": [r["candidate"] for r in rows if r["verdict"] == "dropped"],
     }
+
+
+def _common_energy(now: Sequence[Cooled]) -> float | None:
+    """The round's common energy: the least of the candidates' median energies to their point (a median, so that one
+    trial's short meter window does not move every comparison); None where no trial has an energy and a loss."""
+    energies: dict[str, list[float]] = {}
+    for p in now:
+        if p.energy_j is not None and p.loss is not None:
+            energies.setdefault(p.candidate, []).append(p.energy_j)
+    return min(float(np.median(v)) for v in energies.values()) if energies else None
 
 
 def _candidate(
@@ -142,25 +159,52 @@ def _candidate(
     return {
         "candidate": candidate,
         "losses": {str(t): v for t, v in losses.items()},
-        "read_at_ratio": max((v for v in read_at.values() if v is not None), default=None),
+        # the energy its losses were read at over the common energy (1: interpolated), a geometric mean over trial ids
+        "read_at_ratio": float(np.exp(np.mean(np.log(ratios))))
+        if (ratios := [v for v in read_at.values() if v])
+        else None,
         "mean_loss": float(np.mean(known)) if len(known) == len(trials) else None,
         "energy_j": float(np.mean(energies)) if energies else None,
         "diverged": len(known) < len(trials),
     }
 
 
-def _against(row: dict[str, Any], cutoff: dict[str, Any], trials: Sequence[int], confidence: float) -> tuple[str, Any]:
-    """A candidate below the kept share against the last one kept: dropped where its paired loss difference's
-    one-sided bound is above zero, kept otherwise."""
+def _noise(comparable: Sequence[dict[str, Any]], trials: Sequence[int]) -> tuple[float, int]:
+    """The round's noise in a loss at the common energy: the residual sd of an additive model, candidate + trial id,
+    over every comparable candidate's losses (the repeated-measures ANOVA's error term), and its degrees of freedom
+    (C − 1)(T − 1). One pooled estimate: with three trial ids a pair of candidates alone has 2 degrees of freedom, so
+    a test on the pair's own spread could hardly ever drop anything; pooled over 15 candidates, 28."""
+    if len(comparable) < 2 or len(trials) < 2:
+        return 0.0, 0
+    y = np.array([[row["losses"][str(t)] for t in trials] for row in comparable])
+    residual = y - y.mean(axis=1, keepdims=True) - y.mean(axis=0, keepdims=True) + y.mean()
+    df = (y.shape[0] - 1) * (y.shape[1] - 1)
+    return float(np.sqrt((residual**2).sum() / df)), df
+
+
+def _against(
+    row: dict[str, Any], cutoff: dict[str, Any], trials: Sequence[int], confidence: float, noise: tuple[float, int]
+) -> tuple[str, Any]:
+    """A candidate below the kept share against the last one kept: dropped where the one-sided bound of its loss
+    difference, paired by trial id, with the round's pooled noise (``_noise``), is above zero; kept otherwise, and
+    kept where the last one kept was read at more than
+    ``UNEQUAL_ENERGY`` times the energy this one was (a first round has no earlier point to read a costlier candidate
+    back to): more joules, not a better candidate, could be what its lower loss shows."""
+    if cutoff["read_at_ratio"] > UNEQUAL_ENERGY * row["read_at_ratio"]:
+        return "kept", (
+            f"not compared at equal energy: {cutoff['candidate']}'s loss is read at {cutoff['read_at_ratio']:.2f} × the "
+            f"common energy, this one's at {row['read_at_ratio']:.2f} ×"
+        )
     diffs = np.array([row["losses"][str(t)] - cutoff["losses"][str(t)] for t in trials])
-    n = len(diffs)
-    mean, sd = float(diffs.mean()), float(diffs.std(ddof=1)) if n > 1 else 0.0
-    bound = mean - (float(stats.t.ppf(confidence, n - 1)) * sd / math.sqrt(n) if n > 1 else math.inf)
+    mean, (sd, df) = float(diffs.mean()), noise
+    # a paired mean difference's standard error: the pooled residual variance twice (two candidates) over the pairs
+    bound = mean - float(stats.t.ppf(confidence, df)) * sd * math.sqrt(2 / len(diffs)) if df else -math.inf
     evidence = {
         "against": cutoff["candidate"],
         "difference": mean,
         "lower_bound": bound if math.isfinite(bound) else None,
-        "pairs": n,
+        "pairs": len(diffs),
+        "df": df,
     }
     return ("dropped" if bound > 0 else "kept"), evidence
 

@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from .halving import Cooled, loss_at, spent_of
+from .halving import Cooled, loss_at, spent
 from .products import Result
 
 CONFIDENCE = 0.95
@@ -21,48 +21,63 @@ CONFIDENCE = 0.95
 
 def allocation_product(
     settings: Mapping[str, Any],
-    trials: pl.DataFrame,
     rounds: Sequence[Mapping[str, Any]],
-    full_grid: pl.DataFrame | None,
+    on_disk: Mapping[str, list[dict[str, Any]]],
+    full_grid: Mapping[str, Any] | None,
 ) -> Result:
-    if not rounds:
-        return Result({"rounds": 0, "chosen": None}, {"halving_rounds": _rounds_table([])}, "no halving round yet")
-    last = rounds[-1]
-    # the last round that kept a candidate (a round whose every candidate diverged keeps none)
-    answered = next((r for r in reversed(rounds) if r["kept"]), None)
-    if answered is None:
-        data = {"rounds": len(rounds), "chosen": None, "stopped_why": last["why"], "dropped": _dropped(rounds)}
-        return Result(data, {"halving_rounds": _rounds_table(rounds)}, "halving kept no candidate")
-    best = next(r for r in answered["candidates"] if r["verdict"] == "kept")
-    target = answered["common_energy_j"]
-    chosen = {
-        "candidate": best["candidate"],
-        "round": answered["round"],
-        "budget": answered["budget"],
-        **_interval(best),
-    }
-    limit, unit = last["limit"], last["unit"]
-    data = {
+    """The answer from the round records (in round order), every trial record and stretch record of the study on
+    disk (``on_disk``: ``records``, ``stretches``; what the study spent, rounds that a later change of settings no
+    longer asks for included) and the full grid's trials table and cost (``full_grid``: ``trials``, ``cost``, where
+    allocation.full_grid names a folder that has them)."""
+    # every key the section reads, whatever the outcome
+    base = {
         "rounds": len(rounds),
-        "finished": last["next"] == "final",
-        "stopped_why": last["why"],
-        "target_energy_j": target,
-        "chosen": chosen,
-        "tied_with": [r["candidate"] for r in answered["candidates"] if r["verdict"] == "kept" and r is not best],
-        "spent": last["spent"],
-        "limit": limit,
-        "unit": unit,
-        "within_budget": last["spent"] is not None and last["spent"] <= limit,
+        "chosen": None,
+        "tied_with": [],
+        "target_energy_j": None,
+        "full_grid": None,
         "dropped": _dropped(rounds),
-        "full_grid": _full_grid(settings, full_grid, target, [r["candidate"] for r in rounds[0]["candidates"]]),
         "confidence": CONFIDENCE,
-        "drop_confidence": last["confidence"],
+        "drop_confidence": settings["confidence"],
+    }
+    if not rounds:
+        data = {**base, "finished": False, "stopped_why": "no round has been ranked yet", "spent": None}
+        return Result(data, {"halving_rounds": _rounds_table([])}, "no halving round yet")
+    last = rounds[-1]
+    base.update(finished=last["next"] == "final", stopped_why=last["why"], **_spent(last, on_disk))
+    if not last["kept"]:  # every survivor of the last round diverged or went unmeasured: no answer, said so
+        return Result(base, {"halving_rounds": _rounds_table(rounds)}, "halving kept no candidate")
+    best = next(r for r in last["candidates"] if r["verdict"] == "kept")
+    target = last["common_energy_j"]
+    data = {
+        **base,
+        "target_energy_j": target,
+        "chosen": {"candidate": best["candidate"], "round": last["round"], "budget": last["budget"], **_interval(best)},
+        "tied_with": [r["candidate"] for r in last["candidates"] if r["verdict"] == "kept" and r is not best],
+        "full_grid": _full_grid(settings, full_grid, target, rounds),
     }
     summary = (
-        f"halving chose {chosen['candidate'] or 'the one candidate'} after {len(rounds)} round(s); "
-        f"spent {last['spent']} of {limit} {unit}"
+        f"halving chose {best['candidate'] or 'the one candidate'} after {len(rounds)} round(s); "
+        f"spent {data['spent']} of {data['limit']} {data['unit']}"
     )
     return Result(data, {"halving_rounds": _rounds_table(rounds)}, summary)
+
+
+def _spent(last: Mapping[str, Any], on_disk: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """What the study spent against its budget: the last round's count, and every trial on disk where that is more (a
+    round trained under a larger budget, or other settings, that the rounds no longer ask for: spent all the same)."""
+    rounds_spent, measure = last["spent"], last["measure"]
+    everything = spent(on_disk["records"], on_disk["stretches"], measure)["spent"] if on_disk["records"] else None
+    beyond = everything is not None and rounds_spent is not None and everything > rounds_spent * (1 + 1e-9)
+    total = everything if beyond else rounds_spent
+    return {
+        "spent": total,
+        "spent_by_rounds": rounds_spent,
+        "spent_beyond_rounds": (everything - rounds_spent) if beyond else 0.0,
+        "limit": last["limit"],
+        "unit": last["unit"],
+        "within_budget": total is not None and total <= last["limit"],
+    }
 
 
 def _interval(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -105,6 +120,7 @@ def _rounds_table(rounds: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
             "loss_at_common_energy": row["mean_loss"],
             "common_energy_j": record["common_energy_j"],
             "energy_j": row["energy_j"],
+            "read_at_ratio": row["read_at_ratio"],
             "verdict": row["verdict"],
             "difference_to_last_kept": row["evidence"].get("difference") if isinstance(row["evidence"], dict) else None,
             "lower_bound": row["evidence"].get("lower_bound") if isinstance(row["evidence"], dict) else None,
@@ -117,34 +133,45 @@ def _rounds_table(rounds: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
 
 
 def _full_grid(
-    settings: Mapping[str, Any], grid: pl.DataFrame | None, target: float, candidates: list[str]
+    settings: Mapping[str, Any], grid: Mapping[str, Any] | None, target: float, rounds: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any] | None:
-    """The full grid's choice at the halving's target energy, by the same reading of each trial's cooled points,
-    and what the full grid spent; None where no full grid is named; a reason where it is not the same ladder."""
+    """The full grid's choice at the halving's target energy, by the same reading of each trial's cooled points (a
+    candidate with a diverged or unmeasured trial disqualified, as a round drops it), and what the full grid spent
+    (its cost.json: training, evaluations, checkpoint saves and lost work, each stable run once); None where no full
+    grid is named; a reason where it has not run or is not the same ladder (candidates, budgets and trial ids)."""
     folder = settings.get("full_grid")
     if folder is None:
         return None
     if grid is None:
+        return {"folder": folder, "why": f"no trials table and cost at {folder}/analysis/ (run the full grid first)"}
+    table, candidates = grid["trials"], [r["candidate"] for r in rounds[0]["candidates"]]
+    budgets = sorted(set(table["budget"].to_list()))
+    missing = sorted(set(candidates) - set(table["series"].to_list()))
+    ran = [r["budget"] for r in rounds]
+    if missing or not set(ran) <= set(budgets) or sorted(set(table["trial"].to_list())) != list(rounds[0]["trials"]):
         return {
             "folder": folder,
-            "why": f"no trials table at {folder}/analysis/trials.parquet (run the full grid first)",
+            "why": "not the same ladder (its candidates, budgets or trial ids differ from this study's)",
         }
-    missing = sorted(set(candidates) - set(grid["series"].to_list()))
-    if missing:
-        return {"folder": folder, "why": f"not the same ladder: it has no trials of {', '.join(missing)}"}
-    budgets = sorted(set(grid["budget"].to_list()))
     points = [
         Cooled(r["series"], r["trial"], budgets.index(r["budget"]), r["energy_j"], r["eval_loss"])
-        for r in grid.iter_rows(named=True)
-        if r["series"] in candidates
+        for r in table.iter_rows(named=True)
+        if r["series"] in candidates and r["budget"] <= ran[-1]
     ]
-    means = {}
-    for c in candidates:
-        runs = [[p for p in points if p.candidate == c and p.trial == t] for t in sorted({p.trial for p in points})]
-        per_trial = [
-            loss_at(run, target)[0] for run in runs if any(p.loss is not None and p.energy_j is not None for p in run)
-        ]
-        means[c] = float(np.mean(per_trial)) if per_trial else math.inf
-    choice = min(means, key=means.get)
-    money = spent_of(grid, [], "energy_j")
-    return {"folder": folder, "chosen": choice, "loss": means[choice], "losses": means, "spent_j": money["spent"]}
+    means = {c: _grid_mean([p for p in points if p.candidate == c], target) for c in candidates}
+    choice = min(means, key=lambda c: means[c])
+    cost = grid["cost"]
+    spent_j = None
+    if cost.get("total_energy_j") is not None:
+        parts = [cost.get(k) for k in ("total_energy_j", "eval_energy_j", "checkpoint_energy_j", "lost_energy_j")]
+        spent_j = None if None in parts else float(sum(parts))
+    return {"folder": folder, "chosen": choice, "loss": means[choice], "losses": means, "spent_j": spent_j}
+
+
+def _grid_mean(points: Sequence[Cooled], target: float) -> float:
+    """A full-grid candidate's mean loss at ``target`` over its trial ids; infinite where one trial diverged."""
+    trials = sorted({p.trial for p in points})
+    runs = [[p for p in points if p.trial == t] for t in trials]
+    if any(p.loss is None or p.energy_j is None for p in points) or not runs:
+        return math.inf
+    return float(np.mean([loss_at(run, target)[0] for run in runs]))

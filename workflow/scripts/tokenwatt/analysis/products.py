@@ -28,8 +28,10 @@ import polars as pl
 STEP_RECORDS = "selection records"
 POWER_TRACES = "power traces"
 # A halving study's round records (results/allocation/round<k>.json, in round order; the interim twin's: those written
-# so far), and the trials table of the same ladder trained in full (allocation.full_grid's, where it exists).
+# so far); every trial record and stretch record of the study on disk (what it spent, whichever rounds ask for them
+# now); and the trials table and cost of the same ladder trained in full (allocation.full_grid's, where they exist).
 HALVING_ROUNDS = "halving rounds"
+STUDY_RECORDS = "study records on disk"
 FULL_GRID = "full grid"
 
 
@@ -103,7 +105,7 @@ PRODUCTS: tuple[Product, ...] = (
     Product(
         name="allocation",
         function="tokenwatt.analysis.halving_answer:allocation_product",
-        reads={"trials": "trials.parquet", "rounds": HALVING_ROUNDS, "full_grid": FULL_GRID},
+        reads={"rounds": HALVING_ROUNDS, "on_disk": STUDY_RECORDS, "full_grid": FULL_GRID},
         settings="allocation",
         section="allocation",
         what="energy-budgeted halving",

@@ -37,20 +37,11 @@ class Allocation:
     def unit(self) -> str:
         return MEASURES[self.measure]
 
-    def as_params(self) -> dict[str, Any]:
-        return {
-            "keep": self.keep,
-            "measure": self.measure,
-            "limit": self.limit,
-            "confidence": self.confidence,
-            "full_grid": self.full_grid,
-        }
-
 
 def allocation_of(config: Mapping[str, Any]) -> Allocation | None:
-    """The study's allocation, or None: every cell × trial trains (no ``allocation``, or ``method: grid``)."""
-    spec = config.get("allocation") or {}
-    if spec.get("method", "grid") != "halving":
+    """The study's allocation, or None: every cell × trial trains (no ``allocation``)."""
+    spec = config.get("allocation")
+    if not spec:
         return None
     measure = next(m for m in MEASURES if spec.get(m) is not None)
     return Allocation(
@@ -65,8 +56,8 @@ def allocation_of(config: Mapping[str, Any]) -> Allocation | None:
 def problems(cfg: Mapping[str, Any]) -> list[str]:
     """What halving needs of the study, each naming its key: a ladder of branched WSD cooldowns, at least two budgets
     (rounds) and two candidates, two trial ids (a difference is told from noise across them), one budget limit."""
-    spec = cfg.get("allocation") or {}
-    if spec.get("method", "grid") != "halving":
+    spec = cfg.get("allocation")
+    if not spec:
         return []
     found = []
     limits = [m for m in MEASURES if spec.get(m) is not None]
@@ -141,8 +132,9 @@ class RoundPlan:
 
 
 def planned_rounds(design: Design, allocation: Allocation) -> list[RoundPlan]:
-    """Each round as the plan can know it before it runs: its candidates are the fewest the rounds before keep (the
-    mean new tokens of the design's candidates stands for those not known yet)."""
+    """Each round as the plan can know it before it runs: its candidates are the fewest the rounds before keep (ties
+    within the noise keep more: every figure of a later round is a lower bound), the mean new tokens of the design's
+    candidates standing for those not known yet."""
     everyone = candidates(design)
     plans, entering = [], len(everyone)
     for k, budget in enumerate(design.budgets):
@@ -171,7 +163,7 @@ def plan_lines(
         if joules_per_token is not None and allocation.measure == "energy_j":
             cost = f", ~{plan.tokens * joules_per_token:,.0f} J (ESTIMATE: {origin})"
         lines.append(
-            f"  round {plan.round}: {'' if plan.round == 0 else 'at most '}{plan.candidates} candidates, "
+            f"  round {plan.round}: {'' if plan.round == 0 else 'at least '}{plan.candidates} candidates, "
             f"{plan.trials} trials, ~{plan.tokens:,} tokens{cost}"
         )
     if joules_per_token is None or allocation.measure != "energy_j":

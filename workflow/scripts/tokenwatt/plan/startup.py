@@ -268,18 +268,15 @@ def halving_plan(study: Study, finished: Mapping[Any, dict[str, Any]]) -> tuple[
 
 
 def halving_refusal(study: Study) -> str | None:
-    """Why a halving study cannot start: its round 0 alone is estimated above its budget (``halving_plan``)."""
+    """Why a halving study cannot start: its round 0 alone is estimated above its budget by its pilot
+    (``halving_plan``). Only before any of its trials has finished: once one has, the rounds' checkpoints keep the
+    budget from measured figures, and a resume, an interim report or the final one must not be refused."""
     if allocation.allocation_of(study.config) is None:
         return None
-    finished = {}
-    for c, t in study.layout.expected:
-        path = Path(study.layout.trial(c, t).metrics)
-        if path.exists():
-            try:
-                finished[(c, t)] = read_json(path)
-            except (ValueError, OSError):
-                continue
-    why = halving_plan(study, finished)[1]
+    layout = study.layout
+    if any(os.path.exists(layout.trial(c, t).metrics) for c, t in layout.expected):
+        return None
+    why = halving_plan(study, {})[1]
     return f"tokenwatt cannot run this plan:\n  {why}" if why else None
 
 

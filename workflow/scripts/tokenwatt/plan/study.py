@@ -175,11 +175,12 @@ class Study:
         report describes every finished trial (the tests use complete ones) and names the rest as not finished yet.
         The final rule names its trials by its inputs' paths instead (rules/analysis.smk): a halving study's are
         known only once its rounds have run."""
-        layout = self.layout
-        expected = layout.expected
-        if allocation.allocation_of(self.config) is not None:
-            expected = allocation.known_trials(self.design, self._round_record)
-        named = dict(expected=expected, paths=[layout.trial(c, t).metrics for c, t in expected]) if interim else {}
+        layout, named = self.layout, {}
+        if interim:
+            expected = layout.expected
+            if allocation.allocation_of(self.config) is not None:
+                expected = allocation.known_trials(self.design, self._round_record)
+            named = dict(expected=expected, paths=[layout.trial(c, t).metrics for c, t in expected])
         return dict(
             **named,
             profiles=layout.profiles(),
@@ -194,7 +195,8 @@ class Study:
         )
 
     def _round_record(self, round_: int) -> dict[str, Any] | None:
-        """A halving round's record on disk, or None (not written yet, or unreadable: the round is then redone)."""
+        """A halving round's record on disk, or None (not written yet, or unreadable: the interim report then names
+        the rounds before it only)."""
         try:
             return read_json(self.layout.halving_round(round_))
         except (OSError, ValueError):

@@ -29,9 +29,9 @@ def choice_sentence(data: dict[str, Any]) -> str | None:
     if not data:
         return None
     spent = "an unknown amount" if data.get("spent") is None else f"{data['spent']:,.6g} {data['unit']}"
-    head = f"Halving chose {_chosen(data.get('chosen'))}"
     if data.get("chosen") is None:
-        return f"{head}; {data.get('stopped_why', '')}."
+        return f"Halving chose no candidate: {data['stopped_why']}."
+    head = f"Halving chose {_chosen(data['chosen'])}"
     return (
         f"{head}, at {data['target_energy_j']:,.1f} J, having spent {spent} of {data['limit']:,.6g} {data['unit']} "
         f"in {data['rounds']} round(s); {len(data['dropped'])} candidate(s) dropped."
@@ -40,7 +40,7 @@ def choice_sentence(data: dict[str, Any]) -> str | None:
 
 def _chosen(chosen: dict[str, Any] | None) -> str:
     if chosen is None:
-        return "no round has finished yet"
+        return "no candidate"
     interval = (
         f" [{chosen['low']:.4g}, {chosen['high']:.4g}] over {chosen['trial_ids']} trial ids"
         if chosen["low"] is not None
@@ -65,7 +65,7 @@ def _dropped(rows: list[dict[str, Any]]) -> Markup | None:
             r["candidate"],
             r["round"],
             f"{r['budget']:,}",
-            f"{r['common_energy_j']:,.1f}",
+            "—" if r["common_energy_j"] is None else f"{r['common_energy_j']:,.1f}",
             "—" if r["loss"] is None else f"{r['loss']:.4g}",
             _evidence(r["evidence"]),
         ]
