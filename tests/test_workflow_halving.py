@@ -103,9 +103,11 @@ def test_a_budget_the_next_round_does_not_fit_stops_after_round_0_and_a_raised_o
     work = _copy(halving, tmp_path)
     first = _round(work, 0)
     short = first["spent"] + 0.5 * first["next_estimate"]
-    # round 1's trials deleted, as if the study had stopped after round 0
+    # round 1's trials and the stable stretches they branched from deleted, as if the study had stopped after round 0
     for c in first["kept"]:
         shutil.rmtree(work / "results/trials" / c / "b2000")
+        for stretch in (work / "results/stable" / c).glob("t*/p[23].*"):
+            stretch.unlink()
     snakemake(work, *_budget(work, f"allocation: {{energy_j: {short!r}}}\n"), "--cores", "2", "--resources", "gpu=1")
     stopped = _round(work, 0)
     assert stopped["next"] == "stop" and "above the budget" in stopped["why"]

@@ -163,6 +163,17 @@ def per_trial(files_of):
     return lambda wildcards: files_of(study_trials())
 
 
+def full_grid_files():
+    """allocation.full_grid's trials table and cost, where both exist (read as they are, never built here)."""
+    grid = ALLOCATION.full_grid if ALLOCATION else None
+    found = (
+        [os.path.join(grid, "analysis", f) for f in ("trials.parquet", "cost.json")]
+        if grid
+        else []
+    )
+    return existing(*found) if found and all(map(os.path.exists, found)) else []
+
+
 def metrics_of(job_input):
     """The trials' records among a job's inputs: a halving study's aggregate job is planned first with the round
     checkpoint it waits for in their place (its params are evaluated again once the checkpoint has run).
@@ -197,11 +208,13 @@ def analysis_input(file, interim):
                 *(LAYOUT.halving_round(k) for k in range(len(STUDY.design.budgets)))
             )
         return lambda wildcards: halving_rounds()
-    if file == FULL_GRID:
-        grid = ALLOCATION.full_grid if ALLOCATION else None
-        return (
-            existing(os.path.join(grid, "analysis", "trials.parquet")) if grid else []
+    if file == STUDY_RECORDS:
+        return existing(
+            *(LAYOUT.trial(c, t).metrics for c, t in LAYOUT.expected),
+            *LAYOUT.stretch_records(),
         )
+    if file == FULL_GRID:
+        return full_grid_files()
     path = LAYOUT.analysis(file)
     return LAYOUT.interim_of(path) if interim else path
 
