@@ -10,8 +10,9 @@ point (its loss at a higher energy: the comparison favours it, and the round say
 
 A candidate is kept or dropped as a whole, across trial ids, paired by trial id (trial i of every candidate trains on
 the same tokens in the same order). Below the ``keep`` share, a candidate is dropped only where the one-sided
-``confidence`` bound (Bonferroni over the candidates below the share) of its paired loss difference to the last one
-kept, with the round's noise pooled over every candidate (``_noise``), is above zero: ties within the noise are kept,
+``confidence`` bound (Bonferroni over the candidates below the share) of its paired loss difference, with the round's
+noise pooled over every candidate (``_noise``), is above zero against the weakest candidate of the share that was read
+at no more than 1.1 × its energy (none: kept, not comparable): ties within the noise are kept,
 never broken by chance; and a candidate ranked above one so kept is kept too, so the verdicts follow the ranking. A
 candidate with a diverged (or unmeasured) trial ranks after every other and is dropped: it has no loss to compare, and
 training it on would spend joules on a run that failed. Where every candidate has one, none is kept and the study stops.
@@ -33,8 +34,8 @@ from ..plan.design import series_of
 from .aggregate import flat_record
 from .totals import study_totals
 
-# How much more energy the last kept candidate may have been read at than one below it, for a drop to stand: a trial
-# whose first point cost more than the common energy is read there, never extrapolated back.
+# How much more energy a candidate of the kept share may have been read at than one below it for a drop against it to
+# stand: a trial whose first point cost more than the common energy is read there, never extrapolated back.
 UNEQUAL_ENERGY = 1.10
 
 
@@ -106,7 +107,7 @@ def rank_round(
         elif rank <= least:
             row["verdict"], row["evidence"] = "kept", "in the best share"
         else:
-            row["verdict"], row["evidence"] = _against(row, rows[least - 1], trials, per_test, noise)
+            row["verdict"], row["evidence"] = _judged(row, rows[:least], trials, per_test, noise)
     # Verdicts monotone in rank: a candidate ranked above one kept within the noise is kept too (its own test may
     # have shown a difference the one below it, noisier, did not)
     last = max((i for i, r in enumerate(comparable) if r["verdict"] == "kept"), default=-1)
@@ -182,25 +183,37 @@ def _noise(comparable: Sequence[dict[str, Any]], trials: Sequence[int]) -> tuple
     return float(np.sqrt((residual**2).sum() / df)), df
 
 
-def _against(
-    row: dict[str, Any], cutoff: dict[str, Any], trials: Sequence[int], confidence: float, noise: tuple[float, int]
+def _judged(
+    row: dict[str, Any],
+    share: Sequence[dict[str, Any]],
+    trials: Sequence[int],
+    confidence: float,
+    noise: tuple[float, int],
 ) -> tuple[str, Any]:
-    """A candidate below the kept share against the last one kept: dropped where the one-sided bound of its loss
-    difference, paired by trial id, with the round's pooled noise (``_noise``), is above zero; kept otherwise, and
-    kept where the last one kept was read at more than
-    ``UNEQUAL_ENERGY`` times the energy this one was (a first round has no earlier point to read a costlier candidate
-    back to): more joules, not a better candidate, could be what its lower loss shows."""
-    if cutoff["read_at_ratio"] > UNEQUAL_ENERGY * row["read_at_ratio"]:
+    """A candidate below the kept share, against the weakest candidate of the share read at no more than
+    ``UNEQUAL_ENERGY`` times its own energy (``_against``): a candidate that spent no more and did better shows the
+    difference is not the joules. Kept where the share has none (a first round has no earlier point to read a costlier
+    candidate back to)."""
+    rivals = [r for r in share if r["read_at_ratio"] <= UNEQUAL_ENERGY * row["read_at_ratio"]]
+    if not rivals:
         return "kept", (
-            f"not compared at equal energy: {cutoff['candidate']}'s loss is read at {cutoff['read_at_ratio']:.2f} × the "
-            f"common energy, this one's at {row['read_at_ratio']:.2f} ×"
+            f"not compared at equal energy: every candidate of the kept share was read at more than {UNEQUAL_ENERGY:g} × "
+            f"its energy ({row['read_at_ratio']:.2f} × the common energy)"
         )
-    diffs = np.array([row["losses"][str(t)] - cutoff["losses"][str(t)] for t in trials])
+    return _against(row, max(rivals, key=lambda r: r["mean_loss"]), trials, confidence, noise)
+
+
+def _against(
+    row: dict[str, Any], rival: dict[str, Any], trials: Sequence[int], confidence: float, noise: tuple[float, int]
+) -> tuple[str, Any]:
+    """Dropped where the one-sided bound of the candidate's loss difference to ``rival``, paired by trial id, with the
+    round's pooled noise (``_noise``), is above zero; kept otherwise."""
+    diffs = np.array([row["losses"][str(t)] - rival["losses"][str(t)] for t in trials])
     mean, (sd, df) = float(diffs.mean()), noise
     # a paired mean difference's standard error: the pooled residual variance twice (two candidates) over the pairs
     bound = mean - float(stats.t.ppf(confidence, df)) * sd * math.sqrt(2 / len(diffs)) if df else -math.inf
     evidence = {
-        "against": cutoff["candidate"],
+        "against": rival["candidate"],
         "difference": mean,
         "lower_bound": bound if math.isfinite(bound) else None,
         "pairs": len(diffs),
