@@ -110,6 +110,18 @@ def _dropped(rounds: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return found
 
 
+def _tested(evidence: Any) -> dict[str, Any]:
+    """A verdict's test, for the rounds table: the candidate it was compared with, the loss difference and its bound
+    (none for a candidate in the kept share, one not comparable at equal energy, or one that diverged)."""
+    tested = isinstance(evidence, dict)
+    return {
+        "compared_with": evidence["against"] if tested else None,
+        "difference": evidence["difference"] if tested else None,
+        "lower_bound": evidence["lower_bound"] if tested else None,
+        "why": None if tested else str(evidence),
+    }
+
+
 def _rounds_table(rounds: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
     rows = [
         {
@@ -122,8 +134,7 @@ def _rounds_table(rounds: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
             "energy_j": row["energy_j"],
             "read_at_ratio": row["read_at_ratio"],
             "verdict": row["verdict"],
-            "difference_to_last_kept": row["evidence"].get("difference") if isinstance(row["evidence"], dict) else None,
-            "lower_bound": row["evidence"].get("lower_bound") if isinstance(row["evidence"], dict) else None,
+            **_tested(row["evidence"]),
         }
         for record in rounds
         for row in record["candidates"]
