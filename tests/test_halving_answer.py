@@ -106,6 +106,8 @@ def test_the_full_grid_chooses_at_the_same_energy_by_the_same_reading_and_a_dive
     grid = _grid({0.003: [3.3, 3.31, 3.29], 0.01: [3.1, 3.11, 3.09]})
     full = allocation_product(settings, [decided], {"records": records, "stretches": []}, grid).data["full_grid"]
     assert full["chosen"] == "lr=0.01" and full["spent_j"] == pytest.approx(1890.0)
+    page = _render(allocation_product(settings, [decided], {"records": records, "stretches": []}, grid).data)
+    assert "chooses <b>lr=0.01</b>" in page and "1,890 J" in page
     grid = _grid({0.003: [3.3, 3.31, 3.29], 0.01: [3.1, 3.11, 3.09]}, diverged=[(0.01, 2)])
     full = allocation_product(settings, [decided], {"records": records, "stretches": []}, grid).data["full_grid"]
     assert full["chosen"] == "lr=0.003" and full["losses"]["lr=0.01"] == float("inf")
@@ -118,6 +120,8 @@ def test_a_full_grid_of_another_ladder_is_named_not_compared():
     settings = {**SETTINGS, "full_grid": "results-grid"}
     full = allocation_product(settings, [decided], {"records": records, "stretches": []}, grid).data["full_grid"]
     assert "not the same ladder" in full["why"] and "chosen" not in full
+    page = _render(allocation_product(settings, [decided], {"records": records, "stretches": []}, grid).data)
+    assert "Full grid (results-grid): not the same ladder" in page
 
 
 def test_a_round_compares_with_cooled_points_alone():
