@@ -40,7 +40,7 @@ import torch  # noqa: E402
 from tokenwatt.analysis.efficiency import flops_per_token  # noqa: E402
 from tokenwatt.measurement.memory import PeakMemory  # noqa: E402
 from tokenwatt.plan.architectures import FAMILIES  # noqa: E402
-from tokenwatt.plan.optimizers import KINDS, floor_bytes, normalized  # noqa: E402
+from tokenwatt.plan.optimizers import KINDS, normalized  # noqa: E402
 from tokenwatt.training.model import build_model, describe, preset_sizes  # noqa: E402
 from tokenwatt.training.train import TrainSettings, train  # noqa: E402
 
@@ -75,7 +75,7 @@ def measure(variant: tuple[str, str], overrides: dict, steps: int) -> dict[str, 
 
 def run(variant: tuple[str, str], overrides: dict, ids: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
     """One variant's training over the chunks: seconds and estimated joules per step, tokens/s, its FLOPs per token,
-    its optimizer state's bytes per parameter (computed, plan/optimizers.py) and peak memory growth."""
+    its optimizer state's bytes per parameter (the kind's layout, plan/optimizers.py, as if every tensor were quantized) and peak memory growth."""
     family, optimizer = variant
     sizes = preset_sizes("llama-tiny", overrides, TOK, CONTEXT)
     model = build_model(sizes, seed=0, implementation="native" if family == "llama" else "hf", family=family)
@@ -102,7 +102,7 @@ def run(variant: tuple[str, str], overrides: dict, ids: torch.Tensor, mask: torc
         "non_embedding": arch["params"] - 2 * arch["embedding_params"],
         "s_per_step": elapsed / result.n_steps,
         "j_per_step": TDP_W * cpu / (os.cpu_count() or 1) / result.n_steps,
-        "state_bytes_per_param": floor_bytes(arch["params"], normalized(optimizer)) / arch["params"],
+        "state_bytes_per_param": KINDS[optimizer].state_bytes(normalized(optimizer)),
         "tokens_per_s": result.real_tokens / elapsed,
         "flops_per_token": count.times(1),
         "gflops_per_s": count.times(result.padded_tokens) / elapsed / 1e9,
