@@ -245,10 +245,13 @@ def test_a_round_whose_every_trial_diverged_keeps_none_and_stops_the_study():
 def test_the_trials_known_so_far_are_round_0s_and_each_later_rounds_survivors():
     d = _design()
     records = {0: {"next": "continue", "next_candidates": ["lr=0.003", "lr=0.01"]}, 1: {"next": "stop"}}
-    known = allocation.known_trials(d, records.get)
+    known = allocation.walk(d, records.get).trials
     assert len(known) == 4 * 3 + 2 * 3 and ("lr=0.01/b20000", 3) in known and ("lr=0.001/b20000", 1) not in known
     # before round 0's checkpoint has run: round 0 alone
-    assert allocation.known_trials(d, lambda k: None) == allocation.round_trials(d, allocation.candidates(d), 0)
+    assert allocation.walk(d, records.get).rounds == 2
+    assert allocation.walk(d, lambda k: None).trials == allocation.round_trials(d, allocation.candidates(d), 0)
+    # rounds 0 and 1 alone, reading round 0's record only (a round's checkpoint asks for the rounds before it)
+    assert allocation.walk(d, lambda k: records[k] if k < 1 else 1 / 0, through=1).trials == known
 
 
 def test_a_first_round_never_drops_a_candidate_against_one_that_spent_far_more_energy():

@@ -6,9 +6,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 from tokenwatt.analysis.products import (
+    FULL_GRID,
+    HALVING_ROUNDS,
     POWER_TRACES,
     PRODUCTS,
     STEP_RECORDS,
+    STUDY_RECORDS,
     Product,
     Result,
     products_of,
@@ -19,6 +22,9 @@ from tokenwatt.common.codeclosure import closure
 SCRIPTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts"
 # What the aggregate rule writes under results/analysis/ (workflow/rules/analysis.smk), the files a product may read
 AGGREGATE_FILES = {"trials.parquet", "conditions.csv", "changes.csv", "quality.csv", "curves.parquet", "cost.json"}
+# What a halving study's allocation product reads besides: its rounds' checkpoint records, the study's records on disk
+# and the full grid's table and cost (rules/common.smk's analysis_input)
+HALVING_FILES = {HALVING_ROUNDS, STUDY_RECORDS, FULL_GRID}
 
 
 @pytest.mark.parametrize("made", PRODUCTS, ids=lambda p: p.name)
@@ -31,7 +37,7 @@ def test_each_product_names_a_function_of_the_analysis_stage(made):
 @pytest.mark.parametrize("made", PRODUCTS, ids=lambda p: p.name)
 def test_each_product_reads_the_aggregate_or_an_earlier_product_only(made):
     earlier = {f"{p.name}.json" for p in PRODUCTS[: PRODUCTS.index(made)]}
-    assert set(made.reads.values()) <= AGGREGATE_FILES | earlier | {STEP_RECORDS, POWER_TRACES}
+    assert set(made.reads.values()) <= AGGREGATE_FILES | earlier | {STEP_RECORDS, POWER_TRACES, *HALVING_FILES}
     assert set(made.draws.values()) <= AGGREGATE_FILES  # what its figures draw besides its own outputs
 
 

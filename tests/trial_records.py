@@ -70,6 +70,12 @@ def raw_record(budget: int, trial: int, **overrides) -> dict:
         "threads": 1,
         "params": 84_128,
         "embedding_params": 32_768,
+        # a CPU process's peak resident set over training (~360 MB: interpreter and torch) above what the weights,
+        # gradients and AdamW's fp32 moments hold (16 B a parameter)
+        "peak_memory_bytes": 358_907_904 + 4096 * trial,
+        "model_bytes": 4 * 84_128,
+        "gradient_bytes": 4 * 84_128,
+        "optimizer_state_bytes": 8 * 84_128,
         "n_layers": 2,
         "hidden_size": 32,
         "vocab_size": 1024,

@@ -8,11 +8,14 @@ checkpoint halving_round:
         schema=STUDY.metrics_schema,
         # every trial of the rounds so far: a trial's loss at the common energy is read off its own earlier points
         metrics=lambda wildcards: [
-            LAYOUT.trial(c, t).metrics for c, t in halving_trials(int(wildcards.round))
+            LAYOUT.trial(c, t).metrics
+            for c, t in allocation.walk(
+                STUDY.design, round_record, int(wildcards.round)
+            ).trials
         ],
         # the stable runs' stretch records: the spend counts each stretch once
         stretches=lambda wildcards: LAYOUT.stretch_records(
-            halving_trials(int(wildcards.round))
+            allocation.walk(STUDY.design, round_record, int(wildcards.round)).trials
         ),
         before=lambda wildcards: (
             [LAYOUT.halving_round(int(wildcards.round) - 1)]
@@ -31,7 +34,7 @@ checkpoint halving_round:
     params:
         candidates=allocation.candidates(STUDY.design),
         settings=lambda wildcards: allocation.round_settings(
-            STUDY.design, ALLOCATION, int(wildcards.round)
+            STUDY.design, STUDY.allocation, int(wildcards.round)
         ),
         code=STUDY.code("halving_round.py"),
     script:

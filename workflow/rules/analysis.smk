@@ -22,7 +22,7 @@ rule aggregate:
         # the stable runs' stretch records: the totals count each stretch once (train.schedule.branch_every)
         stretches=per_trial(
             lambda trials: LAYOUT.stretch_records(
-                None if ALLOCATION is None else trials
+                None if STUDY.allocation is None else trials
             )
         ),
     output:
@@ -54,8 +54,10 @@ rule aggregate:
     params:
         **STUDY.aggregate_params(interim=False),
         # the trials it reads, each named by its own path (a halving study's are known once its rounds have run)
-        expected=lambda wildcards, input: [trial_of(m) for m in metrics_of(input)],
-        paths=lambda wildcards, input: metrics_of(input),
+        expected=lambda wildcards, input: [
+            trial_of(m) for m in records_among(input.metrics)
+        ],
+        paths=lambda wildcards, input: records_among(input.metrics),
     script:
         "../scripts/aggregate.py"
 

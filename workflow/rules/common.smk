@@ -24,7 +24,7 @@ from tokenwatt.analysis.products import (
 from tokenwatt.common.files import read_json  # noqa: E402
 from tokenwatt.plan import allocation  # noqa: E402
 from tokenwatt.plan.config import ConfigError, checked_config, load_schema  # noqa: E402
-from tokenwatt.plan.layout import trial_of  # noqa: E402
+from tokenwatt.plan.layout import records_among, trial_of  # noqa: E402
 from tokenwatt.plan.design import (
     CELL_PATTERN,
     PROFILE_PATTERN,
@@ -76,7 +76,6 @@ def _validate_config():
 _validate_config()
 STUDY = Study(config, products_of(config), WORKFLOW_DIR, SCRIPTS)
 LAYOUT = STUDY.layout
-ALLOCATION = allocation.allocation_of(config)
 
 
 wildcard_constraints:
@@ -113,74 +112,29 @@ def trial_threads():
     )
 
 
-# --- a halving study's rounds (allocation.smk): each round's jobs exist once the checkpoint of the round before ran
-def halving_trials(through):
-    """The (cell, trial) of halving rounds 0 to ``through``: each round's survivors, as the round before decided.
-    Only inside an input function: it asks for the checkpoints of the rounds before (Snakemake plans the jobs of a
-    checkpoint's round once it has run)."""
-    design = STUDY.design
-    survivors, found = allocation.candidates(design), []
-    for k in range(through + 1):
-        found += allocation.round_trials(design, survivors, k)
-        if k < through:
-            survivors = round_record(k)["next_candidates"]
-    return found
-
-
+# --- a halving study's rounds (allocation.smk): each round's jobs exist once the checkpoint of the round before ran.
+# Only inside input functions: they ask for the rounds' checkpoints (plan/allocation.py's walk says how).
 def round_record(k):
-    """Halving round ``k``'s checkpoint record (only inside an input function); a damaged one stops the plan with the
-    fix rather than a traceback."""
+    """Halving round ``k``'s checkpoint record; a damaged one stops the plan with the fix rather than a traceback."""
     path = checkpoints.halving_round.get(round=k).output.json
     try:
         return read_json(path)
     except ValueError as err:
-        raise WorkflowError(
-            f"{path} is unreadable ({err}): delete it and rerun; its round is ranked again from its trials"
-        )
-
-
-def halving_rounds():
-    """Every round record up to the one that ended the study (its budget, or the last budget)."""
-    files = []
-    while True:
-        files.append(checkpoints.halving_round.get(round=len(files)).output.json)
-        if round_record(len(files) - 1)["next"] != "continue":
-            return files
+        raise WorkflowError(f"{path} is unreadable ({err}): {allocation.DAMAGED_ROUND}")
 
 
 def study_trials():
-    """Every (cell, trial) the study runs: the design's, or a halving study's rounds as far as they went (only
-    inside an input function, as halving_trials)."""
-    if ALLOCATION is None:
+    """Every (cell, trial) the study runs: the design's, or a halving study's rounds as far as they went."""
+    if STUDY.allocation is None:
         return LAYOUT.expected
-    return halving_trials(len(halving_rounds()) - 1)
+    return allocation.walk(STUDY.design, round_record).trials
 
 
 def per_trial(files_of):
     """An input list over the study's trials: fixed without allocation, else a function the rounds decide."""
-    if ALLOCATION is None:
+    if STUDY.allocation is None:
         return files_of(LAYOUT.expected)
     return lambda wildcards: files_of(study_trials())
-
-
-def full_grid_files():
-    """allocation.full_grid's trials table and cost, where both exist (read as they are, never built here)."""
-    grid = ALLOCATION.full_grid if ALLOCATION else None
-    found = (
-        [os.path.join(grid, "analysis", f) for f in ("trials.parquet", "cost.json")]
-        if grid
-        else []
-    )
-    return existing(*found) if found and all(map(os.path.exists, found)) else []
-
-
-def metrics_of(job_input):
-    """The trials' records among a job's inputs: a halving study's aggregate job is planned first with the round
-    checkpoint it waits for in their place (its params are evaluated again once the checkpoint has run).
-    """
-    paths = job_input.metrics
-    paths = [paths] if isinstance(paths, str) else list(paths)
-    return [p for p in paths if os.path.basename(p) == "metrics.json"]
 
 
 def analysis_input(file, interim):
@@ -199,7 +153,9 @@ def analysis_input(file, interim):
         return per_trial(
             lambda trials: [
                 LAYOUT.trial(c, t).power
-                for c, t in LAYOUT.trace_keys(None if ALLOCATION is None else trials)
+                for c, t in LAYOUT.trace_keys(
+                    None if STUDY.allocation is None else trials
+                )
             ]
         )
     if file == HALVING_ROUNDS:
@@ -207,14 +163,17 @@ def analysis_input(file, interim):
             return existing(
                 *(LAYOUT.halving_round(k) for k in range(len(STUDY.design.budgets)))
             )
-        return lambda wildcards: halving_rounds()
+        return lambda wildcards: [
+            LAYOUT.halving_round(k)
+            for k in range(allocation.walk(STUDY.design, round_record).rounds)
+        ]
     if file == STUDY_RECORDS:
         return existing(
             *(LAYOUT.trial(c, t).metrics for c, t in LAYOUT.expected),
             *LAYOUT.stretch_records(),
         )
     if file == FULL_GRID:
-        return full_grid_files()
+        return existing(*STUDY.full_grid_files())
     path = LAYOUT.analysis(file)
     return LAYOUT.interim_of(path) if interim else path
 

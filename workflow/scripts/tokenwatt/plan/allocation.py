@@ -198,15 +198,31 @@ def round_settings(design: Design, allocation: Allocation, round_: int) -> dict[
     }
 
 
-def known_trials(design: Design, read_round: Callable[[int], Mapping[str, Any] | None]) -> list[tuple[str, int]]:
-    """The (cell, trial) a halving study's rounds have asked for so far, from its round records (``read_round(k)``:
-    round k's, None where there is none yet): round 0's, and each later round's survivors where the round before said
-    to continue. What an interim report names as not finished yet (not the full grid's trials)."""
+# What a damaged round record asks of the user (rules/common.smk says it with the file and the error).
+DAMAGED_ROUND = "delete it and rerun; its round is ranked again from its trials"
+
+
+@dataclass(frozen=True)
+class Walk:
+    """The rounds a halving study has reached: every (cell, trial) they train, and how many rounds there are."""
+
+    trials: list[tuple[str, int]]
+    rounds: int
+
+
+def walk(design: Design, read_round: Callable[[int], Mapping[str, Any] | None], through: int | None = None) -> Walk:
+    """Round 0's trials, then each later round's survivors, as long as the round before's record (``read_round(k)``;
+    None: not written yet) says to continue; with ``through``, rounds 0 to ``through`` alone, reading the records
+    of the rounds before it only. In the workflow ``read_round`` asks for the round's checkpoint, so an input function
+    that walks waits for the rounds it needs; the interim report and the progress line read the records on disk."""
     survivors, found = candidates(design), []
-    for k in range(len(design.budgets)):
+    last = len(design.budgets) - 1 if through is None else through
+    for k in range(last + 1):
         found += round_trials(design, survivors, k)
+        if k == through:
+            break
         record = read_round(k)
         if record is None or record.get("next") != "continue":
             break
         survivors = record["next_candidates"]
-    return found
+    return Walk(found, k + 1)

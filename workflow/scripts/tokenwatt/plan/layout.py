@@ -39,6 +39,14 @@ def trial_of(path: str) -> tuple[str, int]:
     return found["cell"], int(found["trial"])
 
 
+def records_among(paths: str | list[str]) -> list[str]:
+    """The trials' records (metrics.json) among a job's input paths (one path or several): a halving study's aggregate
+    job is planned first with the round checkpoint it waits for in their place, and its params are evaluated again
+    once the checkpoint has run."""
+    found = [paths] if isinstance(paths, str) else list(paths)
+    return [p for p in found if os.path.basename(p) == "metrics.json"]
+
+
 # A trial's file: the cell's parts are factor=level pairs and its budget, so no part of it is a bare "trials".
 _TRIAL_FILE = re.compile(rf"(?:^|/)trials/(?P<cell>{CELL_PATTERN})/t(?P<trial>\d+)/[^/]+$")
 

@@ -220,7 +220,7 @@ def preview(study: Study) -> tuple[list[str], list[str]]:
                 )
     config, design = study.config, study.design
     trained = design.trained_tokens()
-    halving = allocation.allocation_of(config)
+    halving = study.allocation
     # a halving study plans round 0 (every candidate at the first budget); its later rounds, below
     keys = (
         study.layout.expected if halving is None else allocation.round_trials(design, allocation.candidates(design), 0)
@@ -252,7 +252,7 @@ def preview(study: Study) -> tuple[list[str], list[str]]:
 def halving_plan(study: Study, finished: Mapping[Any, dict[str, Any]]) -> tuple[list[str], str | None]:
     """A halving study's rounds as the plan knows them (plan/allocation.py), each round's energy from the finished
     trials' joules per token, else the pilot's; and why it cannot start (round 0 alone above the budget), or None."""
-    halving = allocation.allocation_of(study.config)
+    halving = study.allocation
     assert halving is not None
     metered = [m for m in map(own_job, finished.values()) if m.get("energy_j") and m.get("real_tokens")]
     if metered:
@@ -271,7 +271,7 @@ def halving_refusal(study: Study) -> str | None:
     """Why a halving study cannot start: its round 0 alone is estimated above its budget by its pilot
     (``halving_plan``). Only before any of its trials has finished: once one has, the rounds' checkpoints keep the
     budget from measured figures, and a resume, an interim report or the final one must not be refused."""
-    if allocation.allocation_of(study.config) is None:
+    if study.allocation is None:
         return None
     layout = study.layout
     if any(os.path.exists(layout.trial(c, t).metrics) for c, t in layout.expected):

@@ -34,6 +34,8 @@ class Study:
         self.config = config
         self.design = Design(dict(config))
         self.layout = Layout(config, self.design)
+        # energy-budgeted successive halving (plan/allocation.py), or None: every cell × trial trains
+        self.allocation = allocation.allocation_of(config)
         self.products = tuple(products)
         self.workflow_dir, self.scripts = Path(workflow_dir), Path(scripts)
         self.hash = config_hash(dict(config))
@@ -178,8 +180,8 @@ class Study:
         layout, named = self.layout, {}
         if interim:
             expected = layout.expected
-            if allocation.allocation_of(self.config) is not None:
-                expected = allocation.known_trials(self.design, self._round_record)
+            if self.allocation is not None:
+                expected = allocation.walk(self.design, self._round_record).trials
             named = dict(expected=expected, paths=[layout.trial(c, t).metrics for c, t in expected])
         return dict(
             **named,
@@ -193,6 +195,15 @@ class Study:
             require_complete=not interim,
             code=self.code("aggregate.py"),
         )
+
+    def full_grid_files(self) -> list[str]:
+        """allocation.full_grid's trials table and cost where both exist (the allocation product reads them as they
+        are; none where the folder has not both: the full grid has not run there)."""
+        spec = self.config.get("allocation") or {}
+        if not spec.get("full_grid"):
+            return []
+        found = [os.path.join(spec["full_grid"], "analysis", f) for f in ("trials.parquet", "cost.json")]
+        return found if all(map(os.path.exists, found)) else []
 
     def _round_record(self, round_: int) -> dict[str, Any] | None:
         """A halving round's record on disk, or None (not written yet, or unreadable: the interim report then names

@@ -533,15 +533,15 @@ def make_all(
             "kwh",
             f"Energy {none_measured}",
         ),
-        "memory_vs_energy": (
-            lambda: memory_vs_energy(trials, estimated),
-            None,
-            f"Energy {none_measured}, or peak memory not recorded (trials from before it was measured)",
-        ),
         "quality_vs_energy": (
             lambda: quality_vs_energy(curves, estimated),
             None,
             f"Energy {none_measured}, no eval curves, or no finite perplexity (every trial diverged)",
+        ),
+        "memory_vs_energy": (
+            lambda: memory_vs_energy(trials, estimated),
+            None,
+            f"Energy {none_measured}, or peak memory not recorded (trials from before it was measured)",
         ),
     }
     available = {

@@ -78,7 +78,7 @@ def expected_trials(config: dict[str, Any]) -> dict[tuple[str, int], int]:
     keys = design.keys()
     if allocation.allocation_of(config) is not None:  # a halving study: the rounds its checkpoints have asked for
         layout = Layout(config, design)
-        keys = allocation.known_trials(design, lambda k: _record(layout.halving_round(k)))
+        keys = allocation.walk(design, lambda k: _record(layout.halving_round(k))).trials
     return {(c, t): design.tokens_of(c) for c, t in keys}
 
 
