@@ -196,15 +196,35 @@ def test_a_rounds_spend_counts_each_stable_run_once_and_its_estimate_stops_the_s
     decided = round_decision(records, stretches, ["lr=0.001", "lr=0.003"], None, settings)
     # 6 trials × (20 J own + 1 J eval) + 6 stable runs × 80 J, each once
     assert decided["spent"] == pytest.approx(6 * 21 + 6 * 80)
+    # a trial an earlier setting trained (a candidate the rounds no longer run): not ranked, but spent
+    beside = (
+        [_record(0.01, 10000, 1, 3.2, own_j=20.0, stable_j=80.0, point=1)],
+        [stretches[0] | {"series": "lr=0.01"}],
+    )
+    again = round_decision(records, stretches, ["lr=0.001", "lr=0.003"], None, settings, beside)
+    assert again["spent"] == pytest.approx(decided["spent"] + 21 + 80) and again["kept"] == decided["kept"]
     assert decided["kept"] == ["lr=0.003"] and decided["next"] == "stop"
     # the survivor's 10 000 new tokens per trial id at its 0.01 J/token, × the spend over training (606 / 600)
     assert decided["next_estimate"] == pytest.approx(3 * 10000 * 0.01 * 606 / 600)
     assert math.isclose(decided["limit"], 700.0) and decided["next_candidates"] == []
 
 
-def test_verdicts_follow_the_ranking_a_candidate_above_one_kept_is_kept_too():
-    # "cheap" spent a third less than the others and cannot be judged against them in a first round: kept, and so is
-    # "steady", ranked above it, which the test alone would drop
+def test_verdicts_follow_the_ranking_a_candidate_above_one_a_test_kept_is_kept_too():
+    # "above" spent as little as "best" and is tested against it alone (0.20 nats worse: dropped by its test); "below",
+    # ranked under it, spent as much as "second" and is within the noise of it: kept, and so "above" is kept too
+    points = [
+        *_round({"best": [3.20, 3.24, 3.16], "above": [3.40, 3.44, 3.36]}, energy=400.0),
+        *_round({"second": [3.38, 3.33, 3.43], "below": [3.42, 3.37, 3.47]}, energy=600.0),
+    ]
+    decided = rank_round(points, ["best", "second", "above", "below"], 0, 0.5, 0.95)
+    rows = {r["candidate"]: r for r in decided["candidates"]}
+    assert rows["below"]["verdict"] == "kept" and rows["below"]["evidence"]["against"] == "second"
+    assert rows["above"]["evidence"]["against"] == "best" and rows["above"]["evidence"]["lower_bound"] > 0
+    assert rows["above"]["verdict"] == "kept" and rows["above"]["evidence"]["kept_above"] == "below"
+
+
+def test_a_keep_no_test_made_does_not_keep_the_candidates_above_it():
+    # "cheap" spent a third less than every candidate of the share: kept untested; "steady", above it, is dropped
     trial = np.exp([0.01, -0.01, 0.0])
     points = [
         *_round(
@@ -218,10 +238,7 @@ def test_verdicts_follow_the_ranking_a_candidate_above_one_kept_is_kept_too():
         *_round({"cheap": list(3.60 * trial * np.exp([-0.001, 0.002, 0.0]))}, energy=400.0),
     ]
     decided = rank_round(points, ["best", "second", "steady", "cheap"], 0, 0.5, 0.95)
-    rows = {r["candidate"]: r for r in decided["candidates"]}
-    assert rows["cheap"]["verdict"] == "kept" and "not compared at equal energy" in rows["cheap"]["evidence"]
-    assert rows["steady"]["evidence"]["lower_bound"] > 0 and rows["steady"]["evidence"]["kept_above"] == "cheap"
-    assert decided["dropped"] == []
+    assert decided["kept"] == ["best", "second", "cheap"] and decided["dropped"] == ["steady"]
 
 
 def test_a_diverged_candidate_is_never_kept_even_inside_the_share_and_none_is_when_all_diverged():

@@ -17,6 +17,16 @@ checkpoint halving_round:
         stretches=lambda wildcards: LAYOUT.stretch_records(
             allocation.walk(STUDY.design, round_record, int(wildcards.round)).trials
         ),
+        # what earlier settings trained up to this round's budget: spent, so counted against the budget
+        beside=lambda wildcards: [
+            ancient(p)
+            for p in LAYOUT.records_beside(
+                STUDY.design.budgets[int(wildcards.round)],
+                allocation.walk(
+                    STUDY.design, round_record, int(wildcards.round)
+                ).trials,
+            )
+        ],
         before=lambda wildcards: (
             [LAYOUT.halving_round(int(wildcards.round) - 1)]
             if int(wildcards.round)

@@ -1,12 +1,12 @@
 """Successive halving's rounds (plan/allocation.py): rank the candidates that entered a round at equal energy, keep the
-best share and every candidate within the noise of the last one kept, and decide whether the next round fits the
-budget.
+best share and every candidate within the noise of the share, and decide whether the next round fits the budget.
 
 The criterion is the eval loss after a cooldown (a cooled point: its energy the stable run's to its branch plus its
-own cooldown's), compared at one energy for every candidate: the round's common energy, the least any of its trials
-spent to reach its point. Each trial's loss there is read off its own cooled points of this round and the rounds
+own cooldown's), compared at one energy for every candidate: the round's common energy, the least of the candidates'
+median energies to its point. Each trial's loss there is read off its own cooled points of this round and the rounds
 before, linear in log energy between the two around it; a trial whose first point already cost more is read at that
-point (its loss at a higher energy: the comparison favours it, and the round says by how much). Never extrapolated.
+point (its loss at a higher energy: the comparison favours it, and the round says by how much); one whose last point
+cost less is read there (its loss held flat up to the common energy: against it). Never extrapolated.
 
 A candidate is kept or dropped as a whole, across trial ids, paired by trial id (trial i of every candidate trains on
 the same tokens in the same order). Below the ``keep`` share, a candidate is dropped only where the one-sided
@@ -108,9 +108,13 @@ def rank_round(
             row["verdict"], row["evidence"] = "kept", "in the best share"
         else:
             row["verdict"], row["evidence"] = _judged(row, rows[:least], trials, per_test, noise)
-    # Verdicts monotone in rank: a candidate ranked above one kept within the noise is kept too (its own test may
-    # have shown a difference the one below it, noisier, did not)
-    last = max((i for i, r in enumerate(comparable) if r["verdict"] == "kept"), default=-1)
+    # Verdicts monotone in rank: a candidate ranked above one a test kept within the noise is kept too (tested against
+    # a stronger rival, its own test may have shown a difference the one below it did not); a keep that no test made (not
+    # comparable at equal energy) does not spread
+    last = max(
+        (i for i, r in enumerate(comparable) if r["verdict"] == "kept" and not isinstance(r["evidence"], str)),
+        default=least - 1,
+    )
     for row in comparable[: last + 1]:
         if row["verdict"] == "dropped":
             below = comparable[last]["candidate"]
@@ -299,14 +303,17 @@ def round_decision(
     entering: Sequence[str],
     before: Mapping[str, Any] | None,
     settings: RoundSettings,
+    beside: tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]] = ((), ()),
 ) -> dict[str, Any]:
     """Round ``settings.round``'s checkpoint record: its ranking (``rank_round``) of the candidates ``entering`` it,
-    over the records of every trial run so far (``records``, with the stable runs' ``stretches``), the spend so far,
-    the next round's estimate from this round's measured rates, and who trains next. ``before``: the previous round's
-    record (its dropped candidates carried on, so the last record holds every decision)."""
+    over the records of every trial its rounds ran so far (``records``, with the stable runs' ``stretches``), the
+    spend so far, the next round's estimate from this round's measured rates, and who trains next. ``before``: the
+    previous round's record (its dropped candidates carried on, so the last record holds every decision). ``beside``:
+    trial and stretch records on disk up to this round's budget that the rounds no longer ask for (trained under
+    other settings): not ranked, but spent, so they count against the budget."""
     k = settings.round
     ranked = rank_round(cooled_points(records, settings.budgets), entering, k, settings.keep, settings.confidence)
-    money = spent(records, stretches, settings.measure)
+    money = spent([*records, *beside[0]], [*stretches, *beside[1]], settings.measure)
     budget_now = settings.budgets[k]
     rates = spend_rate([r for r in records if int(r["budget"]) == budget_now], settings.measure)
     estimate = None

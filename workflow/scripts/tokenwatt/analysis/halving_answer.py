@@ -118,6 +118,8 @@ def _tested(evidence: Any) -> dict[str, Any]:
         "compared_with": evidence["against"] if tested else None,
         "difference": evidence["difference"] if tested else None,
         "lower_bound": evidence["lower_bound"] if tested else None,
+        # a candidate whose test showed a difference, kept because one ranked below it was kept within the noise
+        "kept_above": evidence.get("kept_above") if tested else None,
         "why": None if tested else str(evidence),
     }
 
@@ -164,12 +166,14 @@ def _full_grid(
             "folder": folder,
             "why": "not the same ladder (its candidates, budgets or trial ids differ from this study's)",
         }
+    last = budgets.index(ran[-1])
     points = [
         Cooled(r["series"], r["trial"], budgets.index(r["budget"]), r["energy_j"], r["eval_loss"])
         for r in table.iter_rows(named=True)
         if r["series"] in candidates and r["budget"] <= ran[-1]
     ]
-    means = {c: _grid_mean([p for p in points if p.candidate == c], target) for c in candidates}
+    trial_ids = list(rounds[0]["trials"])
+    means = {c: _grid_mean([p for p in points if p.candidate == c], target, trial_ids, last) for c in candidates}
     choice = min(means, key=lambda c: means[c])
     cost = grid["cost"]
     spent_j = None
@@ -179,10 +183,12 @@ def _full_grid(
     return {"folder": folder, "chosen": choice, "loss": means[choice], "losses": means, "spent_j": spent_j}
 
 
-def _grid_mean(points: Sequence[Cooled], target: float) -> float:
-    """A full-grid candidate's mean loss at ``target`` over its trial ids; infinite where one trial diverged."""
-    trials = sorted({p.trial for p in points})
-    runs = [[p for p in points if p.trial == t] for t in trials]
-    if any(p.loss is None or p.energy_j is None for p in points) or not runs:
-        return math.inf
-    return float(np.mean([loss_at(run, target)[0] for run in runs]))
+def _grid_mean(points: Sequence[Cooled], target: float, trial_ids: Sequence[int], last: int) -> float:
+    """A full-grid candidate's mean loss at ``target`` over its trial ids; infinite where any trial id lacks a cooled
+    point at a budget up to the last round's (the full grid's table leaves a diverged or failed trial out) or has no
+    loss there: disqualified, as a round drops a candidate with a diverged trial."""
+    for t in trial_ids:
+        mine = [p for p in points if p.trial == t and p.loss is not None and p.energy_j is not None]
+        if sorted(p.round for p in mine) != list(range(last + 1)):
+            return math.inf
+    return float(np.mean([loss_at([p for p in points if p.trial == t], target)[0] for t in trial_ids]))

@@ -76,7 +76,7 @@ def problems(cfg: Mapping[str, Any]) -> list[str]:
     if cfg["study"]["trials"] < 2:
         found.append(
             "allocation.method: halving keeps a candidate whose loss is within the noise across trial ids of the "
-            f"last one kept, and study.trials is {cfg['study']['trials']}; set it to 2 or more (3 for a usable noise)"
+            f"kept share, and study.trials is {cfg['study']['trials']}; set it to 2 or more (3 for a usable noise)"
         )
     if cfg["meter"]["kind"] == "none":
         found.append("allocation.method: halving compares candidates at equal energy; meter.kind none measures none")
@@ -116,7 +116,7 @@ def new_tokens(design: Design, candidate: str, round_: int) -> int:
 
 def kept_count(entering: int, keep: float) -> int:
     """The fewest candidates a round keeps: ``keep`` of those that entered it, rounded up, at least one (ties within
-    the noise of the last one kept are kept beside them)."""
+    the noise of the kept share are kept beside them)."""
     return max(1, math.ceil(keep * entering - 1e-9))
 
 
@@ -161,11 +161,13 @@ def plan_lines(
     for plan in rounds:
         cost = ""
         if joules_per_token is not None and allocation.measure == "energy_j":
-            cost = f", ~{plan.tokens * joules_per_token:,.0f} J (ESTIMATE: {origin})"
+            cost = f", ~{plan.tokens * joules_per_token:,.0f} J of training (ESTIMATE: {origin})"
         lines.append(
             f"  round {plan.round}: {'' if plan.round == 0 else 'at least '}{plan.candidates} candidates, "
             f"{plan.trials} trials, ~{plan.tokens:,} tokens{cost}"
         )
+    if joules_per_token is not None and allocation.measure == "energy_j":
+        lines.append("  (training energy only: the budget also counts evaluations, checkpoint saves and lost work)")
     if joules_per_token is None or allocation.measure != "energy_j":
         lines.append(
             "  (each round's spend is said before it starts by the checkpoint of the round before, from its measured "
@@ -176,7 +178,7 @@ def plan_lines(
     if first > allocation.limit:
         return lines, (
             f"allocation.energy_j: round 0 alone, every candidate's trials at the first budget, needs ~{first:,.0f} J "
-            f"(ESTIMATE: {origin}), above the budget of {allocation.limit:,.6g} J; raise allocation.energy_j, or give "
+            f"of training (ESTIMATE: {origin}; evaluations come on top), above the budget of {allocation.limit:,.6g} J; raise allocation.energy_j, or give "
             "study.budgets a smaller first budget or the design fewer candidates"
         )
     return lines, None
@@ -196,6 +198,15 @@ def round_settings(design: Design, allocation: Allocation, round_: int) -> dict[
         "confidence": allocation.confidence,
         "next_tokens": None if last else {c: new_tokens(design, c, round_ + 1) for c in candidates(design)},
     }
+
+
+def record_on_disk(path: str, read: Callable[[str], Any]) -> dict[str, Any] | None:
+    """A round's record as it is on disk (``read``: a JSON reader), or None where there is none or it cannot be read
+    (the interim report and the progress line then name the rounds before it only)."""
+    try:
+        return read(path)
+    except (OSError, ValueError):
+        return None
 
 
 # What a damaged round record asks of the user (rules/common.smk says it with the file and the error).

@@ -181,6 +181,16 @@ class Layout:
             first[c] = min(first.get(c, t), t)
         return sorted(first.items())
 
+    def records_beside(self, budget: int, trials: list[tuple[str, int]]) -> list[str]:
+        """The trial records (metrics.json) of every cell at a budget up to ``budget`` and their stretch records that
+        exist now, but for those of ``trials`` and theirs: what a halving round counts as spent beside its own rounds'
+        (trials trained under other settings). Fixed once the rounds before have run, so no round reruns for it."""
+        design = self.design
+        mine = set(self.trial(c, t).metrics for c, t in trials) | set(self.stretch_records(trials))
+        upto = [(c, t) for c, t in self.expected if design.cell(c).budget <= budget]
+        found = [self.trial(c, t).metrics for c, t in upto] + self.stretch_records(upto)
+        return [p for p in found if p not in mine and os.path.exists(p)]
+
     def halving_round(self, round_: int | str) -> str:
         """A halving round's checkpoint record (plan/allocation.py): its ranking, spend and next survivors."""
         return self.path("allocation", f"round{round_}.json")

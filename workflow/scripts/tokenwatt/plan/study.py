@@ -181,7 +181,8 @@ class Study:
         if interim:
             expected = layout.expected
             if self.allocation is not None:
-                expected = allocation.walk(self.design, self._round_record).trials
+                read = lambda k: allocation.record_on_disk(self.layout.halving_round(k), read_json)  # noqa: E731
+                expected = allocation.walk(self.design, read).trials
             named = dict(expected=expected, paths=[layout.trial(c, t).metrics for c, t in expected])
         return dict(
             **named,
@@ -204,14 +205,6 @@ class Study:
             return []
         found = [os.path.join(spec["full_grid"], "analysis", f) for f in ("trials.parquet", "cost.json")]
         return found if all(map(os.path.exists, found)) else []
-
-    def _round_record(self, round_: int) -> dict[str, Any] | None:
-        """A halving round's record on disk, or None (not written yet, or unreadable: the interim report then names
-        the rounds before it only)."""
-        try:
-            return read_json(self.layout.halving_round(round_))
-        except (OSError, ValueError):
-            return None
 
     def report_params(self, interim: bool) -> dict[str, Any]:
         """The report rule's params, and the interim report's. The report imports each product's section by name: its

@@ -78,15 +78,8 @@ def expected_trials(config: dict[str, Any]) -> dict[tuple[str, int], int]:
     keys = design.keys()
     if allocation.allocation_of(config) is not None:  # a halving study: the rounds its checkpoints have asked for
         layout = Layout(config, design)
-        keys = allocation.walk(design, lambda k: _record(layout.halving_round(k))).trials
+        keys = allocation.walk(design, lambda k: allocation.record_on_disk(layout.halving_round(k), read_json)).trials
     return {(c, t): design.tokens_of(c) for c, t in keys}
-
-
-def _record(path: str) -> dict[str, Any] | None:
-    try:
-        return read_json(path)
-    except (OSError, ValueError):
-        return None
 
 
 def _nearest(cell: str, done: list[dict[str, Any]]) -> list[dict[str, Any]]:
