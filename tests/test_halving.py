@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 import yaml
-from tokenwatt.analysis.halving import Cooled, RoundSettings, loss_at, next_step, rank_round, round_decision
+from tokenwatt.analysis.halving import Cooled, loss_at, next_step, rank_round, round_decision
 from tokenwatt.plan import allocation
+from tokenwatt.plan.allocation import RoundSettings
 from tokenwatt.plan.config import load_schema, validate_config
 from tokenwatt.plan.design import Design
 from workflow_helpers import ROOT, config_error

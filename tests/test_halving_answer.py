@@ -7,8 +7,9 @@ import types
 import numpy as np
 import polars as pl
 import pytest
-from tokenwatt.analysis.halving import Cooled, RoundSettings, rank_round, round_decision
+from tokenwatt.analysis.halving import Cooled, rank_round, round_decision
 from tokenwatt.analysis.halving_answer import allocation_product
+from tokenwatt.plan.allocation import RoundSettings
 from tokenwatt.presentation.sections import allocation as section
 
 SETTINGS = {"method": "halving", "energy_j": 1000.0, "keep": 0.5, "confidence": 0.95, "full_grid": None}

@@ -93,6 +93,12 @@ def test_the_report_gives_the_choice_its_spend_against_the_budget_and_every_drop
     assert 'id="allocation"' in page and "Chosen by successive halving" in page
 
 
+def test_no_table_of_the_halving_report_is_wider_than_its_box_at_1400_px(halving, tmp_path):
+    from test_report_widths import _overflowing
+
+    assert _overflowing((halving / "results/report.html").read_text(), tmp_path) == []
+
+
 def test_an_unchanged_rerun_retrains_nothing(halving):
     assert planned_jobs(halving, *ARGS) == {}
 

@@ -5,33 +5,11 @@
 
 checkpoint halving_round:
     input:
+        unpack(round_inputs),
         schema=STUDY.metrics_schema,
-        # every trial of the rounds so far: a trial's loss at the common energy is read off its own earlier points
-        metrics=lambda wildcards: [
-            LAYOUT.trial(c, t).metrics
-            for c, t in allocation.walk(
-                STUDY.design, round_record, int(wildcards.round)
-            ).trials
-        ],
-        # the stable runs' stretch records: the spend counts each stretch once
-        stretches=lambda wildcards: LAYOUT.stretch_records(
-            allocation.walk(STUDY.design, round_record, int(wildcards.round)).trials
-        ),
-        # what earlier settings trained up to this round's budget: spent, so counted against the budget
-        beside=lambda wildcards: [
-            ancient(p)
-            for p in LAYOUT.records_beside(
-                STUDY.design.budgets[int(wildcards.round)],
-                allocation.walk(
-                    STUDY.design, round_record, int(wildcards.round)
-                ).trials,
-            )
-        ],
-        before=lambda wildcards: (
-            [LAYOUT.halving_round(int(wildcards.round) - 1)]
-            if int(wildcards.round)
-            else []
-        ),
+        # every trial of the rounds so far (a trial's loss at the common energy is read off its own earlier points),
+        # their stretch records (each counted once), what earlier settings trained up to this round's budget (spent,
+        # so counted against the budget) and the round before's record
     output:
         json=LAYOUT.halving_round("{round}"),
     log:

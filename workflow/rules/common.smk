@@ -123,6 +123,16 @@ def round_record(k):
         raise WorkflowError(f"{path} is unreadable ({err}): {allocation.DAMAGED_ROUND}")
 
 
+def round_inputs(wildcards):
+    """A halving round's checkpoint inputs (Layout.round_inputs) from one walk of the rounds before it; the records
+    beside them read as they are (ancient)."""
+    k = int(wildcards.round)
+    found = LAYOUT.round_inputs(
+        k, allocation.walk(STUDY.design, round_record, k).trials
+    )
+    return {**found, "beside": [ancient(p) for p in found["beside"]]}
+
+
 def study_trials():
     """Every (cell, trial) the study runs: the design's, or a halving study's rounds as far as they went."""
     if STUDY.allocation is None:

@@ -3,9 +3,10 @@ and who trains in the next round, or that the study stops here, written for the 
 
 import os
 
-from tokenwatt.analysis.halving import RoundSettings, round_decision
+from tokenwatt.analysis.halving import round_decision
 from tokenwatt.common.files import RERUN, logged, read_json_checked, write_json
 from tokenwatt.common.records import load_validator, read_record
+from tokenwatt.plan.allocation import RoundSettings
 from tokenwatt.training.stretch import STRETCH_KEYS
 
 with logged(snakemake.log[0]):

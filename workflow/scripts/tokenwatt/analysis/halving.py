@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from ..plan.allocation import MEASURES, kept_count
+from ..plan.allocation import MEASURES, RoundSettings, kept_count
 from ..plan.design import series_of
 from .aggregate import flat_record
 from .totals import study_totals
@@ -251,41 +251,20 @@ def next_step(round_: int, rounds: int, spent: float | None, limit: float, estim
     return "continue", f"{spent:,.6g} spent and ~{estimate:,.6g} for the next round fit the budget of {limit:,.6g}"
 
 
-@dataclass(frozen=True)
-class RoundSettings:
-    """What a round's checkpoint job is handed (its params): the round, the study's budgets (the rounds), the trial
-    ids, the allocation's settings (plan/allocation.py) and the new tokens one trial id of each candidate would train
-    in the next round (none after the last)."""
-
-    round: int
-    budgets: Sequence[int]
-    trials: int
-    keep: float
-    measure: str
-    limit: float
-    confidence: float
-    next_tokens: Mapping[str, int] | None
-
-
 def spent(records: Sequence[Mapping[str, Any]], stretches: Sequence[Mapping[str, Any]], measure: str) -> dict[str, Any]:
-    """What the study has spent so far over its trial records (``spent_of``)."""
-    rows = pl.DataFrame(
+    """What trial ``records`` (metrics.json) and the stable runs' ``stretches`` spent, in the measure's unit (J, or
+    device-hours): the study's totals (each stable run once: analysis/totals.py) of training, checkpoint saves and work
+    lost to resumes, plus the trials' evaluations; and the training part alone, which each candidate's rate per token
+    scales. None where a part is unknown (``missing`` says why)."""
+    trials = pl.DataFrame(
         [{**flat_record(dict(r)), "series": series_of(r["levels"])} for r in records],
         infer_schema_length=None,
         strict=False,
     )
-    return spent_of(rows, stretches, measure)
-
-
-def spent_of(trials: pl.DataFrame, stretches: Sequence[Mapping[str, Any]], measure: str) -> dict[str, Any]:
-    """What a study's ``trials`` (the trials table's columns) spent, in the measure's unit (J, or device-hours): the
-    study's totals (each stable run once: analysis/totals.py) of training, checkpoint saves and work lost to resumes,
-    plus the trials' evaluations; and its training part alone, which each candidate's rate per token scales. None
-    where a part is unknown (``missing`` says why)."""
     totals = study_totals(trials, stretches)
     if measure == "energy_j":
         parts = [totals.values[k] for k in ("energy_j", "checkpoint_energy_j", "lost_energy_j")]
-        evals = trials["eval_energy_j"].to_list() if "eval_energy_j" in trials.columns else [None]
+        evals = [r.get("eval_energy_j") for r in records]
         parts.append(None if None in evals else float(sum(evals)))
         training, scale = totals.values["energy_j"], 1.0
     else:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from .design import Design
@@ -96,7 +96,7 @@ def candidates(design: Design) -> list[str]:
 
 def cell_id(design: Design, candidate: str, round_: int) -> str:
     """The cell a candidate trains in round ``round_``: its levels at the round's budget."""
-    return f"{candidate}/b{design.budgets[round_]}" if candidate else f"b{design.budgets[round_]}"
+    return design.cell_at(candidate, design.budgets[round_]).id
 
 
 def round_trials(design: Design, survivors: Sequence[str], round_: int) -> list[tuple[str, int]]:
@@ -107,9 +107,9 @@ def round_trials(design: Design, survivors: Sequence[str], round_: int) -> list[
 def new_tokens(design: Design, candidate: str, round_: int) -> int:
     """The real tokens one trial id of ``candidate`` trains in jobs of round ``round_``: its cooldown, and its stable
     run's stretches from the previous round's point to this round's (round 0: from the first step)."""
-    cell = design.cell(cell_id(design, candidate, round_))
+    cell = design.cell_at(candidate, design.budgets[round_])
     point = design.branch_point(cell)
-    before = design.branch_point(design.cell(cell_id(design, candidate, round_ - 1))) if round_ else 0
+    before = design.branch_point(design.cell_at(candidate, design.budgets[round_ - 1])) if round_ else 0
     step = design.branch_tokens(cell)
     return design.tokens(cell) - point * step + max(0, point - before) * step
 
@@ -184,20 +184,37 @@ def plan_lines(
     return lines, None
 
 
+@dataclass(frozen=True)
+class RoundSettings:
+    """A round's checkpoint params (rules/allocation.py, read by analysis/halving.py): the round, the study's budgets
+    (the rounds), the trial ids' count, the allocation's settings and the new tokens one trial id of each candidate
+    would train in the next round (None after the last)."""
+
+    round: int
+    budgets: tuple[int, ...]
+    trials: int
+    keep: float
+    measure: str
+    limit: float
+    confidence: float
+    next_tokens: Mapping[str, int] | None
+
+
 def round_settings(design: Design, allocation: Allocation, round_: int) -> dict[str, Any]:
-    """A round's checkpoint params (analysis/halving.py's RoundSettings): the round, the rounds' budgets, the trial
-    ids' count, the allocation's settings and each candidate's new tokens per trial id in the next round."""
+    """Round ``round_``'s ``RoundSettings`` as a plain dict: Snakemake compares only built-in values among params, so a
+    dataclass param would never rerun the round for a changed setting (``energy_j``)."""
     last = round_ + 1 >= len(design.budgets)
-    return {
-        "round": round_,
-        "budgets": list(design.budgets),
-        "trials": len(design.trials),
-        "keep": allocation.keep,
-        "measure": allocation.measure,
-        "limit": allocation.limit,
-        "confidence": allocation.confidence,
-        "next_tokens": None if last else {c: new_tokens(design, c, round_ + 1) for c in candidates(design)},
-    }
+    settings = RoundSettings(
+        round=round_,
+        budgets=tuple(design.budgets),
+        trials=len(design.trials),
+        keep=allocation.keep,
+        measure=allocation.measure,
+        limit=allocation.limit,
+        confidence=allocation.confidence,
+        next_tokens=None if last else {c: new_tokens(design, c, round_ + 1) for c in candidates(design)},
+    )
+    return asdict(settings)
 
 
 def record_on_disk(path: str, read: Callable[[str], Any]) -> dict[str, Any] | None:

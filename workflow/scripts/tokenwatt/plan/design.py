@@ -158,6 +158,7 @@ class Design:
         combos = itertools.product(*[[(f, name) for name in levels] for f, levels in self.factors.items()])
         self.cells: list[Cell] = [Cell(b, tuple(combo)) for combo in combos for b in self.budgets]
         self._by_id = {c.id: c for c in self.cells}
+        self._by_series = {(c.series, c.budget): c for c in self.cells}
         # train.compile: auto decides once for the whole study, by its shortest cell: compiled and eager
         # training differ in speed, power and the last digits of the loss, so a study whose small budgets
         # ran eager and large ones compiled would confound the budget with the training stack.
@@ -178,6 +179,10 @@ class Design:
 
     def cell(self, cell_id: str) -> Cell:
         return self._by_id[cell_id]
+
+    def cell_at(self, series: str, budget: int) -> Cell:
+        """The cell of one series (every level but the budget, ``Cell.series``) at ``budget``."""
+        return self._by_series[(series, budget)]
 
     def keys(self) -> list[tuple[str, int]]:
         """Every (cell id, trial) the study runs, cell by cell."""

@@ -181,6 +181,17 @@ class Layout:
             first[c] = min(first.get(c, t), t)
         return sorted(first.items())
 
+    def round_inputs(self, round_: int, trials: list[tuple[str, int]]) -> dict[str, list[str]]:
+        """A halving round's checkpoint inputs from the (cell, trial) of its rounds so far (plan/allocation.py's walk):
+        their records and stretch records, what lies beside them on disk up to the round's budget
+        (``records_beside``), and the round before's record."""
+        return {
+            "metrics": [self.trial(c, t).metrics for c, t in trials],
+            "stretches": self.stretch_records(trials),
+            "beside": self.records_beside(self.design.budgets[round_], trials),
+            "before": [self.halving_round(round_ - 1)] if round_ else [],
+        }
+
     def records_beside(self, budget: int, trials: list[tuple[str, int]]) -> list[str]:
         """The trial records (metrics.json) of every cell at a budget up to ``budget`` and their stretch records that
         exist now, but for those of ``trials`` and theirs: what a halving round counts as spent beside its own rounds'
