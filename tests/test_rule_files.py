@@ -60,3 +60,22 @@ def test_no_rule_file_reads_a_global_that_a_file_included_after_it_defines():
         later = set().union(*(module_globals(texts[n]) for n in order[i + 1 :]))
         read = set(re.findall(r"\b[A-Za-z_]\w*\b", texts[name]))
         assert not (later & read) - module_globals(texts[name]), (name, later & read)
+
+
+def test_the_modules_the_rule_files_import_at_parse_time_load_no_numerical_library():
+    """Every Snakemake start (a dry run, each job's own Snakemake on a cluster node) parses the rule files: the
+    tokenwatt modules they import at their top level load none of scipy, statsmodels, matplotlib or torch (the jobs
+    that compute import them; datasketch's scipy took ~0.25 s of every start). Found by reading the rule files, so a
+    new import is checked too. (polars and numpy load: the selection steps' catalog and the run order use them.)"""
+    import subprocess
+    import sys
+
+    files = [*RULES, RULES[0].parent.parent / "Snakefile"]
+    top = re.compile(r"^(?:from (tokenwatt[\w.]*) import|import (tokenwatt[\w.]*))", re.M)
+    modules = sorted({a or b for f in files for a, b in top.findall(f.read_text())})
+    assert "tokenwatt.plan.study" in modules and "tokenwatt.selection.catalog" in modules, modules
+    heavy = ("scipy", "statsmodels", "matplotlib", "torch")
+    code = f"import sys\nfor m in {modules!r}: __import__(m)\nprint([m for m in {heavy!r} if m in sys.modules])"
+    scripts = RULES[0].parent.parent / "scripts"
+    out = subprocess.run([sys.executable, "-c", code], cwd=scripts, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -18,9 +18,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
+if TYPE_CHECKING:  # the Snakefile imports this module: its start loads no polars
+    import polars as pl
 
 # What a product may read, besides the aggregate's files under results/analysis/ (named by file) and another
 # product's JSON (<name>.json): each selection step's record from the data stage, by level; and the power trace of

@@ -95,6 +95,7 @@ def closure(script: Path, scripts_dir: Path, also: tuple[str, ...] = ()) -> list
     """The script and every ``tokenwatt`` module it reaches through imports, sorted, as files; ``also``: dotted names
     of modules the script imports by name at run time (an analysis product's function), with their own closures."""
 
+    @functools.cache  # within this walk only: a name's prefixes recur in every module, and a file may change between walks
     def file_of(name: str) -> Path | None:
         parts = name.split(".")
         # a package before a module of the same name, as Python's import does

@@ -5,7 +5,7 @@ measured N and D is drawn dashed and labelled as an extrapolation."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
@@ -16,9 +16,11 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from ..analysis.products import product  # noqa: E402
-from ..analysis.scaling.energy_per_token import PerToken  # noqa: E402
 from ..common.measures import si  # noqa: E402
 from .figures import placeholder, plain_ticks  # noqa: E402
+
+if TYPE_CHECKING:
+    from ..analysis.scaling.energy_per_token import PerToken
 
 EXTRAPOLATED = "dashed: extrapolated beyond the measured N and D"
 
@@ -76,6 +78,9 @@ def loss_vs_tokens(points: pl.DataFrame, law: dict[str, Any]):
 
 def _per_token(fit: dict[str, Any], form: str) -> PerToken:
     """The e(N) of one fitted form from scaling.json's entry."""
+    # here, not with the module: its fitting code loads scipy (~1 s), which a study without a fitted law never needs
+    from ..analysis.scaling.energy_per_token import PerToken
+
     return PerToken(form, *fit["fits"][form]["params"].values())
 
 

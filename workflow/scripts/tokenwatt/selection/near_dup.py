@@ -22,8 +22,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from datasketch import MinHash, MinHashLSH
-
 # LSH's weights of (false positives, false negatives) when it chooses its bands: recall first, since the exact Jaccard
 # check removes every false positive afterwards.
 RECALL_WEIGHTS = (0.1, 0.9)
@@ -59,6 +57,9 @@ def near_duplicates(
     """Every document of ``texts`` whose Jaccard similarity reaches ``threshold`` with an earlier kept document
     (``train:<index>``). The first of a group is kept, in the order read, so the result depends only on the inputs
     and settings."""
+    # datasketch imports scipy and numpy: imported here, not with the module, which every Snakemake start loads
+    from datasketch import MinHash, MinHashLSH
+
     sets = [shingles(t, shingle_size) for t in texts]
     try:
         lsh = MinHashLSH(threshold=threshold, num_perm=permutations, weights=RECALL_WEIGHTS)
