@@ -15,7 +15,10 @@ ARGS = ["--configfile", ".test/config/config.yaml", "optimizer.yaml"]
 def optimizer_study(built):
     def run(folder):
         work = clone(folder)
-        (work / "optimizer.yaml").write_text("design: {optimizer: [adamw, adamw-8bit]}\n")
+        # the tiny study's smaller budget alone: what is read is each level's record, table rows and report
+        (work / "optimizer.yaml").write_text(
+            "design: {optimizer: [adamw, adamw-8bit]}\nstudy: {name: optimizers, seed: 11, budgets: [1000], trials: 3}\n"
+        )
         proc = snakemake(work, *ARGS, "--cores", "2", "--resources", "gpu=1")
         (folder / "terminal.txt").write_text(proc.stdout + proc.stderr)
 
