@@ -27,10 +27,11 @@ from workflow_helpers import (
     snakemake,
 )
 
-# Spread over the workers like any test: they share one SLURM, brought up once per run by the first that needs it and
-# taken down once at the run's end (``slurm``), and the cancelled study through sbatch is run once per run
-# (``cancelled_run``), so their waits on the scheduler overlap instead of adding up in one worker.
-pytestmark = pytest.mark.cluster
+# One worker runs them all, one after another: the suite's one-node SLURM has the one CPU that nproc gives under the
+# suite's one-thread pools, so it runs one job at a time whatever the workers do, and a test spread to another worker
+# would only wait there (for the scheduler, or for the cancelled study through sbatch that ``cancelled_run`` makes once)
+# while the other workers' tests could use the cores. SLURM comes up once per run (``slurm``) and goes down at its end.
+pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("slurm")]
 PROFILE = [
     "--profile",
     "profiles/slurm",

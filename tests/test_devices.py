@@ -23,6 +23,9 @@ from tokenwatt.training.spec import TrialData
 from tokenwatt.training.train import evaluate, token_loss_sum
 from tokenwatt.training.trial import run_trial
 
+# one worker runs the module's tests, which read the module's fixtures computed once (conftest.py)
+pytestmark = pytest.mark.xdist_group("two_ranks")
+
 
 def _two_device_spec(**kw):
     """Two epochs of 7 steps each, a loss record every other step (the checkpoint tests stop between them)."""

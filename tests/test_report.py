@@ -18,6 +18,9 @@ from tokenwatt.presentation.report import render_report
 from trial_records import COST, QUALITY, aggregate, raw_record
 from workflow_helpers import chromium_title
 
+# one worker runs the module's tests, which read the module's fixtures computed once (conftest.py)
+pytestmark = pytest.mark.xdist_group("report")
+
 BUDGETS = [10_000, 20_000, 40_000]
 FIGURES = list(product("trials").figures)
 

@@ -9,7 +9,8 @@ from tokenwatt.analysis.efficiency import flops_per_token
 from tokenwatt.plan.architectures import MATCH_TOLERANCE
 from workflow_helpers import clone, snakemake
 
-pytestmark = pytest.mark.workflow
+# one worker runs the module's tests, which read the study it builds once (conftest.py)
+pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("families")]
 FAMILIES = ["llama", "gpt-neox", "mamba"]
 ARGS = ["--configfile", ".test/config/config.yaml", "architecture.yaml"]
 # The tiny study's smaller budget alone: every family's three trial ids, the fewest the RM-ANOVA takes; how the factor

@@ -7,7 +7,8 @@ import polars as pl
 import pytest
 from workflow_helpers import ANALYSIS, TINY, clone, planned_jobs, snakemake
 
-pytestmark = pytest.mark.workflow
+# one worker runs the module's tests, which read the study it builds once (conftest.py)
+pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("branched")]
 # The tiny study's budgets (1000, 2000) on two trials, each a wsd cooldown over its last 20 %: the 1000-token trials
 # branch from the point at 500 tokens, the 2000-token ones from the third at 1500.
 BRANCHED = "study: {trials: 2}\ntrain: {schedule: {kind: wsd, branch_every: 500}}\n"

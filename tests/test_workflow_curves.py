@@ -6,7 +6,8 @@ import polars as pl
 import pytest
 from workflow_helpers import clone, planned_jobs, snakemake
 
-pytestmark = pytest.mark.workflow
+# one worker runs the module's tests, which read the study it builds once (conftest.py)
+pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("trajectory")]
 
 # The follow-up study's protocol at the tiny study's size: synthetic stories, two budgets, four evaluation points.
 SCALED = """

@@ -9,7 +9,8 @@ import pytest
 from statsmodels.stats.anova import AnovaRM
 from workflow_helpers import ANALYSIS, clone, planned_jobs, snakemake
 
-pytestmark = pytest.mark.workflow
+# one worker runs the module's tests, which read the study it builds once (conftest.py)
+pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("factorial")]
 # The shipped two-way example (budget × three model sizes) on the tiny study's data, budgets and trials.
 MODEL_SIZE = ["--configfile", "config/model-size.yaml", ".test/config/config.yaml"]
 MODELS = ["tiny", "small", "base"]

@@ -9,7 +9,8 @@ import pytest
 import torch
 from workflow_helpers import ANALYSIS, TINY, clone, planned_jobs, snakemake
 
-pytestmark = pytest.mark.workflow
+# one worker runs the module's tests, which read the study it builds once (conftest.py)
+pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("devices")]
 # Batches of two chunks (a device's share is one); the tiny study's three trial ids, the fewest its RM-ANOVA takes, at
 # its smaller budget alone (how a factor crosses the budget: test_workflow_design.py's two-way study).
 SMALL = "train: {batch_size: 2}\nstudy: {name: devices, seed: 11, budgets: [1000], trials: 3}\n"
@@ -77,10 +78,10 @@ def test_a_local_run_that_allows_fewer_gpus_than_a_level_asks_for_is_refused_bef
     assert not (work / "results-devices").exists()
 
 
-# A branched study (train.schedule.branch_every) on two devices: every stretch of the stable run and every cooldown
+# A branched study (train.schedule.branch_every) on two devices, one trial id: every stretch of the stable run and every cooldown
 # trains on two gloo ranks, each saving its part of the one point; then what a new budget trains.
 BRANCHED = (
-    "results: results-devices\nstudy: {trials: 2}\n"
+    "results: results-devices\nstudy: {trials: 1}\n"
     "train: {devices: 2, batch_size: 2, schedule: {kind: wsd, branch_every: 500}}\n"
 )
 
@@ -120,4 +121,4 @@ def test_a_two_device_wsd_study_branches_each_budget_from_its_stable_run_and_a_n
     assert longest["branch"]["stable_energy_j"] == pytest.approx(stretch["energy_j"], rel=1e-9)
     (branched_on_two / "more.yaml").write_text("study: {budgets: [1000, 1500, 2000]}\n")
     jobs = planned_jobs(branched_on_two, *TINY, "branched.yaml", "more.yaml")
-    assert jobs == {"subset": 2, "train_trial": 4, **ANALYSIS}
+    assert jobs == {"subset": 1, "train_trial": 2, **ANALYSIS}

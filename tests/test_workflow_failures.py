@@ -546,6 +546,7 @@ def diverging(study, built):
     return {case: (work / f"report-{case}.html").read_text(encoding="utf-8") for case, _ in cases}
 
 
+@pytest.mark.xdist_group("diverging")  # one worker runs the tests that read the diverging studies (conftest.py)
 @pytest.mark.parametrize(
     "case,named",
     [
@@ -557,6 +558,7 @@ def test_a_study_whose_trials_diverge_ends_in_a_report_naming_each_diverged_tria
     assert all(name in diverging[case] for name in named)
 
 
+@pytest.mark.xdist_group("diverging")
 def test_the_statistics_of_a_study_whose_every_trial_diverged_say_once_that_none_finished(diverging):
     statistics = diverging["all"].split("<h2>Statistics</h2>")[1].split("<h2>")[0]
     assert statistics.count("No trial finished, so there is nothing to test") == 1

@@ -9,7 +9,8 @@ import polars as pl
 import pytest
 from workflow_helpers import ANALYSIS, TINY, clone, copy_of_study, planned_jobs, snakemake
 
-pytestmark = pytest.mark.workflow
+# one worker runs the module's tests, which read the study it builds once (conftest.py)
+pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("halving")]
 # The tiny study's two budgets as rounds, three learning rates as candidates (1e-5 barely trains: it is dropped
 # wherever the noise allows), two trial ids, a budget no round reaches.
 HALVING = (

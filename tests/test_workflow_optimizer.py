@@ -7,7 +7,8 @@ import polars as pl
 import pytest
 from workflow_helpers import clone, snakemake
 
-pytestmark = pytest.mark.workflow
+# one worker runs the module's tests, which read the study it builds once (conftest.py)
+pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("optimizer")]
 ARGS = ["--configfile", ".test/config/config.yaml", "optimizer.yaml"]
 
 

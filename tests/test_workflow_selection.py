@@ -8,16 +8,25 @@ import pytest
 from tokenwatt.selection.near_dup import shingles
 from workflow_helpers import ANALYSIS, clone, copy_of_study, planned_jobs, snakemake
 
-pytestmark = pytest.mark.workflow
-# The shipped selection study on the tiny study's budgets and trials; the tiny corpus keeps the study's noise shares.
-SELECTION = ["--configfile", "config/selection.yaml", ".test/config/config.yaml"]
+# one worker runs the module's tests, which read the study it builds once (conftest.py)
+pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("selection")]
+# The shipped selection study on the tiny study's trials at its smaller budget (what is read is each level's documents,
+# records and trials, and what a change reruns); the tiny corpus keeps the study's noise shares.
+SELECTION = ["--configfile", "config/selection.yaml", ".test/config/config.yaml", "one-budget.yaml"]
+ONE_BUDGET = "study: {name: selection, seed: 11, budgets: [1000], trials: 3}\n"
 LEVELS = ["raw", "dedup", "dedup-filter"]
+
+
+def _with_overlay(work):
+    (work / "one-budget.yaml").write_text(ONE_BUDGET)
+    return work
 
 
 @pytest.fixture(scope="module")
 def study(built):
     return built(
-        "selection", lambda folder: snakemake(clone(folder), *SELECTION, "--cores", "2", "--resources", "gpu=1")
+        "selection",
+        lambda folder: snakemake(_with_overlay(clone(folder)), *SELECTION, "--cores", "2", "--resources", "gpu=1"),
     )
 
 
@@ -27,7 +36,7 @@ def _docs(work, level):
 
 def test_every_level_trains_every_budget_and_trial_and_each_step_says_what_it_removed(study):
     trials = pl.read_parquet(study / "results/analysis/trials.parquet")
-    assert trials.group_by("levels_selection", maintain_order=True).len().rows() == [(level, 6) for level in LEVELS]
+    assert trials.group_by("levels_selection", maintain_order=True).len().rows() == [(level, 3) for level in LEVELS]
     kept = [_docs(study, level).height for level in LEVELS]
     assert kept[0] > kept[1] > kept[2]  # near-duplicates, then boilerplate and garbled documents, removed
     record = json.loads((study / "results/data/sel=dedup-filter/filter.json").read_text())
@@ -55,11 +64,11 @@ def test_a_changed_filter_threshold_reruns_that_level_from_its_filter_on_and_not
         "design: {selection: {dedup-filter: {filters: {max_policy_line_fraction: 0.5}}}}\n"
     )
     jobs = planned_jobs(study, *SELECTION, "threshold.yaml")
-    assert jobs == {"select_filter": 1, "chunk": 1, "subset": 6, "train_trial": 6, "selection": 1, **ANALYSIS}
+    assert jobs == {"select_filter": 1, "chunk": 1, "subset": 3, "train_trial": 3, "selection": 1, **ANALYSIS}
 
 
 def test_a_level_that_empties_the_training_documents_is_refused_by_name_before_any_training(study, tmp_path):
-    work = copy_of_study(study, tmp_path / "strict")
+    work = _with_overlay(copy_of_study(study, tmp_path / "strict"))
     (work / "strict.yaml").write_text("design: {selection: {strict: {filters: {min_words: 1000}}}}\n")
     proc = snakemake(work, *SELECTION, "strict.yaml", "--cores", "1", "--resources", "gpu=1", check=False)
     assert proc.returncode != 0
@@ -78,7 +87,7 @@ def test_every_level_is_scored_on_the_eval_documents_that_pass_the_eval_filters(
 def test_a_changed_eval_filter_reruns_the_eval_chunks_and_every_trial_but_not_the_tokenizer_or_subsets(study):
     (study / "eval.yaml").write_text("selection: {eval_filters: {min_words: 5}}\n")
     jobs = planned_jobs(study, *SELECTION, "eval.yaml")
-    assert jobs == {"select_eval": 1, "chunk": 1, "train_trial": 18, "selection": 1, **ANALYSIS}
+    assert jobs == {"select_eval": 1, "chunk": 1, "train_trial": 9, "selection": 1, **ANALYSIS}
 
 
 ORDER = "design: {selection: {dedup: {near_dup: {}, order: {curriculum: {score: words}}}}}\n"
@@ -87,15 +96,15 @@ ORDER = "design: {selection: {dedup: {near_dup: {}, order: {curriculum: {score: 
 def test_an_order_for_one_level_reruns_its_order_step_and_trials_but_not_its_subsets_or_other_levels(study):
     (study / "order.yaml").write_text(ORDER)
     jobs = planned_jobs(study, *SELECTION, "order.yaml")
-    assert jobs == {"select_order": 1, "train_trial": 6, "selection": 1, **ANALYSIS}
+    assert jobs == {"select_order": 1, "train_trial": 3, "selection": 1, **ANALYSIS}
 
 
 def test_a_curriculum_level_trains_its_subsets_shortest_document_first_and_the_report_says_so(study, tmp_path):
-    work = copy_of_study(study, tmp_path / "ordered")
+    work = _with_overlay(copy_of_study(study, tmp_path / "ordered"))
     (work / "order.yaml").write_text(ORDER)
     snakemake(work, *SELECTION, "order.yaml", "--cores", "2", "--resources", "gpu=1")
     trials = pl.read_parquet(work / "results/analysis/trials.parquet")
-    assert trials.group_by("levels_selection", maintain_order=True).len().rows() == [(level, 6) for level in LEVELS]
+    assert trials.group_by("levels_selection", maintain_order=True).len().rows() == [(level, 3) for level in LEVELS]
     orders = {
         level: json.loads(p.read_text())["data_order"]
         for level in LEVELS
