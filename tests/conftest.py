@@ -114,8 +114,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     gaps, instead of one worker finishing a long study alone at the end (a stable sort: the order within each kind
     stays the files' own). A module whose tests read what one fixture builds once (a study through Snakemake, a
     two-rank trial, an analysed report) is one xdist_group, run by one worker: spread over several, every worker but
-    the builder waited for it, idle (the suite's runs before lost ~1 250 s of worker time so, a quarter of it), or
-    built its own copy of a module fixture. With --dist loadgroup, each test of an xdist_group is named for its group, as
+    the builder waited for it, idle (a quarter of the workers' time at 101e0b5: docs/benchmarks.md), or built its own
+    copy of a module fixture. With --dist loadgroup, each test of an xdist_group is named for its group, as
     pytest-xdist 3.8 means to: it writes the name to ``item._nodeid``, which pytest 9.2 (pinned beside it) does not
     read, so no group had ever held together (the SLURM tests ran their shared cancelled study twice, and each worker
     took the cluster down at its end). pytest 9.2 keeps a node's id in ``item._id``; no public setter exists."""

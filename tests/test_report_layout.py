@@ -18,9 +18,6 @@ from tokenwatt.presentation import figures as F
 from tokenwatt.presentation.inputs import ReportInputs
 from trial_records import COST, QUALITY, aggregate, raw_record
 
-# one worker runs the module's tests, which read the module's fixtures computed once (conftest.py)
-pytestmark = pytest.mark.xdist_group("report_layout")
-
 ROOT = Path(__file__).resolve().parents[1]
 N_TRIALS = 5
 

@@ -4,7 +4,8 @@ import polars as pl
 import pytest
 from workflow_helpers import TINY, clone, planned_jobs, snakemake
 
-pytestmark = pytest.mark.workflow
+# one worker runs the module's tests, which read the study it builds once (conftest.py)
+pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("data")]
 
 
 @pytest.fixture(scope="module")

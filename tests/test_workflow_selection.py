@@ -23,7 +23,7 @@ def _with_overlay(work):
 
 
 @pytest.fixture(scope="module")
-def study(built):
+def selected(built):
     return built(
         "selection",
         lambda folder: snakemake(_with_overlay(clone(folder)), *SELECTION, "--cores", "2", "--resources", "gpu=1"),
@@ -34,23 +34,23 @@ def _docs(work, level):
     return pl.read_parquet(work / f"results/data/sel={level}/docs_train.parquet")
 
 
-def test_every_level_trains_every_budget_and_trial_and_each_step_says_what_it_removed(study):
-    trials = pl.read_parquet(study / "results/analysis/trials.parquet")
+def test_every_level_trains_every_trial_and_each_step_says_what_it_removed(selected):
+    trials = pl.read_parquet(selected / "results/analysis/trials.parquet")
     assert trials.group_by("levels_selection", maintain_order=True).len().rows() == [(level, 3) for level in LEVELS]
-    kept = [_docs(study, level).height for level in LEVELS]
+    kept = [_docs(selected, level).height for level in LEVELS]
     assert kept[0] > kept[1] > kept[2]  # near-duplicates, then boilerplate and garbled documents, removed
-    record = json.loads((study / "results/data/sel=dedup-filter/filter.json").read_text())
+    record = json.loads((selected / "results/data/sel=dedup-filter/filter.json").read_text())
     assert record["removed"] == kept[1] - kept[2] and record["examples"][0]["why"].startswith("max_")
     assert record["energy"]["energy_j"] > 0 and record["level"] == "dedup-filter"  # the record names its level
-    assert json.loads((study / "results/data/decontaminate.json").read_text())["level"] is None  # every level's
+    assert json.loads((selected / "results/data/decontaminate.json").read_text())["level"] is None  # every level's
 
 
-def test_no_level_trains_on_an_eval_document_or_a_copy_of_one(study):
-    settings = json.loads((study / "results/data/decontaminate.json").read_text())["settings"]
-    evaluation = pl.read_parquet(study / "results/data/docs_eval.parquet")
+def test_no_level_trains_on_an_eval_document_or_a_copy_of_one(selected):
+    settings = json.loads((selected / "results/data/decontaminate.json").read_text())["settings"]
+    evaluation = pl.read_parquet(selected / "results/data/docs_eval.parquet")
     eval_sets = [shingles(t, settings["shingle_size"]) for t in evaluation["text"]]
     for level in LEVELS:
-        docs = _docs(study, level)
+        docs = _docs(selected, level)
         assert not set(docs["doc_id"]) & set(evaluation["doc_id"])
         assert all(
             len(shingles(t, settings["shingle_size"]) & e) / len(e) < settings["containment"]
@@ -59,16 +59,16 @@ def test_no_level_trains_on_an_eval_document_or_a_copy_of_one(study):
         )
 
 
-def test_a_changed_filter_threshold_reruns_that_level_from_its_filter_on_and_not_the_tokenizer(study, tmp_path):
-    (study / "threshold.yaml").write_text(
+def test_a_changed_filter_threshold_reruns_that_level_from_its_filter_on_and_not_the_tokenizer(selected, tmp_path):
+    (selected / "threshold.yaml").write_text(
         "design: {selection: {dedup-filter: {filters: {max_policy_line_fraction: 0.5}}}}\n"
     )
-    jobs = planned_jobs(study, *SELECTION, "threshold.yaml")
+    jobs = planned_jobs(selected, *SELECTION, "threshold.yaml")
     assert jobs == {"select_filter": 1, "chunk": 1, "subset": 3, "train_trial": 3, "selection": 1, **ANALYSIS}
 
 
-def test_a_level_that_empties_the_training_documents_is_refused_by_name_before_any_training(study, tmp_path):
-    work = _with_overlay(copy_of_study(study, tmp_path / "strict"))
+def test_a_level_that_empties_the_training_documents_is_refused_by_name_before_any_training(selected, tmp_path):
+    work = _with_overlay(copy_of_study(selected, tmp_path / "strict"))
     (work / "strict.yaml").write_text("design: {selection: {strict: {filters: {min_words: 1000}}}}\n")
     proc = snakemake(work, *SELECTION, "strict.yaml", "--cores", "1", "--resources", "gpu=1", check=False)
     assert proc.returncode != 0
@@ -76,31 +76,31 @@ def test_a_level_that_empties_the_training_documents_is_refused_by_name_before_a
     assert not (work / "results/trials/selection=strict").exists()
 
 
-def test_every_level_is_scored_on_the_eval_documents_that_pass_the_eval_filters(study):
-    kept = pl.read_parquet(study / "results/data/docs_eval_kept.parquet")
-    record = json.loads((study / "results/data/eval_filter.json").read_text())
-    chunks = pl.read_parquet(study / "results/data/chunks_eval.parquet")
+def test_every_level_is_scored_on_the_eval_documents_that_pass_the_eval_filters(selected):
+    kept = pl.read_parquet(selected / "results/data/docs_eval_kept.parquet")
+    record = json.loads((selected / "results/data/eval_filter.json").read_text())
+    chunks = pl.read_parquet(selected / "results/data/chunks_eval.parquet")
     assert record["kept"] == kept.height > 0
     assert set(chunks["doc_id"]) == set(kept["doc_id"])
 
 
-def test_a_changed_eval_filter_reruns_the_eval_chunks_and_every_trial_but_not_the_tokenizer_or_subsets(study):
-    (study / "eval.yaml").write_text("selection: {eval_filters: {min_words: 5}}\n")
-    jobs = planned_jobs(study, *SELECTION, "eval.yaml")
+def test_a_changed_eval_filter_reruns_the_eval_chunks_and_every_trial_but_not_the_tokenizer_or_subsets(selected):
+    (selected / "eval.yaml").write_text("selection: {eval_filters: {min_words: 5}}\n")
+    jobs = planned_jobs(selected, *SELECTION, "eval.yaml")
     assert jobs == {"select_eval": 1, "chunk": 1, "train_trial": 9, "selection": 1, **ANALYSIS}
 
 
 ORDER = "design: {selection: {dedup: {near_dup: {}, order: {curriculum: {score: words}}}}}\n"
 
 
-def test_an_order_for_one_level_reruns_its_order_step_and_trials_but_not_its_subsets_or_other_levels(study):
-    (study / "order.yaml").write_text(ORDER)
-    jobs = planned_jobs(study, *SELECTION, "order.yaml")
+def test_an_order_for_one_level_reruns_its_order_step_and_trials_but_not_its_subsets_or_other_levels(selected):
+    (selected / "order.yaml").write_text(ORDER)
+    jobs = planned_jobs(selected, *SELECTION, "order.yaml")
     assert jobs == {"select_order": 1, "train_trial": 3, "selection": 1, **ANALYSIS}
 
 
-def test_a_curriculum_level_trains_its_subsets_shortest_document_first_and_the_report_says_so(study, tmp_path):
-    work = _with_overlay(copy_of_study(study, tmp_path / "ordered"))
+def test_a_curriculum_level_trains_its_subsets_shortest_document_first_and_the_report_says_so(selected, tmp_path):
+    work = _with_overlay(copy_of_study(selected, tmp_path / "ordered"))
     (work / "order.yaml").write_text(ORDER)
     snakemake(work, *SELECTION, "order.yaml", "--cores", "2", "--resources", "gpu=1")
     trials = pl.read_parquet(work / "results/analysis/trials.parquet")

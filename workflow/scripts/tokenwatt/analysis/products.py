@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # the Snakefile imports this module: its start loads no polars
+if TYPE_CHECKING:  # annotations only: the rule files import this module at every Snakemake start
     import polars as pl
 
 # What a product may read, besides the aggregate's files under results/analysis/ (named by file) and another
