@@ -114,11 +114,14 @@ def timed(cmd: list[str], cwd: Path) -> float:
 
 
 def jobs(cmd: list[str], cwd: Path) -> int:
-    out = subprocess.run(cmd + ["--quiet", "rules"], cwd=cwd, check=True, capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        if line.strip().startswith("total"):
-            return int(line.split()[-1])
-    return -1
+    """The jobs a dry run plans: the 'total' row of its job table, as Snakemake's own logger or the default profile's
+    rich logger (a table drawn with box characters) prints it."""
+    proc = subprocess.run(cmd + ["--quiet", "rules"], cwd=cwd, check=True, capture_output=True, text=True)
+    for line in (proc.stdout + proc.stderr).splitlines():
+        cells = line.replace("│", " ").replace("┃", " ").split()
+        if cells[:1] == ["total"]:
+            return int(cells[-1])
+    raise SystemExit(f"no job table in the dry run of {cwd}:\n{(proc.stdout + proc.stderr)[-2000:]}")
 
 
 def main() -> None:
