@@ -128,13 +128,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if groups and "@" not in item.nodeid:
                 item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(groups)}")
 
-    def kind(item: pytest.Item) -> tuple[int, bool]:
+    def kind(item: pytest.Item) -> int:
         marks = ("cluster", "long", "workflow")
-        # within a kind, the tests that read the shared tiny study (``study``, ``released``) after the rest: it is
-        # built from the run's start beside the SLURM tests (test_cluster.py), and a worker that asks for it before
-        # it is done waits, idle, where it could build a study of its own meanwhile
-        waits = bool({"study", "released"} & set(getattr(item, "fixturenames", ())))
-        return next((i for i, mark in enumerate(marks) if item.get_closest_marker(mark)), len(marks)), waits
+        return next((i for i, mark in enumerate(marks) if item.get_closest_marker(mark)), len(marks))
 
     items.sort(key=kind)
 
