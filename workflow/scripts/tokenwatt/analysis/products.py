@@ -18,10 +18,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # annotations only: the rule files import this module at every Snakemake start
-    import polars as pl
+import polars as pl
 
 # What a product may read, besides the aggregate's files under results/analysis/ (named by file) and another
 # product's JSON (<name>.json): each selection step's record from the data stage, by level; and the power trace of
