@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
+from scipy import special
 
 from ..common.measures import scale_of
 from .efficiency import finite
@@ -33,8 +33,10 @@ def transformed(measure: str, values: np.ndarray) -> np.ndarray:
 
 
 def _t_half(x: np.ndarray) -> float | None:
+    # t's quantile from scipy.special, where scipy.stats.t.ppf gets it: the same value, without scipy.stats' import
+    # (~0.45 s of every aggregate job, which needs nothing else of it)
     n = len(x)
-    return float(sps.t.ppf(0.975, n - 1) * x.std(ddof=1) / math.sqrt(n)) if n > 1 else None
+    return float(special.stdtrit(n - 1, 0.975) * x.std(ddof=1) / math.sqrt(n)) if n > 1 else None
 
 
 def summary(values: np.ndarray, scale: str) -> dict[str, Any]:
