@@ -105,7 +105,11 @@ def main() -> None:
         proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
         wall, after = time.time() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
         fields = [line.split("\t") for line in log.read_text().splitlines()] if log.exists() else []
-    print(proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-2000:])
+    lines = proc.stdout.strip().splitlines()
+    # the run's last line, and what pytest named before it: failures and errors, and its slowest tests if asked
+    failed = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
+    slowest = lines[next((i for i, line in enumerate(lines) if "slowest" in line), len(lines)) : -1]
+    print("\n".join([*failed, *slowest, lines[-1]]) if lines else proc.stderr[-2000:])
     total = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     print(f"wall {wall:.0f} s; CPU of pytest and the processes it waited for {total:.0f} s (user + system)\n")
     print("\n".join(summary([(float(cpu), test, argv) for cpu, test, argv in fields], args.top)))

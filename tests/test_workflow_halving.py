@@ -22,8 +22,16 @@ HALVING = (
 ARGS = [*TINY, "halving.yaml"]
 # What a changed allocation setting reruns: the rounds' checkpoints and the analysis, with the allocation product
 RERUN = {**ANALYSIS, "allocation": 1}
-# A run to the allocation's answer (its rounds, the trials they keep, the aggregate it reads), not the whole report
-RUN_TO_ANSWER = ["--cores", "2", "--resources", "gpu=1", "--", "results/analysis/allocation.json"]
+# A run to the allocation's answer (its rounds and the trials they keep) and the trials table, not the whole report
+RUN_TO_ANSWER = [
+    "--cores",
+    "2",
+    "--resources",
+    "gpu=1",
+    "--",
+    "results/analysis/allocation.json",
+    "results/analysis/trials.parquet",
+]
 
 
 @pytest.fixture(scope="module")
