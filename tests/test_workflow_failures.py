@@ -544,8 +544,11 @@ def diverging(study, built):
             snakemake(work, *TINY, f"{case}.yaml", "--cores", "2", "--resources", "gpu=1")
             shutil.copy2(work / "results" / "report.html", work / f"report-{case}.html")
 
-    work = built("diverging", run)
-    return {case: (work / f"report-{case}.html").read_text(encoding="utf-8") for case, _ in cases}
+    return built("diverging", run)
+
+
+def _report(diverging, case):
+    return (diverging / f"report-{case}.html").read_text(encoding="utf-8")
 
 
 @pytest.mark.xdist_group("diverging")  # one worker runs the tests that read the diverging studies (conftest.py)
@@ -557,11 +560,19 @@ def diverging(study, built):
     ],
 )
 def test_a_study_whose_trials_diverge_ends_in_a_report_naming_each_diverged_trial(diverging, case, named):
-    assert all(name in diverging[case] for name in named)
+    assert all(name in _report(diverging, case) for name in named)
+
+
+@pytest.mark.xdist_group("diverging")
+def test_a_diverged_trial_is_a_result_whose_record_and_report_name_the_step(diverging):
+    # the last case run ("all") left its trials in the folder
+    record = json.loads((diverging / "results/trials/b1000/t1/metrics.json").read_text())
+    assert record["status"] == "diverged" and record["eval_loss"] is None
+    assert f"budget 1000 trial 1: diverged at step {record['diverged_at_step']}" in _report(diverging, "all")
 
 
 @pytest.mark.xdist_group("diverging")
 def test_the_statistics_of_a_study_whose_every_trial_diverged_say_once_that_none_finished(diverging):
-    statistics = diverging["all"].split("<h2>Statistics</h2>")[1].split("<h2>")[0]
+    statistics = _report(diverging, "all").split("<h2>Statistics</h2>")[1].split("<h2>")[0]
     assert statistics.count("No trial finished, so there is nothing to test") == 1
     assert "no values (e.g. meter none" not in statistics

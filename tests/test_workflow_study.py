@@ -147,18 +147,6 @@ def test_an_unchanged_rerun_has_nothing_to_do(study):
     assert planned_jobs(study, *TINY) == {}
 
 
-def test_a_diverged_trial_is_a_result_and_the_study_still_ends_in_a_report(tmp_path):
-    work = clone(tmp_path)
-    (work / "diverge.yaml").write_text(
-        "study: {name: x, seed: 1, budgets: [1000], trials: 1}\ntrain: {lr: 1.0e+30, epochs: 1, log_every: 5}\n"
-    )
-    snakemake(work, *TINY, "diverge.yaml", "--cores", "1")
-    record = json.loads((work / "results/trials/b1000/t1/metrics.json").read_text())
-    assert record["status"] == "diverged" and record["eval_loss"] is None
-    page = (work / "results/report.html").read_text()
-    assert f"budget 1000 trial 1: diverged at step {record['diverged_at_step']}" in page
-
-
 def test_a_diverging_trial_set_to_fail_leaves_no_outputs_behind(tmp_path):
     work = clone(tmp_path)
     (work / "diverge.yaml").write_text(
