@@ -4,9 +4,9 @@ Runs pytest (the arguments after ``--``; the suite as ``make test`` runs it by d
 module on ``PYTHONPATH`` that every Python process of the run loads: at its exit (``os._exit`` included, which a
 finished trial calls) it appends its own CPU time (user + system, children not counted), the test
 that was running when it started (pytest's ``PYTEST_CURRENT_TEST``, which subprocesses inherit) and its command
-line to a log. Then prints the CPU by kind of process (a Snakemake start, a training, data or analysis job, a job's
-Snakemake on a SLURM node, the pytest workers running the in-process tests) and the tests whose processes used the
-most, with the run's wall time and the CPU time of pytest and the processes it waited for beside them (that total
+line to a log. Then prints pytest's failures, its slowest tests (if asked) and its last line, the CPU by kind of
+process (a Snakemake start, a training, data or analysis job, a job's Snakemake on a SLURM node, the pytest workers
+running the in-process tests) and the tests whose processes used the most, with the run's wall time and the CPU time of pytest and the processes it waited for beside them (that total
 leaves out the SLURM jobs, which slurmd starts, and the logged rows count them: the two need not agree). Not
 counted: a process ended by a signal it does not handle, one started with a PYTHONPATH of its own or with another
 ``sitecustomize`` before this one (a few tests set one), and anything not Python (the SLURM daemons). A test's CPU is
@@ -108,7 +108,9 @@ def main() -> None:
     lines = proc.stdout.strip().splitlines()
     # the run's last line, and what pytest named before it: failures and errors, and its slowest tests if asked
     failed = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
-    slowest = lines[next((i for i, line in enumerate(lines) if "slowest" in line), len(lines)) : -1]
+    start = next((i for i, line in enumerate(lines) if "slowest" in line), len(lines))
+    end = next((i for i, line in enumerate(lines) if "short test summary info" in line), len(lines) - 1)
+    slowest = lines[start : max(start, end)]
     print("\n".join([*failed, *slowest, lines[-1]]) if lines else proc.stderr[-2000:])
     total = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     print(f"wall {wall:.0f} s; CPU of pytest and the processes it waited for {total:.0f} s (user + system)\n")

@@ -435,7 +435,7 @@ def test_the_interim_report_of_a_study_in_its_data_stage_plans_no_job_of_the_stu
 
 
 # --- a crash: Snakemake killed mid-trial
-def test_after_snakemake_is_killed_unlock_and_rerun_incomplete_finish_without_training(study, tmp_path):
+def test_after_snakemake_is_killed_unlock_and_rerun_incomplete_restore_its_trial_without_training(study, tmp_path):
     import signal
     import subprocess
     import time

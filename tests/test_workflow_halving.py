@@ -118,24 +118,27 @@ def test_a_budget_the_next_round_does_not_fit_stops_after_round_0_and_a_raised_o
     halving, tmp_path
 ):
     work = _copy(halving, tmp_path)
-    first = _round(work, 0)
+    first, finished_page = _round(work, 0), (work / "results/report.html").read_text()
     short = first["spent"] + 0.5 * first["next_estimate"]
     # round 1's trials and the stable stretches they branched from deleted, as if the study had stopped after round 0
     for c in first["kept"]:
         shutil.rmtree(work / "results/trials" / c / "b2000")
         for stretch in (work / "results/stable" / c).glob("t*/p[23].*"):
             stretch.unlink()
-    # up to the allocation's answer: what is asked is where the rounds stop, not the report's figures (every section
-    # of a halving report is test_the_report_gives_the_choice_its_spend_against_the_budget_and_every_drop's)
-    snakemake(work, *_budget(work, f"allocation: {{energy_j: {short!r}}}\n"), *RUN_TO_ANSWER)
+    # to its report: a halving study stopped after round 0 ends in one, as every study does
+    snakemake(work, *_budget(work, f"allocation: {{energy_j: {short!r}}}\n"), "--cores", "2", "--resources", "gpu=1")
     stopped = _round(work, 0)
     assert stopped["next"] == "stop" and "above the budget" in stopped["why"]
     assert set(_trials(work)["budget"].to_list()) == {1000}  # nothing of round 1 trained
     answer = json.loads((work / "results/analysis/allocation.json").read_text())
     assert answer["within_budget"] and not answer["finished"] and answer["spent"] <= short
+    page = (work / "results/report.html").read_text()  # the stopped study's own report, not the finished one copied
+    assert page != finished_page and 'id="allocation"' in page
     # raised again: round 0's checkpoint decides to go on; round 1's trials train, round 0's none
     jobs = planned_jobs(work, *_budget(work, "allocation: {energy_j: 1.0e+9}\n"))
     assert jobs["halving_round"] == 1 and "train_trial" not in jobs  # round 1's jobs: planned once round 0 has run
+    # up to the allocation's answer and the trials table: its report is the finished study's, as the module's own
+    # (test_the_report_gives_the_choice_its_spend_against_the_budget_and_every_drop)
     snakemake(work, *_budget(work, "allocation: {energy_j: 1.0e+9}\n"), *RUN_TO_ANSWER)
     assert _round(work, 1)["next"] == "final"
     assert {(c, 2000) for c in first["kept"]} <= set(_trials(work).select("series", "budget").iter_rows())
