@@ -108,9 +108,9 @@ def main() -> None:
     lines = proc.stdout.strip().splitlines()
     # the run's last line, and what pytest named before it: failures and errors, and its slowest tests if asked
     failed = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
-    start = next((i for i, line in enumerate(lines) if "slowest" in line), len(lines))
-    end = next((i for i, line in enumerate(lines) if "short test summary info" in line), len(lines) - 1)
-    slowest = lines[start : max(start, end)]
+    first = next((i for i, line in enumerate(lines) if line.startswith("=") and "slowest" in line), len(lines))
+    last = next((i for i, line in enumerate(lines) if "short test summary info" in line), len(lines) - 1)
+    slowest = lines[first : max(first, last)]
     print("\n".join([*failed, *slowest, lines[-1]]) if lines else proc.stderr[-2000:])
     total = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     print(f"wall {wall:.0f} s; CPU of pytest and the processes it waited for {total:.0f} s (user + system)\n")

@@ -22,16 +22,6 @@ HALVING = (
 ARGS = [*TINY, "halving.yaml"]
 # What a changed allocation setting reruns: the rounds' checkpoints and the analysis, with the allocation product
 RERUN = {**ANALYSIS, "allocation": 1}
-# A run to the allocation's answer (its rounds and the trials they keep) and the trials table, not the whole report
-RUN_TO_ANSWER = [
-    "--cores",
-    "2",
-    "--resources",
-    "gpu=1",
-    "--",
-    "results/analysis/allocation.json",
-    "results/analysis/trials.parquet",
-]
 
 
 @pytest.fixture(scope="module")
@@ -135,11 +125,13 @@ def test_a_budget_the_next_round_does_not_fit_stops_after_round_0_and_a_raised_o
     page = (work / "results/report.html").read_text()  # the stopped study's own report, not the finished one copied
     assert page != finished_page and 'id="allocation"' in page
     # raised again: round 0's checkpoint decides to go on; round 1's trials train, round 0's none
-    jobs = planned_jobs(work, *_budget(work, "allocation: {energy_j: 1.0e+9}\n"))
+    raised = _budget(work, "allocation: {energy_j: 1.0e+9}\n")
+    jobs = planned_jobs(work, *raised)
     assert jobs["halving_round"] == 1 and "train_trial" not in jobs  # round 1's jobs: planned once round 0 has run
     # up to the allocation's answer and the trials table: its report is the finished study's, as the module's own
     # (test_the_report_gives_the_choice_its_spend_against_the_budget_and_every_drop)
-    snakemake(work, *_budget(work, "allocation: {energy_j: 1.0e+9}\n"), *RUN_TO_ANSWER)
+    answer_and_trials = ["results/analysis/allocation.json", "results/analysis/trials.parquet"]
+    snakemake(work, *raised, "--cores", "2", "--resources", "gpu=1", "--", *answer_and_trials)
     assert _round(work, 1)["next"] == "final"
     assert {(c, 2000) for c in first["kept"]} <= set(_trials(work).select("series", "budget").iter_rows())
 
