@@ -1,7 +1,7 @@
 """Carbon and money from a trial's energy and time: hand-computed values, the offline country table, labels."""
 
 import pytest
-from tokenwatt.plan.cost import CostError, carbon_intensity, trial_cost
+from tokenwatt.plan.cost import CostError, carbon_intensity, global_energy_mix, trial_cost
 from trial_records import COST, aggregate, raw_record
 
 PRICED = {**COST, "pue": 1.5, "electricity_price_per_kwh": 0.3, "device_hour_price": 2.0}
@@ -38,6 +38,12 @@ def test_a_country_code_is_looked_up_offline_in_codecarbons_energy_mix():
     assert 0 < value < 200 and "France (FRA)" in source and "CodeCarbon" in source
     assert carbon_intensity(420) == (420.0, "configured (cost.carbon_intensity)")
     assert carbon_intensity(None)[0] is None
+
+
+def test_the_energy_mix_read_is_codecarbons_own_for_every_country():
+    from codecarbon.input import DataSource
+
+    assert global_energy_mix() == DataSource().get_global_energy_mix_data()
 
 
 def test_an_unknown_country_code_names_the_key_and_the_choices():
