@@ -131,8 +131,9 @@ def run_script(name: str, *args) -> subprocess.CompletedProcess:
 
 class _ForkServer:
     """This worker's snakemake_fork_server.py, started at its first run: each run a fork of a process that has imported
-    Snakemake (~1.5 s of CPU fewer than a fresh `snakemake` each time), the entry point and everything after it the
-    command line's own. Tests that signal or time the process itself start the real command (SNAKEMAKE)."""
+    Snakemake (~1.4 s of CPU fewer than a fresh `snakemake` each run), the entry point and all it does the command
+    line's own, its exit without the interpreter's teardown. Tests that signal or time the process itself start the
+    real command (SNAKEMAKE)."""
 
     def __init__(self) -> None:
         self.proc: subprocess.Popen | None = None
