@@ -91,51 +91,72 @@ def _parse_imports(source: str, module: str) -> set[str]:
     return found
 
 
-def closure(script: Path, scripts_dir: Path, also: tuple[str, ...] = ()) -> list[Path]:
+class Library:
+    """The ``tokenwatt`` modules under one scripts folder as one parse sees them: which file a dotted name is, and each
+    file's text, looked up once. A Snakemake parse digests ~30 rules' closures over the same ~100 modules; a fresh
+    Library per digest (the default) reads the files again, for a caller whose files may change between digests."""
+
+    def __init__(self, scripts_dir: Path) -> None:
+        self.scripts_dir = scripts_dir
+        self._files: dict[str, Path | None] = {}
+        self._texts: dict[Path, str] = {}
+
+    def file_of(self, name: str) -> Path | None:
+        """The file of a dotted module name; None for a name imported from a module (a function), not a module."""
+        if name not in self._files:
+            parts = name.split(".")
+            # a package before a module of the same name, as Python's import does
+            candidates = (
+                self.scripts_dir.joinpath(*parts, "__init__.py"),
+                self.scripts_dir.joinpath(*parts).with_suffix(".py"),
+            )
+            self._files[name] = next((c for c in candidates if c.is_file()), None)
+        return self._files[name]
+
+    def text(self, path: Path) -> str:
+        if path not in self._texts:
+            self._texts[path] = path.read_text(encoding="utf-8")
+        return self._texts[path]
+
+
+def closure(script: Path, scripts_dir: Path, also: tuple[str, ...] = (), library: Library | None = None) -> list[Path]:
     """The script and every ``tokenwatt`` module it reaches through imports, sorted, as files; ``also``: dotted names
     of modules the script imports by name at run time (an analysis product's function), with their own closures."""
-
-    @functools.cache  # within this walk only: a name's prefixes recur in every module, and a file may change between walks
-    def file_of(name: str) -> Path | None:
-        parts = name.split(".")
-        # a package before a module of the same name, as Python's import does
-        for candidate in (scripts_dir.joinpath(*parts, "__init__.py"), scripts_dir.joinpath(*parts).with_suffix(".py")):
-            if candidate.is_file():
-                return candidate
-        return None  # a name imported from a module (a function), not a module
-
+    library = library or Library(scripts_dir)
     seen: dict[Path, None] = {script: None}
     todo = [(script, PACKAGE)]
     for name in also:
-        found = file_of(name)
+        found = library.file_of(name)
         if found is None:
             raise ValueError(f"{name} is not a module of {scripts_dir}")
         seen[found] = None
         todo.append((found, name if found.name != "__init__.py" else name + ".__init__"))
     while todo:
         path, module = todo.pop()
-        for name in _imported(path.read_text(encoding="utf-8"), module):
+        for name in _imported(library.text(path), module):
             if any(name == d or name.startswith(d + ".") for d in DISPLAY_ONLY):
                 continue
             # every module on the way to a submodule runs too (tokenwatt/__init__.py)
             for depth in range(1, name.count(".") + 2):
                 prefix = ".".join(name.split(".")[:depth])
-                found = file_of(prefix)
+                found = library.file_of(prefix)
                 if found is not None and found not in seen:
                     seen[found] = None
                     todo.append((found, prefix if found.name != "__init__.py" else prefix + ".__init__"))
     return sorted(seen, key=lambda p: p.relative_to(scripts_dir).as_posix())
 
 
-def code_digest(script: Path, scripts_dir: Path, also: tuple[str, ...] = ()) -> str:
+def code_digest(script: Path, scripts_dir: Path, also: tuple[str, ...] = (), library: Library | None = None) -> str:
     """Short digest of a script and its import closure (``also``: see ``closure``): each file's name and its syntax
     tree, so a comment, a docstring or a reformatting (snakefmt, ruff format) reruns nothing, while any change to what
-    the code does reruns its jobs; and the files its modules read (READS), as they are."""
+    the code does reruns its jobs; and the files its modules read (READS), as they are. ``library``: the files as one
+    parse read them (Library), else read now."""
+    library = library or Library(scripts_dir)
     h = hashlib.sha256()
-    modules = closure(script, scripts_dir, also)
+    modules = closure(script, scripts_dir, also, library)
     for path in modules:
         h.update(path.relative_to(scripts_dir).as_posix().encode())
-        h.update(_canonical(path.read_text(encoding="utf-8")).encode())
+        h.update(_canonical(library.text(path)).encode())
     for path in read_files(modules, scripts_dir):
         h.update(path.relative_to(scripts_dir).as_posix().encode())
         h.update(path.read_bytes())

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..common.codeclosure import code_digest
+from ..common.codeclosure import Library, code_digest
 from ..common.files import read_json
 from ..common.installed import NotInstalled, installed_files
 from . import allocation, disk
@@ -38,6 +38,7 @@ class Study:
         self.allocation = allocation.allocation_of(config)
         self.products = tuple(products)
         self.workflow_dir, self.scripts = Path(workflow_dir), Path(scripts)
+        self.library = Library(self.scripts)  # the library's files as this parse reads them, once for every rule
         self.hash = config_hash(dict(config))
         self.quality = quality_settings(dict(config))
         # The config's pilot (plan.*), if it measured this study's workload: the plan's time and each trial's limit.
@@ -84,7 +85,7 @@ class Study:
         """Digest of a rule's script and every library module it imports, and of ``modules`` (dotted names the script
         imports at run time: an analysis product's function) with theirs. Snakemake cannot see modules a script
         imports; passed as a param, an edit to them reruns the job (and keys the between-workflow cache)."""
-        return code_digest(self.scripts / script, self.scripts, modules)
+        return code_digest(self.scripts / script, self.scripts, modules, self.library)
 
     def corpus_inputs(self, wildcards: Any = None) -> list[str]:
         """The corpus job's input files: the grammar of the synthetic stories, the local files that exist, or the
