@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import pytest
-from tokenwatt.common.codeclosure import DISPLAY_ONLY, READS, closure, code_digest, read_files
+from tokenwatt.common.codeclosure import DISPLAY_ONLY, READS, Library, closure, code_digest, read_files
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts"
 
@@ -75,6 +75,17 @@ def test_every_rule_script_covers_every_tokenwatt_module_it_names():
             for p in closure(script, SCRIPTS)
         }
         assert {n for n in named if n not in DISPLAY_ONLY} <= covered, (script.name, named - covered)
+
+
+def test_one_library_read_for_every_rule_gives_each_rule_the_digest_it_gets_alone():
+    library = Library(SCRIPTS)  # as a parse shares one (plan.study.Study)
+    products = ("tokenwatt.analysis.scale", "tokenwatt.presentation.figures")
+    asked = [(script, ()) for script in sorted(SCRIPTS.glob("*.py"))] + [
+        (SCRIPTS / "analyse.py", (m,)) for m in products
+    ]
+    shared = [code_digest(script, SCRIPTS, also, library) for script, also in asked]
+    assert shared == [code_digest(script, SCRIPTS, also) for script, also in asked]
+    assert len(set(shared)) == len(asked)  # no two rules' closures the same
 
 
 def test_the_trial_digest_leaves_out_the_analysis_so_a_formula_change_never_retrains():
