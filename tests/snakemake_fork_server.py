@@ -8,7 +8,8 @@ server's children's CPU, 1 run against 6). It imports no tokenwatt module (each 
 polars, whose thread pools are not fork-safe: the workflow's parse imports those in the fork, as a fresh process would.
 
 Protocol, one JSON object per line: requests on stdin {"argv", "cwd", "env", "stdout", "stderr"}, the fork's exit
-status on stdout {"returncode"} (negative: the signal that ended it, as subprocess reports). EOF on stdin ends it.
+process id on stdout {"pid"} when it starts, then its exit status {"returncode"} (negative: the signal that ended it,
+as subprocess reports). EOF on stdin ends the server.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import sys
 import threading
 import traceback
+from pathlib import Path
 from typing import NoReturn
 
 # What a run imports besides tokenwatt and polars (measured: the modules new in a fork after a dry run of the tiny
@@ -59,6 +61,7 @@ def serve() -> dict | None:
         pid = os.fork()
         if pid == 0:
             return request
+        print(json.dumps({"pid": pid}), flush=True)
         _, status = os.waitpid(pid, 0)
         print(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}), flush=True)
     return None
@@ -81,6 +84,11 @@ def run(request: dict) -> int:
     os.environ.update(request["env"])
     sys.argv = list(request["argv"])
     from snakemake.cli import main
+    from snakemake.workflow import Workflow
+
+    # The one thing Snakemake reads of its process when imported, not when run (test_fork_server.py compares a run's
+    # output with the command's): the run directory, a class attribute set from the working directory at import.
+    Workflow._rundir = str(Path.cwd().absolute())
 
     try:
         main()
@@ -96,12 +104,11 @@ def run(request: dict) -> int:
 
 
 def finish(status: int) -> NoReturn:
-    """Exit as the interpreter does up to its teardown of every module: non-daemon threads joined, atexit handlers run
-    (logging's, the SLURM plugin's), the standard streams flushed. The teardown is left out: ~0.45 s of CPU a run,
-    which frees memory and changes nothing a run leaves behind."""
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+    """Exit as the interpreter does up to its teardown of every module: threading's own shutdown (its exit hooks, which
+    tell idle thread pools to stop, then every non-daemon thread joined: Thread.join alone waits forever on a pool's
+    idle worker), atexit handlers (logging's, the SLURM plugin's), the standard streams flushed. The teardown is left
+    out: ~0.45 s of CPU a run, which frees memory and changes nothing a run leaves behind."""
+    threading._shutdown()  # what Py_FinalizeEx calls first; no public API does all of it
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()

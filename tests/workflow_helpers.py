@@ -8,7 +8,9 @@ import fcntl
 import json
 import os
 import re
+import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -129,6 +131,11 @@ def run_script(name: str, *args) -> subprocess.CompletedProcess:
     )
 
 
+# A run through the fork server that takes longer is killed and fails its test, where a hung run would stall the suite:
+# the longest run of the suite, the cancelled study through SLURM, takes ~3 min on a slow machine.
+RUN_LIMIT_S = 1800
+
+
 class _ForkServer:
     """This worker's snakemake_fork_server.py, started at its first run: each run a fork of a process that has imported
     Snakemake (~1.4 s of CPU fewer than a fresh `snakemake` each run), the entry point and all it does the command
@@ -149,18 +156,29 @@ class _ForkServer:
                         stdin=subprocess.PIPE,
                         stdout=subprocess.PIPE,
                         stderr=log,
-                        text=True,
+                        bufsize=0,  # unbuffered: a line read leaves the next in the pipe, where select sees it
                         env=_plain(os.environ),
                     )
             out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
             request = {"argv": [SNAKEMAKE, *args], "cwd": str(cwd), "env": env, "stdout": str(out), "stderr": str(err)}
-            self.proc.stdin.write(json.dumps(request) + "\n")
-            self.proc.stdin.flush()
-            reply = self.proc.stdout.readline()
-            if not reply:
-                raise RuntimeError(f"the Snakemake fork server ended:\n{self.log.read_text()[-4000:]}")
-            code = json.loads(reply)["returncode"]
+            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+            pid = self._reply(60)["pid"]
+            try:
+                code = self._reply(RUN_LIMIT_S)["returncode"]
+            except TimeoutError:
+                os.kill(pid, signal.SIGKILL)
+                raise AssertionError(
+                    f"snakemake {' '.join(args)} still running after {RUN_LIMIT_S} s, killed:\n{err.read_text()[-4000:]}"
+                ) from None
             return subprocess.CompletedProcess([SNAKEMAKE, *args], code, out.read_text(), err.read_text())
+
+    def _reply(self, timeout_s: float) -> dict:
+        if not select.select([self.proc.stdout], [], [], timeout_s)[0]:
+            raise TimeoutError
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the Snakemake fork server ended:\n{self.log.read_text()[-4000:]}")
+        return json.loads(line)
 
     def close(self) -> None:
         """EOF ends the server; waiting for it keeps its CPU in the test run's own (benchmarks/suite_cpu.py)."""

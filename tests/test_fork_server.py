@@ -1,0 +1,58 @@
+"""The suite's Snakemake runs (workflow_helpers.snakemake) go through a fork server: what a test reads of a run, its
+exit status and its output, is what the `snakemake` command gives."""
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+import workflow_helpers
+from workflow_helpers import SNAKEMAKE, snakemake
+
+pytestmark = pytest.mark.workflow
+
+SNAKEFILE = """
+rule all:
+    input:
+        "done.txt",
+
+
+rule done:
+    output:
+        "done.txt",
+    params:
+        value=config["value"],
+    shell:
+        "echo {params.value} > {output}"
+"""
+
+
+def _lines(proc) -> list[str]:
+    # the parts of Snakemake's output that name a time or the run's id differ between any two runs
+    varying = r"\d{4}-\d\d-\d\d[T ][\d:.]+|\[.*\d\d:\d\d:\d\d.*\]|@ \d\d:\d\d|Workflow ID: [\w-]+"
+    return re.sub(varying, "<varies>", proc.stdout + proc.stderr).splitlines()
+
+
+@pytest.mark.parametrize(
+    "args", [["-n", "--config", "value=1"], ["--cores", "1", "--config", "nothing=1"]], ids=["dry run", "refused"]
+)
+def test_a_run_exits_and_prints_as_the_command_does(tmp_path, args):
+    (tmp_path / "Snakefile").write_text(SNAKEFILE)
+    env = workflow_helpers._plain(dict(os.environ))
+    command = subprocess.run([SNAKEMAKE, *args], cwd=tmp_path, capture_output=True, text=True, env=env)
+    shutil.rmtree(tmp_path / ".snakemake")
+    forked = snakemake(tmp_path, *args, check=False)
+    assert forked.returncode == command.returncode and (forked.returncode == 0) == (args[0] == "-n")
+    assert _lines(forked) == _lines(command)
+
+
+def test_a_run_that_leaves_an_idle_thread_pool_ends_as_the_command_does(tmp_path, monkeypatch):
+    monkeypatch.setattr(workflow_helpers, "RUN_LIMIT_S", 60)  # fails the test, not the suite, if it hangs
+    (tmp_path / "Snakefile").write_text(
+        "from concurrent.futures import ThreadPoolExecutor\n\n"
+        "POOL = ThreadPoolExecutor(1)\n"
+        "POOL.submit(print, 'a worker thread started').result()\n" + SNAKEFILE
+    )
+    done = snakemake(tmp_path, "--cores", "1", "--config", "value=2")
+    assert done.returncode == 0 and (tmp_path / "done.txt").read_text() == "2\n"
