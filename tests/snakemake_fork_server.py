@@ -83,6 +83,7 @@ def run(request: dict) -> int:
     os.environ.clear()
     os.environ.update(request["env"])
     sys.argv = list(request["argv"])
+    sys.path[0] = os.path.dirname(sys.argv[0])  # the console script's folder, where this server's is now
     from snakemake.cli import main
     from snakemake.workflow import Workflow
 

@@ -56,3 +56,11 @@ def test_a_run_that_leaves_an_idle_thread_pool_ends_as_the_command_does(tmp_path
     )
     done = snakemake(tmp_path, "--cores", "1", "--config", "value=2")
     assert done.returncode == 0 and (tmp_path / "done.txt").read_text() == "2\n"
+
+
+def test_a_run_whose_environment_changes_pythons_start_up_starts_with_it(tmp_path):
+    (tmp_path / "Snakefile").write_text(SNAKEFILE)
+    (tmp_path / "hook").mkdir()
+    (tmp_path / "hook" / "sitecustomize.py").write_text("import sys\nprint('started with the hook', file=sys.stderr)\n")
+    done = snakemake(tmp_path, "-n", "--config", "value=3", env={"PYTHONPATH": str(tmp_path / "hook")})
+    assert done.stderr.startswith("started with the hook")

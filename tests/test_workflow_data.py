@@ -1,17 +1,13 @@
+"""The data stages through Snakemake: what a dry run plans, what bad settings are refused with, and the subsets, chunks
+and logs of the shared tiny study's data stages (conftest.py's ``study``: the same jobs the `data` target runs)."""
+
 import json
 
 import polars as pl
 import pytest
-from workflow_helpers import TINY, clone, planned_jobs, snakemake
+from workflow_helpers import clone, planned_jobs, snakemake
 
-# one worker runs the module's tests, which read the study it builds once (conftest.py)
-pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("data")]
-
-
-@pytest.fixture(scope="module")
-def tiny_data(built):
-    """The tiny study's data stages, run for real once."""
-    return built("data", lambda folder: snakemake(clone(folder), *TINY, "--cores", "2", "data"))
+pytestmark = pytest.mark.workflow
 
 
 def test_dry_run_of_the_default_config_plans_one_subset_per_budget_and_trial(tmp_path):
@@ -39,25 +35,25 @@ def test_a_bad_config_fails_before_any_job_with_the_key(tmp_path):
     assert "study.budgets[0]: -5 is less than the minimum of 1" in proc.stdout + proc.stderr
 
 
-def test_data_stages_write_nested_subsets_with_exact_counts(tiny_data):
-    chunks = pl.read_parquet(tiny_data / "results/data/chunks_train.parquet")
+def test_data_stages_write_nested_subsets_with_exact_counts(study):
+    chunks = pl.read_parquet(study / "results/data/chunks_train.parquet")
     n_real = dict(zip(chunks["chunk_id"], chunks["n_real"]))
     for trial in (1, 2, 3):
-        small = json.loads((tiny_data / f"results/subsets/b1000/t{trial}.json").read_text())
-        large = json.loads((tiny_data / f"results/subsets/b2000/t{trial}.json").read_text())
+        small = json.loads((study / f"results/subsets/b1000/t{trial}.json").read_text())
+        large = json.loads((study / f"results/subsets/b2000/t{trial}.json").read_text())
         assert large["chunk_ids"][: small["n_chunks"]] == small["chunk_ids"]
         assert large["real_tokens"] == sum(n_real[c] for c in large["chunk_ids"]) >= 2000
 
 
-def test_eval_chunks_come_from_documents_no_trial_trains_on(tiny_data):
-    train = pl.read_parquet(tiny_data / "results/data/chunks_train.parquet")
-    evaluation = pl.read_parquet(tiny_data / "results/data/chunks_eval.parquet")
+def test_eval_chunks_come_from_documents_no_trial_trains_on(study):
+    train = pl.read_parquet(study / "results/data/chunks_train.parquet")
+    evaluation = pl.read_parquet(study / "results/data/chunks_eval.parquet")
     assert not set(train["doc_id"]) & set(evaluation["doc_id"])
 
 
-def test_every_rule_wrote_its_log(tiny_data):
+def test_every_rule_wrote_its_log(study):
     for rule in ("corpus", "normalize", "split", "tokenizer", "chunk", "subset"):
-        assert list((tiny_data / "results/logs").glob(f"{rule}*")), rule
+        assert list((study / "results/logs").glob(f"{rule}*")), rule
 
 
 def test_a_budget_larger_than_the_corpus_fails_before_training(tmp_path):

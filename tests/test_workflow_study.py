@@ -4,6 +4,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from test_design import SCHEMA
 from tokenwatt.analysis.products import product, products_of
 from tokenwatt.plan.config import validate_config
 from tokenwatt.plan.study import Study
-from workflow_helpers import ANALYSIS, ROOT, TINY, clone, planned_jobs, snakemake
+from workflow_helpers import ANALYSIS, ROOT, TINY, clone, copy_of_study, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -147,8 +148,9 @@ def test_an_unchanged_rerun_has_nothing_to_do(study):
     assert planned_jobs(study, *TINY) == {}
 
 
-def test_a_diverging_trial_set_to_fail_leaves_no_outputs_behind(tmp_path):
-    work = clone(tmp_path)
+def test_a_diverging_trial_set_to_fail_leaves_no_outputs_behind(study, tmp_path):
+    work = copy_of_study(study, tmp_path / "copy")  # its data stages and device profile, none of its trials
+    shutil.rmtree(work / "results/trials")
     (work / "diverge.yaml").write_text(
         "study: {name: x, seed: 1, budgets: [1000], trials: 1}\n"
         "train: {lr: 1.0e+30, epochs: 1, log_every: 5, on_divergence: fail}\n"

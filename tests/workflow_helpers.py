@@ -131,6 +131,18 @@ def run_script(name: str, *args) -> subprocess.CompletedProcess:
     )
 
 
+def _plain(env: dict) -> dict:
+    # Plain, wide text whatever the caller's terminal: the job table is parsed (planned_jobs), and colour codes or
+    # wrapped rows would hide its rows.
+    full_env = {**env, "HF_HUB_DISABLE_PROGRESS_BARS": "1", "NO_COLOR": "1", "COLUMNS": "200"}
+    full_env.pop("FORCE_COLOR", None)
+    return full_env
+
+
+def _startup(env: dict) -> dict:
+    return {name: value for name, value in env.items() if name.startswith("PYTHON")}
+
+
 # A run through the fork server that takes longer is killed and fails its test, where a hung run would stall the suite:
 # the longest run of the suite, the cancelled study through SLURM, takes ~3 min on a slow machine.
 RUN_LIMIT_S = 1800
@@ -139,15 +151,20 @@ RUN_LIMIT_S = 1800
 class _ForkServer:
     """This worker's snakemake_fork_server.py, started at its first run: each run a fork of a process that has imported
     Snakemake (~1.4 s of CPU fewer than a fresh `snakemake` each run), the entry point and all it does the command
-    line's own, its exit without the interpreter's teardown. Tests that signal or time the process itself start the
-    real command (SNAKEMAKE)."""
+    line's own, its exit without the interpreter's teardown. A run whose environment changes Python's start-up
+    (PYTHON*) runs the command; tests that signal or time the process itself start it themselves (SNAKEMAKE)."""
 
     def __init__(self) -> None:
         self.proc: subprocess.Popen | None = None
         self.lock = threading.Lock()
         self.log = Path(tempfile.mkdtemp(prefix="snakemake-fork-server-")) / "stderr.txt"
+        self.env = _plain(os.environ)  # the worker's environment, as conftest.py set it
 
     def run(self, args: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
+        if _startup(env) != _startup(self.env):
+            # Python reads these when a process starts (PYTHONPATH, a sitecustomize on it...): a fork of a server started
+            # without them would not have them, so the command runs, as a fresh process reads them
+            return subprocess.run([SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, env=env)
         with self.lock, tempfile.TemporaryDirectory(prefix="snakemake-run-") as tmp:
             if self.proc is None or self.proc.poll() is not None:
                 with open(self.log, "w") as log:
@@ -157,7 +174,7 @@ class _ForkServer:
                         stdout=subprocess.PIPE,
                         stderr=log,
                         bufsize=0,  # unbuffered: a line read leaves the next in the pipe, where select sees it
-                        env=_plain(os.environ),
+                        env=self.env,
                     )
             out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
             request = {"argv": [SNAKEMAKE, *args], "cwd": str(cwd), "env": env, "stdout": str(out), "stderr": str(err)}
@@ -190,14 +207,6 @@ class _ForkServer:
 
 _FORK_SERVER = _ForkServer()
 atexit.register(_FORK_SERVER.close)
-
-
-def _plain(env: dict) -> dict:
-    # Plain, wide text whatever the caller's terminal: the job table is parsed (planned_jobs), and colour codes or
-    # wrapped rows would hide its rows.
-    full_env = {**env, "HF_HUB_DISABLE_PROGRESS_BARS": "1", "NO_COLOR": "1", "COLUMNS": "200"}
-    full_env.pop("FORCE_COLOR", None)
-    return full_env
 
 
 def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
