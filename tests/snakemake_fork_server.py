@@ -6,8 +6,10 @@ which has done the first two, runs the same entry point the console script runs 
 argv, working directory, environment and output files, and exits without the teardown: ~0.45 s (measured: the
 server's children's CPU, 1 run against 6). It imports no tokenwatt module (each test's clone brings its own) and no
 polars, whose thread pools are not fork-safe: the workflow's parse imports those in the fork, as a fresh process would.
+Forks share the server's string-hash seed, where fresh processes draw one each: a test that asks whether a plan is
+the same from one start to the next runs the command (workflow_helpers.FRESH_HASH_SEED).
 
-Protocol, one JSON object per line: requests on stdin {"argv", "cwd", "env", "stdout", "stderr"}, the fork's exit
+Protocol, one JSON object per line: {"ready"} on stdout once the imports are done, then requests on stdin {"argv", "cwd", "env", "stdout", "stderr"}, the fork's exit
 process id on stdout {"pid"} when it starts, then its exit status {"returncode"} (negative: the signal that ended it,
 as subprocess reports). EOF on stdin ends the server.
 """
@@ -18,9 +20,9 @@ import atexit
 import importlib
 import json
 import os
+import signal
 import sys
 import threading
-import traceback
 from pathlib import Path
 from typing import NoReturn
 
@@ -56,6 +58,7 @@ REGISTRIES = {
 
 def serve() -> dict | None:
     """Fork for each request and answer with its exit status; in the fork, return the request to run."""
+    print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
         pid = os.fork()
@@ -98,8 +101,12 @@ def run(request: dict) -> int:
             return stop.code or 0
         print(stop.code, file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # ended by the signal, as the interpreter ends then
+        os.kill(os.getpid(), signal.SIGINT)
+        return 128 + signal.SIGINT  # what a shell reports, were the signal blocked
     except BaseException:
-        traceback.print_exc()
+        sys.excepthook(*sys.exc_info())
         return 1
     return 0
 

@@ -64,3 +64,14 @@ def test_a_run_whose_environment_changes_pythons_start_up_starts_with_it(tmp_pat
     (tmp_path / "hook" / "sitecustomize.py").write_text("import sys\nprint('started with the hook', file=sys.stderr)\n")
     done = snakemake(tmp_path, "-n", "--config", "value=3", env={"PYTHONPATH": str(tmp_path / "hook")})
     assert done.stderr.startswith("started with the hook")
+
+
+def test_a_run_killed_at_the_limit_fails_its_test_and_the_next_run_gets_its_own_answer(tmp_path, monkeypatch):
+    (tmp_path / "slow").mkdir()
+    (tmp_path / "slow" / "Snakefile").write_text("import time\n\ntime.sleep(30)\n" + SNAKEFILE)
+    (tmp_path / "Snakefile").write_text(SNAKEFILE)
+    monkeypatch.setattr(workflow_helpers, "RUN_LIMIT_S", 3)
+    with pytest.raises(AssertionError, match="still running after 3 s, killed"):
+        snakemake(tmp_path / "slow", "-n", "--config", "value=4")
+    refused = snakemake(tmp_path, "-n", "--config", "nothing=4", check=False)
+    assert refused.returncode == 1 and "KeyError" in refused.stdout + refused.stderr

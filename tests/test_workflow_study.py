@@ -17,7 +17,7 @@ from test_design import SCHEMA
 from tokenwatt.analysis.products import product, products_of
 from tokenwatt.plan.config import validate_config
 from tokenwatt.plan.study import Study
-from workflow_helpers import ANALYSIS, ROOT, TINY, clone, copy_of_study, planned_jobs, snakemake
+from workflow_helpers import ANALYSIS, FRESH_HASH_SEED, ROOT, TINY, clone, copy_of_study, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -145,14 +145,15 @@ def test_the_terminal_shows_each_trial_and_the_studys_progress_without_noise(stu
 
 
 def test_an_unchanged_rerun_has_nothing_to_do(study):
-    assert planned_jobs(study, *TINY) == {}
+    assert planned_jobs(study, *TINY, env=FRESH_HASH_SEED) == {}
 
 
 def test_a_diverging_trial_set_to_fail_leaves_no_outputs_behind(study, tmp_path):
-    work = copy_of_study(study, tmp_path / "copy")  # its data stages and device profile, none of its trials
+    work = copy_of_study(study, tmp_path / "copy")  # its data stages and device profile, none of its trials or logs
     shutil.rmtree(work / "results/trials")
+    shutil.rmtree(work / "results/logs/train_trial")
     (work / "diverge.yaml").write_text(
-        "study: {name: x, seed: 1, budgets: [1000], trials: 1}\n"
+        "study: {name: x, seed: 11, budgets: [1000], trials: 1}\n"  # the study's seed: its data stages as they are
         "train: {lr: 1.0e+30, epochs: 1, log_every: 5, on_divergence: fail}\n"
     )
     proc = snakemake(work, *TINY, "diverge.yaml", "--cores", "1", check=False)

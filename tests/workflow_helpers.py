@@ -143,51 +143,64 @@ def _startup(env: dict) -> dict:
     return {name: value for name, value in env.items() if name.startswith("PYTHON")}
 
 
+# The environment of a run that asks whether a plan is the same from one start to the next: a hash seed of its own, as
+# a fresh process draws (forks share their server's), so an order that depends on it shows; it runs the command.
+FRESH_HASH_SEED = {"PYTHONHASHSEED": "random"}
 # A run through the fork server that takes longer is killed and fails its test, where a hung run would stall the suite:
 # the longest run of the suite, the cancelled study through SLURM, takes ~3 min on a slow machine.
 RUN_LIMIT_S = 1800
 
 
 class _ForkServer:
-    """This worker's snakemake_fork_server.py, started at its first run: each run a fork of a process that has imported
+    """A snakemake_fork_server.py, started at its thread's first run: each run a fork of a process that has imported
     Snakemake (~1.4 s of CPU fewer than a fresh `snakemake` each run), the entry point and all it does the command
     line's own, its exit without the interpreter's teardown. A run whose environment changes Python's start-up
     (PYTHON*) runs the command; tests that signal or time the process itself start it themselves (SNAKEMAKE)."""
 
     def __init__(self) -> None:
         self.proc: subprocess.Popen | None = None
-        self.lock = threading.Lock()
         self.log = Path(tempfile.mkdtemp(prefix="snakemake-fork-server-")) / "stderr.txt"
         self.env = _plain(os.environ)  # the worker's environment, as conftest.py set it
 
     def run(self, args: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
         if _startup(env) != _startup(self.env):
-            # Python reads these when a process starts (PYTHONPATH, a sitecustomize on it...): a fork of a server started
-            # without them would not have them, so the command runs, as a fresh process reads them
+            # Python reads these when a process starts (PYTHONPATH, a sitecustomize on it, PYTHONHASHSEED...): a fork of
+            # a server started without them would not have them, so the command runs, as a fresh process reads them
             return subprocess.run([SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, env=env)
-        with self.lock, tempfile.TemporaryDirectory(prefix="snakemake-run-") as tmp:
-            if self.proc is None or self.proc.poll() is not None:
-                with open(self.log, "w") as log:
-                    self.proc = subprocess.Popen(
-                        [sys.executable, str(Path(__file__).with_name("snakemake_fork_server.py"))],
-                        stdin=subprocess.PIPE,
-                        stdout=subprocess.PIPE,
-                        stderr=log,
-                        bufsize=0,  # unbuffered: a line read leaves the next in the pipe, where select sees it
-                        env=self.env,
-                    )
+        with tempfile.TemporaryDirectory(prefix="snakemake-run-") as tmp:
             out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
             request = {"argv": [SNAKEMAKE, *args], "cwd": str(cwd), "env": env, "stdout": str(out), "stderr": str(err)}
-            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
-            pid = self._reply(60)["pid"]
             try:
-                code = self._reply(RUN_LIMIT_S)["returncode"]
-            except TimeoutError:
-                os.kill(pid, signal.SIGKILL)
-                raise AssertionError(
-                    f"snakemake {' '.join(args)} still running after {RUN_LIMIT_S} s, killed:\n{err.read_text()[-4000:]}"
-                ) from None
+                code = self._exchange(request)
+            except BaseException:
+                self._stop()  # a server out of step would answer this worker's next run with this run's reply
+                raise
             return subprocess.CompletedProcess([SNAKEMAKE, *args], code, out.read_text(), err.read_text())
+
+    def _exchange(self, request: dict) -> int:
+        if self.proc is None:
+            with open(self.log, "w") as log:
+                self.proc = subprocess.Popen(
+                    [sys.executable, str(Path(__file__).with_name("snakemake_fork_server.py"))],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    bufsize=0,  # unbuffered: a line read leaves the next in the pipe, where select sees it
+                    env=self.env,
+                )
+            self._reply(300)  # ready once its imports are done: slow while every worker starts at once
+        line = json.dumps(request).encode() + b"\n"
+        while line:  # a pipe may take part of a long request at a time
+            line = line[self.proc.stdin.write(line) :]
+        pid = self._reply(60)["pid"]
+        try:
+            return self._reply(RUN_LIMIT_S)["returncode"]
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)
+            raise AssertionError(
+                f"snakemake {' '.join(request['argv'][1:])} still running after {RUN_LIMIT_S} s, killed:\n"
+                f"{Path(request['stderr']).read_text()[-4000:]}"
+            ) from None
 
     def _reply(self, timeout_s: float) -> dict:
         if not select.select([self.proc.stdout], [], [], timeout_s)[0]:
@@ -197,6 +210,12 @@ class _ForkServer:
             raise RuntimeError(f"the Snakemake fork server ended:\n{self.log.read_text()[-4000:]}")
         return json.loads(line)
 
+    def _stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
     def close(self) -> None:
         """EOF ends the server; waiting for it keeps its CPU in the test run's own (benchmarks/suite_cpu.py)."""
         if self.proc is not None:
@@ -205,12 +224,27 @@ class _ForkServer:
         shutil.rmtree(self.log.parent, ignore_errors=True)
 
 
-_FORK_SERVER = _ForkServer()
-atexit.register(_FORK_SERVER.close)
+# One server per thread: a server runs one Snakemake at a time, and a test may run one in a thread beside its own
+# (test_cluster.py builds the local study while the SLURM tests wait on the scheduler).
+_SERVERS: list[_ForkServer] = []
+_THREAD = threading.local()
+
+
+def _fork_server() -> _ForkServer:
+    if not hasattr(_THREAD, "server"):
+        _THREAD.server = _ForkServer()
+        _SERVERS.append(_THREAD.server)
+    return _THREAD.server
+
+
+@atexit.register
+def _close_fork_servers() -> None:
+    for server in _SERVERS:
+        server.close()
 
 
 def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
-    proc = _FORK_SERVER.run(list(args), workdir, _plain({**os.environ, **(env or {})}))
+    proc = _fork_server().run(list(args), workdir, _plain({**os.environ, **(env or {})}))
     if check and proc.returncode != 0:
         raise AssertionError(
             f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
