@@ -63,6 +63,7 @@ def serve() -> dict | None:
         request = json.loads(line)
         pid = os.fork()
         if pid == 0:
+            os.setpgid(0, 0)  # a group of its own, the jobs it starts in it: a run killed at the limit takes them along
             return request
         print(json.dumps({"pid": pid}), flush=True)
         _, status = os.waitpid(pid, 0)

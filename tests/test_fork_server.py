@@ -43,6 +43,7 @@ def test_a_run_exits_and_prints_as_the_command_does(tmp_path, args):
     command = subprocess.run([SNAKEMAKE, *args], cwd=tmp_path, capture_output=True, text=True, env=env)
     shutil.rmtree(tmp_path / ".snakemake")
     forked = snakemake(tmp_path, *args, check=False)
+    assert workflow_helpers._fork_server().proc is not None  # run in a fork, not as the command
     assert forked.returncode == command.returncode and (forked.returncode == 0) == (args[0] == "-n")
     assert _lines(forked) == _lines(command)
 

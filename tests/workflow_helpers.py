@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import json
 import os
+import random
 import re
 import select
 import shutil
@@ -144,8 +145,9 @@ def _startup(env: dict) -> dict:
 
 
 # The environment of a run that asks whether a plan is the same from one start to the next: a hash seed of its own, as
-# a fresh process draws (forks share their server's), so an order that depends on it shows; it runs the command.
-FRESH_HASH_SEED = {"PYTHONHASHSEED": "random"}
+# a fresh process draws (forks share their server's), so an order that depends on it shows; it runs the command. A
+# number drawn once per worker, not "random", which a worker started with it would share with its server's forks.
+FRESH_HASH_SEED = {"PYTHONHASHSEED": str(random.SystemRandom().randrange(1, 2**32))}
 # A run through the fork server that takes longer is killed and fails its test, where a hung run would stall the suite:
 # the longest run of the suite, the cancelled study through SLURM, takes ~3 min on a slow machine.
 RUN_LIMIT_S = 1800
@@ -196,7 +198,8 @@ class _ForkServer:
         try:
             return self._reply(RUN_LIMIT_S)["returncode"]
         except TimeoutError:
-            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # the run and the jobs it started (its process group)
+                os.killpg(pid, signal.SIGKILL)
             raise AssertionError(
                 f"snakemake {' '.join(request['argv'][1:])} still running after {RUN_LIMIT_S} s, killed:\n"
                 f"{Path(request['stderr']).read_text()[-4000:]}"
