@@ -9,9 +9,10 @@ polars, whose thread pools are not fork-safe: the workflow's parse imports those
 Forks share the server's string-hash seed, where fresh processes draw one each: a test that asks whether a plan is
 the same from one start to the next runs the command (workflow_helpers.FRESH_HASH_SEED).
 
-Protocol, one JSON object per line: {"ready"} on stdout once the imports are done, then requests on stdin {"argv", "cwd", "env", "stdout", "stderr"}, the fork's exit
-process id on stdout {"pid"} when it starts, then its exit status {"returncode"} (negative: the signal that ended it,
-as subprocess reports). EOF on stdin ends the server.
+Protocol, one JSON object per line: {"ready"} on stdout once the imports are done; then, for each request on stdin
+({"argv", "cwd", "env", "stdout", "stderr"}), the fork's process id on stdout ({"pid"}) when it starts and its exit
+status ({"returncode"}; negative: the signal that ended it, as subprocess reports) when it ends. EOF on stdin ends
+the server.
 """
 
 from __future__ import annotations

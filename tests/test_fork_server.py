@@ -39,7 +39,7 @@ def _lines(proc) -> list[str]:
 )
 def test_a_run_exits_and_prints_as_the_command_does(tmp_path, args):
     (tmp_path / "Snakefile").write_text(SNAKEFILE)
-    env = workflow_helpers._plain(dict(os.environ))
+    env = workflow_helpers.plain_env(dict(os.environ))
     command = subprocess.run([SNAKEMAKE, *args], cwd=tmp_path, capture_output=True, text=True, env=env)
     shutil.rmtree(tmp_path / ".snakemake")
     forked = snakemake(tmp_path, *args, check=False)

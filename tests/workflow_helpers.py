@@ -132,9 +132,9 @@ def run_script(name: str, *args) -> subprocess.CompletedProcess:
     )
 
 
-def _plain(env: dict) -> dict:
-    # Plain, wide text whatever the caller's terminal: the job table is parsed (planned_jobs), and colour codes or
-    # wrapped rows would hide its rows.
+def plain_env(env: dict) -> dict:
+    """``env`` for a Snakemake run whose output a test reads: plain, wide text whatever the caller's terminal (the job
+    table is parsed, planned_jobs, and colour codes or wrapped rows would hide its rows)."""
     full_env = {**env, "HF_HUB_DISABLE_PROGRESS_BARS": "1", "NO_COLOR": "1", "COLUMNS": "200"}
     full_env.pop("FORCE_COLOR", None)
     return full_env
@@ -162,7 +162,7 @@ class _ForkServer:
     def __init__(self) -> None:
         self.proc: subprocess.Popen | None = None
         self.log = Path(tempfile.mkdtemp(prefix="snakemake-fork-server-")) / "stderr.txt"
-        self.env = _plain(os.environ)  # the worker's environment, as conftest.py set it
+        self.env = plain_env(os.environ)  # the worker's environment, as conftest.py set it
 
     def run(self, args: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
         if _startup(env) != _startup(self.env):
@@ -247,7 +247,7 @@ def _close_fork_servers() -> None:
 
 
 def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
-    proc = _fork_server().run(list(args), workdir, _plain({**os.environ, **(env or {})}))
+    proc = _fork_server().run(list(args), workdir, plain_env({**os.environ, **(env or {})}))
     if check and proc.returncode != 0:
         raise AssertionError(
             f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
