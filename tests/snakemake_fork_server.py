@@ -1,4 +1,5 @@
-"""Snakemake imported once per test worker and forked for every run (workflow_helpers.snakemake).
+"""Snakemake imported once per test worker and forked for every run (workflow_helpers.snakemake), and the libraries its
+jobs import loaded once and forked for every job of those runs.
 
 A dry run of the tiny study costs ~1.9 s of CPU as a fresh `snakemake` process: importing Snakemake, its plugins and
 the libraries a parse pulls in, scanning the plugins, and at exit the interpreter's teardown. A fork of this server,
@@ -9,21 +10,38 @@ polars, whose thread pools are not fork-safe: the workflow's parse imports those
 Forks share the server's string-hash seed, where fresh processes draw one each: a test that asks whether a plan is
 the same from one start to the next runs the command (workflow_helpers.FRESH_HASH_SEED).
 
-Protocol, one JSON object per line: {"ready"} on stdout once the imports are done; then, for each request on stdin
-({"argv", "cwd", "env", "stdout", "stderr"}), the fork's process id on stdout ({"pid"}) when it starts and its exit
-status ({"returncode"}; negative: the signal that ended it, as subprocess reports) when it ends. EOF on stdin ends
-the server.
+A job of a forked run (a rule's ``script:``, which Snakemake runs as ``<its Python> <script>``) is a fork too: the run's
+Python is a launcher (``write_launcher``) that hands the script, its working directory, environment and standard
+files to the job server, a process forked from this one before Snakemake was imported, once it had imported what
+the jobs import besides tokenwatt and polars (torch's import alone is ~1.1 s of CPU, three quarters of a tiny trial).
+The job server forks for each job, which runs the script as ``python <script>`` runs it, in the process group of the
+shell that started it (a run killed at the limit takes its jobs along), with the thread counts its environment gives
+set as the libraries would have read them at their import, and exits as the interpreter does; the launcher exits with
+the job's status, or is ended by the signal that ended the job. A job whose environment changes Python's start-up
+(``PYTHON*``, or what a preloaded library reads when loaded) runs fresh: the launcher becomes the interpreter (exec).
+Anything else the interpreter is asked (``-m snakemake`` on a SLURM node, ``-c``) runs fresh the same way.
+
+Protocol with the test worker, one JSON object per line: {"ready"} on stdout once the imports are done; then, for each
+request on stdin ({"argv", "cwd", "env", "stdout", "stderr"}), the fork's process id on stdout ({"pid"}) when it starts
+and its exit status ({"returncode"}; negative: the signal that ended it, as subprocess reports) when it ends. EOF on
+stdin ends the server, and the job server with it. The one argument: a folder for the job server's socket and the
+launcher.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import json
 import os
+import runpy
+import select
 import signal
+import socket
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
@@ -47,6 +65,21 @@ PRELOAD = (
     "requests",
     "jinja2",
 )
+# What the jobs import besides tokenwatt: the script preamble's Snakemake module, torch (the trials), scipy (the
+# scaling and statistics), matplotlib (the figures), pingouin (the RM-ANOVA). Not statsmodels, which imports polars.
+JOB_PRELOAD = (
+    "snakemake.script",
+    "torch",
+    "scipy.stats",
+    "scipy.optimize",
+    "matplotlib.pyplot",
+    "pingouin",
+    "threadpoolctl",
+)
+# Environment variables a preloaded library or the interpreter reads when it starts or loads: a job whose values differ
+# from the job server's runs fresh. The thread counts are not among them: Snakemake sets them per job (its threads),
+# and the job sets them as the libraries would have read them (``set_thread_counts``).
+READ_AT_LOAD = ("PYTHON", "MPL", "TORCH", "KMP_", "LD_", "MALLOC", "CUDA_")
 # Snakemake's plugin registries, each a singleton that scans the installed packages when first made (~0.15 s a run).
 REGISTRIES = {
     "snakemake_interface_executor_plugins.registry": "ExecutorPluginRegistry",
@@ -72,10 +105,10 @@ def serve() -> dict | None:
     return None
 
 
-def run(request: dict) -> int:
+def run(request: dict, launcher: Path) -> int:
     """Snakemake's command line in this fork, its exit status as the interpreter would give it: its own output files in
     place of the server's pipes (so nothing it or its jobs write reaches the protocol), its working directory and
-    environment."""
+    environment, and the launcher as its Python (what its script jobs run with)."""
     for fd, path, flags in (
         (0, os.devnull, os.O_RDONLY),
         (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
@@ -89,13 +122,19 @@ def run(request: dict) -> int:
     os.environ.update(request["env"])
     sys.argv = list(request["argv"])
     sys.path[0] = os.path.dirname(sys.argv[0])  # the console script's folder, where this server's is now
+    sys.executable = str(launcher)
     from snakemake.cli import main
     from snakemake.workflow import Workflow
 
     # The one thing Snakemake reads of its process when imported, not when run (test_fork_server.py compares a run's
     # output with the command's): the run directory, a class attribute set from the working directory at import.
     Workflow._rundir = str(Path.cwd().absolute())
+    return exit_status(main)
 
+
+def exit_status(main: Callable[[], object]) -> int:
+    """``main()``'s exit status as the interpreter gives a program's: SystemExit's code, 1 and the traceback for an
+    exception, the end by SIGINT for a KeyboardInterrupt."""
     try:
         main()
     except SystemExit as stop:
@@ -125,11 +164,147 @@ def finish(status: int) -> NoReturn:
     os._exit(status)
 
 
+def read_at_load(env: dict) -> dict:
+    return {name: value for name, value in env.items() if name.startswith(READ_AT_LOAD)}
+
+
+def start_jobs(folder: Path) -> tuple[Path, dict | None]:
+    """The job server forked from this process (its socket in ``folder``) and the launcher that reaches it; in a job's
+    fork, the job to run in place of the launcher."""
+    address = str(folder / "jobs.sock")
+    with contextlib.suppress(FileNotFoundError):  # a stopped server's, whose job server ends within a second
+        os.unlink(address)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address)  # before the fork: a launcher may connect before the job server first waits
+    listener.listen(64)
+    server = os.getpid()
+    sys.stdout.flush()
+    if os.fork() == 0:
+        quiet = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1):  # not the protocol's pipes: EOF must reach the test worker when this server ends
+            os.dup2(quiet, fd)
+        os.close(quiet)
+        return folder / "python", serve_jobs(listener, server)
+    listener.close()
+    return write_launcher(folder / "python", address), None
+
+
+def serve_jobs(listener: socket.socket, server: int) -> dict:
+    """Accept jobs until the server has ended, each handled by a fork of its own (``handle_job``); return in a job's
+    fork, with its request."""
+    while os.getppid() == server:
+        with contextlib.suppress(ChildProcessError):  # none started yet, or all reaped
+            while os.waitpid(-1, os.WNOHANG)[0]:  # the handlers that have reported
+                pass
+        if not select.select([listener], [], [], 1.0)[0]:
+            continue
+        connection, _ = listener.accept()
+        if os.fork() == 0:
+            listener.close()
+            return handle_job(connection)
+        connection.close()
+    os._exit(0)
+
+
+def handle_job(connection: socket.socket) -> dict:
+    """Receive a job (its standard files as descriptors, then its request), fork it and report its exit status to the
+    launcher; return in the job's fork, with its request."""
+    _, fds, _, _ = socket.recv_fds(connection, 1, 3)
+    body = b""
+    while chunk := connection.recv(1 << 16):
+        body += chunk
+    request = {**json.loads(body), "fds": fds}
+    pid = os.fork()
+    if pid == 0:
+        connection.close()
+        return request
+    for fd in fds:
+        os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    try:
+        connection.sendall(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}).encode())
+    finally:
+        os._exit(0)
+
+
+def run_job(request: dict) -> int:
+    """The job's script as ``python <script>`` runs it, its exit status as the interpreter gives it."""
+    for fd, target in zip(request["fds"], (0, 1, 2), strict=True):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.setpgid(0, request["pgid"])  # the shell's group, which is the run's: killed with the run
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    set_thread_counts(os.environ)
+    sys.argv = list(request["argv"])
+    sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
+    return exit_status(lambda: runpy.run_path(sys.argv[0], run_name="__main__"))
+
+
+def set_thread_counts(env: dict) -> None:
+    """The OpenMP and BLAS thread counts the environment gives (Snakemake sets them to the job's threads), set as those
+    libraries set them when loaded, which in a job's fork was before its environment was known."""
+    from threadpoolctl import threadpool_limits
+
+    omp = env.get("OMP_NUM_THREADS", "")
+    blas = env.get("OPENBLAS_NUM_THREADS") or env.get("GOTO_NUM_THREADS") or omp
+    limits = {api: int(n) for api, n in (("openmp", omp), ("blas", blas)) if n.isdigit()}
+    if limits:
+        threadpool_limits(limits=limits)
+
+
+def write_launcher(path: Path, address: str) -> Path:
+    """The runs' Python: a script that hands ``<script>`` to the job server at ``address`` and exits as the job did, or
+    becomes this interpreter (exec) for anything else or a job whose start-up would differ from the job server's."""
+    path.write_text(
+        f"#!{sys.executable} -S\n"
+        + LAUNCHER.format(python=sys.executable, address=address, load=STARTED_WITH, prefixes=READ_AT_LOAD)
+    )
+    path.chmod(0o755)
+    return path
+
+
+LAUNCHER = '''"""A Snakemake job's Python in a forked test run (tests/snakemake_fork_server.py)."""
+import json, os, signal, socket, sys
+
+PYTHON = {python!r}
+args = sys.argv[1:]
+load = {{k: v for k, v in os.environ.items() if k.startswith({prefixes!r})}}
+# a script alone, started as the job server's processes start (its thread counts set by the job: Snakemake's)
+if len(args) != 1 or not args[0].endswith(".py") or load != {load!r} or "OMP_NUM_THREADS" not in os.environ:
+    os.execv(PYTHON, [PYTHON, *args])
+job = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+job.connect({address!r})
+socket.send_fds(job, [b"."], [0, 1, 2])
+request = {{"argv": args, "cwd": os.getcwd(), "env": dict(os.environ), "pgid": os.getpgrp()}}
+job.sendall(json.dumps(request).encode())
+job.shutdown(socket.SHUT_WR)
+reply = b""
+while chunk := job.recv(4096):
+    reply += chunk
+if not reply:
+    sys.exit("the job server ended before the job did: " + args[0])
+code = json.loads(reply)["returncode"]
+if code < 0:  # ended by a signal: ended by it too
+    if -code not in (signal.SIGKILL, signal.SIGSTOP):  # the two no handler can be set for
+        signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+os._exit(code)
+'''
+
+
 if __name__ == "__main__":
+    STARTED_WITH = read_at_load(os.environ)  # before the imports: one of them sets KMP_DUPLICATE_LIB_OK
+    for name in JOB_PRELOAD:
+        importlib.import_module(name)
+    launcher, job = start_jobs(Path(sys.argv[1]))
+    if job is not None:
+        finish(run_job(job))
     for name in PRELOAD:
         importlib.import_module(name)
     for module, registry in REGISTRIES.items():
         getattr(importlib.import_module(module), registry)()
     request = serve()
     if request is not None:
-        finish(run(request))
+        finish(run(request, launcher))

@@ -183,7 +183,7 @@ class _ForkServer:
         if self.proc is None:
             with open(self.log, "w") as log:
                 self.proc = subprocess.Popen(
-                    [sys.executable, str(Path(__file__).with_name("snakemake_fork_server.py"))],
+                    [sys.executable, str(Path(__file__).with_name("snakemake_fork_server.py")), str(self.log.parent)],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=log,
