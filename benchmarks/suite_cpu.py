@@ -58,6 +58,8 @@ KINDS = {
     "analysis job": ("analyse.py", "product_figures.py", "aggregate.py", "report.py", "halving_round.py"),
     "job's Snakemake on a SLURM node": ("snakemake/__main__.py",),
     "Snakemake start (a run or a dry run)": ("/bin/snakemake",),
+    # their imports, once per worker thread; their job servers and the forks that hand each job its status
+    "the fork servers (tests/snakemake_fork_server.py)": ("snakemake_fork_server.py",),
 }
 
 

@@ -42,6 +42,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
@@ -168,41 +169,62 @@ def read_at_load(env: dict) -> dict:
     return {name: value for name, value in env.items() if name.startswith(READ_AT_LOAD)}
 
 
-def start_jobs(folder: Path) -> tuple[Path, dict | None]:
-    """The job server forked from this process (its socket in ``folder``) and the launcher that reaches it; in a job's
-    fork, the job to run in place of the launcher."""
+@dataclass(frozen=True)
+class JobServer:
+    """The job server as this server sees it: its process, the pipe whose end tells it to stop (closed: by this server
+    at EOF, or by its end), the launcher the runs take as their Python."""
+
+    pid: int
+    stop: int
+    launcher: Path
+
+    def close(self) -> None:
+        """Stop it and wait for it, which waits for the jobs still running: their CPU counted in this process's."""
+        os.close(self.stop)
+        os.waitpid(self.pid, 0)
+
+
+def start_jobs(folder: Path, started_with: dict) -> JobServer | dict:
+    """The job server forked from this process (its socket in ``folder``; ``started_with``: the variables of
+    READ_AT_LOAD this server started with); in a job's fork, the job to run."""
     address = str(folder / "jobs.sock")
-    with contextlib.suppress(FileNotFoundError):  # a stopped server's, whose job server ends within a second
+    with contextlib.suppress(FileNotFoundError):  # a stopped server's, whose job server has stopped with it
         os.unlink(address)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address)  # before the fork: a launcher may connect before the job server first waits
     listener.listen(64)
-    server = os.getpid()
+    stopped, stop = os.pipe()
     sys.stdout.flush()
-    if os.fork() == 0:
+    pid = os.fork()
+    if pid == 0:
+        os.close(stop)
         quiet = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1):  # not the protocol's pipes: EOF must reach the test worker when this server ends
             os.dup2(quiet, fd)
         os.close(quiet)
-        return folder / "python", serve_jobs(listener, server)
+        return serve_jobs(listener, stopped)
     listener.close()
-    return write_launcher(folder / "python", address), None
+    os.close(stopped)
+    return JobServer(pid, stop, write_launcher(folder / "python", address, started_with))
 
 
-def serve_jobs(listener: socket.socket, server: int) -> dict:
-    """Accept jobs until the server has ended, each handled by a fork of its own (``handle_job``); return in a job's
-    fork, with its request."""
-    while os.getppid() == server:
-        with contextlib.suppress(ChildProcessError):  # none started yet, or all reaped
-            while os.waitpid(-1, os.WNOHANG)[0]:  # the handlers that have reported
-                pass
-        if not select.select([listener], [], [], 1.0)[0]:
-            continue
+def serve_jobs(listener: socket.socket, stopped: int) -> dict:
+    """Accept jobs, each handled by a fork of its own (``handle_job``), until the server closes its end of the pipe
+    ``stopped`` (or has ended); then wait for the jobs still running and exit. Return in a job's fork, with its
+    request."""
+    while listener in select.select([listener, stopped], [], [])[0]:  # else the pipe alone: told to stop
         connection, _ = listener.accept()
         if os.fork() == 0:
             listener.close()
+            os.close(stopped)
             return handle_job(connection)
         connection.close()
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:  # the handlers that have reported
+                pass
+    with contextlib.suppress(ChildProcessError):
+        while True:
+            os.wait()
     os._exit(0)
 
 
@@ -254,12 +276,12 @@ def set_thread_counts(env: dict) -> None:
         threadpool_limits(limits=limits)
 
 
-def write_launcher(path: Path, address: str) -> Path:
+def write_launcher(path: Path, address: str, started_with: dict) -> Path:
     """The runs' Python: a script that hands ``<script>`` to the job server at ``address`` and exits as the job did, or
     becomes this interpreter (exec) for anything else or a job whose start-up would differ from the job server's."""
     path.write_text(
         f"#!{sys.executable} -S\n"
-        + LAUNCHER.format(python=sys.executable, address=address, load=STARTED_WITH, prefixes=READ_AT_LOAD)
+        + LAUNCHER.format(python=sys.executable, address=address, load=started_with, prefixes=READ_AT_LOAD)
     )
     path.chmod(0o755)
     return path
@@ -295,16 +317,19 @@ os._exit(code)
 
 
 if __name__ == "__main__":
-    STARTED_WITH = read_at_load(os.environ)  # before the imports: one of them sets KMP_DUPLICATE_LIB_OK
+    started_with = read_at_load(os.environ)  # before the imports: one of them sets KMP_DUPLICATE_LIB_OK
     for name in JOB_PRELOAD:
         importlib.import_module(name)
-    launcher, job = start_jobs(Path(sys.argv[1]))
-    if job is not None:
-        finish(run_job(job))
+    jobs = start_jobs(Path(sys.argv[1]), started_with)
+    if isinstance(jobs, dict):  # a job's fork
+        finish(run_job(jobs))
     for name in PRELOAD:
         importlib.import_module(name)
     for module, registry in REGISTRIES.items():
         getattr(importlib.import_module(module), registry)()
     request = serve()
-    if request is not None:
-        finish(run(request, launcher))
+    if request is None:
+        jobs.close()
+    else:
+        os.close(jobs.stop)  # only the server holds it: the job server stops when the server ends, not its runs
+        finish(run(request, jobs.launcher))
