@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 
 import pytest
 import workflow_helpers
@@ -80,7 +81,8 @@ def test_a_run_killed_at_the_limit_fails_its_test_and_the_next_run_gets_its_own_
 
 
 # A job that writes what `python <script>` gives a script: its arguments, module path and working directory, an
-# environment variable of the run's, the thread counts Snakemake set for its two threads; then exits as asked.
+# environment variable of the run's, the thread counts Snakemake set for its two threads, and what was imported before
+# it started (a fresh process: nothing; a fork: its job server's imports); then ends as asked.
 JOB_SNAKEFILE = """
 rule job:
     output:
@@ -89,15 +91,18 @@ rule job:
     params:
         end=config["end"],
     script:
-        "job.py"
+        config.get("script", "job.py")
 """
 JOB = """
-import json, os, signal, sys
-import numpy, threadpoolctl, torch
+import sys
+
+preloaded = sorted(name for name in ("matplotlib", "torch") if name in sys.modules)
+import json, os, signal
+import threadpoolctl, torch
 
 seen = {
     "argv": [os.path.basename(a).split(".", 1)[1] for a in sys.argv],  # Snakemake's copy: tmp<random>.job.py
-    "path": sys.path[0] == os.path.dirname(os.path.abspath(sys.argv[0])),
+    "path": sys.path[0] == os.path.dirname(os.path.realpath(sys.argv[0])),
     "cwd": os.getcwd(),
     "variable": os.environ.get("A_VARIABLE"),
     "torch threads": torch.get_num_threads(),
@@ -105,10 +110,9 @@ seen = {
     "pools": sorted({(p["user_api"], p["num_threads"]) for p in threadpoolctl.threadpool_info()}),
     "name": __name__,
 }
-with open(snakemake.output[0], "w") as out:
-    json.dump(seen, out)
-with open("forked.txt", "w") as out:  # a fresh process has not imported matplotlib: the job server has
-    out.write(str("matplotlib" in sys.modules))
+with open("seen.json", "w") as out:  # not the output, which Snakemake removes when the job fails
+    json.dump({**seen, "preloaded": preloaded, "pid": os.getpid()}, out)
+open(snakemake.output[0], "w").close()
 if snakemake.params.end == "exit 3":
     sys.exit(3)
 if snakemake.params.end == "killed":
@@ -119,11 +123,11 @@ if snakemake.params.end == "sleep":
 """
 
 
-def _job_run(folder, end: str, forked: bool, env: dict | None = None):
+def _job_run(folder, end: str, forked: bool, env: dict | None = None, script: str = "job.py"):
     folder.mkdir()
     (folder / "Snakefile").write_text(JOB_SNAKEFILE)
-    (folder / "job.py").write_text(JOB)
-    args = ["--cores", "2", "--config", f"end={end}"]
+    (folder / script).write_text(JOB)
+    args = ["--cores", "2", "--config", f"end={end}", f"script={script}"]
     env = {"A_VARIABLE": "set", **(env or {})}
     if forked:
         return snakemake(folder, *args, check=False, env=env)
@@ -131,46 +135,49 @@ def _job_run(folder, end: str, forked: bool, env: dict | None = None):
     return subprocess.run([SNAKEMAKE, *args], cwd=folder, capture_output=True, text=True, env=full)
 
 
+def _seen(folder) -> dict:
+    return json.loads((folder / "seen.json").read_text())
+
+
 def test_a_job_of_a_forked_run_runs_in_a_fork_as_python_runs_its_script(tmp_path):
     command, forked = (_job_run(tmp_path / name, "done", name == "forked") for name in ("command", "forked"))
     assert command.returncode == forked.returncode == 0
-    assert (tmp_path / "command/forked.txt").read_text() == "False"
-    assert (tmp_path / "forked/forked.txt").read_text() == "True"
-    seen = {name: json.loads((tmp_path / name / "job.txt").read_text()) for name in ("command", "forked")}
+    seen = {name: _seen(tmp_path / name) for name in ("command", "forked")}
+    assert (seen["command"].pop("preloaded"), seen["forked"].pop("preloaded")) == ([], ["matplotlib", "torch"])
     assert seen["forked"]["cwd"] == str(tmp_path / "forked")
-    assert seen["command"] == {**seen["forked"], "cwd": str(tmp_path / "command")}
-    assert seen["forked"]["torch threads"] == 2 and ("openmp", 2) in map(tuple, seen["forked"]["pools"])
+    assert {**seen["command"], "cwd": "", "pid": 0} == {**seen["forked"], "cwd": "", "pid": 0}
+    assert seen["forked"]["torch threads"] == 2 and ["openmp", 2] in seen["forked"]["pools"]
+
+
+def test_a_trial_job_forks_from_a_server_that_imported_only_what_a_trial_imports(tmp_path):
+    # a trial measures its process's resident set, which in a fork counts the pages it shares with its server
+    forked = _job_run(tmp_path / "run", "done", True, script="train_trial.py")
+    assert forked.returncode == 0 and _seen(tmp_path / "run")["preloaded"] == ["torch"]
 
 
 @pytest.mark.parametrize("end", ["exit 3", "killed"])
 def test_a_job_that_fails_or_is_killed_fails_its_run_as_with_the_command(tmp_path, end):
     command, forked = (_job_run(tmp_path / name, end, name == "forked") for name in ("command", "forked"))
-    assert (tmp_path / "forked/forked.txt").read_text() == "True"
+    assert _seen(tmp_path / "forked")["preloaded"] == ["matplotlib", "torch"]
     assert command.returncode == forked.returncode == 1
     ended = r"returned non-zero exit status 3|died with <Signals.SIGKILL: 9>"
     assert re.findall(ended, forked.stdout + forked.stderr) == re.findall(ended, command.stdout + command.stderr) != []
 
 
-def test_a_job_whose_environment_changes_pythons_start_up_starts_fresh_with_it(tmp_path):
-    (tmp_path / "hook").mkdir()
-    (tmp_path / "hook" / "sitecustomize.py").write_text("import os\nos.environ['A_VARIABLE'] = 'from the hook'\n")
-    forked = _job_run(tmp_path / "run", "done", True, env={"PYTHONPATH": str(tmp_path / "hook")})
-    assert forked.returncode == 0 and (tmp_path / "run/forked.txt").read_text() == "False"
-    assert json.loads((tmp_path / "run/job.txt").read_text())["variable"] == "from the hook"
+def test_a_job_whose_environment_changes_what_a_library_reads_when_loaded_starts_fresh(tmp_path):
+    # not a PYTHON* variable, with which the whole run starts fresh: matplotlib reads MPLBACKEND when imported
+    forked = _job_run(tmp_path / "run", "done", True, env={"MPLBACKEND": "svg"})
+    assert forked.returncode == 0 and _seen(tmp_path / "run")["preloaded"] == []
 
 
 def test_a_run_killed_at_the_limit_takes_its_jobs_along(tmp_path, monkeypatch):
     monkeypatch.setattr(workflow_helpers, "RUN_LIMIT_S", 20)
     with pytest.raises(AssertionError, match="still running after 20 s, killed"):
         _job_run(tmp_path / "run", "sleep", True)
-    assert (tmp_path / "run/forked.txt").read_text() == "True"
-    jobs = [p for p in os.listdir("/proc") if p.isdigit() and _runs(p, "job.py")]
-    assert jobs == []
-
-
-def _runs(pid: str, script: str) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            return script.encode() in cmdline.read() and os.path.exists(f"/proc/{pid}/status")
-    except OSError:
-        return False
+    seen = _seen(tmp_path / "run")
+    assert seen["preloaded"] == ["matplotlib", "torch"]
+    for _ in range(50):  # its handler reaps it once killed
+        if not os.path.exists(f"/proc/{seen['pid']}"):
+            break
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{seen['pid']}")
