@@ -6,12 +6,14 @@ finished trial calls) it appends its own CPU time (user + system, children not c
 that was running when it started (pytest's ``PYTEST_CURRENT_TEST``, which subprocesses inherit) and its command
 line to a log. Then prints pytest's failures, its slowest tests (if asked) and its last line, the CPU by kind of
 process (a Snakemake start, a training, data or analysis job, a job's Snakemake on a SLURM node, the pytest workers
-running the in-process tests) and the tests whose processes used the most, with the run's wall time and the CPU time of pytest and the processes it waited for beside them (that total
+running the in-process tests, the suite's fork servers) and the tests whose processes used the most, with the run's wall time and the CPU time of pytest and the processes it waited for beside them (that total
 leaves out the SLURM jobs, which slurmd starts, and the logged rows count them: the two need not agree). Not
 counted: a process ended by a signal it does not handle, one started with a PYTHONPATH of its own or with another
-``sitecustomize`` before this one (a few tests set one), and anything not Python (the SLURM daemons). A test's CPU is
-that of the processes started while it ran: the shared tiny study, built in a thread beside the SLURM tests, counts
-under the SLURM test running when its jobs started.
+``sitecustomize`` before this one (a few tests set one), the launchers that hand a forked run's jobs to the job
+servers (started with ``-S``, no site: ~0.01 s each; tests/job_forks.py), and anything not Python (the SLURM daemons).
+A test's CPU is that of the processes started while it ran: the shared tiny study, built in a thread beside the SLURM
+tests, counts under the SLURM test running when its jobs started; a forked job, under the test of its run (its
+environment's); a fork server and its job servers, under the test that started the server.
 
 Usage: .venv/bin/python benchmarks/suite_cpu.py [--top 30] [-- <pytest arguments>]
 """

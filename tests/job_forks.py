@@ -12,11 +12,14 @@ The job runs the script as ``python <script>`` does: its sys.argv, sys.path[0], 
 environment and standard files, in the shell's process group, with the OpenMP and BLAS thread counts Snakemake set
 for it, ending as the interpreter ends (fork_exit.py).
 
-Two job servers, so that a trial's memory is a fresh trial's: a trial records its process's resident set
-(tokenwatt.measurement.memory), which in a fork counts the pages it shares with its server. The trials' server has
-imported what a trial imports anyway (torch: ~1.1 s of a tiny trial's ~1.5 s of CPU); the other, forked after scipy,
-matplotlib and pingouin too, serves every other job. Neither imports polars, whose thread pools are not fork-safe,
-nor statsmodels, which imports it, nor tokenwatt, which each clone brings.
+Two job servers, so that a trial's memory figures hold no pages of libraries a trial never imports: a trial records its
+process's resident set (tokenwatt.measurement.memory), which in a fork counts the pages it shares with its server.
+The trials' server has imported what a trial imports anyway (torch: ~1.1 s of a tiny trial's ~1.5 s of CPU); the
+other, forked after scipy, matplotlib and pingouin too, serves every other job. A forked trial's figures are still
+not a fresh one's: its resident set counts only the shared pages it touches (the tiny study's trials, 2026-12-06:
+244 MB at the start of training against 301 MB fresh, peaks 253 against 308 MB). No test compares them with a fresh
+trial's; the SLURM tests' trials run fresh. Neither server imports polars, whose thread pools are not fork-safe, nor
+statsmodels, which imports it, nor tokenwatt, which each clone brings.
 
 What a fork cannot be runs fresh (the launcher becomes the interpreter, exec): anything but a single script (the
 ``-m snakemake`` of a SLURM job, ``-c``), and a job whose environment differs from the server's start in what Python
@@ -24,7 +27,9 @@ or a preloaded library reads when it starts or loads (``READ_AT_LOAD``). Still n
 no test: the string-hash seed (a server's jobs share it), resource limits, umask and CPU affinity (the server's: the
 suite sets none per job), a signal sent to the launcher's process alone (the job is killed, where a fresh one would
 get that signal: the tests that signal a job run the command), the finalizers of objects alive at exit
-(fork_exit.finish), and Snakemake's ``benchmark:`` files, which measure the launcher's processes, not the job's.
+(fork_exit.finish), variables a preloaded library sets in its own environment when imported (scikit-learn's
+``KMP_*``, which the job's environment and so its children lack), runpy's frames above the script's in a traceback,
+and Snakemake's ``benchmark:`` files, which measure the launcher's processes, not the job's.
 """
 
 from __future__ import annotations

@@ -118,13 +118,20 @@ def test_a_gpu_job_sees_the_gpu_slurm_assigned_and_the_meter_maps_it(slurm, tmp_
     assert out.read_text().split() == ["CVD", "0", "GPU-first"]
 
 
+# The tiny study at one trial id per budget: SLURM runs one job at a time here, ~10 s each (the plugin's status checks),
+# and what the cancelled study asks (a cancelled trial named, a rerun that trains it alone and matches the local run)
+# needs no more trials than one finished and one cancelled.
+ONE_TRIAL = [*TINY, "one-trial.yaml"]
+
+
 def _cancel_a_training_job(work):
-    """The tiny study through SLURM in ``work`` with no retries; one training job is scancel'ed while running. What
-    the run ended with is kept beside it (cancelled.json, terminal.txt)."""
+    """The tiny study at one trial id through SLURM in ``work`` with no retries; one training job is scancel'ed while
+    running. What the run ended with is kept beside it (cancelled.json, terminal.txt)."""
     work = clone(work)
+    (work / "one-trial.yaml").write_text("study: {trials: 1}\n")
     env = {**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
     proc = subprocess.Popen(
-        [SNAKEMAKE, *TINY, *PROFILE, "--retries", "0", "--keep-going"],
+        [SNAKEMAKE, *ONE_TRIAL, *PROFILE, "--retries", "0", "--keep-going"],
         cwd=work,
         env=env,
         stdout=subprocess.PIPE,
@@ -148,7 +155,7 @@ def _cancel_a_training_job(work):
 
 @pytest.fixture
 def cancelled_run(slurm, built):
-    """The tiny study through SLURM with one training job cancelled, run once per test run (whichever worker asks
+    """The tiny study at one trial id through SLURM with one training job cancelled, run once per test run (whichever worker asks
     first; built_once) and copied for each test, which reruns it in its copy: (folder, return code, what Snakemake
     printed, (the cancelled job's id, its wildcards))."""
     work = built("slurm-cancelled", _cancel_a_training_job)
@@ -166,16 +173,17 @@ def test_a_cancelled_training_job_is_reported_clearly(cancelled_run):
 def test_a_rerun_completes_the_study_without_redoing_finished_trials(cancelled_run, study):
     work, _, _, _ = cancelled_run
     finished = {p: p.stat().st_mtime_ns for p in (work / "results/trials").rglob("metrics.json")}
-    assert len(finished) == 5
-    assert planned_jobs(work, *TINY, *PROFILE) == {"train_trial": 1, **ANALYSIS}
-    rerun = snakemake(work, *TINY, *PROFILE)
+    assert len(finished) == 1  # of its two trials, the other cancelled
+    assert planned_jobs(work, *ONE_TRIAL, *PROFILE) == {"train_trial": 1, **ANALYSIS}
+    rerun = snakemake(work, *ONE_TRIAL, *PROFILE)
     assert (rerun.stdout + rerun.stderr).count("submitted with SLURM") == 9  # the trial and the eight analysis jobs
     assert {p: p.stat().st_mtime_ns for p in finished} == finished
     assert (work / "results/report.html").exists()
-    # Same results table as the local run, except timing and energy.
+    # Same results table as the local run's trial id 1 (a trial's subset and seed are its id's, whatever the count),
+    # except timing and energy.
     ours = pl.read_parquet(work / "results/analysis/trials.parquet").select(SAME_AS_LOCAL)
     local = pl.read_parquet(study / "results/analysis/trials.parquet").select(SAME_AS_LOCAL)
-    assert ours.equals(local)
+    assert ours.height == 2 and ours.equals(local.filter(pl.col("trial") == 1))
     assert set(pl.read_parquet(work / "results/analysis/trials.parquet")["cuda_visible_devices"]) <= {"0", "1"}
 
 
