@@ -29,7 +29,9 @@ suite sets none per job), a signal sent to the launcher's process alone (the job
 get that signal: the tests that signal a job run the command), the finalizers of objects alive at exit
 (fork_exit.finish), variables a preloaded library sets in its own environment when imported (scikit-learn's
 ``KMP_*``, which the job's environment and so its children lack), runpy's frames above the script's in a traceback,
-and Snakemake's ``benchmark:`` files, which measure the launcher's processes, not the job's.
+the modules a server imported (a script that uses one it never imports runs forked and fails fresh: the SLURM tests'
+jobs run fresh), MKL's and numexpr's thread counts (set by OpenMP's and BLAS's alone; the trials set torch's
+themselves), and Snakemake's ``benchmark:`` files, which measure the launcher's processes, not the job's.
 """
 
 from __future__ import annotations
@@ -66,8 +68,8 @@ THREAD_COUNTS = (
     "VECLIB_MAXIMUM_THREADS",
     "NUMEXPR_NUM_THREADS",
 )
-# What Python, torch, OpenMP, OpenBLAS, the C library or matplotlib (its config and cache folders) read of the
-# environment when they start or load, by prefix: a job whose values differ from the server's start runs fresh.
+# What Python (its locale too), torch, OpenMP, OpenBLAS, the C library, numpy, scipy, scikit-learn or matplotlib (its
+# config and cache folders) read of the environment when they start or load, by prefix: a job whose values differ from the server's start runs fresh.
 READ_AT_LOAD = (
     "PYTHON",
     "PYTORCH",
@@ -86,6 +88,13 @@ READ_AT_LOAD = (
     "XDG_CONFIG_HOME",
     "XDG_CACHE_HOME",
     "HOME",
+    "LANG",
+    "LC_",
+    "TZ",
+    "SKLEARN_",
+    "SCIPY_",
+    "NPY_",
+    "NUMPY_",
 )
 
 
@@ -105,6 +114,8 @@ class JobServer:
 
 @dataclass(frozen=True)
 class JobServers:
+    """The job servers of a fork server, and the launcher its runs take as their Python."""
+
     servers: tuple[JobServer, ...]
     launcher: Path
 
@@ -127,11 +138,15 @@ def start_job_servers(folder: Path, started_with: dict) -> JobServers | dict:
     for name, modules in PRELOADS.items():
         for module in modules:
             importlib.import_module(module)
-        started = _start(folder / f"{name}.sock", servers)
+        started = _start(_address(folder, name), servers)
         if isinstance(started, dict):
             return started
         servers.append(started)
     return JobServers(tuple(servers), write_launcher(folder, started_with))
+
+
+def _address(folder: Path, name: str) -> Path:
+    return folder / f"{name}.sock"
 
 
 def _start(address: Path, before: list[JobServer]) -> JobServer | dict:
@@ -144,6 +159,7 @@ def _start(address: Path, before: list[JobServer]) -> JobServer | dict:
     sys.stdout.flush()
     pid = os.fork()
     if pid == 0:
+        os.setpgid(0, 0)  # not the test worker's group: a Ctrl-C there ends the server, whose end stops this one
         for fd in (stop, *(server.stop for server in before)):  # only its parent's end may hold it, or another's
             os.close(fd)
         quiet = os.open(os.devnull, os.O_RDWR)
@@ -179,11 +195,14 @@ def _serve(listener: socket.socket, stopped: int) -> dict:
 def _handle(connection: socket.socket) -> dict:
     """Receive a job (its standard files as descriptors, then its request), fork it, wait for it and report its exit
     status to the launcher; return in the job's fork, with its request."""
-    _, fds, _, _ = socket.recv_fds(connection, 1, 3)
-    body = b""
-    while chunk := connection.recv(1 << 16):
-        body += chunk
-    request = {**json.loads(body), "fds": fds}
+    try:
+        _, fds, _, _ = socket.recv_fds(connection, 1, 3)
+        body = b""
+        while chunk := connection.recv(1 << 16):
+            body += chunk
+        request = {**json.loads(body), "fds": fds}
+    except (OSError, ValueError):  # a launcher killed before its request was whole: no job to run
+        os._exit(1)
     pid = os.fork()
     if pid == 0:
         connection.close()
@@ -243,8 +262,7 @@ def write_launcher(folder: Path, started_with: dict) -> Path:
     """The runs' Python (``folder``/python), written whole before it is used (a SLURM job may start it meanwhile)."""
     text = f"#!{sys.executable} -S\n" + LAUNCHER.format(
         python=sys.executable,
-        trials=str(folder / "trials.sock"),
-        jobs=str(folder / "jobs.sock"),
+        **{name: str(_address(folder, name)) for name in PRELOADS},
         measures_memory=MEASURES_MEMORY,
         prefixes=READ_AT_LOAD,
         thread_counts=THREAD_COUNTS,

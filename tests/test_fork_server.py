@@ -1,10 +1,12 @@
 """The suite's Snakemake runs (workflow_helpers.snakemake) go through a fork server: what a test reads of a run, its
 exit status and its output, is what the `snakemake` command gives."""
 
+import concurrent.futures
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 
@@ -170,14 +172,40 @@ def test_a_job_whose_environment_changes_what_a_library_reads_when_loaded_starts
     assert forked.returncode == 0 and _seen(tmp_path / "run")["preloaded"] == []
 
 
+def _ended(pid: int) -> bool:
+    for _ in range(50):  # its handler reaps it once killed
+        if not os.path.exists(f"/proc/{pid}"):
+            return True
+        time.sleep(0.1)
+    return False
+
+
 def test_a_run_killed_at_the_limit_takes_its_jobs_along(tmp_path, monkeypatch):
-    monkeypatch.setattr(workflow_helpers, "RUN_LIMIT_S", 20)
-    with pytest.raises(AssertionError, match="still running after 20 s, killed"):
+    monkeypatch.setattr(workflow_helpers, "RUN_LIMIT_S", 8)
+    with pytest.raises(AssertionError, match="still running after 8 s, killed"):
         _job_run(tmp_path / "run", "sleep", True)
     seen = _seen(tmp_path / "run")
-    assert seen["preloaded"] == ["matplotlib", "torch"]
-    for _ in range(50):  # its handler reaps it once killed
-        if not os.path.exists(f"/proc/{seen['pid']}"):
+    assert seen["preloaded"] == ["matplotlib", "torch"] and _ended(seen["pid"])
+
+
+def test_a_job_whose_launcher_is_killed_alone_is_killed_with_it(tmp_path):
+    # as a fresh job would be, whose process the launcher's is: Snakemake signals a job's shell alone, which execs it
+    ran = concurrent.futures.ThreadPoolExecutor(1).submit(_job_run, tmp_path / "run", "sleep", True)
+    for _ in range(600):
+        if (tmp_path / "run/seen.json").exists() or ran.done():
             break
         time.sleep(0.1)
-    assert not os.path.exists(f"/proc/{seen['pid']}")
+    seen = _seen(tmp_path / "run")
+    (launcher,) = [pid for pid in os.listdir("/proc") if pid.isdigit() and _launches(pid, tmp_path / "run")]
+    os.kill(int(launcher), signal.SIGKILL)
+    assert ran.result(timeout=120).returncode == 1 and _ended(seen["pid"])
+
+
+def _launches(pid: str, folder) -> bool:
+    """Whether process ``pid`` is a launcher (`python -S <server folder>/python <script>`) of a job in ``folder``."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            argv = cmdline.read().decode().split("\0")
+    except OSError:
+        return False
+    return "-S" in argv and any(a.endswith("/python") for a in argv) and any(a.startswith(str(folder)) for a in argv)
