@@ -7,7 +7,8 @@ that was running when it started (pytest's ``PYTEST_CURRENT_TEST``, which subpro
 line to a log. Then prints pytest's failures, its slowest tests (if asked) and its last line, the CPU by kind of
 process (a Snakemake start, a training, data or analysis job, a job's Snakemake on a SLURM node, the pytest workers
 running the in-process tests, the suite's fork servers) and the tests whose processes used the most, with the run's wall time and the CPU time of pytest and the processes it waited for beside them (that total
-leaves out the SLURM jobs, which slurmd starts, and the logged rows count them: the two need not agree). Not
+leaves out the SLURM jobs, which slurmd starts, and the jobs of a test fork server stopped after a failed exchange,
+whose job servers no process waits for; the logged rows count both: the two need not agree). Not
 counted: a process ended by a signal it does not handle, one started with a PYTHONPATH of its own or with another
 ``sitecustomize`` before this one (a few tests set one), the launchers that hand a forked run's jobs to the job
 servers (started with ``-S``, no site: ~0.01 s each; tests/job_forks.py), and anything not Python (the SLURM daemons).

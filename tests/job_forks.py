@@ -69,7 +69,8 @@ THREAD_COUNTS = (
     "NUMEXPR_NUM_THREADS",
 )
 # What Python (its locale too), torch, OpenMP, OpenBLAS, the C library, numpy, scipy, scikit-learn or matplotlib (its
-# config and cache folders) read of the environment when they start or load, by prefix: a job whose values differ from the server's start runs fresh.
+# config and cache folders) read of the environment when they start or load, by prefix: a job whose values differ from
+# the server's start runs fresh.
 READ_AT_LOAD = (
     "PYTHON",
     "PYTORCH",
@@ -201,6 +202,8 @@ def _handle(connection: socket.socket) -> dict:
         while chunk := connection.recv(1 << 16):
             body += chunk
         request = {**json.loads(body), "fds": fds}
+        if len(fds) != 3:
+            raise ValueError("a request without its three standard files")
     except (OSError, ValueError):  # a launcher killed before its request was whole: no job to run
         os._exit(1)
     pid = os.fork()

@@ -190,8 +190,12 @@ def test_a_run_killed_at_the_limit_takes_its_jobs_along(tmp_path, monkeypatch):
 
 def test_a_job_whose_launcher_is_killed_alone_is_killed_with_it(tmp_path):
     # as a fresh job would be, whose process the launcher's is: Snakemake signals a job's shell alone, which execs it
-    ran = concurrent.futures.ThreadPoolExecutor(1).submit(_job_run, tmp_path / "run", "sleep", True)
-    for _ in range(600):
+    server = workflow_helpers._fork_server()  # this thread's, lent to the thread that waits for the run
+    lent = concurrent.futures.ThreadPoolExecutor(
+        1, initializer=setattr, initargs=(workflow_helpers._THREAD, "server", server)
+    )
+    ran = lent.submit(_job_run, tmp_path / "run", "sleep", True)
+    for _ in range(3000):
         if (tmp_path / "run/seen.json").exists() or ran.done():
             break
         time.sleep(0.1)
